@@ -1,0 +1,67 @@
+// Connecting to a node: device-filter check, CAF connect with a deadline
+// (remote_actor would block forever on a SIGSTOPped peer), interface check,
+// then the Hello handshake. The one way any actorps process reaches a node.
+#pragma once
+
+#include <functional>
+
+#include <caf/expected.hpp>
+#include <caf/io/middleman.hpp>
+#include <unistd.h>
+
+#include "actors/node_actor.hpp"
+#include "config/cluster_spec.hpp"
+
+namespace actorps {
+
+using dial_callback = std::function<void(caf::expected<node_actor>)>;
+
+namespace detail {
+
+template <class Self>
+void greet(Self* self, const cluster_spec& spec, task_id from, node_actor node,
+           dial_callback done) {
+  pb::Hello hello;
+  hello.set_cluster_name(spec.name);
+  hello.set_protocol_version(kProtocolVersion);
+  *hello.mutable_from() = to_proto(from);
+  hello.set_pid(static_cast<uint32_t>(::getpid()));
+  auto timeout = std::chrono::milliseconds(spec.runtime.connect_timeout_ms);
+  self->request(node, timeout, hello)
+      .then([node, done](const pb::Welcome&) { done(node); },
+            [done](const caf::error& err) { done(err); });
+}
+
+}  // namespace detail
+
+/// From inside the handlers of `self` (an event-based actor or a broker):
+/// dials `spec.nodes[node]` as task `from` and calls `done` with the admitted
+/// node actor or a typed error (errc::device_filter,
+/// sec::cannot_connect_to_node, sec::request_timeout,
+/// errc::protocol_mismatch, errc::not_admitted, ...).
+template <class Self>
+void dial_node(Self* self, const cluster_spec& spec, task_id from, size_t node,
+               dial_callback done) {
+  auto& target = spec.nodes[node];
+  if (!spec.may_connect(from.role, target)) {
+    done(make_error(errc::device_filter,
+                    "device filters forbid " + to_string(from) + " to talk to " + target.address()));
+    return;
+  }
+  auto mm = self->home_system().middleman().actor_handle();
+  auto timeout = std::chrono::milliseconds(spec.runtime.connect_timeout_ms);
+  self->request(mm, timeout, caf::connect_atom::value, target.host, target.port)
+      .then(
+          [self, spec, from, target, done](const caf::node_id&, caf::strong_actor_ptr& ptr,
+                                           const std::set<std::string>& ifs) {
+            auto& sys = self->home_system();
+            if (ptr == nullptr || !sys.assignable(ifs, sys.template message_types<node_actor>())) {
+              done(make_error(errc::not_admitted, "no actorps node actor published at " + target.address()));
+              return;
+            }
+            detail::greet(self, spec, from, caf::actor_cast<node_actor>(std::move(ptr)), done);
+          },
+          [done](const caf::error& err) { done(err); });
+}
+
+}  // namespace actorps

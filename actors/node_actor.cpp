@@ -1,0 +1,123 @@
+#include "actors/node_actor.hpp"
+
+#include <chrono>
+#include <unordered_map>
+
+#include <caf/actor_system.hpp>
+#include <caf/event_based_actor.hpp>
+#include <caf/stateful_actor.hpp>
+#include <caf/io/middleman.hpp>
+#include <caf/io/typed_broker.hpp>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include "kernels/device_info.hpp"
+
+namespace actorps {
+namespace {
+
+struct admitted_peer {
+  task_id task;
+  caf::actor_addr greeter;  // the actor that said Hello; admission ends with it
+};
+
+struct node_state {
+  static inline const char* name = "node";
+  cluster_spec spec;
+  size_t index = 0;
+  std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
+  std::unordered_map<caf::node_id, admitted_peer> admitted;
+
+  const node_spec& self() const { return spec.nodes[index]; }
+};
+
+// The node actor is a broker: it runs on the middleman's I/O thread, so a
+// request from the network is handled and answered without any thread hop.
+// Its handlers must stay short; heavy work goes to other actors.
+using node_broker = caf::io::typed_broker<caf::replies_to<pb::Hello>::with<pb::Welcome>,
+                                          caf::replies_to<pb::Ping>::with<pb::Pong>,
+                                          caf::replies_to<pb::StatusRequest>::with<pb::NodeStatus>>;
+using node_ptr = caf::stateful_actor<node_state, node_broker>*;
+
+// Admission check for every request but Hello: the sender's node said Hello.
+caf::error check_admitted(node_ptr self) {
+  auto& sender = self->current_sender();
+  if (sender == nullptr || sender->node() == self->node()) return caf::none;
+  if (self->state.admitted.count(sender->node()) == 0)
+    return make_error(errc::not_admitted, "node " + self->state.self().address() + ": send Hello first");
+  return caf::none;
+}
+
+caf::result<pb::Welcome> on_hello(node_ptr self, const pb::Hello& hello) {
+  auto& st = self->state;
+  auto where = "node " + st.self().address() + ": ";
+  if (hello.protocol_version() != kProtocolVersion)
+    return make_error(errc::protocol_mismatch, where + "peer speaks protocol " +
+                                                   std::to_string(hello.protocol_version()) + ", this node " +
+                                                   std::to_string(kProtocolVersion));
+  if (hello.cluster_name() != st.spec.name)
+    return make_error(errc::protocol_mismatch,
+                      where + "peer belongs to cluster \"" + hello.cluster_name() + "\", this node to \"" +
+                          st.spec.name + "\"");
+  auto from = from_proto(hello.from());
+  if (from.role != pb::CLIENT && st.spec.node_of(from) == nullptr)
+    return make_error(errc::not_admitted, where + "task " + to_string(from) + " is not in the topology");
+  if (!st.spec.may_connect(from.role, st.self()))
+    return make_error(errc::device_filter, where + "device filters forbid " + to_string(from) +
+                                               " to talk to this node (it hosts no coordinator or ps task)");
+  auto& sender = self->current_sender();
+  if (sender != nullptr) {
+    st.admitted[sender->node()] = admitted_peer{from, caf::actor_cast<caf::actor_addr>(sender)};
+    self->monitor(sender);
+    spdlog::debug("{}admitted {} (pid {})", where, to_string(from), hello.pid());
+  }
+  pb::Welcome welcome;
+  for (auto& t : st.self().tasks) *welcome.add_tasks() = to_proto(t);
+  welcome.set_pid(static_cast<uint32_t>(::getpid()));
+  return welcome;
+}
+
+node_broker::behavior_type node_behavior(node_ptr self, cluster_spec spec, size_t index) {
+  self->state.spec = std::move(spec);
+  self->state.index = index;
+  self->set_down_handler([self](const caf::down_msg& msg) {
+    auto& admitted = self->state.admitted;
+    for (auto i = admitted.begin(); i != admitted.end();) {
+      if (i->second.greeter == msg.source) {
+        i = admitted.erase(i);
+      } else {
+        ++i;
+      }
+    }
+  });
+  return {
+      [self](const pb::Hello& hello) { return on_hello(self, hello); },
+      [self](const pb::Ping& ping) -> caf::result<pb::Pong> {
+        if (auto err = check_admitted(self)) return err;
+        pb::Pong pong;
+        pong.set_seq(ping.seq());
+        return pong;
+      },
+      [self](const pb::StatusRequest&) -> caf::result<pb::NodeStatus> {
+        if (auto err = check_admitted(self)) return err;
+        auto& st = self->state;
+        pb::NodeStatus status;
+        for (auto& t : st.self().tasks) *status.add_tasks() = to_proto(t);
+        status.set_pid(static_cast<uint32_t>(::getpid()));
+        auto up = std::chrono::steady_clock::now() - st.started;
+        status.set_uptime_ms(std::chrono::duration_cast<std::chrono::milliseconds>(up).count());
+        status.add_actors(node_state::name);
+        status.set_gpus(static_cast<uint32_t>(cuda_device_count()));
+        status.set_version(ACTORPS_VERSION);
+        return status;
+      },
+  };
+}
+
+}  // namespace
+
+node_actor spawn_node(caf::actor_system& sys, cluster_spec spec, size_t node_index) {
+  return sys.middleman().spawn_broker(node_behavior, std::move(spec), node_index);
+}
+
+}  // namespace actorps

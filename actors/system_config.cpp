@@ -1,0 +1,27 @@
+#include "actors/system_config.hpp"
+
+#include <chrono>
+#include <thread>
+
+#include <caf/io/middleman.hpp>
+
+#include "messages/wire.hpp"
+
+namespace actorps {
+
+system_config::system_config(const runtime_options& rt) {
+  register_wire_types(*this);
+  load<caf::io::middleman>();
+  using std::chrono::milliseconds;
+  auto threads = rt.threads != 0 ? rt.threads : std::max(1u, std::thread::hardware_concurrency());
+  set("scheduler.policy", rt.scheduler == "sharing" ? caf::atom("sharing") : caf::atom("stealing"));
+  set("scheduler.max-threads", static_cast<size_t>(threads));
+  set("middleman.workers", static_cast<size_t>(rt.middleman_workers));
+  set("middleman.enable-automatic-connections", false);
+  set("middleman.heartbeat-interval", caf::timespan{milliseconds(rt.heartbeat_interval_ms)});
+  set("middleman.connection-timeout", caf::timespan{milliseconds(rt.connection_timeout_ms)});
+  set("logger.console", caf::atom("none"));
+  set("logger.file-verbosity", caf::atom("quiet"));
+}
+
+}  // namespace actorps

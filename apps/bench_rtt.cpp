@@ -1,0 +1,262 @@
+// `actorps bench rtt`: small request/response round trips per second between
+// this process and a node process, beside raw TCP ping-pong, in one run.
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <future>
+#include <thread>
+
+#include <caf/actor_system.hpp>
+#include <caf/io/broker.hpp>
+#include <caf/io/middleman.hpp>
+#include <caf/send.hpp>
+#include <caf/stateful_actor.hpp>
+#include <fmt/format.h>
+
+#include "actors/dial.hpp"
+#include "actors/system_config.hpp"
+#include "apps/commands.hpp"
+#include "apps/subprocess.hpp"
+
+namespace actorps {
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+constexpr auto kStartTimeout = std::chrono::seconds(20);
+
+double median(std::vector<double> xs) {
+  std::sort(xs.begin(), xs.end());
+  return xs[xs.size() / 2];
+}
+
+int connect_tcp(uint16_t port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(port);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  return fd;
+}
+
+bool exchange(int fd, char* buf, size_t n) {
+  if (::write(fd, buf, n) != static_cast<ssize_t>(n)) return false;
+  size_t got = 0;
+  while (got < n) {
+    auto r = ::read(fd, buf + got, n - got);
+    if (r <= 0) return false;
+    got += static_cast<size_t>(r);
+  }
+  return true;
+}
+
+// Raw TCP ping-pong of 8-byte messages against `actorps bench tcp-echo`.
+caf::expected<std::vector<double>> measure_tcp(const rtt_bench_options& opts) {
+  auto port = free_port();
+  auto echo = child_process::spawn({opts.self_exe, "bench", "tcp-echo", "--port", std::to_string(port)});
+  if (!echo) return echo.error();
+  if (auto ready = echo->wait_for_line("ready", kStartTimeout); !ready) return ready.error();
+  int fd = connect_tcp(port);
+  if (fd < 0) return make_error(errc::unreachable, "cannot connect to the TCP echo server");
+  std::vector<double> rates;
+  char buf[8] = {};
+  for (uint32_t i = 0; i < opts.round_trips / 10; ++i) exchange(fd, buf, sizeof(buf));  // warm-up
+  for (uint32_t rep = 0; rep < opts.repetitions; ++rep) {
+    auto start = clock_type::now();
+    for (uint32_t i = 0; i < opts.round_trips; ++i)
+      if (!exchange(fd, buf, sizeof(buf))) return make_error(errc::io_error, "TCP echo broke");
+    std::chrono::duration<double> took = clock_type::now() - start;
+    rates.push_back(opts.round_trips / took.count());
+  }
+  ::close(fd);
+  return rates;
+}
+
+// The client side of the CAF measurement: sequential Ping -> Pong requests
+// from a broker, which runs on the I/O thread like the node actor (a
+// blocking scoped_actor adds ~100 us per request, an event-based actor two
+// thread hops). Requests carry no per-request timeout: in CAF 0.17 each
+// timed request costs two pushes to the clock thread (~13 us here), so one
+// watchdog per repetition bounds the whole run instead.
+//   dialing -> warm-up -> repetition 1..R -> done (or failed)
+using watchdog_atom = caf::atom_constant<caf::atom("watchdog")>;
+constexpr auto kRepetitionDeadline = std::chrono::seconds(60);
+
+struct pinger_state {
+  static inline const char* name = "rtt_pinger";
+  node_actor node;
+  int rep = -1;  // -1: warm-up
+  uint32_t left = 0;
+  clock_type::time_point start;
+  std::vector<double> rates;
+  std::promise<caf::expected<std::vector<double>>>* result = nullptr;
+};
+
+using pinger_ptr = caf::stateful_actor<pinger_state, caf::io::broker>*;
+
+void finish(pinger_ptr self, caf::expected<std::vector<double>> outcome) {
+  self->state.result->set_value(std::move(outcome));
+  self->quit();
+}
+
+void start_repetition(pinger_ptr self, const rtt_bench_options& opts);
+
+void send_ping(pinger_ptr self, const rtt_bench_options& opts) {
+  pb::Ping ping;
+  ping.set_seq(self->state.left);
+  self->request(self->state.node, caf::infinite, ping)
+      .then(
+          [self, &opts](const pb::Pong&) {
+            auto& st = self->state;
+            if (--st.left > 0) return send_ping(self, opts);
+            if (st.rep >= 0) {
+              std::chrono::duration<double> took = clock_type::now() - st.start;
+              st.rates.push_back(opts.round_trips / took.count());
+            }
+            if (++st.rep == static_cast<int>(opts.repetitions)) return finish(self, st.rates);
+            start_repetition(self, opts);
+          },
+          [self](const caf::error& err) { finish(self, err); });
+}
+
+void start_repetition(pinger_ptr self, const rtt_bench_options& opts) {
+  auto& st = self->state;
+  st.left = st.rep < 0 ? opts.round_trips / 10 : opts.round_trips;
+  st.start = clock_type::now();
+  self->delayed_send(self, kRepetitionDeadline, watchdog_atom::value, st.rep);
+  send_ping(self, opts);
+}
+
+caf::behavior pinger(pinger_ptr self, const cluster_spec* spec, const rtt_bench_options* opts,
+                     std::promise<caf::expected<std::vector<double>>>* result) {
+  self->state.result = result;
+  dial_node(self, *spec, task_id{pb::CLIENT, 0}, 0, [self, opts](caf::expected<node_actor> node) {
+    if (!node) return finish(self, node.error());
+    self->state.node = *node;
+    start_repetition(self, *opts);
+  });
+  return {
+      [self](watchdog_atom, int rep) {
+        if (rep == self->state.rep)
+          finish(self, make_error(errc::timeout, "a repetition ran past its deadline"));
+      },
+  };
+}
+
+caf::expected<std::vector<double>> measure_caf(const rtt_bench_options& opts, const runtime_options& rt,
+                                               const std::string& dir) {
+  cluster_spec spec;
+  spec.name = "bench";
+  spec.runtime = rt;
+  spec.nodes.push_back(node_spec{"127.0.0.1", free_port(), {task_id{pb::COORDINATOR, 0}}, 0});
+  auto path = dir + "/bench-rtt.toml";
+  {
+    std::ofstream out(path);
+    out << "[cluster]\nname = \"bench\"\n[[cluster.nodes]]\nhost = \"127.0.0.1\"\nport = " << spec.nodes[0].port
+        << "\nroles = [\"coordinator\"]\n[runtime]\nscheduler = \"" << rt.scheduler << "\"\nthreads = " << rt.threads
+        << "\nmiddleman_workers = " << rt.middleman_workers << "\nheartbeat_interval_ms = " << rt.heartbeat_interval_ms
+        << "\nconnection_timeout_ms = " << rt.connection_timeout_ms << "\n";
+  }
+  auto node = child_process::spawn({opts.self_exe, "node", "--config", path, "--task", "coordinator:0"});
+  if (!node) return node.error();
+  if (auto ready = node->wait_for_line("actorps node ready", kStartTimeout); !ready) return ready.error();
+  system_config cfg(rt);
+  caf::actor_system sys(cfg);
+  std::promise<caf::expected<std::vector<double>>> result;
+  sys.middleman().spawn_broker(pinger, &spec, &opts, &result);
+  auto rates = result.get_future().get();
+  node->signal(SIGTERM);
+  if (auto code = node->wait(std::chrono::seconds(10)); !code || *code != 0)
+    return make_error(errc::internal, "node process did not exit cleanly after SIGTERM");
+  return rates;
+}
+
+runtime_options caf_defaults() {
+  runtime_options rt;
+  auto cores = std::thread::hardware_concurrency();
+  rt.scheduler = "stealing";
+  rt.threads = std::max(cores, 4u);
+  rt.middleman_workers = std::min(3u, cores / 4u) + 1;
+  rt.heartbeat_interval_ms = 0;
+  rt.connection_timeout_ms = 0;
+  return rt;
+}
+
+}  // namespace
+
+int run_tcp_echo(uint16_t port) {
+  int srv = ::socket(AF_INET, SOCK_STREAM, 0);
+  int one = 1;
+  ::setsockopt(srv, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(port);
+  if (::bind(srv, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || ::listen(srv, 1) != 0) {
+    std::perror("tcp-echo: bind/listen");
+    return 1;
+  }
+  std::printf("ready\n");
+  std::fflush(stdout);
+  int fd = ::accept(srv, nullptr, nullptr);
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  char buf[8];
+  for (;;) {
+    auto n = ::read(fd, buf, sizeof(buf));
+    if (n <= 0 || ::write(fd, buf, static_cast<size_t>(n)) != n) break;
+  }
+  return 0;
+}
+
+int run_bench_rtt(const rtt_bench_options& opts) {
+  char dir_template[] = "/tmp/actorps-bench-XXXXXX";
+  std::string dir = ::mkdtemp(dir_template);
+  auto tcp = measure_tcp(opts);
+  if (!tcp) {
+    fmt::print(stderr, "bench rtt: raw TCP: {}\n", describe(tcp.error()));
+    return 1;
+  }
+  struct row {
+    std::string name;
+    runtime_options rt;
+    std::vector<double> rates;
+  };
+  std::vector<row> rows{{"CAF defaults (stealing)", caf_defaults(), {}}, {"actorps", opts.runtime, {}}};
+  for (auto& r : rows) {
+    auto rates = measure_caf(opts, r.rt, dir);
+    if (!rates) {
+      fmt::print(stderr, "bench rtt: {}: {}\n", r.name, describe(rates.error()));
+      return 1;
+    }
+    r.rates = *rates;
+  }
+  std::remove((dir + "/bench-rtt.toml").c_str());
+  ::rmdir(dir.c_str());
+  double tcp_rate = median(*tcp);
+  fmt::print("round trips: {} per repetition, {} repetitions, medians; 2 processes on 127.0.0.1\n",
+             opts.round_trips, opts.repetitions);
+  fmt::print("{:<26} {:>12} {:>10} {:>9}\n", "path", "round trips/s", "us/rt", "vs TCP");
+  fmt::print("{:<26} {:>12.0f} {:>10.1f} {:>8.0f}%\n", "raw TCP ping-pong", tcp_rate, 1e6 / tcp_rate, 100.0);
+  for (auto& r : rows) {
+    auto rate = median(r.rates);
+    fmt::print("{:<26} {:>12.0f} {:>10.1f} {:>8.0f}%\n", r.name + " [" + r.rt.scheduler + "," +
+                   std::to_string(r.rt.threads) + "t]", rate, 1e6 / rate, 100.0 * rate / tcp_rate);
+  }
+  auto ours = median(rows.back().rates);
+  fmt::print("target rtt_per_s: {:.0f} /s (goal >= 20000)\n", ours);
+  fmt::print("target rtt_vs_tcp: {:.0f} % (goal >= 60)\n", 100.0 * ours / tcp_rate);
+  return 0;
+}
+
+}  // namespace actorps

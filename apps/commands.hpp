@@ -1,0 +1,39 @@
+// The subcommands of the actorps program. Each returns the process exit
+// code: 0 success, 1 failure at run time, 2 bad input (config, arguments).
+#pragma once
+
+#include <string>
+
+#include "config/cluster_spec.hpp"
+
+namespace actorps {
+
+/// `actorps node`: serves the node hosting `task` until SIGINT/SIGTERM.
+int run_node(const cluster_spec& spec, const task_id& task);
+
+/// `actorps local`: starts one child process per node of the topology in
+/// `config_path` (stderr appended to `log_path`), runs the job, stops them.
+int run_local(const std::string& config_path, const cluster_spec& spec, const std::string& self_exe,
+              const std::string& log_path);
+
+/// `actorps status`: one probe round over every node, printed as a table
+/// (exit 1 when any node is down); with `watch`, prints every change until
+/// interrupted.
+int run_status(const cluster_spec& spec, bool watch);
+
+struct rtt_bench_options {
+  std::string self_exe;    // path of this binary, to start the node process
+  uint32_t round_trips = 20000;  // per repetition
+  uint32_t repetitions = 5;      // the table shows medians over these
+  runtime_options runtime;       // the tuned row runs with these ([runtime] of --config)
+};
+
+/// `actorps bench rtt`: sequential request/response round trips per second
+/// to a node process, beside a raw TCP ping-pong measured in the same run.
+int run_bench_rtt(const rtt_bench_options& opts);
+
+/// Hidden helper of the bench: a TCP echo server for 8-byte messages on
+/// `port` (127.0.0.1) that prints "ready" once listening.
+int run_tcp_echo(uint16_t port);
+
+}  // namespace actorps

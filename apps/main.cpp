@@ -1,0 +1,109 @@
+// actorps: the command-line program. Parses its own flags (never CAF's
+// parser: it rejects unknown flags and silently reads caf-application.ini),
+// loads the cluster from --config or TF_CONFIG, and runs one subcommand.
+#include <unistd.h>
+
+#include <climits>
+#include <cstdlib>
+
+#include <CLI/CLI.hpp>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include "apps/commands.hpp"
+#include "messages/errors.hpp"
+
+namespace {
+
+using namespace actorps;
+
+void setup_logging(const std::string& level) {
+  auto logger = spdlog::stderr_color_mt("actorps");
+  logger->set_pattern("[%H:%M:%S.%e] [%^%l%$] [pid %P] %v");
+  spdlog::set_default_logger(logger);
+  spdlog::set_level(spdlog::level::from_str(level));
+}
+
+// The topology: --config FILE when given, else the TF_CONFIG text.
+caf::expected<cluster_spec> load_cluster(const std::string& config_path, const char* tf_config) {
+  if (!config_path.empty()) return load_toml_file(config_path);
+  if (tf_config != nullptr && *tf_config != '\0') return parse_tf_config(tf_config);
+  return make_error(errc::invalid_argument, "no cluster given: pass --config FILE or set TF_CONFIG");
+}
+
+std::string self_exe() {
+  char buf[PATH_MAX];
+  auto n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string("actorps");
+}
+
+int fail(const caf::error& err) {
+  spdlog::error("{}", describe(err));
+  return exit_code(err);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"actorps: parameter-server training as an actor system"};
+  app.require_subcommand(1);
+  std::string config_path;
+  std::string task_text;
+  bool watch = false;
+
+  auto* node = app.add_subcommand("node", "serve one node of the cluster until SIGINT/SIGTERM");
+  node->add_option("--config", config_path, "cluster topology (TOML); default: TF_CONFIG");
+  node->add_option("--task", task_text, "the task this node hosts, e.g. worker:0; default: TF_CONFIG's task");
+
+  auto* local = app.add_subcommand("local", "start every node of a topology on this machine, run, stop");
+  std::string local_config;
+  std::string log_path = "actorps-nodes.log";
+  local->add_option("config", local_config, "cluster topology (TOML)")->required();
+  local->add_option("--log", log_path, "file the nodes' logs are appended to");
+
+  auto* status = app.add_subcommand("status", "show which nodes are up (exit 1 if any is down)");
+  status->add_option("--config", config_path, "cluster topology (TOML); default: TF_CONFIG");
+  status->add_flag("--watch", watch, "keep watching and print every change until Ctrl-C");
+
+  auto* bench = app.add_subcommand("bench", "benchmarks");
+  bench->require_subcommand(1);
+  rtt_bench_options rtt;
+  auto* bench_rtt = bench->add_subcommand("rtt", "request/response round trips vs raw TCP");
+  bench_rtt->add_option("--config", config_path, "measure with this topology's [runtime] options");
+  bench_rtt->add_option("--round-trips", rtt.round_trips, "round trips per repetition")->check(CLI::Range(100u, 10000000u));
+  bench_rtt->add_option("--repetitions", rtt.repetitions, "repetitions (medians are reported)")->check(CLI::Range(1u, 100u));
+  uint16_t echo_port = 0;
+  auto* tcp_echo = bench->add_subcommand("tcp-echo", "");  // internal helper of bench rtt
+  tcp_echo->group("");
+  tcp_echo->add_option("--port", echo_port)->required();
+
+  CLI11_PARSE(app, argc, argv);
+  setup_logging("info");
+
+  if (*bench_rtt) {
+    rtt.self_exe = self_exe();
+    if (!config_path.empty()) {
+      auto spec = load_toml_file(config_path);
+      if (!spec) return fail(spec.error());
+      rtt.runtime = spec->runtime;
+    }
+    return run_bench_rtt(rtt);
+  }
+  if (*tcp_echo) return run_tcp_echo(echo_port);
+
+  if (*local) config_path = local_config;
+  auto spec = load_cluster(config_path, std::getenv("TF_CONFIG"));
+  if (!spec) return fail(spec.error());
+  spdlog::set_level(spdlog::level::from_str(spec->runtime.log_level));
+  if (*status) return run_status(*spec, watch);
+  if (*local) return run_local(config_path, *spec, self_exe(), log_path);
+  // node
+  std::optional<task_id> task = spec->self;
+  if (!task_text.empty()) {
+    auto parsed = parse_task(task_text);
+    if (!parsed) return fail(parsed.error());
+    task = *parsed;
+  }
+  if (!task) return fail(make_error(errc::invalid_argument, "which task? pass --task ROLE:INDEX or set TF_CONFIG's task"));
+  return run_node(*spec, *task);
+}

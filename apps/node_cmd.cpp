@@ -1,0 +1,65 @@
+// `actorps node`: the equivalent of tf.distribute.Server.
+#include <arpa/inet.h>
+#include <csignal>
+#include <cstdio>
+
+#include <caf/actor_system.hpp>
+#include <caf/io/middleman.hpp>
+#include <caf/send.hpp>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include "actors/node_actor.hpp"
+#include "actors/system_config.hpp"
+#include "apps/commands.hpp"
+
+namespace actorps {
+namespace {
+
+// Bind to the node's own address when it is an IP literal (so several nodes
+// can share a port on 127.0.0.x), else to every interface.
+const char* bind_address(const std::string& host) {
+  unsigned char buf[sizeof(struct in6_addr)];
+  if (inet_pton(AF_INET, host.c_str(), buf) == 1 || inet_pton(AF_INET6, host.c_str(), buf) == 1)
+    return host.c_str();
+  return nullptr;
+}
+
+}  // namespace
+
+int run_node(const cluster_spec& spec, const task_id& task) {
+  auto* node = spec.node_of(task);
+  if (node == nullptr) {
+    spdlog::error("task {} is not in the cluster (it has {} {} task(s))", to_string(task), spec.count(task.role),
+                  to_string(task.role));
+    return 2;
+  }
+  size_t index = static_cast<size_t>(node - spec.nodes.data());
+  // Signals are taken by sigwait below; block them before CAF starts threads.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  system_config cfg(spec.runtime);
+  caf::actor_system sys(cfg);
+  auto actor = spawn_node(sys, spec, index);
+  auto port = sys.middleman().publish(actor, node->port, bind_address(node->host), true);
+  if (!port) {
+    spdlog::error("node {}: cannot listen on {}: {}", to_string(task), node->address(), describe(port.error()));
+    caf::anon_send_exit(actor, caf::exit_reason::user_shutdown);
+    return 1;
+  }
+  spdlog::info("node {} serving on {} (pid {})", to_string(task), node->address(), ::getpid());
+  std::printf("actorps node ready: %s at %s pid %d\n", to_string(task).c_str(), node->address().c_str(), ::getpid());
+  std::fflush(stdout);
+  int sig = 0;
+  sigwait(&stop_signals, &sig);
+  spdlog::info("node {}: {} received, shutting down", to_string(task), sig == SIGINT ? "SIGINT" : "SIGTERM");
+  sys.middleman().close(*port);
+  caf::anon_send_exit(actor, caf::exit_reason::user_shutdown);
+  return 0;
+}
+
+}  // namespace actorps

@@ -1,0 +1,91 @@
+// `actorps status`: is every node of the topology up?
+#include <csignal>
+#include <future>
+#include <iostream>
+
+#include <caf/actor_system.hpp>
+#include <caf/send.hpp>
+#include <fmt/chrono.h>
+#include <fmt/format.h>
+
+#include "actors/cluster_monitor.hpp"
+#include "actors/system_config.hpp"
+#include "apps/commands.hpp"
+
+namespace actorps {
+namespace {
+
+std::string tasks_of(const node_spec& node) {
+  std::string out;
+  for (auto& t : node.tasks) out += (out.empty() ? "" : ",") + to_string(t);
+  return out;
+}
+
+std::string uptime(uint64_t ms) {
+  auto s = ms / 1000;
+  if (s < 60) return fmt::format("{}.{}s", s, (ms % 1000) / 100);
+  if (s < 3600) return fmt::format("{}m{:02}s", s / 60, s % 60);
+  return fmt::format("{}h{:02}m", s / 3600, (s / 60) % 60);
+}
+
+void print_table(const cluster_spec& spec, const std::vector<node_report>& reports) {
+  auto line = "{:<24} {:<22} {:<5} {:>8} {:>9} {:>4}  {}\n";
+  fmt::print(line, "TASK", "ADDRESS", "STATE", "PID", "UPTIME", "GPUS", "ACTORS / CAUSE");
+  for (auto& r : reports) {
+    auto& node = spec.nodes[r.node];
+    if (r.up) {
+      std::string actors;
+      for (auto& a : r.status.actors()) actors += (actors.empty() ? "" : ",") + a;
+      fmt::print(line, tasks_of(node), node.address(), "up", r.status.pid(), uptime(r.status.uptime_ms()),
+                 r.status.gpus(), actors);
+    } else {
+      fmt::print(line, tasks_of(node), node.address(), "down", "-", "-", "-", r.cause);
+    }
+  }
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+int run_status(const cluster_spec& spec, bool watch) {
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  system_config cfg(spec.runtime);
+  caf::actor_system sys(cfg);
+  std::promise<std::vector<node_report>> first_round;
+  bool delivered = false;
+  monitor_events events;
+  events.on_round = [&](const std::vector<node_report>& reports) {
+    if (!delivered) first_round.set_value(reports);
+    delivered = true;
+  };
+  auto start = std::chrono::steady_clock::now();
+  if (watch) {
+    events.on_change = [&](const node_report& r) {
+      auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(r.since - start).count();
+      auto& node = spec.nodes[r.node];
+      fmt::print("+{}.{:03}s {} {} {}{}\n", ms / 1000, ms % 1000, tasks_of(node), node.address(),
+                 r.up ? "up" : "down", r.up ? "" : " (" + r.cause + ")");
+      std::fflush(stdout);
+    };
+  }
+  auto interval = std::chrono::milliseconds(watch ? 250 : 1000);
+  auto monitor = spawn_cluster_monitor(sys, spec, task_id{pb::CLIENT, 0}, interval, events);
+  int rc = 0;
+  if (watch) {
+    int sig = 0;
+    sigwait(&stop_signals, &sig);
+  } else {
+    auto reports = first_round.get_future().get();
+    print_table(spec, reports);
+    for (auto& r : reports) rc = r.up ? rc : 1;
+  }
+  caf::anon_send_exit(monitor, caf::exit_reason::user_shutdown);
+  return rc;
+}
+
+}  // namespace actorps

@@ -1,0 +1,89 @@
+// The validated description of a cluster: which nodes exist, where they
+// listen, which tasks each hosts, and the runtime options every node uses.
+// Built from a TOML topology file (load_toml_file) or from TF_CONFIG
+// (parse_tf_config); both validate once, here, and nothing else re-checks.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <caf/expected.hpp>
+
+#include "config/runtime_options.hpp"
+#include "messages/cluster.pb.h"
+
+namespace actorps {
+
+using pb::Role;
+
+/// A task: role and index among tasks of that role, printed "worker:0".
+struct task_id {
+  Role role = pb::ROLE_UNSPECIFIED;
+  uint32_t index = 0;
+
+  friend bool operator==(const task_id& a, const task_id& b) {
+    return a.role == b.role && a.index == b.index;
+  }
+  friend bool operator!=(const task_id& a, const task_id& b) { return !(a == b); }
+};
+
+std::string to_string(Role role);
+std::string to_string(const task_id& task);
+
+/// Parses a role name: coordinator (alias chief, master), worker, ps, evaluator.
+[[nodiscard]] std::optional<Role> parse_role(std::string_view name);
+
+/// Parses "role:index", e.g. "worker:1" or "chief:0".
+[[nodiscard]] caf::expected<task_id> parse_task(std::string_view text);
+
+pb::TaskId to_proto(const task_id& task);
+task_id from_proto(const pb::TaskId& task);
+
+/// One process of the cluster: the address it publishes its node actor on
+/// and the tasks it hosts (several roles may share a node).
+struct node_spec {
+  std::string host;
+  uint16_t port = 0;
+  std::vector<task_id> tasks;
+  uint32_t gpus = 0;  // GPUs the node may use; 0 = CPU kernels only
+
+  std::string address() const { return host + ":" + std::to_string(port); }
+  bool hosts(Role role) const;
+  bool hosts(const task_id& task) const;
+};
+
+struct cluster_spec {
+  std::string name = "actorps";  // nodes refuse peers of another cluster
+  std::vector<node_spec> nodes;
+  runtime_options runtime;
+  std::optional<task_id> self;  // TF_CONFIG's "task", when given
+
+  /// The node hosting `task`, or nullptr.
+  const node_spec* node_of(const task_id& task) const;
+
+  /// Number of tasks with `role`.
+  uint32_t count(Role role) const;
+
+  /// Device filters as in TF's ParameterServerStrategy: a worker or an
+  /// evaluator talks only to nodes hosting a coordinator or a PS task,
+  /// never to a node that hosts only workers/evaluators. Everyone else
+  /// (coordinator, ps, operator tools) may talk to every node.
+  bool may_connect(Role from, const node_spec& to) const;
+};
+
+/// Loads a topology from a TOML file. Errors name file:line:column, the
+/// key path and what was expected.
+[[nodiscard]] caf::expected<cluster_spec> load_toml_file(const std::string& path);
+
+/// Same, from text; `source` names it in error messages.
+[[nodiscard]] caf::expected<cluster_spec> parse_toml(std::string_view text, std::string_view source);
+
+/// Parses TF_CONFIG exactly as TensorFlow users write it:
+/// {"cluster": {"chief": ["h:p"], "worker": [...], "ps": [...]},
+///  "task": {"type": "worker", "index": 0}}. Errors name the JSON path.
+[[nodiscard]] caf::expected<cluster_spec> parse_tf_config(std::string_view json);
+
+}  // namespace actorps

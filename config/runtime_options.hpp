@@ -1,0 +1,36 @@
+// Runtime knobs every node reads from the topology's [runtime] table.
+// config/defaults.toml documents each key; a test checks that the file and
+// these defaults agree.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace actorps {
+
+struct runtime_options {
+  /// CAF scheduler: "sharing" (one queue, condition-variable wake-ups: low
+  /// latency on few cores) or "stealing" (CAF's default: polling workers that
+  /// sleep up to 10 ms when idle, which costs ~300 us per remote round trip).
+  std::string scheduler = "sharing";
+  /// Scheduler threads per process; 0 = one per core.
+  uint32_t threads = 2;
+  /// CAF BASP deserialization workers; 0 = deserialize on the network thread
+  /// (saves a thread hop per message; more helps only for big messages).
+  uint32_t middleman_workers = 0;
+  /// Interval between CAF heartbeats on every connection, milliseconds;
+  /// 0 disables them (then a SIGSTOPped peer is never detected).
+  uint32_t heartbeat_interval_ms = 200;
+  /// A connection silent for this long is closed and its peer reported
+  /// down, milliseconds. Must exceed the heartbeat interval and the transfer
+  /// time of the largest message. 0 disables.
+  uint32_t connection_timeout_ms = 1500;
+  /// Deadline for connecting to a node and for its handshake, milliseconds.
+  uint32_t connect_timeout_ms = 1000;
+  /// Deadline for one control request to a remote actor, milliseconds.
+  uint32_t request_timeout_ms = 2000;
+  /// Log level: trace, debug, info, warn, error, off.
+  std::string log_level = "info";
+};
+
+}  // namespace actorps

@@ -1,0 +1,50 @@
+#include "messages/errors.hpp"
+
+#include <caf/message.hpp>
+#include <caf/sec.hpp>
+
+namespace actorps {
+
+std::string to_string(errc code) {
+  switch (code) {
+    case errc::invalid_config: return "invalid_config";
+    case errc::invalid_argument: return "invalid_argument";
+    case errc::not_admitted: return "not_admitted";
+    case errc::device_filter: return "device_filter";
+    case errc::protocol_mismatch: return "protocol_mismatch";
+    case errc::unreachable: return "unreachable";
+    case errc::timeout: return "timeout";
+    case errc::io_error: return "io_error";
+    case errc::internal: return "internal";
+  }
+  return "unknown";
+}
+
+caf::error make_error(errc code, std::string message) {
+  return caf::error{static_cast<uint8_t>(code), caf::atom("actorps"),
+                    caf::make_message(std::move(message))};
+}
+
+std::string describe(const caf::error& err) {
+  if (!err) return "no error";
+  const auto& ctx = err.context();
+  if (ctx.size() == 1 && ctx.match_element<std::string>(0)) {
+    auto text = ctx.get_as<std::string>(0);
+    if (err.category() == caf::atom("actorps")) return text;
+    return to_string(static_cast<caf::sec>(err.code())) + ": " + text;
+  }
+  if (err.category() == caf::atom("system"))
+    return to_string(static_cast<caf::sec>(err.code())) +
+           (ctx.empty() ? "" : " " + to_string(ctx));
+  return to_string(err);
+}
+
+int exit_code(const caf::error& err) {
+  if (err.category() == caf::atom("actorps")) {
+    auto code = static_cast<errc>(err.code());
+    if (code == errc::invalid_config || code == errc::invalid_argument) return 2;
+  }
+  return 1;
+}
+
+}  // namespace actorps

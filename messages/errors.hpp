@@ -1,0 +1,41 @@
+// actorps's one error vocabulary. Codes travel inside caf::error (category
+// "actorps") across the wire; the context carries one human-readable string
+// that names the input and the knob, e.g. "shard 3 not found (num_shards is 2)".
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <caf/error.hpp>
+#include <caf/expected.hpp>
+#include <caf/message.hpp>
+
+namespace actorps {
+
+enum class errc : uint8_t {
+  invalid_config = 1,  // bad topology / job file or TF_CONFIG
+  invalid_argument,    // bad command-line argument
+  not_admitted,        // request before Hello, or Hello refused
+  device_filter,       // a connection the device filters forbid
+  protocol_mismatch,   // peer speaks another protocol version or cluster
+  unreachable,         // cannot connect to a node
+  timeout,             // a remote request ran past its deadline
+  io_error,            // a file or socket operation failed
+  internal,            // a broken invariant: a bug
+};
+
+std::string to_string(errc code);
+
+/// Builds an actorps error with its message.
+[[nodiscard]] caf::error make_error(errc code, std::string message);
+
+/// The message of an error, whatever its category: our own context string
+/// for actorps errors, CAF's rendering for the rest.
+[[nodiscard]] std::string describe(const caf::error& err);
+
+/// Process exit code for an error: 2 for bad input (config, arguments), 1 otherwise.
+[[nodiscard]] int exit_code(const caf::error& err);
+
+}  // namespace actorps
+
+CAF_ERROR_CODE_ENUM(actorps::errc, "actorps")

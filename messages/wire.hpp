@@ -1,0 +1,31 @@
+// Everything that crosses the wire, registered once for every process:
+// the generated protobuf classes, their CAF codec and the error vocabulary.
+#pragma once
+
+#include <caf/actor_system_config.hpp>
+#include <caf/type_id.hpp>
+
+#include "messages/cluster.pb.h"
+#include "messages/codec.hpp"
+#include "messages/errors.hpp"
+
+namespace actorps {
+
+/// Bumped whenever a change to messages/*.proto breaks compatibility.
+constexpr uint32_t kProtocolVersion = 1;
+
+/// Registers every wire type and the error category. Every node must call
+/// this: a type registered on one side only makes typed connects fail.
+void register_wire_types(caf::actor_system_config& cfg);
+
+}  // namespace actorps
+
+CAF_BEGIN_TYPE_ID_BLOCK(actorps, caf::first_custom_type_id)
+  CAF_ADD_TYPE_ID(actorps, (actorps::pb::TaskId))
+  CAF_ADD_TYPE_ID(actorps, (actorps::pb::Hello))
+  CAF_ADD_TYPE_ID(actorps, (actorps::pb::Welcome))
+  CAF_ADD_TYPE_ID(actorps, (actorps::pb::Ping))
+  CAF_ADD_TYPE_ID(actorps, (actorps::pb::Pong))
+  CAF_ADD_TYPE_ID(actorps, (actorps::pb::StatusRequest))
+  CAF_ADD_TYPE_ID(actorps, (actorps::pb::NodeStatus))
+CAF_END_TYPE_ID_BLOCK(actorps)

@@ -1,0 +1,77 @@
+// Starts real actorps node processes on free loopback ports for the
+// multi-process tests, and runs the actorps CLI against them.
+#pragma once
+
+#include <csignal>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <boost/test/unit_test.hpp>
+
+#include "apps/subprocess.hpp"
+#include "config/cluster_spec.hpp"
+#include "messages/errors.hpp"
+
+namespace actorps::test {
+
+using namespace std::chrono_literals;
+
+inline std::string make_temp_dir() {
+  char tmpl[] = "/tmp/actorps-test-XXXXXX";
+  return ::mkdtemp(tmpl);
+}
+
+/// A topology of `roles` (one node each) on free ports, written to dir/cluster.toml.
+struct local_cluster {
+  std::string dir = make_temp_dir();
+  std::string config = dir + "/cluster.toml";
+  std::vector<std::string> tasks;  // "coordinator:0", "worker:0", ...
+  std::map<std::string, uint16_t> ports;
+  std::map<std::string, child_process> nodes;
+
+  explicit local_cluster(const std::vector<std::string>& roles, const std::string& runtime = "") {
+    std::map<std::string, int> next;
+    std::ofstream out(config);
+    out << "[cluster]\nname = \"test\"\n";
+    for (auto& role : roles) {
+      auto task = role + ":" + std::to_string(next[role]++);
+      tasks.push_back(task);
+      ports[task] = free_port();
+      out << "[[cluster.nodes]]\nhost = \"127.0.0.1\"\nport = " << ports[task] << "\nroles = [\"" << role << "\"]\n";
+    }
+    out << runtime;
+  }
+
+  void start(const std::string& task) {
+    auto child = child_process::spawn({ACTORPS_BIN, "node", "--config", config, "--task", task}, dir + "/nodes.log");
+    BOOST_REQUIRE_MESSAGE(child, "cannot start " << task);
+    auto ready = child->wait_for_line("actorps node ready", 20s);
+    BOOST_REQUIRE_MESSAGE(ready, task << ": " << (ready ? "" : describe(ready.error())));
+    nodes.insert_or_assign(task, std::move(*child));
+  }
+
+  void start_all() {
+    for (auto& t : tasks) start(t);
+  }
+
+  child_process& node(const std::string& task) { return nodes.at(task); }
+
+  command_result cli(std::vector<std::string> args, std::chrono::milliseconds timeout = 30s) {
+    args.insert(args.begin(), ACTORPS_BIN);
+    auto res = run_command(args, timeout, dir + "/cli.log");
+    BOOST_REQUIRE_MESSAGE(res, "actorps " << args[1] << ": " << (res ? "" : describe(res.error())));
+    return *res;
+  }
+};
+
+/// The status table's row for `task`.
+inline std::string row_of(const std::string& table, const std::string& task) {
+  auto pos = table.find("\n" + task + " ");
+  if (pos == std::string::npos) return {};
+  auto end = table.find('\n', pos + 1);
+  return table.substr(pos + 1, end - pos - 1);
+}
+
+}  // namespace actorps::test

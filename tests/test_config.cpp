@@ -1,0 +1,257 @@
+// Topology loading: TOML and TF_CONFIG, good and bad input.
+#define BOOST_TEST_MODULE config
+#include <boost/test/unit_test.hpp>
+
+#include "config/cluster_spec.hpp"
+#include "messages/errors.hpp"
+
+using namespace actorps;
+
+namespace {
+
+const char* kGood = R"(
+[cluster]
+name = "demo"
+
+[[cluster.nodes]]
+host = "127.0.0.1"
+port = 5000
+roles = ["chief"]
+
+[[cluster.nodes]]
+host = "127.0.0.1"
+port = 5001
+roles = ["worker", "ps"]
+gpus = 2
+
+[[cluster.nodes]]
+host = "10.0.0.7"
+port = 5002
+roles = ["worker"]
+
+[runtime]
+threads = 3
+heartbeat_interval_ms = 100
+connection_timeout_ms = 900
+)";
+
+// The error text of an expected, or "" when it holds a value (Boost
+// evaluates a message argument even when the check passes).
+template <class T>
+std::string why(const caf::expected<T>& x) {
+  return x ? std::string() : describe(x.error());
+}
+
+// The error message of a load that must fail.
+std::string toml_error(const std::string& text) {
+  auto spec = parse_toml(text, "bad.toml");
+  BOOST_REQUIRE_MESSAGE(!spec, "expected an error for:\n" + text);
+  BOOST_CHECK(exit_code(spec.error()) == 2);
+  return describe(spec.error());
+}
+
+std::string tf_error(const std::string& text) {
+  auto spec = parse_tf_config(text);
+  BOOST_REQUIRE_MESSAGE(!spec, "expected an error for: " + text);
+  BOOST_CHECK(exit_code(spec.error()) == 2);
+  return describe(spec.error());
+}
+
+bool contains(const std::string& text, const std::string& part) {
+  bool ok = text.find(part) != std::string::npos;
+  if (!ok) BOOST_TEST_MESSAGE("\"" << part << "\" not in: " << text);
+  return ok;
+}
+
+const std::string kNode = "[[cluster.nodes]]\nhost = \"127.0.0.1\"\nport = 5000\nroles = [\"chief\"]\n";
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(toml_good_topology) {
+  auto spec = parse_toml(kGood, "good.toml");
+  BOOST_REQUIRE_MESSAGE(spec, why(spec));
+  BOOST_TEST(spec->name == "demo");
+  BOOST_REQUIRE(spec->nodes.size() == 3u);
+  BOOST_TEST(spec->count(pb::COORDINATOR) == 1u);
+  BOOST_TEST(spec->count(pb::WORKER) == 2u);
+  BOOST_TEST(spec->count(pb::PS) == 1u);
+  // Tasks are numbered per role in the order nodes appear.
+  BOOST_TEST(spec->node_of(task_id{pb::WORKER, 0})->port == 5001);
+  BOOST_TEST(spec->node_of(task_id{pb::WORKER, 1})->port == 5002);
+  BOOST_TEST(spec->node_of(task_id{pb::PS, 0})->port == 5001);
+  BOOST_TEST(spec->node_of(task_id{pb::PS, 1}) == nullptr);
+  BOOST_TEST(spec->nodes[1].gpus == 2u);
+  BOOST_TEST(spec->runtime.threads == 3u);
+  BOOST_TEST(spec->runtime.heartbeat_interval_ms == 100u);
+  BOOST_TEST(spec->runtime.scheduler == "sharing");  // default kept
+}
+
+BOOST_AUTO_TEST_CASE(device_filters) {
+  auto spec = parse_toml(kGood, "good.toml");
+  BOOST_REQUIRE(spec);
+  auto& chief = spec->nodes[0];
+  auto& worker_ps = spec->nodes[1];
+  auto& worker_only = spec->nodes[2];
+  BOOST_TEST(spec->may_connect(pb::WORKER, chief));
+  BOOST_TEST(spec->may_connect(pb::WORKER, worker_ps));     // it hosts a PS task
+  BOOST_TEST(!spec->may_connect(pb::WORKER, worker_only));  // worker -> worker: never
+  BOOST_TEST(!spec->may_connect(pb::EVALUATOR, worker_only));
+  BOOST_TEST(spec->may_connect(pb::COORDINATOR, worker_only));
+  BOOST_TEST(spec->may_connect(pb::PS, worker_only));
+  BOOST_TEST(spec->may_connect(pb::CLIENT, worker_only));
+}
+
+BOOST_AUTO_TEST_CASE(defaults_file_matches_built_in_defaults) {
+  // config/defaults.toml documents every key; it must say what the code does.
+  auto spec = load_toml_file(ACTORPS_SOURCE_DIR "/config/defaults.toml");
+  BOOST_REQUIRE_MESSAGE(spec, why(spec));
+  runtime_options built_in;
+  auto& rt = spec->runtime;
+  BOOST_TEST(rt.scheduler == built_in.scheduler);
+  BOOST_TEST(rt.threads == built_in.threads);
+  BOOST_TEST(rt.middleman_workers == built_in.middleman_workers);
+  BOOST_TEST(rt.heartbeat_interval_ms == built_in.heartbeat_interval_ms);
+  BOOST_TEST(rt.connection_timeout_ms == built_in.connection_timeout_ms);
+  BOOST_TEST(rt.connect_timeout_ms == built_in.connect_timeout_ms);
+  BOOST_TEST(rt.request_timeout_ms == built_in.request_timeout_ms);
+  BOOST_TEST(rt.log_level == built_in.log_level);
+  BOOST_TEST(spec->name == cluster_spec{}.name);
+}
+
+BOOST_AUTO_TEST_CASE(shipped_topologies_load) {
+  for (auto file : {"/config/local_cluster.toml"}) {
+    auto spec = load_toml_file(std::string(ACTORPS_SOURCE_DIR) + file);
+    BOOST_CHECK_MESSAGE(spec, file << ": " << (spec ? "" : why(spec)));
+  }
+}
+
+BOOST_AUTO_TEST_CASE(toml_bad_input) {
+  // 1. syntax error: line and column
+  BOOST_TEST(contains(toml_error("[cluster]\nname = \n"), "bad.toml:2:"));
+  // 2. no [cluster]
+  BOOST_TEST(contains(toml_error("[runtime]\nthreads = 1\n"), "missing [cluster]"));
+  // 3. empty cluster
+  BOOST_TEST(contains(toml_error("[cluster]\nname = \"x\"\n"), "empty cluster"));
+  // 4. missing host
+  BOOST_TEST(contains(toml_error("[[cluster.nodes]]\nport = 1\nroles = [\"chief\"]\n"),
+                      "cluster.nodes[0]: missing required key 'host'"));
+  // 5. host of the wrong type
+  BOOST_TEST(contains(toml_error("[[cluster.nodes]]\nhost = 5\nport = 1\nroles = [\"chief\"]\n"),
+                      "bad.toml:2:8: cluster.nodes[0].host: expected a string, got an integer"));
+  // 6. port out of range
+  BOOST_TEST(contains(toml_error("[[cluster.nodes]]\nhost = \"a\"\nport = 70000\nroles = [\"chief\"]\n"),
+                      "bad.toml:3:8: cluster.nodes[0].port: expected an integer in 1..65535, got 70000"));
+  // 7. port of the wrong type
+  BOOST_TEST(contains(toml_error("[[cluster.nodes]]\nhost = \"a\"\nport = \"80\"\nroles = [\"chief\"]\n"),
+                      "cluster.nodes[0].port: expected an integer, got a string"));
+  // 8. unknown role
+  BOOST_TEST(contains(toml_error("[[cluster.nodes]]\nhost = \"a\"\nport = 1\nroles = [\"boss\"]\n"),
+                      "bad.toml:4:10: cluster.nodes[0].roles[0]: expected one of"));
+  // 9. empty roles
+  BOOST_TEST(contains(toml_error("[[cluster.nodes]]\nhost = \"a\"\nport = 1\nroles = []\n"),
+                      "cluster.nodes[0].roles: expected a non-empty array"));
+  // 10. duplicate host:port
+  BOOST_TEST(contains(toml_error(kNode + kNode), "cluster.nodes[1]: duplicate address 127.0.0.1:5000"));
+  // 11. missing coordinator
+  BOOST_TEST(contains(toml_error("[[cluster.nodes]]\nhost = \"a\"\nport = 1\nroles = [\"worker\"]\n"),
+                      "missing coordinator"));
+  // 12. two coordinators
+  BOOST_TEST(contains(toml_error(kNode + "[[cluster.nodes]]\nhost = \"b\"\nport = 1\nroles = [\"coordinator\"]\n"),
+                      "found 2 coordinators"));
+  // 13. unknown key (typo)
+  BOOST_TEST(contains(toml_error("[[cluster.nodes]]\nhost = \"a\"\nprot = 1\nport = 1\nroles = [\"chief\"]\n"),
+                      "bad.toml:3:8: cluster.nodes[0].prot: unknown key"));
+  // 14. negative gpus
+  BOOST_TEST(contains(toml_error(kNode + "gpus = -1\n"), "cluster.nodes[0].gpus: expected an integer in 0..1024"));
+  // 15. unknown scheduler
+  BOOST_TEST(contains(toml_error(kNode + "[runtime]\nscheduler = \"fast\"\n"),
+                      "runtime: scheduler: expected \"sharing\" or \"stealing\""));
+  // 16. wrong type in [runtime]
+  BOOST_TEST(contains(toml_error(kNode + "[runtime]\nthreads = \"two\"\n"), "runtime.threads: expected an integer"));
+  // 17. connection timeout not above the heartbeat interval
+  BOOST_TEST(contains(toml_error(kNode + "[runtime]\nheartbeat_interval_ms = 500\nconnection_timeout_ms = 400\n"),
+                      "must exceed heartbeat_interval_ms"));
+  // 18. a role listed twice on one node
+  BOOST_TEST(contains(toml_error("[[cluster.nodes]]\nhost = \"a\"\nport = 1\nroles = [\"chief\", \"chief\"]\n"),
+                      "listed twice"));
+  // 19. malformed host
+  BOOST_TEST(contains(toml_error("[[cluster.nodes]]\nhost = \"a:1\"\nport = 1\nroles = [\"chief\"]\n"),
+                      "cluster.nodes[0].host: expected a host name or IP address"));
+  // 20. nodes not an array of tables
+  BOOST_TEST(contains(toml_error("[cluster]\nnodes = 3\n"), "cluster.nodes: expected an array of tables"));
+  // 21. unknown log level
+  BOOST_TEST(contains(toml_error(kNode + "[runtime]\nlog_level = \"loud\"\n"), "log_level: expected"));
+}
+
+BOOST_AUTO_TEST_CASE(missing_file) {
+  auto spec = load_toml_file("/nonexistent/cluster.toml");
+  BOOST_REQUIRE(!spec);
+  BOOST_TEST(contains(describe(spec.error()), "/nonexistent/cluster.toml: cannot open file"));
+}
+
+BOOST_AUTO_TEST_CASE(tf_config_good) {
+  // The seed's example, verbatim.
+  auto spec = parse_tf_config(
+      R"({"cluster": {"chief": ["127.0.0.1:5000"], "worker": ["127.0.0.1:5001"], "ps": ["127.0.0.1:5002"]},)"
+      R"( "task": {"type": "worker", "index": 0}})");
+  BOOST_REQUIRE_MESSAGE(spec, why(spec));
+  BOOST_REQUIRE(spec->nodes.size() == 3u);
+  BOOST_REQUIRE(spec->self.has_value());
+  BOOST_TEST(to_string(*spec->self) == "worker:0");
+  BOOST_TEST(spec->node_of(task_id{pb::COORDINATOR, 0})->port == 5000);
+  BOOST_TEST(spec->node_of(task_id{pb::PS, 0})->port == 5002);
+  // IPv6 literals in brackets.
+  auto v6 = parse_tf_config(R"({"cluster": {"chief": ["[::1]:7000"]}})");
+  BOOST_REQUIRE_MESSAGE(v6, why(v6));
+  BOOST_TEST(v6->nodes[0].host == "::1");
+  BOOST_TEST(!v6->self.has_value());
+}
+
+BOOST_AUTO_TEST_CASE(tf_config_bad_input) {
+  const std::string chief = R"("chief": ["127.0.0.1:5000"])";
+  // 1. malformed JSON
+  BOOST_TEST(contains(tf_error(R"({"cluster": )"), "TF_CONFIG: $: malformed JSON"));
+  // 2. not an object
+  BOOST_TEST(contains(tf_error("[1, 2]"), "TF_CONFIG: $: expected an object"));
+  // 3. unknown role
+  BOOST_TEST(contains(tf_error(R"({"cluster": {)" + chief + R"(, "boss": ["h:1"]}})"), "$.cluster.boss: unknown role"));
+  // 4. address without port
+  BOOST_TEST(contains(tf_error(R"({"cluster": {"chief": ["127.0.0.1"]}})"), "$.cluster.chief[0]: expected \"host:port\""));
+  // 5. port out of range
+  BOOST_TEST(contains(tf_error(R"({"cluster": {"chief": ["h:99999"]}})"), "$.cluster.chief[0]: expected a port in 1..65535"));
+  // 6. task index out of range
+  BOOST_TEST(contains(tf_error(R"({"cluster": {)" + chief + R"(, "worker": ["h:1"]}, "task": {"type": "worker", "index": 3}})"),
+                      "$.task.index: 3 is out of range: the cluster has 1 worker task(s)"));
+  // 7. task type not in the cluster
+  BOOST_TEST(contains(tf_error(R"({"cluster": {)" + chief + R"(}, "task": {"type": "ps", "index": 0}})"),
+                      "$.task.index: 0 is out of range: the cluster has 0 ps task(s)"));
+  // 8. missing chief
+  BOOST_TEST(contains(tf_error(R"({"cluster": {"worker": ["h:1"]}})"), "$.cluster: missing coordinator"));
+  // 9. duplicate host:port
+  BOOST_TEST(contains(tf_error(R"({"cluster": {)" + chief + R"(, "worker": ["127.0.0.1:5000"]}})"),
+                      "$.cluster.worker[0]: duplicate address 127.0.0.1:5000"));
+  // 10. index of the wrong type
+  BOOST_TEST(contains(tf_error(R"({"cluster": {)" + chief + R"(}, "task": {"type": "chief", "index": "0"}})"),
+                      "$.task.index: expected an integer, got string"));
+  // 11. empty cluster
+  BOOST_TEST(contains(tf_error(R"({"cluster": {}})"), "$.cluster: empty cluster"));
+  // 12. role list of the wrong type
+  BOOST_TEST(contains(tf_error(R"({"cluster": {"chief": "h:1"}})"), "$.cluster.chief: expected an array"));
+  // 13. no cluster at all
+  BOOST_TEST(contains(tf_error(R"({"task": {"type": "chief"}})"), "$.cluster: missing"));
+  // 14. unknown task type
+  BOOST_TEST(contains(tf_error(R"({"cluster": {)" + chief + R"(}, "task": {"type": "boss"}})"), "$.task.type: unknown role"));
+  // 15. address of the wrong type
+  BOOST_TEST(contains(tf_error(R"({"cluster": {"chief": [5000]}})"), "$.cluster.chief[0]: expected \"host:port\", got number"));
+}
+
+BOOST_AUTO_TEST_CASE(task_names) {
+  auto t = parse_task("chief:0");
+  BOOST_REQUIRE(t);
+  BOOST_TEST(to_string(*t) == "coordinator:0");
+  BOOST_TEST(!parse_task("worker"));
+  BOOST_TEST(!parse_task("worker:-1"));
+  BOOST_TEST(!parse_task("worker:1x"));
+  BOOST_TEST(!parse_task("gpu:0"));
+  BOOST_TEST(exit_code(parse_task("gpu:0").error()) == 2);
+}

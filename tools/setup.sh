@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs everything actorps needs on Debian 12, as root. Idempotent: when
+# every package is present it does nothing (no apt-get update).
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build pkg-config
+  libcaf-dev libssl-dev                 # CAF 0.17.6 (core, io, openssl) + headers its openssl module needs
+  libprotobuf-dev protobuf-compiler     # wire schemas
+  libtomlplusplus-dev nlohmann-json3-dev  # TOML topologies, TF_CONFIG (JSON)
+  libcli11-dev libspdlog-dev libfmt-dev # CLI parsing, logging, formatting
+  libboost-test-dev                     # Boost.Test
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
