@@ -11,7 +11,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
-#include "kernels/device_info.hpp"
+#include "kernels/device_memory.hpp"
 
 namespace actorps {
 namespace {
@@ -107,7 +107,7 @@ node_broker::behavior_type node_behavior(node_ptr self, cluster_spec spec, size_
         auto up = std::chrono::steady_clock::now() - st.started;
         status.set_uptime_ms(std::chrono::duration_cast<std::chrono::milliseconds>(up).count());
         status.add_actors(node_state::name);
-        status.set_gpus(static_cast<uint32_t>(cuda_device_count()));
+        status.set_gpus(static_cast<uint32_t>(kernels::cuda_device_count()));
         status.set_version(ACTORPS_VERSION);
         return status;
       },

@@ -32,6 +32,15 @@ struct rtt_bench_options {
 /// to a node process, beside a raw TCP ping-pong measured in the same run.
 int run_bench_rtt(const rtt_bench_options& opts);
 
+struct kernels_bench_options {
+  std::string tools_dir;        // where bench_torch.py lives
+  uint32_t iterations = 50;     // steps per repetition
+  uint32_t repetitions = 5;     // medians over these
+};
+
+/// `actorps bench kernels`: seed CNN forward+backward, ours vs PyTorch.
+int run_bench_kernels(const kernels_bench_options& opts);
+
 /// Hidden helper of the bench: a TCP echo server for 8-byte messages on
 /// `port` (127.0.0.1) that prints "ready" once listening.
 int run_tcp_echo(uint16_t port);

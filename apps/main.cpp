@@ -72,6 +72,11 @@ int main(int argc, char** argv) {
   bench_rtt->add_option("--config", config_path, "measure with this topology's [runtime] options");
   bench_rtt->add_option("--round-trips", rtt.round_trips, "round trips per repetition")->check(CLI::Range(100u, 10000000u));
   bench_rtt->add_option("--repetitions", rtt.repetitions, "repetitions (medians are reported)")->check(CLI::Range(1u, 100u));
+  kernels_bench_options kern;
+  kern.tools_dir = ACTORPS_TOOLS_DIR;
+  auto* bench_kernels = bench->add_subcommand("kernels", "seed CNN forward+backward vs PyTorch");
+  bench_kernels->add_option("--iterations", kern.iterations, "steps per repetition")->check(CLI::Range(1u, 100000u));
+  bench_kernels->add_option("--repetitions", kern.repetitions, "repetitions (medians)")->check(CLI::Range(1u, 100u));
   uint16_t echo_port = 0;
   auto* tcp_echo = bench->add_subcommand("tcp-echo", "");  // internal helper of bench rtt
   tcp_echo->group("");
@@ -90,6 +95,7 @@ int main(int argc, char** argv) {
     return run_bench_rtt(rtt);
   }
   if (*tcp_echo) return run_tcp_echo(echo_port);
+  if (*bench_kernels) return run_bench_kernels(kern);
 
   if (*local) config_path = local_config;
   auto spec = load_cluster(config_path, std::getenv("TF_CONFIG"));

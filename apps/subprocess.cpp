@@ -12,6 +12,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <string_view>
 
 #include "messages/errors.hpp"
 
@@ -34,7 +35,8 @@ int remaining_ms(clock_type::time_point deadline) {
 }  // namespace
 
 caf::expected<child_process> child_process::spawn(const std::vector<std::string>& argv,
-                                                  const std::string& stderr_path) {
+                                                  const std::string& stderr_path,
+                                                  const std::vector<std::string>& env) {
   int out[2];
   if (::pipe2(out, O_CLOEXEC) != 0) return sys_error("pipe2");
   posix_spawn_file_actions_t actions;
@@ -46,8 +48,17 @@ caf::expected<child_process> child_process::spawn(const std::vector<std::string>
   std::vector<char*> args;
   for (auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
+  std::vector<char*> envp;
+  for (char** e = environ; *e != nullptr; ++e) {
+    std::string_view entry(*e);
+    bool replaced = false;
+    for (auto& kv : env) replaced = replaced || entry.substr(0, entry.find('=') + 1) == kv.substr(0, kv.find('=') + 1);
+    if (!replaced) envp.push_back(*e);
+  }
+  for (auto& kv : env) envp.push_back(const_cast<char*>(kv.c_str()));
+  envp.push_back(nullptr);
   pid_t pid = -1;
-  int rc = posix_spawn(&pid, args[0], &actions, nullptr, args.data(), environ);
+  int rc = posix_spawn(&pid, args[0], &actions, nullptr, args.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
   ::close(out[1]);
   if (rc != 0) {
@@ -194,8 +205,8 @@ uint16_t free_port() {
 }
 
 caf::expected<command_result> run_command(const std::vector<std::string>& argv, std::chrono::milliseconds timeout,
-                                          const std::string& stderr_path) {
-  auto child = child_process::spawn(argv, stderr_path);
+                                          const std::string& stderr_path, const std::vector<std::string>& env) {
+  auto child = child_process::spawn(argv, stderr_path, env);
   if (!child) return child.error();
   auto deadline = clock_type::now() + timeout;
   auto out = child->read_all(timeout);

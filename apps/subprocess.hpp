@@ -16,9 +16,11 @@ namespace actorps {
 class child_process {
  public:
   /// Starts argv[0] with `argv`; stdout is captured, stderr goes to
-  /// `stderr_path` (appended) or is inherited when empty.
+  /// `stderr_path` (appended) or is inherited when empty. `env` entries
+  /// ("NAME=value") are added to (or replace in) this process's environment.
   [[nodiscard]] static caf::expected<child_process> spawn(const std::vector<std::string>& argv,
-                                                          const std::string& stderr_path = {});
+                                                          const std::string& stderr_path = {},
+                                                          const std::vector<std::string>& env = {});
 
   child_process(child_process&& other) noexcept;
   child_process& operator=(child_process&& other) noexcept;
@@ -68,6 +70,7 @@ struct command_result {
 };
 [[nodiscard]] caf::expected<command_result> run_command(const std::vector<std::string>& argv,
                                                         std::chrono::milliseconds timeout,
-                                                        const std::string& stderr_path = {});
+                                                        const std::string& stderr_path = {},
+                                                        const std::vector<std::string>& env = {});
 
 }  // namespace actorps

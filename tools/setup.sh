@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything actorps needs on Debian 12, as root. Idempotent: when
 # every package is present it does nothing (no apt-get update).
+# Usage: tools/setup.sh [--bench]
 set -euo pipefail
 
 packages=(
@@ -10,7 +11,12 @@ packages=(
   libtomlplusplus-dev nlohmann-json3-dev  # TOML topologies, TF_CONFIG (JSON)
   libcli11-dev libspdlog-dev libfmt-dev # CLI parsing, logging, formatting
   libboost-test-dev                     # Boost.Test
+  libopenblas-openmp-dev                # GEMM for the CPU kernels (OpenMP-threaded OpenBLAS)
 )
+# `setup.sh --bench` adds PyTorch 1.13 (CPU), the peer `actorps bench kernels` measures against.
+if [[ "${1:-}" == "--bench" ]]; then
+  packages+=(python3-torch libopenblas0-openmp)
+fi
 
 missing=()
 for p in "${packages[@]}"; do

@@ -1,0 +1,113 @@
+// Fast CPU dense layer (OpenBLAS GEMM) and max pooling (vectorized over
+// channels, the innermost NHWC axis).
+#include <omp.h>
+
+#include <cstring>
+
+#include "kernels/cpu/cpu.hpp"
+#include "kernels/cpu/gemm.hpp"
+#include "kernels/cpu/simd.hpp"
+
+namespace actorps::kernels::cpu {
+
+// Blocks of 32 columns sum in a local array the compiler keeps in registers.
+ACTORPS_SIMD void column_sums(int64_t rows, int cols, const float* __restrict a, float* __restrict out) {
+  constexpr int kBlock = 32;
+  for (int j0 = 0; j0 < cols; j0 += kBlock) {
+    const int width = cols - j0 < kBlock ? cols - j0 : kBlock;
+    float acc[kBlock] = {};
+    if (width == kBlock) {
+      for (int64_t i = 0; i < rows; ++i)
+        for (int j = 0; j < kBlock; ++j) acc[j] += a[i * cols + j0 + j];
+    } else {
+      for (int64_t i = 0; i < rows; ++i)
+        for (int j = 0; j < width; ++j) acc[j] += a[i * cols + j0 + j];
+    }
+    std::memcpy(out + j0, acc, sizeof(float) * size_t(width));
+  }
+}
+
+void dense_forward(int m, int k, int n, const float* x, const float* w, const float* b, float* y) {
+  for (int i = 0; i < m; ++i) std::memcpy(y + int64_t(i) * n, b, sizeof(float) * n);
+  gemm(false, false, m, n, k, 1.0f, x, w, 1.0f, y);
+}
+
+void dense_backward(int m, int k, int n, const float* x, const float* w, const float* dy, float* dx, float* dw,
+                    float* db) {
+  gemm(true, false, k, n, m, 1.0f, x, dy, 0.0f, dw);
+  column_sums(m, n, dy, db);
+  if (dx != nullptr) gemm(false, true, m, k, n, 1.0f, dy, w, 0.0f, dx);
+}
+
+namespace {
+
+#pragma GCC diagnostic ignored "-Wpsabi"  // vector helpers are always inlined: no ABI boundary
+typedef float v8 __attribute__((vector_size(32)));
+typedef float v8u __attribute__((vector_size(32), aligned(4)));
+typedef int32_t i8 __attribute__((vector_size(32)));
+typedef int32_t i8u __attribute__((vector_size(32), aligned(4)));
+
+// Images [first, last). Channels in blocks of 8 (the window's best value and
+// its index kept in registers), then the remaining channels one by one.
+ACTORPS_SIMD void maxpool_images(const pool_shape& s, const float* __restrict x, float* __restrict y,
+                                 int32_t* __restrict argmax, int first, int last) {
+  const int oh = s.out_h(), ow = s.out_w(), C = s.c, blocks = C / 8;
+  const i8 lanes = {0, 1, 2, 3, 4, 5, 6, 7};
+  for (int n = first; n < last; ++n)
+    for (int i = 0; i < oh; ++i)
+      for (int j = 0; j < ow; ++j) {
+        const int64_t o = ((int64_t(n) * oh + i) * ow + j) * C;
+        const int32_t base = int32_t(((int64_t(n) * s.h + i * s.p) * s.w + j * s.p) * C);
+        for (int blk = 0; blk < blocks; ++blk) {
+          const int c = blk * 8;
+          v8 best = *reinterpret_cast<const v8u*>(x + base + c);
+          i8 where = base + c + lanes;
+          for (int a = 0; a < s.p; ++a)
+            for (int b = (a == 0 ? 1 : 0); b < s.p; ++b) {
+              const int32_t at = base + int32_t((int64_t(a) * s.w + b) * C) + c;
+              v8 v = *reinterpret_cast<const v8u*>(x + at);
+              i8 more = v > best;
+              best = more ? v : best;
+              where = more ? at + lanes : where;
+            }
+          *reinterpret_cast<v8u*>(y + o + c) = best;
+          *reinterpret_cast<i8u*>(argmax + o + c) = where;
+        }
+        for (int c = blocks * 8; c < C; ++c) {
+          float best = x[base + c];
+          int32_t where = base + c;
+          for (int a = 0; a < s.p; ++a)
+            for (int b = (a == 0 ? 1 : 0); b < s.p; ++b) {
+              const int32_t at = base + int32_t((int64_t(a) * s.w + b) * C) + c;
+              if (x[at] > best) {
+                best = x[at];
+                where = at;
+              }
+            }
+          y[o + c] = best;
+          argmax[o + c] = where;
+        }
+      }
+}
+
+}  // namespace
+
+void maxpool_forward(const pool_shape& s, const float* x, float* y, int32_t* argmax) {
+#pragma omp parallel
+  {
+    int t = omp_get_thread_num(), nt = omp_get_num_threads();
+    maxpool_images(s, x, y, argmax, s.n * t / nt, s.n * (t + 1) / nt);
+  }
+}
+
+void maxpool_backward(const pool_shape& s, const float* dy, const int32_t* argmax, float* dx) {
+  // An image's argmax indices point into that image: images are independent.
+  const int64_t in_image = int64_t(s.h) * s.w * s.c, out_image = int64_t(s.out_h()) * s.out_w() * s.c;
+#pragma omp parallel for
+  for (int n = 0; n < s.n; ++n) {
+    std::memset(dx + n * in_image, 0, sizeof(float) * size_t(in_image));
+    for (int64_t o = n * out_image; o < (n + 1) * out_image; ++o) dx[argmax[o]] += dy[o];
+  }
+}
+
+}  // namespace actorps::kernels::cpu

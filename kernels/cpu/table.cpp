@@ -1,0 +1,37 @@
+#include <cblas.h>
+#include <omp.h>
+
+#include <thread>
+
+#include "kernels/cpu/cpu.hpp"
+#include "kernels/reference/reference.hpp"
+
+namespace actorps::kernels {
+
+const ops_table& cpu_ops() {
+  // The loss is tiny (batch x classes): the reference serves here.
+  static const ops_table table{"cpu",
+                               cpu::conv2d_forward,
+                               cpu::conv2d_backward_filter,
+                               cpu::conv2d_backward_data,
+                               cpu::maxpool_forward,
+                               cpu::maxpool_backward,
+                               cpu::dense_forward,
+                               cpu::dense_backward,
+                               cpu::relu_forward,
+                               cpu::relu_backward,
+                               reference::softmax_xent,
+                               cpu::sgd,
+                               cpu::momentum,
+                               cpu::adam,
+                               cpu::adagrad};
+  return table;
+}
+
+void set_cpu_threads(int threads) {
+  if (threads <= 0) threads = int(std::thread::hardware_concurrency());
+  openblas_set_num_threads(threads);
+  omp_set_num_threads(threads);
+}
+
+}  // namespace actorps::kernels

@@ -1,0 +1,114 @@
+// The training math as one table of operations. Every implementation
+// (reference loops, fast CPU, CUDA) fills the same table, so tests can run
+// any of them against the reference and the model can run on any of them.
+//
+// Layout: activations are NHWC (batch, height, width, channels), as in
+// TensorFlow; convolution kernels are HWIO [kh, kw, in, out]; dense kernels
+// are [in, out]. All tensors are float32, contiguous, row-major. Pointers
+// refer to host memory for the CPU tables and to device memory for CUDA.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace actorps::kernels {
+
+enum class padding { valid, same };
+
+/// Shapes of one stride-1 2-D convolution. `same` pads (k-1)/2 before and
+/// k/2 after, as TensorFlow does.
+struct conv2d_shape {
+  int n = 0, h = 0, w = 0, c = 0;  // input  [n, h, w, c]
+  int k = 0, r = 0, s = 0;         // kernel [r, s, c, k]: k filters of r x s
+  padding pad = padding::valid;
+
+  int out_h() const { return pad == padding::valid ? h - r + 1 : h; }
+  int out_w() const { return pad == padding::valid ? w - s + 1 : w; }
+  int pad_top() const { return pad == padding::valid ? 0 : (r - 1) / 2; }
+  int pad_left() const { return pad == padding::valid ? 0 : (s - 1) / 2; }
+  /// Floats of im2col scratch the fast CPU backward/forward need.
+  int64_t cols() const { return int64_t(n) * out_h() * out_w() * r * s * c; }
+};
+
+/// Shapes of a 2-D max pooling with window = stride = p (TF's default),
+/// "valid": trailing rows/columns that do not fill a window are dropped.
+struct pool_shape {
+  int n = 0, h = 0, w = 0, c = 0;  // input [n, h, w, c]
+  int p = 2;                       // window and stride
+  int out_h() const { return h / p; }
+  int out_w() const { return w / p; }
+};
+
+/// Optimizer hyper-parameters; `step` counts from 1 (Adam's bias correction).
+struct optimizer_params {
+  float lr = 0.01f;
+  float momentum = 0.9f;   // momentum
+  bool nesterov = false;   // momentum
+  float beta1 = 0.9f;      // adam
+  float beta2 = 0.999f;    // adam
+  float epsilon = 1e-7f;   // adam, adagrad (TF's default)
+  float initial_accumulator = 0.1f;  // adagrad (TF's default)
+  int64_t step = 1;        // adam
+};
+
+struct ops_table {
+  std::string name;  // "reference", "cpu", "cuda"
+
+  // ---- convolution (stride 1) ----
+  /// y[n, oh, ow, k] = b[k] + sum x * w. cols: scratch of shape.cols() floats (may be unused).
+  void (*conv2d_forward)(const conv2d_shape& s, const float* x, const float* w, const float* b, float* y,
+                         float* cols);
+  /// dw[r, s, c, k] and db[k] (overwritten) from x and dy[n, oh, ow, k].
+  void (*conv2d_backward_filter)(const conv2d_shape& s, const float* x, const float* dy, float* dw, float* db,
+                                 float* cols);
+  /// dx[n, h, w, c] (overwritten) from dy and w.
+  void (*conv2d_backward_data)(const conv2d_shape& s, const float* dy, const float* w, float* dx, float* cols);
+
+  // ---- max pooling ----
+  /// y[n, oh, ow, c] = window max; argmax[same shape] = flat input index of it.
+  void (*maxpool_forward)(const pool_shape& s, const float* x, float* y, int32_t* argmax);
+  /// dx[n, h, w, c] (overwritten) gets dy at each argmax, 0 elsewhere.
+  void (*maxpool_backward)(const pool_shape& s, const float* dy, const int32_t* argmax, float* dx);
+
+  // ---- dense: y[m, n] = x[m, k] * w[k, n] + b[n] ----
+  void (*dense_forward)(int m, int k, int n, const float* x, const float* w, const float* b, float* y);
+  /// dw[k, n], db[n] (overwritten); dx[m, k] (overwritten) unless dx is null.
+  void (*dense_backward)(int m, int k, int n, const float* x, const float* w, const float* dy, float* dx, float* dw,
+                         float* db);
+
+  // ---- activations, in place over `count` floats ----
+  void (*relu_forward)(int64_t count, float* y);
+  /// dy *= (y > 0), with y the forward output.
+  void (*relu_backward)(int64_t count, const float* y, float* dy);
+
+  // ---- loss: softmax cross-entropy with integer labels ----
+  /// logits[m, classes], labels[m] in [0, classes). Writes dlogits[m, classes]
+  /// = (softmax - onehot) / m; returns the mean loss; *correct (if non-null)
+  /// gets the number of rows whose argmax equals the label.
+  float (*softmax_xent)(int m, int classes, const float* logits, const int32_t* labels, float* dlogits,
+                        int64_t* correct);
+
+  // ---- optimizers, dense: update `count` parameters in place ----
+  void (*sgd)(int64_t count, const optimizer_params& p, float* param, const float* grad);
+  /// velocity v = momentum * v - lr * g; param += v (Nesterov: += momentum * v - lr * g).
+  void (*momentum)(int64_t count, const optimizer_params& p, float* param, float* velocity, const float* grad);
+  /// TF's Adam: lr_t = lr * sqrt(1 - b2^t) / (1 - b1^t); param -= lr_t * m / (sqrt(v) + eps).
+  void (*adam)(int64_t count, const optimizer_params& p, float* param, float* m, float* v, const float* grad);
+  /// acc += g^2; param -= lr * g / (sqrt(acc) + eps).
+  void (*adagrad)(int64_t count, const optimizer_params& p, float* param, float* acc, const float* grad);
+};
+
+/// Plain loops: the oracle every other table is tested against.
+const ops_table& reference_ops();
+
+/// Fast CPU: OpenBLAS GEMM (im2col convolution, dense), OpenMP loops.
+const ops_table& cpu_ops();
+
+/// CUDA (cuDNN convolution and pooling, cuBLAS GEMM, own kernels), or
+/// nullptr when built without CUDA or when no GPU is visible.
+const ops_table* cuda_ops();
+
+/// Threads the CPU table may use (OpenBLAS and OpenMP); 0 = all cores.
+void set_cpu_threads(int threads);
+
+}  // namespace actorps::kernels

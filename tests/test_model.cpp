@@ -1,0 +1,178 @@
+// The sequential model: parameters by name and shape, gradients of the
+// whole seed CNN against finite differences, fast CPU = reference, and a
+// model that learns.
+#define BOOST_TEST_MODULE model
+#include <boost/test/unit_test.hpp>
+
+#include <random>
+
+#include "kernels/model.hpp"
+#include "tests/kernel_check.hpp"
+
+using namespace actorps::kernels;
+using namespace actorps::kernels::test;
+
+namespace {
+
+// A small CNN of every layer kind, cheap enough for finite differences.
+model_spec small_cnn() {
+  model_spec m;
+  m.height = 8, m.width = 7, m.channels = 2;
+  m.layers = {
+      {layer_kind::conv2d, 8, 3, padding::same, 2, activation::relu},
+      {layer_kind::maxpool2d, 0, 3, padding::valid, 2, activation::none},
+      {layer_kind::conv2d, 8, 2, padding::valid, 2, activation::none},
+      {layer_kind::flatten, 0, 3, padding::valid, 2, activation::none},
+      {layer_kind::dense, 6, 3, padding::valid, 2, activation::relu},
+      {layer_kind::dense, 4, 3, padding::valid, 2, activation::none},
+  };
+  return m;
+}
+
+struct batch_data {
+  std::vector<float> x;
+  std::vector<int32_t> labels;
+};
+
+batch_data random_batch(const sequential_model& model, int batch, unsigned seed) {
+  batch_data b{random_vector(batch * model.input_size(), seed), std::vector<int32_t>(size_t(batch))};
+  for (int i = 0; i < batch; ++i) b.labels[size_t(i)] = (i * 3 + int(seed)) % model.classes();
+  return b;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(seed_cnn_parameters) {
+  sequential_model model(model_spec::seed_cnn(), reference_ops());
+  auto& p = model.parameters();
+  BOOST_REQUIRE(p.size() == 6u);
+  BOOST_TEST(p[0].name == "conv2d_0/kernel");
+  BOOST_TEST((p[0].shape == std::vector<int64_t>{3, 3, 1, 32}));
+  BOOST_TEST(p[1].name == "conv2d_0/bias");
+  BOOST_TEST((p[2].shape == std::vector<int64_t>{13 * 13 * 32, 64}));
+  BOOST_TEST(p[4].name == "dense_1/kernel");
+  BOOST_TEST((p[5].shape == std::vector<int64_t>{10}));
+  BOOST_TEST(model.classes() == 10);
+  auto init = model.initial_values(3);
+  BOOST_TEST(init[0] != model.initial_values(4)[0]);  // seeded
+  BOOST_TEST(init[0] == model.initial_values(3)[0]);  // deterministic
+  float limit = std::sqrt(6.0f / (9 + 9 * 32));       // glorot-uniform, Keras fans
+  for (float v : init[0]) BOOST_TEST(std::abs(v) <= limit);
+  for (float v : init[1]) BOOST_TEST(v == 0.0f);
+}
+
+BOOST_AUTO_TEST_CASE(spec_errors_name_the_layer) {
+  auto m = model_spec::seed_cnn();
+  m.layers.erase(m.layers.begin() + 2);  // no flatten before dense
+  BOOST_TEST(m.check().find("layer 2: dense needs a flat input") != std::string::npos, m.check());
+  m = model_spec::seed_cnn();
+  m.layers[0].kernel = 40;
+  BOOST_TEST(m.check().find("layer 0: conv2d kernel 40 larger than its input [28, 28, 1]") != std::string::npos,
+             m.check());
+  m = model_spec::seed_cnn();
+  m.layers.back().act = activation::relu;
+  BOOST_TEST(m.check().find("last layer must have no activation") != std::string::npos);
+  BOOST_TEST(model_spec::seed_cnn().check().empty());
+  BOOST_TEST(small_cnn().check().empty(), small_cnn().check());
+}
+
+BOOST_AUTO_TEST_CASE(whole_model_gradients_match_finite_differences) {
+  for (auto spec : {small_cnn(), model_spec::seed_cnn()}) {
+    BOOST_TEST_CONTEXT((spec.height == 28 ? "seed CNN" : "small CNN")) {
+    sequential_model model(spec, reference_ops());
+    auto values = model.initial_values(11);
+    for (size_t i = 1; i < values.size(); i += 2)  // non-zero biases (kernels stay
+      for (auto& x : values[i]) x = 0.05f;         // glorot: loss ~2, float32 noise small)
+    const int batch = 3;
+    auto data = random_batch(model, batch, 5);
+    std::vector<const float*> params;
+    std::vector<buffer> grads;
+    std::vector<float*> grad_ptrs;
+    for (auto& v : values) {
+      params.push_back(v.data());
+      grads.emplace_back(int64_t(v.size()));
+    }
+    for (auto& g : grads) grad_ptrs.push_back(g.data());
+    model.train_step(batch, data.x.data(), data.labels.data(), params, grad_ptrs);
+    auto loss = [&] { return double(model.evaluate(batch, data.x.data(), data.labels.data(), params).loss); };
+    // A first-layer weight feeds thousands of ReLUs and pool windows, so some
+    // probes straddle a kink (skipped, at most a quarter of them); float32
+    // loss noise (~1e-7 * loss / h) stays far below tol.
+    for (size_t i = 0; i < values.size(); ++i)
+      check_gradient(values[i], grads[i], loss, model.parameters()[i].name, 1e-3, 1e-2, 0.25);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(fast_tables_train_like_the_reference) {
+  for (auto* ops : fast_tables()) {
+    if (ops->name == "cuda") continue;  // the model runs on host pointers here
+    sequential_model ref(model_spec::seed_cnn(), reference_ops()), fast(model_spec::seed_cnn(), *ops);
+    auto values = ref.initial_values(2);
+    const int batch = 4;
+    auto data = random_batch(ref, batch, 9);
+    std::vector<const float*> params;
+    std::vector<buffer> g_ref, g_fast;
+    std::vector<float*> p_ref, p_fast;
+    for (auto& v : values) {
+      params.push_back(v.data());
+      g_ref.emplace_back(int64_t(v.size()));
+      g_fast.emplace_back(int64_t(v.size()));
+    }
+    for (size_t i = 0; i < values.size(); ++i) {
+      p_ref.push_back(g_ref[i].data());
+      p_fast.push_back(g_fast[i].data());
+    }
+    auto r1 = ref.train_step(batch, data.x.data(), data.labels.data(), params, p_ref);
+    auto r2 = fast.train_step(batch, data.x.data(), data.labels.data(), params, p_fast);
+    BOOST_TEST(r1.loss == r2.loss, boost::test_tools::tolerance(1e-5f));
+    BOOST_TEST(r1.correct == r2.correct);
+    for (size_t i = 0; i < values.size(); ++i) check_close(g_fast[i], g_ref[i], 2e-4);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(seed_cnn_learns_a_synthetic_task) {
+  // Class c = a bright 6x6 square at one of 10 places on a noisy image.
+  set_cpu_threads(1);
+  sequential_model model(model_spec::seed_cnn(), cpu_ops());
+  auto values = model.initial_values(1);
+  std::vector<const float*> params;
+  std::vector<std::vector<float>> grads;
+  std::vector<float*> grad_ptrs;
+  for (auto& v : values) {
+    params.push_back(v.data());
+    grads.emplace_back(v.size());
+  }
+  for (auto& g : grads) grad_ptrs.push_back(g.data());
+  std::mt19937 gen(42);
+  std::uniform_real_distribution<float> noise(0, 0.3f);
+  auto make = [&](int batch, std::vector<float>& x, std::vector<int32_t>& y) {
+    x.assign(size_t(batch) * 784, 0);
+    y.resize(size_t(batch));
+    for (int b = 0; b < batch; ++b) {
+      int c = int(gen() % 10);
+      y[size_t(b)] = c;
+      for (int i = 0; i < 784; ++i) x[size_t(b) * 784 + size_t(i)] = noise(gen);
+      int top = 2 + (c / 5) * 13, left = 2 + (c % 5) * 5;
+      for (int i = 0; i < 6; ++i)
+        for (int j = 0; j < 4; ++j) x[size_t(b) * 784 + size_t((top + i) * 28 + left + j)] = 1.0f;
+    }
+  };
+  optimizer_params sgd;
+  sgd.lr = 0.1f;
+  std::vector<float> x;
+  std::vector<int32_t> y;
+  float first_loss = 0;
+  for (int step = 0; step < 150; ++step) {
+    make(32, x, y);
+    auto r = model.train_step(32, x.data(), y.data(), params, grad_ptrs);
+    if (step == 0) first_loss = r.loss;
+    for (size_t i = 0; i < values.size(); ++i)
+      cpu_ops().sgd(int64_t(values[i].size()), sgd, values[i].data(), grads[i].data());
+  }
+  make(500, x, y);
+  auto eval = model.evaluate(500, x.data(), y.data(), params);
+  BOOST_TEST_MESSAGE("loss " << first_loss << " -> " << eval.loss << ", accuracy " << eval.correct / 5.0 << "%");
+  BOOST_TEST(eval.loss < first_loss / 4);
+  BOOST_TEST(eval.correct >= 475);  // >= 95%
+}
