@@ -246,11 +246,11 @@ int run_bench_rtt(const rtt_bench_options& opts) {
   double tcp_rate = median(*tcp);
   fmt::print("round trips: {} per repetition, {} repetitions, medians; 2 processes on 127.0.0.1\n",
              opts.round_trips, opts.repetitions);
-  fmt::print("{:<26} {:>12} {:>10} {:>9}\n", "path", "round trips/s", "us/rt", "vs TCP");
-  fmt::print("{:<26} {:>12.0f} {:>10.1f} {:>8.0f}%\n", "raw TCP ping-pong", tcp_rate, 1e6 / tcp_rate, 100.0);
+  fmt::print("{:<38} {:>12} {:>10} {:>9}\n", "path", "round trips/s", "us/rt", "vs TCP");
+  fmt::print("{:<38} {:>12.0f} {:>10.1f} {:>8.0f}%\n", "raw TCP ping-pong", tcp_rate, 1e6 / tcp_rate, 100.0);
   for (auto& r : rows) {
     auto rate = median(r.rates);
-    fmt::print("{:<26} {:>12.0f} {:>10.1f} {:>8.0f}%\n", r.name + " [" + r.rt.scheduler + "," +
+    fmt::print("{:<38} {:>12.0f} {:>10.1f} {:>8.0f}%\n", r.name + " [" + r.rt.scheduler + "," +
                    std::to_string(r.rt.threads) + "t]", rate, 1e6 / rate, 100.0 * rate / tcp_rate);
   }
   auto ours = median(rows.back().rates);

@@ -1,12 +1,17 @@
-// Build without CUDA: no devices; device memory cannot be had.
+// Build without CUDA: no devices, so no device memory can exist.
 #include "kernels/device_memory.hpp"
 
-#include <cstring>
 #include <stdexcept>
 
 #include "kernels/ops.hpp"
 
 namespace actorps::kernels {
+
+namespace {
+[[noreturn]] void unavailable(const char* what) {
+  throw std::runtime_error(std::string(what) + ": " + cuda_unavailable_reason());
+}
+}  // namespace
 
 int cuda_device_count() { return 0; }
 
@@ -14,12 +19,11 @@ std::string cuda_unavailable_reason() { return "built without CUDA (no nvcc foun
 
 const ops_table* cuda_ops() { return nullptr; }
 
-void* device_alloc(size_t) { throw std::runtime_error("device_alloc: " + cuda_unavailable_reason()); }
-
+void* device_alloc(size_t) { unavailable("device_alloc"); }
 void device_free(void*) {}
-
-void copy_to_device(void* dst, const void* src, size_t bytes) { std::memcpy(dst, src, bytes); }
-
-void copy_to_host(void* dst, const void* src, size_t bytes) { std::memcpy(dst, src, bytes); }
+void device_zero(void*, size_t) { unavailable("device_zero"); }
+void copy_to_device(void*, const void*, size_t) { unavailable("copy_to_device"); }
+void copy_to_host(void*, const void*, size_t) { unavailable("copy_to_host"); }
+void copy_on_device(void*, const void*, size_t) { unavailable("copy_on_device"); }
 
 }  // namespace actorps::kernels

@@ -17,7 +17,9 @@ std::string cuda_unavailable_reason();
 /// Device memory; throws std::runtime_error naming the CUDA error on failure.
 void* device_alloc(size_t bytes);
 void device_free(void* p);
+void device_zero(void* p, size_t bytes);
 void copy_to_device(void* dst, const void* src, size_t bytes);
 void copy_to_host(void* dst, const void* src, size_t bytes);
+void copy_on_device(void* dst, const void* src, size_t bytes);
 
 }  // namespace actorps::kernels

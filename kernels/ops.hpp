@@ -15,6 +15,9 @@ namespace actorps::kernels {
 
 enum class padding { valid, same };
 
+/// Where a table computes, and so where its pointers point.
+enum class device { host, cuda };
+
 /// Shapes of one stride-1 2-D convolution. `same` pads (k-1)/2 before and
 /// k/2 after, as TensorFlow does.
 struct conv2d_shape {
@@ -39,6 +42,12 @@ struct pool_shape {
   int out_w() const { return w / p; }
 };
 
+/// The optimizers a variable may use; each keeps slot_count(kind) slot
+/// tensors of the variable's shape beside it (momentum: velocity; Adam: m,
+/// v; Adagrad: accumulator, which starts at initial_accumulator).
+enum class optimizer_kind { sgd, momentum, adam, adagrad };
+int slot_count(optimizer_kind kind);
+
 /// Optimizer hyper-parameters; `step` counts from 1 (Adam's bias correction).
 struct optimizer_params {
   float lr = 0.01f;
@@ -51,8 +60,22 @@ struct optimizer_params {
   int64_t step = 1;        // adam
 };
 
+enum class combiner { sum, mean };
+
+/// An embedding lookup: each of m examples looks up `per` ids in a table
+/// [vocab, dim] and combines the rows (sum, or mean over its valid ids).
+/// Negative ids are padding: skipped. ids >= vocab are the caller's error
+/// (the model checks them before a step).
+struct embedding_shape {
+  int m = 0, per = 1;
+  int64_t vocab = 0;
+  int dim = 0;
+  combiner comb = combiner::sum;
+};
+
 struct ops_table {
   std::string name;  // "reference", "cpu", "cuda"
+  device where = device::host;
 
   // ---- convolution (stride 1) ----
   /// y[n, oh, ow, k] = b[k] + sum x * w. cols: scratch of shape.cols() floats (may be unused).
@@ -88,14 +111,39 @@ struct ops_table {
   float (*softmax_xent)(int m, int classes, const float* logits, const int32_t* labels, float* dlogits,
                         int64_t* correct);
 
-  // ---- optimizers, dense: update `count` parameters in place ----
-  void (*sgd)(int64_t count, const optimizer_params& p, float* param, const float* grad);
-  /// velocity v = momentum * v - lr * g; param += v (Nesterov: += momentum * v - lr * g).
-  void (*momentum)(int64_t count, const optimizer_params& p, float* param, float* velocity, const float* grad);
-  /// TF's Adam: lr_t = lr * sqrt(1 - b2^t) / (1 - b1^t); param -= lr_t * m / (sqrt(v) + eps).
-  void (*adam)(int64_t count, const optimizer_params& p, float* param, float* m, float* v, const float* grad);
-  /// acc += g^2; param -= lr * g / (sqrt(acc) + eps).
-  void (*adagrad)(int64_t count, const optimizer_params& p, float* param, float* acc, const float* grad);
+  // ---- loss: sigmoid + binary cross-entropy on one logit per row ----
+  /// labels[m] in {0, 1}. Writes dlogits[m] = (sigmoid - label) / m; returns
+  /// the mean loss (stable for any logit); *correct (if non-null) gets the
+  /// number of rows where (logit > 0) == label.
+  float (*sigmoid_bce)(int m, const float* logits, const int32_t* labels, float* dlogits, int64_t* correct);
+
+  // ---- embedding lookup, with a sparse gradient ----
+  /// y[m, dim] (overwritten) = combined rows of table for each example's ids[m * per].
+  void (*embedding_forward)(const embedding_shape& s, const float* table, const int64_t* ids, float* y);
+  /// rows[m * per, dim] (overwritten): the gradient of each lookup, aligned
+  /// with ids (dy's row, divided by the valid count for mean; zeros for
+  /// padding). merge_rows() (kernels/sparse.hpp) sums duplicate ids.
+  void (*embedding_backward)(const embedding_shape& s, const int64_t* ids, const float* dy, float* rows);
+
+  // ---- concat along the last axis, and its backward (split) ----
+  /// out[m, sum(widths)] = [parts[0][m, widths[0]], parts[1][m, widths[1]], ...].
+  void (*concat)(int m, int count, const int* widths, const float* const* parts, float* out);
+  /// parts[i][m, widths[i]] (overwritten) = the columns of dout each part came from.
+  void (*split)(int m, int count, const int* widths, const float* dout, float* const* parts);
+
+  // ---- optimizers: update parameters and slots in place ----
+  /// Dense: all `count` parameters; `slots` is a host array of slot_count(kind)
+  /// pointers (into the table's memory).
+  /// momentum: v = momentum * v - lr * g; param += v (Nesterov: += momentum * v - lr * g).
+  /// adam (TF): lr_t = lr * sqrt(1 - b2^t) / (1 - b1^t); param -= lr_t * m / (sqrt(v) + eps).
+  /// adagrad: acc += g^2; param -= lr * g / (sqrt(acc) + eps).
+  void (*apply_dense)(optimizer_kind kind, const optimizer_params& p, int64_t count, float* param,
+                      float* const* slots, const float* grad);
+  /// Sparse rows (lazy, as TF's sparse apply): only rows ids[0..rows) of
+  /// param[*, dim] and of its slots change, each by its row of grad[rows, dim].
+  /// ids must be unique (merge_rows() makes them so).
+  void (*apply_sparse)(optimizer_kind kind, const optimizer_params& p, int64_t rows, int dim, const int64_t* ids,
+                       float* param, float* const* slots, const float* grad);
 };
 
 /// Plain loops: the oracle every other table is tested against.

@@ -60,6 +60,14 @@ const int32_t* device_arrays::labels(const std::vector<int32_t>& v) {
   return p;
 }
 
+const int64_t* device_arrays::ids(const std::vector<int64_t>& v) {
+  if (!device_) return v.data();
+  auto* p = static_cast<int64_t*>(device_alloc(v.size() * sizeof(int64_t)));
+  allocations_.push_back(p);
+  copy_to_device(p, v.data(), v.size() * sizeof(int64_t));
+  return p;
+}
+
 void device_arrays::read_ints(const int32_t* dev, std::vector<int32_t>& out) {
   if (!device_) {
     std::memcpy(out.data(), dev, out.size() * sizeof(int32_t));

@@ -112,7 +112,7 @@ void check_gradient(Params& param, const buffer& grad, const std::function<doubl
 /// as it is; device tables (CUDA) copy in and, after the run, copy out.
 class device_arrays {
  public:
-  explicit device_arrays(const ops_table& t) : device_(t.name == "cuda") {}
+  explicit device_arrays(const ops_table& t) : device_(t.where == device::cuda) {}
   ~device_arrays();
   device_arrays(const device_arrays&) = delete;
   device_arrays& operator=(const device_arrays&) = delete;
@@ -126,6 +126,7 @@ class device_arrays {
   float* scratch(int64_t n);
   int32_t* ints(int64_t n);
   const int32_t* labels(const std::vector<int32_t>& v);
+  const int64_t* ids(const std::vector<int64_t>& v);
   void read_ints(const int32_t* dev, std::vector<int32_t>& out);
   void finish();
 

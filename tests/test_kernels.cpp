@@ -4,11 +4,13 @@
 #define BOOST_TEST_MODULE kernels
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
 
 #include "kernels/ops.hpp"
+#include "kernels/sparse.hpp"
 #include "tests/kernel_check.hpp"
 
 using namespace actorps::kernels;
@@ -28,6 +30,19 @@ std::vector<conv2d_shape> conv_cases() {
       {2, 6, 8, 3, 4, 2, 4, padding::same},  // even kernels: TF pads more after
       {1, 5, 5, 2, 3, 5, 5, padding::valid},
   };
+}
+
+constexpr optimizer_kind kOptimizers[] = {optimizer_kind::sgd, optimizer_kind::momentum, optimizer_kind::adam,
+                                          optimizer_kind::adagrad};
+
+const char* name(optimizer_kind kind) {
+  switch (kind) {
+    case optimizer_kind::sgd: return "sgd";
+    case optimizer_kind::momentum: return "momentum";
+    case optimizer_kind::adam: return "adam";
+    case optimizer_kind::adagrad: return "adagrad";
+  }
+  return "?";
 }
 
 }  // namespace
@@ -148,33 +163,154 @@ BOOST_AUTO_TEST_CASE(elementwise_loss_and_optimizers_match_reference) {
       BOOST_TEST(right == right_ref);
       check_close(dl, dl_ref, 1e-5);
 
-      optimizer_params p;
-      p.lr = 0.05f;
-      p.step = 3;
+      auto bce_logits = random_vector(m, 17, 8.0f);
+      std::vector<int32_t> bits(m);
+      for (int i = 0; i < m; ++i) bits[i] = i % 3 == 0 ? 1 : 0;
+      buffer bl_ref(m), bl(m);
+      loss_ref = reference_ops().sigmoid_bce(m, bce_logits.data(), bits.data(), bl_ref.data(), &right_ref);
+      run(*ops, [&](const ops_table& t, device_arrays& d) {
+        loss = t.sigmoid_bce(m, d.in(bce_logits), d.labels(bits), d.out(bl), &right);
+      });
+      BOOST_TEST(loss == loss_ref, boost::test_tools::tolerance(1e-5f));
+      BOOST_TEST(right == right_ref);
+      check_close(bl, bl_ref, 1e-5);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(dense_optimizers_match_reference) {
+  const int64_t count = 100000;  // large enough for the CPU table to split it over threads
+  auto g = random_vector(count, 12);
+  optimizer_params p;
+  p.lr = 0.05f;
+  p.step = 3;
+  for (auto* ops : fast_tables())
+    for (auto kind : kOptimizers)
       for (bool nesterov : {false, true}) {
-        p.nesterov = nesterov;
-        auto param0 = random_vector(count, 14), slot0 = random_vector(count, 15), slot1 = random_positive(count, 16);
-        buffer pr(param0), s0r(slot0), s1r(slot1), pf(count), s0f(count), s1f(count);
-        reference_ops().momentum(count, p, pr.data(), s0r.data(), g.data());
-        reference_ops().adam(count, p, pr.data(), s0r.data(), s1r.data(), g.data());
-        reference_ops().adagrad(count, p, pr.data(), s1r.data(), g.data());
-        reference_ops().sgd(count, p, pr.data(), g.data());
+        BOOST_TEST_CONTEXT(ops->name << " " << name(kind) << (nesterov ? " nesterov" : "")) {
+          p.nesterov = nesterov;
+          auto param0 = random_vector(count, 14), slot0 = random_vector(count, 15), slot1 = random_positive(count, 16);
+          if (kind == optimizer_kind::adam || kind == optimizer_kind::adagrad) slot0 = random_positive(count, 15);
+          buffer pr(param0), s0r(slot0), s1r(slot1), pf(count), s0f(count), s1f(count);
+          float* ref_slots[2] = {s0r.data(), s1r.data()};
+          for (int step = 0; step < 2; ++step)  // twice: the slots carry state
+            reference_ops().apply_dense(kind, p, count, pr.data(), ref_slots, g.data());
+          run(*ops, [&](const ops_table& t, device_arrays& d) {
+            float* slots[2] = {d.inout(slot0, s0f), d.inout(slot1, s1f)};
+            auto* pp = d.inout(param0, pf);
+            for (int step = 0; step < 2; ++step) t.apply_dense(kind, p, count, pp, slots, d.in(g));
+          });
+          check_close(pf, pr, 1e-5);
+          check_close(s0f, s0r, 1e-5);
+          check_close(s1f, s1r, 1e-5);
+          BOOST_TEST(pr[0] != param0[0]);  // the update did something
+        }
+      }
+}
+
+BOOST_AUTO_TEST_CASE(sparse_optimizers_touch_only_the_given_rows) {
+  const int64_t vocab = 50;
+  const int dim = 6;
+  const std::vector<int64_t> ids{3, 17, 0, 49, 8};
+  const int64_t rows = int64_t(ids.size());
+  auto g = random_vector(rows * dim, 40);
+  optimizer_params p;
+  p.lr = 0.1f;
+  for (auto* ops : all_tables())
+    for (auto kind : kOptimizers) {
+      BOOST_TEST_CONTEXT(ops->name << " " << name(kind)) {
+        auto param0 = random_vector(vocab * dim, 41), slot0 = random_positive(vocab * dim, 42),
+             slot1 = random_positive(vocab * dim, 43);
+        buffer pf(vocab * dim), s0f(vocab * dim), s1f(vocab * dim);
         run(*ops, [&](const ops_table& t, device_arrays& d) {
-          auto* pp = d.inout(param0, pf);
-          auto* s0 = d.inout(slot0, s0f);
-          auto* s1 = d.inout(slot1, s1f);
-          auto* gg = d.in(g);
-          t.momentum(count, p, pp, s0, gg);
-          t.adam(count, p, pp, s0, s1, gg);
-          t.adagrad(count, p, pp, s1, gg);
-          t.sgd(count, p, pp, gg);
+          float* slots[2] = {d.inout(slot0, s0f), d.inout(slot1, s1f)};
+          t.apply_sparse(kind, p, rows, dim, d.ids(ids), d.inout(param0, pf), slots, d.in(g));
         });
-        check_close(pf, pr, 1e-5);
-        check_close(s0f, s0r, 1e-5);
-        check_close(s1f, s1r, 1e-5);
+        for (int64_t row = 0; row < vocab; ++row) {
+          auto at = std::find(ids.begin(), ids.end(), row);
+          // Expected: the dense update of this one row, or no change at all.
+          std::vector<float> want(param0.begin() + row * dim, param0.begin() + (row + 1) * dim),
+              w0(slot0.begin() + row * dim, slot0.begin() + (row + 1) * dim),
+              w1(slot1.begin() + row * dim, slot1.begin() + (row + 1) * dim);
+          if (at != ids.end()) {
+            float* slots[2] = {w0.data(), w1.data()};
+            reference_ops().apply_dense(kind, p, dim, want.data(), slots, g.data() + (at - ids.begin()) * dim);
+          }
+          for (int d = 0; d < dim; ++d) {
+            BOOST_TEST(std::abs(pf[row * dim + d] - want[size_t(d)]) <= 1e-6f, "row " << row << " col " << d);
+            BOOST_TEST(std::abs(s0f[row * dim + d] - w0[size_t(d)]) <= 1e-6f, "slot 0 row " << row);
+            BOOST_TEST(std::abs(s1f[row * dim + d] - w1[size_t(d)]) <= 1e-6f, "slot 1 row " << row);
+          }
+          if (at != ids.end()) BOOST_TEST(pf[row * dim] != param0[size_t(row * dim)], "row " << row << " moved");
+        }
+      }
+    }
+}
+
+BOOST_AUTO_TEST_CASE(embedding_and_concat_match_reference) {
+  // 4 examples x 3 ids; -1 is padding; example 2 is all padding; id 7 repeats.
+  const std::vector<int64_t> ids{7, 2, -1, 0, 7, 9, -1, -1, -1, 5, 5, 7};
+  for (auto comb : {combiner::sum, combiner::mean}) {
+    embedding_shape s{4, 3, 10, 5, comb};
+    auto table = random_vector(s.vocab * s.dim, 50), dy = random_vector(int64_t(s.m) * s.dim, 51);
+    buffer y_ref(int64_t(s.m) * s.dim), rows_ref(int64_t(ids.size()) * s.dim);
+    reference_ops().embedding_forward(s, table.data(), ids.data(), y_ref.data());
+    reference_ops().embedding_backward(s, ids.data(), dy.data(), rows_ref.data());
+    // By hand: example 0 = rows 7 + 2 (mean: halved); example 2 = zeros.
+    const float scale = comb == combiner::mean ? 0.5f : 1.0f;
+    BOOST_TEST(std::abs(y_ref[0] - scale * (table[35] + table[10])) < 1e-6f);
+    BOOST_TEST(y_ref[2 * s.dim] == 0.0f);
+    BOOST_TEST(rows_ref[2 * s.dim] == 0.0f);  // padding gets no gradient
+    for (auto* ops : fast_tables()) {
+      BOOST_TEST_CONTEXT(ops->name << (comb == combiner::mean ? " mean" : " sum")) {
+        buffer y(y_ref.size()), rows(rows_ref.size());
+        run(*ops, [&](const ops_table& t, device_arrays& d) {
+          auto* dev_ids = d.ids(ids);
+          t.embedding_forward(s, d.in(table), dev_ids, d.out(y));
+          t.embedding_backward(s, dev_ids, d.in(dy), d.out(rows));
+        });
+        check_close(y, y_ref, kExactTol);
+        check_close(rows, rows_ref, kExactTol);
       }
     }
   }
+  const int m = 3;
+  const std::vector<int> widths{2, 5, 1};
+  auto a = random_vector(m * 2, 52), b = random_vector(m * 5, 53), c = random_vector(m * 1, 54),
+       dout = random_vector(m * 8, 55);
+  buffer out_ref(m * 8), da_ref(m * 2), db_ref(m * 5), dc_ref(m);
+  const float* parts[3] = {a.data(), b.data(), c.data()};
+  reference_ops().concat(m, 3, widths.data(), parts, out_ref.data());
+  BOOST_TEST(out_ref[8] == a[2]);  // row 1 starts with a's row 1
+  BOOST_TEST(out_ref[8 + 2] == b[5]);
+  BOOST_TEST(out_ref[8 + 7] == c[1]);
+  float* dparts[3] = {da_ref.data(), db_ref.data(), dc_ref.data()};
+  reference_ops().split(m, 3, widths.data(), dout.data(), dparts);
+  BOOST_TEST(db_ref[5] == dout[8 + 2]);
+  for (auto* ops : fast_tables()) {
+    BOOST_TEST_CONTEXT(ops->name << " concat") {
+      buffer out(m * 8), da(m * 2), db(m * 5), dc(m);
+      run(*ops, [&](const ops_table& t, device_arrays& d) {
+        const float* in[3] = {d.in(a), d.in(b), d.in(c)};
+        t.concat(m, 3, widths.data(), in, d.out(out));
+        float* grads[3] = {d.out(da), d.out(db), d.out(dc)};
+        t.split(m, 3, widths.data(), d.in(dout), grads);
+      });
+      check_close(out, out_ref, 0);
+      check_close(da, da_ref, 0);
+      check_close(db, db_ref, 0);
+      check_close(dc, dc_ref, 0);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(merge_rows_sums_duplicates_and_drops_padding) {
+  const std::vector<int64_t> ids{7, 2, -1, 7, 0};
+  const std::vector<float> rows{1, 2, 3, 4, 50, 60, 5, 6, 7, 8};
+  sparse_rows out;
+  merge_rows(ids.data(), rows.data(), 5, 2, out);
+  BOOST_TEST((out.ids == std::vector<int64_t>{0, 2, 7}));
+  BOOST_TEST((out.rows == std::vector<float>{7, 8, 3, 4, 6, 8}));
 }
 
 BOOST_AUTO_TEST_CASE(optimizers_closed_form) {
@@ -183,22 +319,26 @@ BOOST_AUTO_TEST_CASE(optimizers_closed_form) {
   p.lr = 0.1f;
   p.momentum = 0.5f;
   float param = 1.0f, v = 0.2f, g = 2.0f;
-  reference_ops().momentum(1, p, &param, &v, &g);  // v = 0.1 - 0.2 = -0.1; param = 0.9
+  auto apply = [&](optimizer_kind kind, float* slot0, float* slot1) {
+    float* slots[2] = {slot0, slot1};
+    reference_ops().apply_dense(kind, p, 1, &param, slots, &g);
+  };
+  apply(optimizer_kind::momentum, &v, nullptr);  // v = 0.1 - 0.2 = -0.1; param = 0.9
   BOOST_TEST(v == -0.1f, boost::test_tools::tolerance(1e-6f));
   BOOST_TEST(param == 0.9f, boost::test_tools::tolerance(1e-6f));
   p.nesterov = true;
   param = 1.0f, v = 0.2f;
-  reference_ops().momentum(1, p, &param, &v, &g);  // param += 0.5 * -0.1 - 0.2 = 0.75
+  apply(optimizer_kind::momentum, &v, nullptr);  // param += 0.5 * -0.1 - 0.2 = 0.75
   BOOST_TEST(param == 0.75f, boost::test_tools::tolerance(1e-6f));
   float acc = 0.1f;
   param = 1.0f;
   p.epsilon = 0;
-  reference_ops().adagrad(1, p, &param, &acc, &g);  // acc = 4.1; param = 1 - 0.2 / sqrt(4.1)
+  apply(optimizer_kind::adagrad, &acc, nullptr);  // acc = 4.1; param = 1 - 0.2 / sqrt(4.1)
   BOOST_TEST(param == float(1 - 0.2 / std::sqrt(4.1)), boost::test_tools::tolerance(1e-6f));
   float m = 0, vv = 0;
   param = 1.0f;
   p.step = 1;
-  reference_ops().adam(1, p, &param, &m, &vv, &g);  // first step moves by lr * sign(g)
+  apply(optimizer_kind::adam, &m, &vv);  // first step moves by lr * sign(g)
   BOOST_TEST(param == 0.9f, boost::test_tools::tolerance(1e-5f));
 }
 
@@ -260,6 +400,67 @@ BOOST_AUTO_TEST_CASE(reference_gradients_match_finite_differences) {
     return double(reference_ops().softmax_xent(rows, classes, logits.data(), labels.data(), scratch.data(), nullptr));
   };
   check_gradient(logits, dlogits, xent_loss, "softmax_xent dlogits");
+
+  auto bce_logits = random_vector(rows, 31, 4.0f);
+  std::vector<int32_t> bits{1, 0, 0, 1, 1};
+  buffer dbce(rows);
+  reference_ops().sigmoid_bce(rows, bce_logits.data(), bits.data(), dbce.data(), nullptr);
+  auto bce_loss = [&] {
+    return double(reference_ops().sigmoid_bce(rows, bce_logits.data(), bits.data(), scratch.data(), nullptr));
+  };
+  check_gradient(bce_logits, dbce, bce_loss, "sigmoid_bce dlogits");
+
+  // Embedding: the merged sparse gradient, scattered dense, against the table.
+  const std::vector<int64_t> ids{4, 1, 4, -1, 0, 2};
+  for (auto comb : {combiner::sum, combiner::mean}) {
+    embedding_shape es{3, 2, 6, 3, comb};
+    auto table = random_vector(es.vocab * es.dim, 32), eprobe = random_vector(es.m * es.dim, 33);
+    buffer ey(es.m * es.dim), erows(int64_t(ids.size()) * es.dim), dtable(es.vocab * es.dim);
+    reference_ops().embedding_backward(es, ids.data(), eprobe.data(), erows.data());
+    sparse_rows merged;
+    merge_rows(ids.data(), erows.data(), int64_t(ids.size()), es.dim, merged);
+    std::fill(dtable.begin(), dtable.end(), 0.0f);
+    for (size_t r = 0; r < merged.ids.size(); ++r)
+      for (int d = 0; d < es.dim; ++d) dtable[merged.ids[r] * es.dim + d] = merged.rows[r * size_t(es.dim) + size_t(d)];
+    auto emb_loss = [&] {
+      reference_ops().embedding_forward(es, table.data(), ids.data(), ey.data());
+      double l = 0;
+      for (int64_t i = 0; i < es.m * es.dim; ++i) l += double(ey[i]) * eprobe[i];
+      return l;
+    };
+    check_gradient(table, dtable, emb_loss, comb == combiner::sum ? "embedding sum" : "embedding mean");
+  }
+
+  // Concat: split is its gradient.
+  const std::vector<int> widths{3, 2};
+  auto ca = random_vector(4 * 3, 34), cb = random_vector(4 * 2, 35), cprobe = random_vector(4 * 5, 36);
+  buffer cout(4 * 5), ga(4 * 3), gb2(4 * 2);
+  float* cgrads[2] = {ga.data(), gb2.data()};
+  reference_ops().split(4, 2, widths.data(), cprobe.data(), cgrads);
+  auto concat_loss = [&] {
+    const float* parts[2] = {ca.data(), cb.data()};
+    reference_ops().concat(4, 2, widths.data(), parts, cout.data());
+    double l = 0;
+    for (int i = 0; i < 20; ++i) l += double(cout[i]) * cprobe[i];
+    return l;
+  };
+  check_gradient(ca, ga, concat_loss, "concat a");
+  check_gradient(cb, gb2, concat_loss, "concat b");
+}
+
+BOOST_AUTO_TEST_CASE(sigmoid_bce_is_stable_for_huge_logits) {
+  std::vector<float> logits{500.0f, -500.0f};
+  std::vector<int32_t> bits{0, 0};
+  for (auto* ops : all_tables()) {
+    float loss = 0;
+    buffer d(2);
+    run(*ops, [&](const ops_table& t, device_arrays& dv) {
+      loss = t.sigmoid_bce(2, dv.in(logits), dv.labels(bits), dv.out(d), nullptr);
+    });
+    BOOST_TEST(std::abs(loss - 250.0f) < 1e-3f, ops->name << " loss " << loss);  // (500 + 0) / 2
+    BOOST_TEST(std::abs(d[0] - 0.5f) < 1e-6f, ops->name);  // (1 - 0) / 2
+    BOOST_TEST(std::abs(d[1]) < 1e-6f, ops->name);
+  }
 }
 
 BOOST_AUTO_TEST_CASE(softmax_xent_is_stable_for_huge_logits) {

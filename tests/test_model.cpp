@@ -168,7 +168,7 @@ BOOST_AUTO_TEST_CASE(seed_cnn_learns_a_synthetic_task) {
     auto r = model.train_step(32, x.data(), y.data(), params, grad_ptrs);
     if (step == 0) first_loss = r.loss;
     for (size_t i = 0; i < values.size(); ++i)
-      cpu_ops().sgd(int64_t(values[i].size()), sgd, values[i].data(), grads[i].data());
+      cpu_ops().apply_dense(optimizer_kind::sgd, sgd, int64_t(values[i].size()), values[i].data(), nullptr, grads[i].data());
   }
   make(500, x, y);
   auto eval = model.evaluate(500, x.data(), y.data(), params);

@@ -16,10 +16,12 @@ void dense_backward(int m, int k, int n, const float* x, const float* w, const f
 
 void relu_forward(int64_t count, float* y);
 void relu_backward(int64_t count, const float* y, float* dy);
-void sgd(int64_t count, const optimizer_params& p, float* param, const float* grad);
-void momentum(int64_t count, const optimizer_params& p, float* param, float* velocity, const float* grad);
-void adam(int64_t count, const optimizer_params& p, float* param, float* m, float* v, const float* grad);
-void adagrad(int64_t count, const optimizer_params& p, float* param, float* acc, const float* grad);
+void apply_dense(optimizer_kind kind, const optimizer_params& p, int64_t count, float* param, float* const* slots,
+                 const float* grad);
+void apply_sparse(optimizer_kind kind, const optimizer_params& p, int64_t rows, int dim, const int64_t* ids,
+                  float* param, float* const* slots, const float* grad);
+void embedding_forward(const embedding_shape& s, const float* table, const int64_t* ids, float* y);
+void embedding_backward(const embedding_shape& s, const int64_t* ids, const float* dy, float* rows);
 
 /// out[cols] = sum over rows of a[rows, cols].
 void column_sums(int64_t rows, int cols, const float* a, float* out);

@@ -4,7 +4,7 @@
 
 #include "kernels/cpu/cpu.hpp"
 #include "kernels/cpu/simd.hpp"
-#include "kernels/reference/elementwise.hpp"
+#include "kernels/reference/reference.hpp"
 
 namespace actorps::kernels::cpu {
 
@@ -18,7 +18,7 @@ ACTORPS_SIMD void relu_backward_range(int64_t count, const float* y, float* dy) 
 
 // Splits [0, count) over the OpenMP threads.
 template <class F>
-void split(int64_t count, F f) {
+void parallel_ranges(int64_t count, F f) {
 #pragma omp parallel
   {
     int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
@@ -30,27 +30,57 @@ void split(int64_t count, F f) {
 }  // namespace
 
 void relu_forward(int64_t count, float* y) {
-  split(count, [&](int64_t first, int64_t n) { relu_forward_range(n, y + first); });
+  parallel_ranges(count, [&](int64_t first, int64_t n) { relu_forward_range(n, y + first); });
 }
 
 void relu_backward(int64_t count, const float* y, float* dy) {
-  split(count, [&](int64_t first, int64_t n) { relu_backward_range(n, y + first, dy + first); });
+  parallel_ranges(count, [&](int64_t first, int64_t n) { relu_backward_range(n, y + first, dy + first); });
 }
 
-ACTORPS_SIMD void sgd(int64_t count, const optimizer_params& p, float* param, const float* grad) {
-  reference::sgd(count, p, param, grad);
+namespace {
+
+ACTORPS_SIMD void apply_dense_range(optimizer_kind kind, const optimizer_params& p, int64_t count, float* param,
+                                    float* const* slots, const float* grad) {
+  reference::apply_dense(kind, p, count, param, slots, grad);
 }
 
-ACTORPS_SIMD void momentum(int64_t count, const optimizer_params& p, float* param, float* velocity, const float* grad) {
-  reference::momentum(count, p, param, velocity, grad);
+ACTORPS_SIMD void apply_row(optimizer_kind kind, const optimizer_params& p, int64_t r, int dim, const int64_t* ids,
+                            float* param, float* const* slots, const float* grad) {
+  reference::apply_row(kind, p, r, dim, ids, param, slots, grad);
 }
 
-ACTORPS_SIMD void adam(int64_t count, const optimizer_params& p, float* param, float* m, float* v, const float* grad) {
-  reference::adam(count, p, param, m, v, grad);
+}  // namespace
+
+void apply_dense(optimizer_kind kind, const optimizer_params& p, int64_t count, float* param, float* const* slots,
+                 const float* grad) {
+  if (count < (int64_t(1) << 16)) return apply_dense_range(kind, p, count, param, slots, grad);
+  parallel_ranges(count, [&](int64_t first, int64_t n) {
+    float* at[2] = {nullptr, nullptr};
+    for (int i = 0; i < slot_count(kind); ++i) at[i] = slots[i] + first;
+    apply_dense_range(kind, p, n, param + first, at, grad + first);
+  });
 }
 
-ACTORPS_SIMD void adagrad(int64_t count, const optimizer_params& p, float* param, float* acc, const float* grad) {
-  reference::adagrad(count, p, param, acc, grad);
+void apply_sparse(optimizer_kind kind, const optimizer_params& p, int64_t rows, int dim, const int64_t* ids,
+                  float* param, float* const* slots, const float* grad) {
+#pragma omp parallel for schedule(static) if (rows * dim >= (int64_t(1) << 16))
+  for (int64_t r = 0; r < rows; ++r) apply_row(kind, p, r, dim, ids, param, slots, grad);
+}
+
+void embedding_forward(const embedding_shape& s, const float* table, const int64_t* ids, float* y) {
+  parallel_ranges(s.m, [&](int64_t first, int64_t n) {
+    embedding_shape part = s;
+    part.m = int(n);
+    reference::embedding_forward(part, table, ids + first * s.per, y + first * s.dim);
+  });
+}
+
+void embedding_backward(const embedding_shape& s, const int64_t* ids, const float* dy, float* rows) {
+  parallel_ranges(s.m, [&](int64_t first, int64_t n) {
+    embedding_shape part = s;
+    part.m = int(n);
+    reference::embedding_backward(part, ids + first * s.per, dy + first * s.dim, rows + first * s.per * s.dim);
+  });
 }
 
 }  // namespace actorps::kernels::cpu

@@ -9,8 +9,9 @@
 namespace actorps::kernels {
 
 const ops_table& cpu_ops() {
-  // The loss is tiny (batch x classes): the reference serves here.
+  // Losses (batch x classes) and concat (a copy per row) are small: the reference serves.
   static const ops_table table{"cpu",
+                               device::host,
                                cpu::conv2d_forward,
                                cpu::conv2d_backward_filter,
                                cpu::conv2d_backward_data,
@@ -21,10 +22,13 @@ const ops_table& cpu_ops() {
                                cpu::relu_forward,
                                cpu::relu_backward,
                                reference::softmax_xent,
-                               cpu::sgd,
-                               cpu::momentum,
-                               cpu::adam,
-                               cpu::adagrad};
+                               reference::sigmoid_bce,
+                               cpu::embedding_forward,
+                               cpu::embedding_backward,
+                               reference::concat,
+                               reference::split,
+                               cpu::apply_dense,
+                               cpu::apply_sparse};
   return table;
 }
 

@@ -40,6 +40,20 @@ inline float softmax_xent(int m, int classes, const float* logits, const int32_t
   return float(loss / m);
 }
 
+inline float sigmoid_bce(int m, const float* logits, const int32_t* labels, float* dlogits, int64_t* correct) {
+  double loss = 0;
+  int64_t right = 0;
+  for (int i = 0; i < m; ++i) {
+    const double x = logits[i], z = labels[i];
+    loss += std::max(x, 0.0) - x * z + std::log1p(std::exp(-std::abs(x)));  // stable for any x
+    const double sig = x >= 0 ? 1 / (1 + std::exp(-x)) : std::exp(x) / (1 + std::exp(x));
+    dlogits[i] = float((sig - z) / m);
+    right += (x > 0) == (labels[i] == 1) ? 1 : 0;
+  }
+  if (correct != nullptr) *correct = right;
+  return float(loss / m);
+}
+
 inline void sgd(int64_t count, const optimizer_params& p, float* param, const float* grad) {
   for (int64_t i = 0; i < count; ++i) param[i] -= p.lr * grad[i];
 }
@@ -66,6 +80,30 @@ inline void adagrad(int64_t count, const optimizer_params& p, float* param, floa
     acc[i] += grad[i] * grad[i];
     param[i] -= p.lr * grad[i] / (std::sqrt(acc[i]) + p.epsilon);
   }
+}
+
+inline void apply_dense(optimizer_kind kind, const optimizer_params& p, int64_t count, float* param,
+                        float* const* slots, const float* grad) {
+  switch (kind) {
+    case optimizer_kind::sgd: return sgd(count, p, param, grad);
+    case optimizer_kind::momentum: return momentum(count, p, param, slots[0], grad);
+    case optimizer_kind::adam: return adam(count, p, param, slots[0], slots[1], grad);
+    case optimizer_kind::adagrad: return adagrad(count, p, param, slots[0], grad);
+  }
+}
+
+/// Row r of the sparse update: the dense update on row ids[r] of param and slots.
+inline void apply_row(optimizer_kind kind, const optimizer_params& p, int64_t r, int dim, const int64_t* ids,
+                      float* param, float* const* slots, const float* grad) {
+  const int64_t at = ids[r] * dim;
+  float* row_slots[2] = {nullptr, nullptr};
+  for (int i = 0; i < slot_count(kind); ++i) row_slots[i] = slots[i] + at;
+  apply_dense(kind, p, dim, param + at, row_slots, grad + r * dim);
+}
+
+inline void apply_sparse(optimizer_kind kind, const optimizer_params& p, int64_t rows, int dim, const int64_t* ids,
+                         float* param, float* const* slots, const float* grad) {
+  for (int64_t r = 0; r < rows; ++r) apply_row(kind, p, r, dim, ids, param, slots, grad);
 }
 
 }  // namespace actorps::kernels::reference

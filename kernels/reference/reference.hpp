@@ -15,5 +15,9 @@ void maxpool_backward(const pool_shape& s, const float* dy, const int32_t* argma
 void dense_forward(int m, int k, int n, const float* x, const float* w, const float* b, float* y);
 void dense_backward(int m, int k, int n, const float* x, const float* w, const float* dy, float* dx, float* dw,
                     float* db);
+void embedding_forward(const embedding_shape& s, const float* table, const int64_t* ids, float* y);
+void embedding_backward(const embedding_shape& s, const int64_t* ids, const float* dy, float* rows);
+void concat(int m, int count, const int* widths, const float* const* parts, float* out);
+void split(int m, int count, const int* widths, const float* dout, float* const* parts);
 
 }  // namespace actorps::kernels::reference
