@@ -40,11 +40,11 @@ double measure_ours(int batch, int threads, const kernels_bench_options& opts) {
   for (auto& v : x) v = pixel(gen);
   std::vector<int32_t> labels(static_cast<size_t>(batch));
   for (int i = 0; i < batch; ++i) labels[size_t(i)] = i % 10;
-  for (int i = 0; i < 10; ++i) model.train_step(batch, x.data(), labels.data(), params, grad_ptrs);
+  for (int i = 0; i < 10; ++i) model.train_step({batch, x.data(), nullptr, labels.data()}, params, grad_ptrs);
   std::vector<double> rates;
   for (uint32_t rep = 0; rep < opts.repetitions; ++rep) {
     auto start = clock_type::now();
-    for (uint32_t i = 0; i < opts.iterations; ++i) model.train_step(batch, x.data(), labels.data(), params, grad_ptrs);
+    for (uint32_t i = 0; i < opts.iterations; ++i) model.train_step({batch, x.data(), nullptr, labels.data()}, params, grad_ptrs);
     std::chrono::duration<double> took = clock_type::now() - start;
     rates.push_back(double(batch) * opts.iterations / took.count());
   }

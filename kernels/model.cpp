@@ -1,7 +1,12 @@
 #include "kernels/model.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <random>
+#include <stdexcept>
+
+#include "kernels/device_memory.hpp"
+#include "kernels/tensor.hpp"
 
 namespace actorps::kernels {
 namespace {
@@ -18,9 +23,22 @@ dims output_of(const layer_spec& l, dims in) {
                                      : dims{in.h, in.w, l.units};
     case layer_kind::maxpool2d: return dims{in.h / l.pool, in.w / l.pool, in.c};
     case layer_kind::flatten: return dims{1, 1, int(in.size())};
-    case layer_kind::dense: return dims{1, 1, l.units};
+    case layer_kind::dense:
+    case layer_kind::embedding: return dims{1, 1, l.units};
   }
   return in;
+}
+
+embedding_shape embedding_of(const layer_spec& l, int batch) {
+  return embedding_shape{batch, l.inputs, l.vocabulary, l.units, l.comb};
+}
+
+// A copy within the table's memory.
+void tensor_copy(device where, float* dst, const float* src, int64_t count) {
+  if (where == device::host)
+    std::copy(src, src + count, dst);
+  else
+    copy_on_device(dst, src, size_t(count) * sizeof(float));
 }
 
 }  // namespace
@@ -59,6 +77,11 @@ std::string model_spec::check() const {
           return where + "maxpool2d window " + std::to_string(l.pool) + " does not fit its input " + shape;
         break;
       case layer_kind::flatten: break;
+      case layer_kind::embedding:
+        if (i != 0) return where + "embedding must be the first layer (it reads the example's ids)";
+        if (l.vocabulary <= 0 || l.units <= 0 || l.inputs <= 0)
+          return where + "embedding needs vocabulary > 0, dim > 0 and inputs > 0";
+        break;
       case layer_kind::dense:
         if (l.units <= 0) return where + "dense needs units > 0";
         if (d.h != 1 || d.w != 1) return where + "dense needs a flat input (add a flatten layer), got " + shape;
@@ -68,8 +91,14 @@ std::string model_spec::check() const {
   }
   if (layers.back().kind != layer_kind::dense) return "the last layer must be dense (it gives the logits)";
   if (layers.back().act != activation::none) return "the last layer must have no activation (it gives the logits)";
+  if (loss == loss_kind::sigmoid_bce && layers.back().units != 1)
+    return "loss sigmoid_bce needs a last layer of 1 unit, got " + std::to_string(layers.back().units);
+  if (loss == loss_kind::softmax_xent && layers.back().units < 2)
+    return "loss softmax_xent needs a last layer of at least 2 units (one per class)";
   return {};
 }
+
+bool model_spec::takes_ids() const { return !layers.empty() && layers[0].kind == layer_kind::embedding; }
 
 int64_t param_info::size() const {
   int64_t n = 1;
@@ -77,20 +106,30 @@ int64_t param_info::size() const {
   return n;
 }
 
-// Per-layer buffers for one batch size, allocated once.
+// Per-layer buffers for one batch size, allocated once on the table's device.
 struct sequential_model::plan {
   int batch = 0;
-  std::vector<dims> shapes;                 // shapes[i] = input of layer i; back() = logits
-  std::vector<std::vector<float>> acts;     // acts[i+1] = output of layer i (acts[0] unused: x)
-  std::vector<std::vector<float>> grads;    // gradient w.r.t. acts[i]
-  std::vector<std::vector<int32_t>> argmax; // maxpool
-  std::vector<float> cols;                  // conv scratch, the largest needed
-  const float* x = nullptr;                 // the batch's input
+  std::vector<dims> shapes;            // shapes[i] = input of layer i; back() = logits
+  std::vector<tensor> storage;         // owns what act/grad point to
+  std::vector<float*> act;             // act[i + 1] = output of layer i (act[0] unused: the batch)
+  std::vector<float*> grad;            // gradient w.r.t. act[i] (grad[0] unused)
+  std::vector<int_tensor> argmax;      // maxpool layers
+  tensor cols;                         // conv scratch (host tables), the largest needed
+  tensor rows;                         // embedding: the per-lookup gradient rows
+  std::vector<int64_t> host_ids;       // embedding on a device: ids and rows copied back to merge
+  std::vector<float> host_rows;
+  std::vector<sparse_rows> sparse;     // per parameter; filled for sparse ones
+  batch_view batch_in;                 // the batch being run
+
+  float* alloc(int64_t count, device where) {
+    storage.emplace_back(std::vector<int64_t>{count}, where);
+    return storage.back().data();
+  }
 };
 
 sequential_model::sequential_model(model_spec spec, const ops_table& ops) : spec_(std::move(spec)), ops_(ops) {
   dims d{spec_.height, spec_.width, spec_.channels};
-  int conv = 0, dense = 0;
+  int conv = 0, dense = 0, embedding = 0;
   for (auto& l : spec_.layers) {
     if (l.kind == layer_kind::conv2d) {
       auto prefix = "conv2d_" + std::to_string(conv++);
@@ -100,6 +139,8 @@ sequential_model::sequential_model(model_spec spec, const ops_table& ops) : spec
       auto prefix = "dense_" + std::to_string(dense++);
       params_.push_back({prefix + "/kernel", {d.size(), l.units}});
       params_.push_back({prefix + "/bias", {l.units}});
+    } else if (l.kind == layer_kind::embedding) {
+      params_.push_back({"embedding_" + std::to_string(embedding++) + "/embeddings", {l.vocabulary, l.units}, true});
     }
     d = output_of(l, d);
   }
@@ -109,17 +150,24 @@ sequential_model::~sequential_model() = default;
 
 int sequential_model::classes() const { return spec_.layers.back().units; }
 
-int64_t sequential_model::input_size() const { return int64_t(spec_.height) * spec_.width * spec_.channels; }
+int64_t sequential_model::input_size() const {
+  return spec_.takes_ids() ? spec_.layers[0].inputs : int64_t(spec_.height) * spec_.width * spec_.channels;
+}
 
 std::vector<std::vector<float>> sequential_model::initial_values(uint64_t seed) const {
   std::mt19937_64 gen(seed);
   std::vector<std::vector<float>> out;
   for (auto& p : params_) {
     std::vector<float> v(static_cast<size_t>(p.size()), 0.0f);
-    if (p.shape.size() > 1) {  // kernel: fan_in = all but the last axis
+    float limit = 0;
+    if (p.sparse) {
+      limit = 0.05f;
+    } else if (p.shape.size() > 1) {  // kernel: fan_in = all but the last axis
       double fan_out = double(p.shape.back()), fan_in = double(p.size()) / fan_out;
       if (p.shape.size() == 4) fan_out *= double(p.shape[0] * p.shape[1]);  // receptive field, as Keras
-      float limit = float(std::sqrt(6.0 / (fan_in + fan_out)));
+      limit = float(std::sqrt(6.0 / (fan_in + fan_out)));
+    }
+    if (limit > 0) {
       std::uniform_real_distribution<float> dist(-limit, limit);
       for (auto& x : v) x = dist(gen);
     }
@@ -128,102 +176,152 @@ std::vector<std::vector<float>> sequential_model::initial_values(uint64_t seed) 
   return out;
 }
 
+const sparse_rows& sequential_model::sparse_gradient(size_t param) const {
+  if (!plan_ || param >= plan_->sparse.size() || !params_[param].sparse)
+    throw std::logic_error("sparse_gradient: parameter " + std::to_string(param) + " has no sparse gradient yet");
+  return plan_->sparse[param];
+}
+
 void sequential_model::ensure_plan(int batch) {
   if (plan_ && plan_->batch == batch) return;
   plan_ = std::make_unique<plan>();
   auto& p = *plan_;
+  const device where = ops_.where;
   p.batch = batch;
+  p.sparse.resize(params_.size());
   dims d{spec_.height, spec_.width, spec_.channels};
   p.shapes.push_back(d);
-  p.acts.emplace_back();
-  p.grads.emplace_back(static_cast<size_t>(batch * d.size()));
+  p.storage.reserve(2 * spec_.layers.size() + 2);  // pointers into it stay valid
+  p.act.push_back(nullptr);
+  p.grad.push_back(nullptr);
   int64_t cols = 0;
-  for (auto& l : spec_.layers) {
+  for (size_t i = 0; i < spec_.layers.size(); ++i) {
+    auto& l = spec_.layers[i];
     if (l.kind == layer_kind::conv2d) {
       conv2d_shape s{batch, d.h, d.w, d.c, l.units, l.kernel, l.kernel, l.pad};
       cols = std::max(cols, s.cols());
     }
+    if (l.kind == layer_kind::embedding) {
+      p.rows = tensor({int64_t(batch) * l.inputs, l.units}, where);
+      if (where != device::host) {
+        p.host_ids.resize(size_t(batch) * size_t(l.inputs));
+        p.host_rows.resize(size_t(p.rows.size()));
+      }
+    }
     auto out = output_of(l, d);
-    p.argmax.emplace_back(l.kind == layer_kind::maxpool2d ? static_cast<size_t>(batch * out.size()) : 0);
-    p.acts.emplace_back(static_cast<size_t>(batch * out.size()));
-    p.grads.emplace_back(static_cast<size_t>(batch * out.size()));
+    const int64_t n = batch * out.size();
+    p.argmax.emplace_back(std::vector<int64_t>{l.kind == layer_kind::maxpool2d ? n : 0}, where);
+    if (l.kind == layer_kind::flatten && i > 0) {  // a reshape: same memory, new shape
+      p.act.push_back(p.act[i]);
+      p.grad.push_back(p.grad[i]);
+    } else {
+      p.act.push_back(p.alloc(n, where));
+      p.grad.push_back(p.alloc(n, where));
+    }
     p.shapes.push_back(out);
     d = out;
   }
-  p.cols.resize(static_cast<size_t>(cols));
+  if (where == device::host) p.cols = tensor({cols}, where);  // the CUDA table keeps its own workspace
 }
 
-step_result sequential_model::forward(int batch, const float* x, const int32_t* labels,
-                                      const std::vector<const float*>& params) {
-  ensure_plan(batch);
+step_result sequential_model::forward(const batch_view& batch, const std::vector<const float*>& params) {
+  ensure_plan(batch.size);
   auto& p = *plan_;
-  p.x = x;
+  p.batch_in = batch;
+  const int n = batch.size;
+  if (spec_.takes_ids() && ops_.where == device::host) {  // device ids are the caller's to check
+    auto& l = spec_.layers[0];
+    for (int64_t i = 0; i < int64_t(n) * l.inputs; ++i)
+      if (batch.ids[i] >= l.vocabulary)
+        throw std::out_of_range("example " + std::to_string(i / l.inputs) + ": id " + std::to_string(batch.ids[i]) +
+                                " outside the vocabulary [0, " + std::to_string(l.vocabulary) + ")");
+  }
   size_t param = 0;
   for (size_t i = 0; i < spec_.layers.size(); ++i) {
     auto& l = spec_.layers[i];
-    const float* in = i == 0 ? x : p.acts[i].data();
-    float* out = p.acts[i + 1].data();
+    const float* in = i == 0 ? batch.x : p.act[i];
+    float* out = p.act[i + 1];
     auto d = p.shapes[i];
     switch (l.kind) {
       case layer_kind::conv2d: {
-        conv2d_shape s{batch, d.h, d.w, d.c, l.units, l.kernel, l.kernel, l.pad};
+        conv2d_shape s{n, d.h, d.w, d.c, l.units, l.kernel, l.kernel, l.pad};
         ops_.conv2d_forward(s, in, params[param], params[param + 1], out, p.cols.data());
         param += 2;
         break;
       }
       case layer_kind::maxpool2d:
-        ops_.maxpool_forward(pool_shape{batch, d.h, d.w, d.c, l.pool}, in, out, p.argmax[i].data());
+        ops_.maxpool_forward(pool_shape{n, d.h, d.w, d.c, l.pool}, in, out, p.argmax[i].data());
         break;
       case layer_kind::flatten:
-        std::copy(in, in + batch * d.size(), out);
+        if (i == 0) tensor_copy(ops_.where, out, in, n * d.size());
         break;
       case layer_kind::dense:
-        ops_.dense_forward(batch, int(d.size()), l.units, in, params[param], params[param + 1], out);
+        ops_.dense_forward(n, int(d.size()), l.units, in, params[param], params[param + 1], out);
         param += 2;
         break;
+      case layer_kind::embedding:
+        ops_.embedding_forward(embedding_of(l, n), params[param], batch.ids, out);
+        param += 1;
+        break;
     }
-    if (l.act == activation::relu) ops_.relu_forward(batch * p.shapes[i + 1].size(), out);
+    if (l.act == activation::relu) ops_.relu_forward(n * p.shapes[i + 1].size(), out);
   }
   step_result r;
-  r.loss = ops_.softmax_xent(batch, classes(), p.acts.back().data(), labels, p.grads.back().data(), &r.correct);
+  if (spec_.loss == loss_kind::softmax_xent)
+    r.loss = ops_.softmax_xent(n, classes(), p.act.back(), batch.labels, p.grad.back(), &r.correct);
+  else
+    r.loss = ops_.sigmoid_bce(n, p.act.back(), batch.labels, p.grad.back(), &r.correct);
   return r;
 }
 
-step_result sequential_model::evaluate(int batch, const float* x, const int32_t* labels,
-                                       const std::vector<const float*>& params) {
-  return forward(batch, x, labels, params);
+step_result sequential_model::evaluate(const batch_view& batch, const std::vector<const float*>& params) {
+  return forward(batch, params);
 }
 
-step_result sequential_model::train_step(int batch, const float* x, const int32_t* labels,
-                                         const std::vector<const float*>& params, const std::vector<float*>& grads) {
-  auto result = forward(batch, x, labels, params);
+step_result sequential_model::train_step(const batch_view& batch, const std::vector<const float*>& params,
+                                         const std::vector<float*>& grads) {
+  auto result = forward(batch, params);
   auto& p = *plan_;
+  const int n = batch.size;
   size_t param = params_.size();
   for (size_t i = spec_.layers.size(); i-- > 0;) {
     auto& l = spec_.layers[i];
-    const float* in = i == 0 ? p.x : p.acts[i].data();
-    float* dout = p.grads[i + 1].data();
-    float* din = i == 0 ? nullptr : p.grads[i].data();  // no gradient w.r.t. the input batch
+    const float* in = i == 0 ? batch.x : p.act[i];
+    float* dout = p.grad[i + 1];
+    float* din = i == 0 ? nullptr : p.grad[i];  // no gradient w.r.t. the input batch
     auto d = p.shapes[i];
-    if (l.act == activation::relu) ops_.relu_backward(batch * p.shapes[i + 1].size(), p.acts[i + 1].data(), dout);
+    if (l.act == activation::relu) ops_.relu_backward(n * p.shapes[i + 1].size(), p.act[i + 1], dout);
     switch (l.kind) {
       case layer_kind::conv2d: {
         param -= 2;
-        conv2d_shape s{batch, d.h, d.w, d.c, l.units, l.kernel, l.kernel, l.pad};
+        conv2d_shape s{n, d.h, d.w, d.c, l.units, l.kernel, l.kernel, l.pad};
         ops_.conv2d_backward_filter(s, in, dout, grads[param], grads[param + 1], p.cols.data());
         if (din != nullptr) ops_.conv2d_backward_data(s, dout, params[param], din, p.cols.data());
         break;
       }
       case layer_kind::maxpool2d:
-        if (din != nullptr) ops_.maxpool_backward(pool_shape{batch, d.h, d.w, d.c, l.pool}, dout, p.argmax[i].data(), din);
+        if (din != nullptr) ops_.maxpool_backward(pool_shape{n, d.h, d.w, d.c, l.pool}, dout, p.argmax[i].data(), din);
         break;
-      case layer_kind::flatten:
-        if (din != nullptr) std::copy(dout, dout + batch * d.size(), din);
+      case layer_kind::flatten:  // grad[i] and grad[i + 1] are one buffer
         break;
       case layer_kind::dense:
         param -= 2;
-        ops_.dense_backward(batch, int(d.size()), l.units, in, params[param], dout, din, grads[param], grads[param + 1]);
+        ops_.dense_backward(n, int(d.size()), l.units, in, params[param], dout, din, grads[param], grads[param + 1]);
         break;
+      case layer_kind::embedding: {
+        param -= 1;
+        auto s = embedding_of(l, n);
+        ops_.embedding_backward(s, batch.ids, dout, p.rows.data());
+        const int64_t lookups = int64_t(n) * l.inputs;
+        if (ops_.where == device::host) {
+          merge_rows(batch.ids, p.rows.data(), lookups, l.units, p.sparse[param]);
+        } else {
+          p.rows.copy_to_host(p.host_rows.data(), p.rows.size());
+          copy_to_host(p.host_ids.data(), batch.ids, size_t(lookups) * sizeof(int64_t));
+          merge_rows(p.host_ids.data(), p.host_rows.data(), lookups, l.units, p.sparse[param]);
+        }
+        break;
+      }
     }
   }
   return result;

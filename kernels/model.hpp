@@ -1,7 +1,8 @@
 // A sequential model over an ops table: layers in order, parameters exposed
 // by name and shape (so the coordinator can create them as PS variables),
-// forward + backward over a batch into named gradients. Buffers for a batch
-// size are allocated once and reused: no heap traffic per step.
+// forward + backward over a batch into named gradients, dense or sparse.
+// Activations and their gradients live in tensors on the table's device,
+// allocated once per batch size and reused: no heap traffic per step.
 #pragma once
 
 #include <cstdint>
@@ -10,40 +11,58 @@
 #include <vector>
 
 #include "kernels/ops.hpp"
+#include "kernels/sparse.hpp"
 
 namespace actorps::kernels {
 
-enum class layer_kind { conv2d, maxpool2d, flatten, dense };
+enum class layer_kind { conv2d, maxpool2d, flatten, dense, embedding };
 enum class activation { none, relu };
+enum class loss_kind { softmax_xent, sigmoid_bce };
 
 struct layer_spec {
   layer_kind kind = layer_kind::dense;
-  int units = 0;                   // conv2d: filters; dense: output units
+  int units = 0;                   // conv2d: filters; dense: output units; embedding: dim
   int kernel = 3;                  // conv2d: kernel height = width
   padding pad = padding::valid;    // conv2d
   int pool = 2;                    // maxpool2d: window = stride
   activation act = activation::none;
+  int64_t vocabulary = 0;          // embedding: table rows
+  int inputs = 1;                  // embedding: ids per example
+  combiner comb = combiner::mean;  // embedding
 };
 
 struct model_spec {
-  int height = 28, width = 28, channels = 1;  // one input example, HWC
+  int height = 28, width = 28, channels = 1;  // one input example, HWC (unused when layer 0 is an embedding)
   std::vector<layer_spec> layers;             // the last one's output = logits
+  loss_kind loss = loss_kind::softmax_xent;   // sigmoid_bce: one logit, labels 0/1
 
   /// The seed CNN: Conv2D(32, 3, relu) -> MaxPool(2) -> Flatten -> Dense(64, relu) -> Dense(10).
   static model_spec seed_cnn();
   /// "" when the layers fit the input, else what does not (layer index, shapes).
   std::string check() const;
+  /// True when examples are ids (layer 0 is an embedding), not images.
+  bool takes_ids() const;
 };
 
 struct param_info {
-  std::string name;            // e.g. "conv2d_0/kernel", "dense_1/bias"
-  std::vector<int64_t> shape;  // kernel HWIO / [in, out]; bias [out]
+  std::string name;            // e.g. "conv2d_0/kernel", "dense_1/bias", "embedding_0/embeddings"
+  std::vector<int64_t> shape;  // kernel HWIO / [in, out]; bias [out]; embeddings [vocabulary, dim]
+  bool sparse = false;         // gradient comes as rows (sparse_gradient), not dense
   int64_t size() const;
 };
 
 struct step_result {
-  float loss = 0;        // mean softmax cross-entropy over the batch
-  int64_t correct = 0;   // examples whose argmax equals the label
+  float loss = 0;        // mean loss over the batch
+  int64_t correct = 0;   // examples predicted right (argmax, or logit > 0 for sigmoid)
+};
+
+/// One batch in the table's memory: x[size, h, w, c] (image models) or
+/// ids[size, inputs] (embedding models; negative = padding), labels[size].
+struct batch_view {
+  int size = 0;
+  const float* x = nullptr;
+  const int64_t* ids = nullptr;
+  const int32_t* labels = nullptr;
 };
 
 class sequential_model {
@@ -54,26 +73,33 @@ class sequential_model {
   sequential_model(const sequential_model&) = delete;
   sequential_model& operator=(const sequential_model&) = delete;
 
+  const model_spec& spec() const { return spec_; }
   const std::vector<param_info>& parameters() const { return params_; }
   int classes() const;
-  int64_t input_size() const;  // floats per example
+  int64_t input_size() const;  // floats (or ids) per example
 
-  /// Glorot-uniform kernels and zero biases, deterministic from `seed`
-  /// (host memory, in parameters() order).
+  /// Glorot-uniform kernels, zero biases, uniform(-0.05, 0.05) embeddings
+  /// (Keras' defaults), deterministic from `seed` (host memory, in
+  /// parameters() order).
   std::vector<std::vector<float>> initial_values(uint64_t seed) const;
 
-  /// Forward and backward over `batch` examples x[batch, h, w, c] with
-  /// labels[batch]: fills grads[i] (shape of parameters()[i]).
-  step_result train_step(int batch, const float* x, const int32_t* labels, const std::vector<const float*>& params,
+  /// Forward and backward: fills grads[i] (shape of parameters()[i], in the
+  /// table's memory) for dense parameters; sparse ones (grads[i] unused) are
+  /// read with sparse_gradient(i) until the next step.
+  step_result train_step(const batch_view& batch, const std::vector<const float*>& params,
                          const std::vector<float*>& grads);
 
   /// Forward and loss only.
-  step_result evaluate(int batch, const float* x, const int32_t* labels, const std::vector<const float*>& params);
+  step_result evaluate(const batch_view& batch, const std::vector<const float*>& params);
+
+  /// The last train_step's gradient of sparse parameter i: unique ids and
+  /// their rows, in host memory.
+  const sparse_rows& sparse_gradient(size_t param) const;
 
  private:
   struct plan;
   void ensure_plan(int batch);
-  step_result forward(int batch, const float* x, const int32_t* labels, const std::vector<const float*>& params);
+  step_result forward(const batch_view& batch, const std::vector<const float*>& params);
 
   model_spec spec_;
   const ops_table& ops_;

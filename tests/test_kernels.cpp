@@ -10,7 +10,9 @@
 #include <vector>
 
 #include "kernels/ops.hpp"
+#include "kernels/device_memory.hpp"
 #include "kernels/sparse.hpp"
+#include "kernels/tensor.hpp"
 #include "tests/kernel_check.hpp"
 
 using namespace actorps::kernels;
@@ -479,4 +481,39 @@ BOOST_AUTO_TEST_CASE(softmax_xent_is_stable_for_huge_logits) {
     BOOST_TEST(std::abs(loss - 1.3132617f) < 1e-4f, ops->name << " loss " << loss);
     BOOST_TEST(std::isfinite(d[0]));
   }
+}
+
+BOOST_AUTO_TEST_CASE(tensor_copies_only_when_asked_and_reshapes_in_place) {
+  tensor a({2, 3});
+  BOOST_TEST(a.size() == 6);
+  BOOST_TEST(a.data()[5] == 0.0f);  // zero-filled
+  BOOST_TEST(reinterpret_cast<uintptr_t>(a.data()) % 64 == 0u);
+  const std::vector<float> v{1, 2, 3, 4, 5, 6};
+  a.copy_from_host(v.data(), 6);
+  const float* storage = a.data();
+  a.reshape({6});  // flatten: same memory
+  BOOST_TEST(a.data() == storage);
+  BOOST_TEST((a.shape() == std::vector<int64_t>{6}));
+  BOOST_CHECK_EXCEPTION(a.reshape({4}), std::invalid_argument, [](const std::invalid_argument& e) {
+    return std::string(e.what()) == "cannot reshape [6] to [4]: element counts differ";
+  });
+  tensor b(std::move(a));  // moves; copying does not compile
+  BOOST_TEST(b.data() == storage);
+  BOOST_TEST(a.data() == nullptr);
+  tensor c({3, 2});
+  c.copy_from(b);
+  BOOST_TEST(c.data() != b.data());
+  BOOST_TEST(c.data()[4] == 5.0f);
+  BOOST_CHECK_THROW(c.copy_from(tensor({5})), std::invalid_argument);
+  if (cuda_ops() == nullptr) {
+    BOOST_TEST_MESSAGE("device tensors skipped: " << cuda_unavailable_reason());
+    BOOST_CHECK_THROW(tensor({4}, device::cuda), std::runtime_error);
+    return;
+  }
+  tensor d({3, 2}, device::cuda), e({6}, device::cuda);
+  d.copy_from(c);  // host -> device
+  e.copy_from(d);  // device -> device
+  std::vector<float> back(6);
+  e.copy_to_host(back.data(), 6);
+  BOOST_TEST(back == v);
 }

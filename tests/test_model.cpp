@@ -7,6 +7,7 @@
 #include <random>
 
 #include "kernels/model.hpp"
+#include "kernels/tensor.hpp"
 #include "tests/kernel_check.hpp"
 
 using namespace actorps::kernels;
@@ -93,8 +94,8 @@ BOOST_AUTO_TEST_CASE(whole_model_gradients_match_finite_differences) {
       grads.emplace_back(int64_t(v.size()));
     }
     for (auto& g : grads) grad_ptrs.push_back(g.data());
-    model.train_step(batch, data.x.data(), data.labels.data(), params, grad_ptrs);
-    auto loss = [&] { return double(model.evaluate(batch, data.x.data(), data.labels.data(), params).loss); };
+    model.train_step({batch, data.x.data(), nullptr, data.labels.data()}, params, grad_ptrs);
+    auto loss = [&] { return double(model.evaluate({batch, data.x.data(), nullptr, data.labels.data()}, params).loss); };
     // A first-layer weight feeds thousands of ReLUs and pool windows, so some
     // probes straddle a kink (skipped, at most a quarter of them); float32
     // loss noise (~1e-7 * loss / h) stays far below tol.
@@ -106,28 +107,40 @@ BOOST_AUTO_TEST_CASE(whole_model_gradients_match_finite_differences) {
 
 BOOST_AUTO_TEST_CASE(fast_tables_train_like_the_reference) {
   for (auto* ops : fast_tables()) {
-    if (ops->name == "cuda") continue;  // the model runs on host pointers here
+    BOOST_TEST_CONTEXT(ops->name) {
     sequential_model ref(model_spec::seed_cnn(), reference_ops()), fast(model_spec::seed_cnn(), *ops);
     auto values = ref.initial_values(2);
     const int batch = 4;
     auto data = random_batch(ref, batch, 9);
-    std::vector<const float*> params;
+    // The fast table's inputs, parameters and gradients live on its device.
+    tensor x({int64_t(data.x.size())}, ops->where);
+    x.copy_from_host(data.x.data(), x.size());
+    int_tensor labels({batch}, ops->where);
+    labels.copy_from_host(data.labels.data(), batch);
+    std::vector<tensor> dev_params, dev_grads;
+    std::vector<const float*> params, fast_params;
     std::vector<buffer> g_ref, g_fast;
     std::vector<float*> p_ref, p_fast;
     for (auto& v : values) {
       params.push_back(v.data());
+      dev_params.emplace_back(std::vector<int64_t>{int64_t(v.size())}, ops->where);
+      dev_params.back().copy_from_host(v.data(), int64_t(v.size()));
+      fast_params.push_back(dev_params.back().data());
+      dev_grads.emplace_back(std::vector<int64_t>{int64_t(v.size())}, ops->where);
+      p_fast.push_back(dev_grads.back().data());
       g_ref.emplace_back(int64_t(v.size()));
       g_fast.emplace_back(int64_t(v.size()));
     }
-    for (size_t i = 0; i < values.size(); ++i) {
-      p_ref.push_back(g_ref[i].data());
-      p_fast.push_back(g_fast[i].data());
-    }
-    auto r1 = ref.train_step(batch, data.x.data(), data.labels.data(), params, p_ref);
-    auto r2 = fast.train_step(batch, data.x.data(), data.labels.data(), params, p_fast);
+    for (auto& g : g_ref) p_ref.push_back(g.data());
+    auto r1 = ref.train_step({batch, data.x.data(), nullptr, data.labels.data()}, params, p_ref);
+    auto r2 = fast.train_step({batch, x.data(), nullptr, labels.data()}, fast_params, p_fast);
     BOOST_TEST(r1.loss == r2.loss, boost::test_tools::tolerance(1e-5f));
     BOOST_TEST(r1.correct == r2.correct);
-    for (size_t i = 0; i < values.size(); ++i) check_close(g_fast[i], g_ref[i], 2e-4);
+    for (size_t i = 0; i < values.size(); ++i) {
+      dev_grads[i].copy_to_host(g_fast[i].data(), g_fast[i].size());
+      check_close(g_fast[i], g_ref[i], 2e-4);
+    }
+    }
   }
 }
 
@@ -165,14 +178,141 @@ BOOST_AUTO_TEST_CASE(seed_cnn_learns_a_synthetic_task) {
   float first_loss = 0;
   for (int step = 0; step < 150; ++step) {
     make(32, x, y);
-    auto r = model.train_step(32, x.data(), y.data(), params, grad_ptrs);
+    auto r = model.train_step({32, x.data(), nullptr, y.data()}, params, grad_ptrs);
     if (step == 0) first_loss = r.loss;
     for (size_t i = 0; i < values.size(); ++i)
       cpu_ops().apply_dense(optimizer_kind::sgd, sgd, int64_t(values[i].size()), values[i].data(), nullptr, grads[i].data());
   }
   make(500, x, y);
-  auto eval = model.evaluate(500, x.data(), y.data(), params);
+  auto eval = model.evaluate({500, x.data(), nullptr, y.data()}, params);
   BOOST_TEST_MESSAGE("loss " << first_loss << " -> " << eval.loss << ", accuracy " << eval.correct / 5.0 << "%");
   BOOST_TEST(eval.loss < first_loss / 4);
   BOOST_TEST(eval.correct >= 475);  // >= 95%
+}
+
+namespace {
+
+// Categorical features -> embedding (mean of 3 ids) -> dense(8, relu) -> dense(1) -> sigmoid.
+model_spec embedding_model(int64_t vocabulary) {
+  model_spec m;
+  layer_spec emb{layer_kind::embedding, 4};
+  emb.vocabulary = vocabulary;
+  emb.inputs = 3;
+  emb.comb = combiner::mean;
+  m.layers = {emb,
+              {layer_kind::dense, 8, 3, padding::valid, 2, activation::relu},
+              {layer_kind::dense, 1, 3, padding::valid, 2, activation::none}};
+  m.loss = loss_kind::sigmoid_bce;
+  return m;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(embedding_model_gradients_are_sparse_and_match_finite_differences) {
+  sequential_model model(embedding_model(20), reference_ops());
+  BOOST_TEST(model.spec().check() == "");
+  auto& p = model.parameters();
+  BOOST_REQUIRE(p.size() == 5u);
+  BOOST_TEST(p[0].name == "embedding_0/embeddings");
+  BOOST_TEST(p[0].sparse);
+  BOOST_TEST((p[0].shape == std::vector<int64_t>{20, 4}));
+  BOOST_TEST((p[1].shape == std::vector<int64_t>{4, 8}));
+  auto values = model.initial_values(5);
+  for (float v : values[0]) BOOST_TEST(std::abs(v) <= 0.05f);
+  for (size_t i = 2; i < values.size(); i += 2)
+    for (auto& x : values[i]) x = 0.05f;  // non-zero biases
+  const std::vector<int64_t> ids{3, 7, -1, 3, 3, 11, 0, 19, 7, -1, -1, 5};
+  const std::vector<int32_t> labels{1, 0, 1, 0};
+  std::vector<const float*> params;
+  std::vector<buffer> grads;
+  std::vector<float*> grad_ptrs;
+  for (auto& v : values) {
+    params.push_back(v.data());
+    grads.emplace_back(int64_t(v.size()));
+    grad_ptrs.push_back(grads.back().data());
+  }
+  grad_ptrs[0] = nullptr;  // sparse: read through sparse_gradient()
+  batch_view batch{4, nullptr, ids.data(), labels.data()};
+  model.train_step(batch, params, grad_ptrs);
+  auto& sparse = model.sparse_gradient(0);
+  BOOST_TEST((sparse.ids == std::vector<int64_t>{0, 3, 5, 7, 11, 19}));  // touched rows only
+  buffer dense_table(int64_t(values[0].size()));
+  std::fill(dense_table.begin(), dense_table.end(), 0.0f);
+  for (size_t r = 0; r < sparse.ids.size(); ++r)
+    for (int d = 0; d < 4; ++d) dense_table[sparse.ids[r] * 4 + d] = sparse.rows[r * 4 + size_t(d)];
+  auto loss = [&] { return double(model.evaluate(batch, params).loss); };
+  check_gradient(values[0], dense_table, loss, "embedding_0/embeddings", 1e-3, 1e-2, 0.25);
+  for (size_t i = 1; i < values.size(); ++i)
+    check_gradient(values[i], grads[i], loss, model.parameters()[i].name, 1e-3, 1e-2, 0.25);
+}
+
+BOOST_AUTO_TEST_CASE(embedding_model_learns_with_sparse_updates) {
+  // Label 1 when any of an example's ids is below 10 (of 100).
+  sequential_model model(embedding_model(100), cpu_ops());
+  auto values = model.initial_values(8);
+  std::vector<const float*> params;
+  std::vector<std::vector<float>> grads, slots;
+  std::vector<float*> grad_ptrs;
+  for (auto& v : values) {
+    params.push_back(v.data());
+    grads.emplace_back(v.size());
+    slots.emplace_back(v.size(), 0.1f);  // adagrad accumulators
+    grad_ptrs.push_back(grads.back().data());
+  }
+  std::mt19937 gen(3);
+  auto make = [&](int n, std::vector<int64_t>& ids, std::vector<int32_t>& y) {
+    ids.resize(size_t(n) * 3);
+    y.resize(size_t(n));
+    for (int i = 0; i < n; ++i) {
+      bool positive = gen() % 2 == 0;
+      for (int j = 0; j < 3; ++j) ids[size_t(i * 3 + j)] = 10 + int64_t(gen() % 90);
+      if (positive) ids[size_t(i * 3 + int(gen() % 3))] = int64_t(gen() % 10);
+      y[size_t(i)] = positive ? 1 : 0;
+    }
+  };
+  optimizer_params opt;
+  opt.lr = 0.2f;
+  std::vector<int64_t> ids;
+  std::vector<int32_t> y;
+  for (int step = 0; step < 300; ++step) {
+    make(32, ids, y);
+    model.train_step({32, nullptr, ids.data(), y.data()}, params, grad_ptrs);
+    auto& g = model.sparse_gradient(0);
+    float* table_slots[1] = {slots[0].data()};
+    cpu_ops().apply_sparse(optimizer_kind::adagrad, opt, int64_t(g.ids.size()), g.dim, g.ids.data(), values[0].data(),
+                           table_slots, g.rows.data());
+    for (size_t i = 1; i < values.size(); ++i) {
+      float* s[1] = {slots[i].data()};
+      cpu_ops().apply_dense(optimizer_kind::adagrad, opt, int64_t(values[i].size()), values[i].data(), s,
+                            grads[i].data());
+    }
+  }
+  make(1000, ids, y);
+  auto eval = model.evaluate({1000, nullptr, ids.data(), y.data()}, params);
+  BOOST_TEST_MESSAGE("embedding model: loss " << eval.loss << ", accuracy " << eval.correct / 10.0 << "%");
+  BOOST_TEST(eval.correct >= 950);
+}
+
+BOOST_AUTO_TEST_CASE(embedding_spec_and_id_errors) {
+  auto m = embedding_model(10);
+  std::swap(m.layers[0], m.layers[1]);
+  BOOST_TEST(m.check().find("layer 0") != std::string::npos, m.check());
+  m = embedding_model(10);
+  m.layers.back().units = 2;
+  BOOST_TEST(m.check() == "loss sigmoid_bce needs a last layer of 1 unit, got 2");
+  m = embedding_model(10);
+  m.layers[0].vocabulary = 0;
+  BOOST_TEST(m.check() == "layer 0: embedding needs vocabulary > 0, dim > 0 and inputs > 0");
+  sequential_model model(embedding_model(10), cpu_ops());
+  auto values = model.initial_values(1);
+  std::vector<const float*> params;
+  for (auto& v : values) params.push_back(v.data());
+  const std::vector<int64_t> ids{1, 2, 3, 4, 10, 5};
+  const std::vector<int32_t> y{0, 1};
+  try {
+    model.evaluate({2, nullptr, ids.data(), y.data()}, params);
+    BOOST_ERROR("an id outside the vocabulary was accepted");
+  } catch (const std::out_of_range& e) {
+    BOOST_TEST(std::string(e.what()) == "example 1: id 10 outside the vocabulary [0, 10)");
+  }
 }
