@@ -1,85 +1,13 @@
 // TOML topology files -> cluster_spec. Every error names file:line:column,
 // the key path and what was expected.
-#include <fstream>
-#include <set>
-#include <sstream>
-
-#include <toml++/toml.h>
 
 #include "config/cluster_spec.hpp"
+#include "config/toml_reader.hpp"
 #include "config/validate.hpp"
 #include "messages/errors.hpp"
 
 namespace actorps {
 namespace {
-
-const char* type_name(const toml::node& n) {
-  switch (n.type()) {
-    case toml::node_type::string: return "a string";
-    case toml::node_type::integer: return "an integer";
-    case toml::node_type::floating_point: return "a float";
-    case toml::node_type::boolean: return "a boolean";
-    case toml::node_type::array: return "an array";
-    case toml::node_type::table: return "a table";
-    default: return "a date/time";
-  }
-}
-
-// Reads typed values out of one parsed document, turning every mismatch into
-// an error that points at the offending line.
-class reader {
- public:
-  explicit reader(std::string_view source) : source_(source) {}
-
-  caf::error fail(const toml::node& at, const std::string& path, const std::string& what) const {
-    auto& pos = at.source().begin;
-    std::ostringstream out;
-    out << source_ << ":" << pos.line << ":" << pos.column << ": " << path << ": " << what;
-    return make_error(errc::invalid_config, out.str());
-  }
-
-  // Rejects keys of `table` not in `known` (typos must not pass silently).
-  caf::error only_keys(const toml::table& table, const std::string& path,
-                       std::initializer_list<const char*> known) const {
-    for (auto&& [key, value] : table) {
-      bool ok = false;
-      for (auto k : known) ok = ok || key.str() == k;
-      if (!ok) {
-        std::string list;
-        for (auto k : known) list += std::string(list.empty() ? "" : ", ") + k;
-        return fail(value, path + "." + std::string(key.str()),
-                    "unknown key (expected one of: " + list + ")");
-      }
-    }
-    return caf::none;
-  }
-
-  caf::error get(const toml::table& t, const std::string& path, const char* key, std::string& out) const {
-    auto* n = t.get(key);
-    if (n == nullptr) return caf::none;
-    auto* v = n->as_string();
-    if (v == nullptr) return fail(*n, path + "." + key, std::string("expected a string, got ") + type_name(*n));
-    out = v->get();
-    return caf::none;
-  }
-
-  caf::error get(const toml::table& t, const std::string& path, const char* key, uint32_t& out,
-                 int64_t lo, int64_t hi) const {
-    auto* n = t.get(key);
-    if (n == nullptr) return caf::none;
-    auto* v = n->as_integer();
-    if (v == nullptr) return fail(*n, path + "." + key, std::string("expected an integer, got ") + type_name(*n));
-    if (v->get() < lo || v->get() > hi)
-      return fail(*n, path + "." + key,
-                  "expected an integer in " + std::to_string(lo) + ".." + std::to_string(hi) +
-                      ", got " + std::to_string(v->get()));
-    out = static_cast<uint32_t>(v->get());
-    return caf::none;
-  }
-
- private:
-  std::string source_;
-};
 
 caf::error read_runtime(const reader& r, const toml::table& t, runtime_options& rt) {
   const std::string p = "runtime";
@@ -138,15 +66,9 @@ caf::error read_node(const reader& r, const toml::node& n, const std::string& p,
 }  // namespace
 
 caf::expected<cluster_spec> parse_toml(std::string_view text, std::string_view source) {
-  toml::table doc;
-  try {
-    doc = toml::parse(text, source);
-  } catch (const toml::parse_error& e) {
-    auto& pos = e.source().begin;
-    std::ostringstream out;
-    out << source << ":" << pos.line << ":" << pos.column << ": TOML syntax error: " << e.description();
-    return make_error(errc::invalid_config, out.str());
-  }
+  auto parsed = parse_document(text, source);
+  if (!parsed) return parsed.error();
+  auto& doc = *parsed;
   reader r(source);
   cluster_spec spec;
   if (auto* rt = doc.get("runtime")) {
@@ -182,11 +104,9 @@ caf::expected<cluster_spec> parse_toml(std::string_view text, std::string_view s
 }
 
 caf::expected<cluster_spec> load_toml_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return make_error(errc::invalid_config, path + ": cannot open file");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return parse_toml(text.str(), path);
+  auto text = read_text_file(path);
+  if (!text) return text.error();
+  return parse_toml(*text, path);
 }
 
 }  // namespace actorps

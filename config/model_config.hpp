@@ -1,0 +1,18 @@
+// A model declared in TOML: a [model] table with the input shape, the loss
+// and an array of [[model.layers]] (see config/seed_cnn.toml). Errors name
+// file:line:column and the key path; the layers are checked to fit.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include <caf/expected.hpp>
+
+#include "kernels/model.hpp"
+
+namespace actorps {
+
+[[nodiscard]] caf::expected<kernels::model_spec> parse_model_toml(std::string_view text, std::string_view source);
+[[nodiscard]] caf::expected<kernels::model_spec> load_model_file(const std::string& path);
+
+}  // namespace actorps

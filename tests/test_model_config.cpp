@@ -1,0 +1,105 @@
+// Models declared in TOML: the shipped files load to the models the code
+// builds, and bad declarations fail with file:line:column and the key path.
+#define BOOST_TEST_MODULE model_config
+#include <boost/test/unit_test.hpp>
+
+#include "config/model_config.hpp"
+#include "messages/errors.hpp"
+
+using namespace actorps;
+using namespace actorps::kernels;
+
+namespace {
+
+// The error text, or "" for a value (Boost evaluates messages even on success).
+std::string why(const caf::expected<model_spec>& x) { return x ? std::string() : describe(x.error()); }
+
+std::string model_error(const std::string& text) {
+  auto spec = parse_model_toml(text, "bad.toml");
+  BOOST_REQUIRE_MESSAGE(!spec, "expected an error for:\n" + text);
+  BOOST_CHECK(exit_code(spec.error()) == 2);
+  return describe(spec.error());
+}
+
+const std::string kHead = "[model]\ninput = [8, 8, 1]\n";
+const std::string kLogits = "[[model.layers]]\ntype = \"dense\"\nunits = 10\n";
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(seed_cnn_file_is_the_seed_cnn) {
+  auto spec = load_model_file(ACTORPS_SOURCE_DIR "/config/seed_cnn.toml");
+  BOOST_REQUIRE_MESSAGE(spec, why(spec));
+  auto want = model_spec::seed_cnn();
+  BOOST_TEST(spec->height == want.height);
+  BOOST_TEST(spec->channels == want.channels);
+  BOOST_TEST(int(spec->loss) == int(want.loss));
+  BOOST_REQUIRE(spec->layers.size() == want.layers.size());
+  for (size_t i = 0; i < want.layers.size(); ++i) {
+    auto &a = spec->layers[i], &b = want.layers[i];
+    BOOST_TEST_CONTEXT("layer " << i) {
+      BOOST_TEST(int(a.kind) == int(b.kind));
+      BOOST_TEST(a.units == b.units);
+      BOOST_TEST(int(a.act) == int(b.act));
+      if (a.kind == layer_kind::conv2d) BOOST_TEST(a.kernel == b.kernel);
+      if (a.kind == layer_kind::maxpool2d) BOOST_TEST(a.pool == b.pool);
+    }
+  }
+  sequential_model model(*spec, reference_ops());
+  BOOST_TEST(model.parameters()[2].name == "dense_0/kernel");
+  BOOST_TEST((model.parameters()[2].shape == std::vector<int64_t>{5408, 64}));
+}
+
+BOOST_AUTO_TEST_CASE(embedding_model_file_loads) {
+  auto spec = load_model_file(ACTORPS_SOURCE_DIR "/config/embedding_model.toml");
+  BOOST_REQUIRE_MESSAGE(spec, why(spec));
+  BOOST_TEST(spec->takes_ids());
+  BOOST_TEST(int(spec->loss) == int(loss_kind::sigmoid_bce));
+  BOOST_TEST(spec->layers[0].vocabulary == 1000);
+  BOOST_TEST(spec->layers[0].inputs == 3);
+  BOOST_TEST(int(spec->layers[0].comb) == int(combiner::mean));
+  sequential_model model(*spec, reference_ops());
+  BOOST_TEST(model.parameters()[0].sparse);
+}
+
+BOOST_AUTO_TEST_CASE(bad_models_name_line_key_and_expectation) {
+  auto conv = [](const std::string& extra) {
+    return "[[model.layers]]\ntype = \"conv2d\"\nfilters = 4\nkernel = 3\n" + extra;
+  };
+  struct bad_case {
+    std::string text, part;
+  };
+  const bad_case cases[] = {
+      {"", "bad.toml: missing [model] table"},
+      {"[model]\n", "bad.toml:1:1: model: no layers"},
+      {"[model]\nlayers = 3\n", "model.layers: expected an array of tables"},
+      {kHead + "[[model.layers]]\nunits = 3\n", "bad.toml:3:1: model.layers[0]: missing required key 'type'"},
+      {kHead + "[[model.layers]]\ntype = \"lstm\"\n", "bad.toml:4:8: model.layers[0].type: expected one of \"conv2d\""},
+      {kHead + "[[model.layers]]\ntype = \"conv2d\"\nkernel = 3\n", "missing required key 'filters'"},
+      {kHead + conv("padding = \"full\"\n") + kLogits, "bad.toml:7:11: model.layers[0].padding: expected one of \"valid\", \"same\""},
+      {kHead + conv("activation = \"tanh\"\n") + kLogits, "model.layers[0].activation: expected one of \"none\", \"relu\""},
+      {kHead + conv("stride = 2\n") + kLogits, "model.layers[0].stride: unknown key (expected one of: type, filters"},
+      {kHead + conv("") + "[[model.layers]]\ntype = \"dense\"\nunits = 10\n",
+       "model.layers: layer 1: dense needs a flat input (add a flatten layer), got [6, 6, 4]"},
+      {kHead + "[[model.layers]]\ntype = \"conv2d\"\nfilters = 4\nkernel = 9\n" + kLogits,
+       "layer 0: conv2d kernel 9 larger than its input [8, 8, 1]"},
+      {kHead + "[[model.layers]]\ntype = \"dense\"\nunits = 0\n", "model.layers[0].units: expected an integer in 1.."},
+      {"[model]\ninput = [28, 28]\n" + kLogits, "bad.toml:2:9: model.input: expected [height, width, channels]"},
+      {"[model]\ninput = [28, -1, 1]\n" + kLogits, "model.input[1]: expected an integer in 1..65536"},
+      {"[model]\nloss = \"mse\"\n" + kLogits, "model.loss: expected one of \"softmax_xent\", \"sigmoid_bce\""},
+      {"[model]\ninput = [1, 1, 8]\nloss = \"sigmoid_bce\"\n" + kLogits, "loss sigmoid_bce needs a last layer of 1 unit, got 10"},
+      {"[model]\noptimizer = \"sgd\"\n" + kLogits, "model.optimizer: unknown key"},
+      {"[model]\n[[model.layers]]\ntype = \"embedding\"\ndim = 4\n" + kLogits, "missing required key 'vocabulary'"},
+      {"[model]\n[[model.layers]]\ntype = \"embedding\"\nvocabulary = 9\ndim = 4\ncombiner = \"max\"\n" + kLogits,
+       "model.layers[0].combiner: expected one of \"sum\", \"mean\""},
+      {"[model]\ninput = [1, 1, 8]\n" + kLogits + "[[model.layers]]\ntype = \"embedding\"\nvocabulary = 9\ndim = 4\n",
+       "layer 1: embedding must be the first layer"},
+      {"[model\n", "bad.toml:1:7: TOML syntax error"},
+  };
+  for (auto& c : cases) {
+    auto message = model_error(c.text);
+    BOOST_TEST(message.find(c.part) != std::string::npos, "want \"" << c.part << "\" in: " << message);
+  }
+  auto missing = load_model_file("/nonexistent/model.toml");
+  BOOST_REQUIRE(!missing);
+  BOOST_TEST(describe(missing.error()) == "/nonexistent/model.toml: cannot open file");
+}
