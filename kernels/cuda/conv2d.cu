@@ -4,6 +4,10 @@
 // with an even kernel pads one more after than before, so there we pad
 // k/2 on both sides and crop the one extra leading output row/column (and
 // zero-pad dy the same way going back).
+#include <map>
+#include <memory>
+#include <tuple>
+
 #include "kernels/cuda/check.hpp"
 #include "kernels/cuda/cuda.hpp"
 
@@ -63,6 +67,15 @@ struct carve {
   }
 };
 
+// Descriptors per shape, made on first use and kept: a training step makes
+// no cuDNN descriptors and no host allocations.
+const conv_plan& plan_for(const conv2d_shape& s) {
+  static std::map<std::tuple<int, int, int, int, int, int, int, int>, std::unique_ptr<conv_plan>> plans;
+  auto& slot = plans[{s.n, s.h, s.w, s.c, s.k, s.r, s.s, int(s.pad)}];
+  if (!slot) slot = std::make_unique<conv_plan>(s);
+  return *slot;
+}
+
 const float kOne = 1.0f, kZero = 0.0f;
 
 // dy as cuDNN sees it: dy itself, or zero-padded into `big` when cropping.
@@ -75,7 +88,7 @@ const float* cudnn_dy(const conv2d_shape& s, const conv_plan& plan, const float*
 }  // namespace
 
 void conv2d_forward(const conv2d_shape& s, const float* x, const float* w, const float* b, float* y, float*) {
-  conv_plan plan(s);
+  const conv_plan& plan = plan_for(s);
   cudnnConvolutionFwdAlgoPerf_t perf;
   int found = 0;
   check(cudnnGetConvolutionForwardAlgorithm_v7(cudnn(), plan.x, plan.w, plan.conv, plan.y, 1, &found, &perf),
@@ -94,7 +107,7 @@ void conv2d_forward(const conv2d_shape& s, const float* x, const float* w, const
 }
 
 void conv2d_backward_filter(const conv2d_shape& s, const float* x, const float* dy, float* dw, float* db, float*) {
-  conv_plan plan(s);
+  const conv_plan& plan = plan_for(s);
   cudnnConvolutionBwdFilterAlgoPerf_t perf;
   int found = 0;
   check(cudnnGetConvolutionBackwardFilterAlgorithm_v7(cudnn(), plan.x, plan.y, plan.conv, plan.w, 1, &found, &perf),
@@ -112,7 +125,7 @@ void conv2d_backward_filter(const conv2d_shape& s, const float* x, const float* 
 }
 
 void conv2d_backward_data(const conv2d_shape& s, const float* dy, const float* w, float* dx, float*) {
-  conv_plan plan(s);
+  const conv_plan& plan = plan_for(s);
   cudnnConvolutionBwdDataAlgoPerf_t perf;
   int found = 0;
   check(cudnnGetConvolutionBackwardDataAlgorithm_v7(cudnn(), plan.w, plan.y, plan.conv, plan.x, 1, &found, &perf),

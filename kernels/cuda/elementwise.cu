@@ -79,8 +79,10 @@ __global__ void sigmoid_bce_k(int m, const float* logits, const int32_t* labels,
 
 // Per-row losses and hits come back to the host, summed there in double.
 float finish_loss(int m, const double* row_loss, const int32_t* row_right, int64_t* correct) {
-  std::vector<double> loss(static_cast<size_t>(m));
-  std::vector<int32_t> right(static_cast<size_t>(m));
+  static std::vector<double> loss;  // grow once, reused: no allocation per step
+  static std::vector<int32_t> right;
+  loss.resize(size_t(m));
+  right.resize(size_t(m));
   check(cudaMemcpy(loss.data(), row_loss, size_t(m) * sizeof(double), cudaMemcpyDeviceToHost), "loss to host");
   check(cudaMemcpy(right.data(), row_right, size_t(m) * sizeof(int32_t), cudaMemcpyDeviceToHost), "hits to host");
   double total = 0;

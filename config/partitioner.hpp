@@ -1,0 +1,56 @@
+// Where variables live on the PS tasks, as TensorFlow's
+// ParameterServerStrategy decides it: a partitioner splits a large variable
+// along axis 0 into shards (FixedShardsPartitioner, MinSizePartitioner,
+// MaxSizePartitioner, same shard counts as TF for the same inputs; uneven
+// splits put the extra rows first), and shards are placed round-robin over
+// the PS tasks in creation order.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <caf/expected.hpp>
+
+namespace actorps {
+
+struct partitioner {
+  enum class kind { none, fixed_shards, min_size, max_size };
+  kind type = kind::none;
+  int64_t num_shards = 1;                 // fixed_shards
+  int64_t min_shard_bytes = 256 << 10;    // min_size (TF's default: 256 KiB)
+  int64_t max_shard_bytes = 0;            // max_size
+  int64_t max_shards = 0;                 // min_size (TF's default 1, set by min_size()), max_size (0 = no cap)
+
+  static partitioner fixed(int64_t shards);
+  static partitioner min_size(int64_t min_shard_bytes = 256 << 10, int64_t max_shards = 1);
+  static partitioner max_size(int64_t max_shard_bytes, int64_t max_shards = 0);
+};
+
+/// Rows (axis 0) of each shard of a variable of `shape` whose elements take
+/// `element_bytes`. A scalar is never split. Errors name the bad parameter.
+[[nodiscard]] caf::expected<std::vector<int64_t>> shard_rows(const std::vector<int64_t>& shape, int64_t element_bytes,
+                                                             const partitioner& p);
+
+/// One shard of a variable and the PS task that holds it.
+struct shard_placement {
+  int shard = 0;                // index within the variable
+  int ps_task = 0;              // ps:<ps_task>
+  int64_t first_row = 0;        // offset along axis 0
+  std::vector<int64_t> shape;   // the shard's shape
+};
+
+/// Round-robin placement over `ps_tasks`, continuing across variables (as
+/// TF's strategy does): every shard goes to the next PS task.
+class placement {
+ public:
+  explicit placement(int ps_tasks) : ps_tasks_(ps_tasks) {}
+  [[nodiscard]] caf::expected<std::vector<shard_placement>> place(const std::vector<int64_t>& shape,
+                                                                  int64_t element_bytes, const partitioner& p);
+
+ private:
+  int ps_tasks_;
+  int next_ = 0;
+};
+
+}  // namespace actorps
