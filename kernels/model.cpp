@@ -2,10 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <random>
 #include <stdexcept>
 
 #include "kernels/device_memory.hpp"
+#include "kernels/initializers.hpp"
 #include "kernels/tensor.hpp"
 
 namespace actorps::kernels {
@@ -155,22 +155,17 @@ int64_t sequential_model::input_size() const {
 }
 
 std::vector<std::vector<float>> sequential_model::initial_values(uint64_t seed) const {
-  std::mt19937_64 gen(seed);
   std::vector<std::vector<float>> out;
-  for (auto& p : params_) {
-    std::vector<float> v(static_cast<size_t>(p.size()), 0.0f);
-    float limit = 0;
-    if (p.sparse) {
-      limit = 0.05f;
-    } else if (p.shape.size() > 1) {  // kernel: fan_in = all but the last axis
-      double fan_out = double(p.shape.back()), fan_in = double(p.size()) / fan_out;
-      if (p.shape.size() == 4) fan_out *= double(p.shape[0] * p.shape[1]);  // receptive field, as Keras
-      limit = float(std::sqrt(6.0 / (fan_in + fan_out)));
-    }
-    if (limit > 0) {
-      std::uniform_real_distribution<float> dist(-limit, limit);
-      for (auto& x : v) x = dist(gen);
-    }
+  for (size_t i = 0; i < params_.size(); ++i) {
+    auto& p = params_[i];
+    initializer init;  // biases: zeros
+    init.seed = seed * 1000003u + i;
+    if (p.sparse)
+      init.type = initializer::kind::uniform;  // Keras Embedding: uniform(-0.05, 0.05)
+    else if (p.shape.size() > 1)
+      init.type = initializer::kind::glorot_uniform;
+    std::vector<float> v(static_cast<size_t>(p.size()));
+    initialize_rows(init, p.shape, 0, p.shape[0], v.data());
     out.push_back(std::move(v));
   }
   return out;

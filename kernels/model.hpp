@@ -79,8 +79,8 @@ class sequential_model {
   int64_t input_size() const;  // floats (or ids) per example
 
   /// Glorot-uniform kernels, zero biases, uniform(-0.05, 0.05) embeddings
-  /// (Keras' defaults), deterministic from `seed` (host memory, in
-  /// parameters() order).
+  /// (Keras' defaults; kernels/initializers.hpp), deterministic from `seed`
+  /// (host memory, in parameters() order).
   std::vector<std::vector<float>> initial_values(uint64_t seed) const;
 
   /// Forward and backward: fills grads[i] (shape of parameters()[i], in the

@@ -11,6 +11,7 @@
 
 #include "kernels/ops.hpp"
 #include "kernels/device_memory.hpp"
+#include "kernels/initializers.hpp"
 #include "kernels/sparse.hpp"
 #include "kernels/tensor.hpp"
 #include "tests/kernel_check.hpp"
@@ -516,4 +517,55 @@ BOOST_AUTO_TEST_CASE(tensor_copies_only_when_asked_and_reshapes_in_place) {
   std::vector<float> back(6);
   e.copy_to_host(back.data(), 6);
   BOOST_TEST(back == v);
+}
+
+BOOST_AUTO_TEST_CASE(initializers_are_seeded_shard_independent_and_in_range) {
+  using kind = initializer::kind;
+  const std::vector<int64_t> shape{1000, 64};
+  auto make = [&](initializer init, int64_t first, int64_t rows) {
+    std::vector<float> out(size_t(rows * 64), -1.0f);
+    initialize_rows(init, shape, first, rows, out.data());
+    return out;
+  };
+  initializer init;
+  BOOST_TEST(make(init, 0, 2) == std::vector<float>(128, 0.0f));
+  init.type = kind::constant;
+  init.value = 0.5f;
+  BOOST_TEST(make(init, 3, 2) == std::vector<float>(128, 0.5f));
+
+  init.type = kind::uniform;
+  init.low = -2, init.high = 6;
+  init.seed = 9;
+  auto whole = make(init, 0, 1000);
+  double mean = 0;
+  for (float v : whole) {
+    BOOST_TEST((v >= -2.0f && v <= 6.0f));
+    mean += v / double(whole.size());
+  }
+  BOOST_TEST(std::abs(mean - 2.0) < 0.05, "uniform mean " << mean);
+  auto shard = make(init, 400, 250);  // rows [400, 650) alone = the same rows of the whole
+  BOOST_TEST(std::equal(shard.begin(), shard.end(), whole.begin() + 400 * 64));
+  BOOST_TEST(make(init, 0, 1000) == whole);  // deterministic
+  init.seed = 10;
+  BOOST_TEST(make(init, 0, 1000) != whole);  // seeded
+
+  init.type = kind::normal;
+  init.mean = 1, init.stddev = 3;
+  auto normal = make(init, 0, 1000);
+  double m = 0, sq = 0;
+  for (float v : normal) m += v, sq += double(v) * v;
+  m /= double(normal.size());
+  const double sd = std::sqrt(sq / double(normal.size()) - m * m);
+  BOOST_TEST(std::abs(m - 1.0) < 0.05, "normal mean " << m);
+  BOOST_TEST(std::abs(sd - 3.0) < 0.05, "normal stddev " << sd);
+
+  // Keras fans: HWIO kernels count their receptive field.
+  BOOST_TEST(glorot_limit({3, 3, 1, 32}) == float(std::sqrt(6.0 / (9 + 9 * 32))), boost::test_tools::tolerance(1e-6f));
+  BOOST_TEST(glorot_limit({5408, 64}) == float(std::sqrt(6.0 / (5408 + 64))), boost::test_tools::tolerance(1e-6f));
+  init.type = kind::glorot_uniform;
+  const float limit = glorot_limit(shape);
+  float biggest = 0;
+  for (float v : make(init, 0, 1000)) biggest = std::max(biggest, std::abs(v));
+  BOOST_TEST(biggest <= limit);
+  BOOST_TEST(biggest > 0.99f * limit);  // spans the range
 }

@@ -1,0 +1,59 @@
+#include "kernels/initializers.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+namespace actorps::kernels {
+
+namespace {
+
+// splitmix64: decorrelates (seed, row) into a generator seed.
+uint64_t mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+}  // namespace
+
+float glorot_limit(const std::vector<int64_t>& shape) {
+  double fan_in = 1, fan_out = 1;
+  if (shape.size() == 1) {
+    fan_in = fan_out = double(shape[0]);
+  } else if (shape.size() >= 2) {
+    double receptive = 1;
+    for (size_t i = 0; i + 2 < shape.size(); ++i) receptive *= double(shape[i]);
+    fan_in = double(shape[shape.size() - 2]) * receptive;
+    fan_out = double(shape.back()) * receptive;
+  }
+  return float(std::sqrt(6.0 / std::max(1.0, fan_in + fan_out)));
+}
+
+void initialize_rows(const initializer& init, const std::vector<int64_t>& shape, int64_t first_row, int64_t rows,
+                     float* out) {
+  int64_t row_size = 1;
+  for (size_t i = 1; i < shape.size(); ++i) row_size *= shape[i];
+  const int64_t count = rows * row_size;
+  switch (init.type) {
+    case initializer::kind::zeros: std::fill(out, out + count, 0.0f); return;
+    case initializer::kind::constant: std::fill(out, out + count, init.value); return;
+    default: break;
+  }
+  const float limit = init.type == initializer::kind::glorot_uniform ? glorot_limit(shape) : 0.0f;
+  for (int64_t r = 0; r < rows; ++r) {
+    std::mt19937_64 gen(mix(init.seed ^ mix(uint64_t(first_row + r))));
+    float* row = out + r * row_size;
+    if (init.type == initializer::kind::normal) {
+      std::normal_distribution<float> dist(init.mean, init.stddev);
+      for (int64_t i = 0; i < row_size; ++i) row[i] = dist(gen);
+    } else {
+      std::uniform_real_distribution<float> dist(init.type == initializer::kind::uniform ? init.low : -limit,
+                                                 init.type == initializer::kind::uniform ? init.high : limit);
+      for (int64_t i = 0; i < row_size; ++i) row[i] = dist(gen);
+    }
+  }
+}
+
+}  // namespace actorps::kernels
