@@ -1,6 +1,8 @@
 #include "actors/node_actor.hpp"
 
 #include <chrono>
+#include <algorithm>
+#include <map>
 #include <unordered_map>
 
 #include <caf/actor_system.hpp>
@@ -11,6 +13,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include "actors/ps_shard.hpp"
 #include "kernels/device_memory.hpp"
 
 namespace actorps {
@@ -21,9 +24,15 @@ struct admitted_peer {
   caf::actor_addr greeter;  // the actor that said Hello; admission ends with it
 };
 
+struct spawned_shard {
+  ps_shard_actor handle;
+  pb::Consistency consistency;
+};
+
 struct node_state {
   static inline const char* name = "node";
   cluster_spec spec;
+  std::map<uint32_t, spawned_shard> shards;  // by ps task index
   size_t index = 0;
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
   std::unordered_map<caf::node_id, admitted_peer> admitted;
@@ -36,7 +45,8 @@ struct node_state {
 // Its handlers must stay short; heavy work goes to other actors.
 using node_broker = caf::io::typed_broker<caf::replies_to<pb::Hello>::with<pb::Welcome>,
                                           caf::replies_to<pb::Ping>::with<pb::Pong>,
-                                          caf::replies_to<pb::StatusRequest>::with<pb::NodeStatus>>;
+                                          caf::replies_to<pb::StatusRequest>::with<pb::NodeStatus>,
+                                          caf::replies_to<pb::SpawnShard>::with<ps_shard_actor>>;
 using node_ptr = caf::stateful_actor<node_state, node_broker>*;
 
 // Admission check for every request but Hello: the sender's node said Hello.
@@ -77,6 +87,37 @@ caf::result<pb::Welcome> on_hello(node_ptr self, const pb::Hello& hello) {
   return welcome;
 }
 
+// SpawnShard: only the coordinator (or an operator tool) may ask, only for
+// a ps task this node hosts; asking again returns the same shard.
+caf::result<ps_shard_actor> on_spawn_shard(node_ptr self, const pb::SpawnShard& req) {
+  if (auto err = check_admitted(self)) return err;
+  auto& st = self->state;
+  auto where = "node " + st.self().address() + ": ";
+  auto& sender = self->current_sender();
+  if (sender != nullptr && sender->node() != self->node()) {
+    auto role = st.admitted.at(sender->node()).task.role;
+    if (role != pb::COORDINATOR && role != pb::CLIENT)
+      return make_error(errc::not_admitted, where + "only the coordinator may spawn PS shards");
+  }
+  const task_id task{pb::PS, req.shard()};
+  auto& tasks = st.self().tasks;
+  if (std::find(tasks.begin(), tasks.end(), task) == tasks.end())
+    return make_error(errc::invalid_argument, where + "hosts no task " + to_string(task));
+  auto problem = check_consistency(req.consistency());
+  if (!problem.empty()) return make_error(errc::invalid_argument, where + problem);
+  auto known = st.shards.find(req.shard());
+  if (known != st.shards.end()) {
+    if (known->second.consistency.SerializeAsString() != req.consistency().SerializeAsString())
+      return make_error(errc::invalid_argument, where + to_string(task) + " already runs with another consistency");
+    return known->second.handle;
+  }
+  auto shard = spawn_ps_shard(self->home_system(), req.shard(), req.consistency());
+  self->link_to(shard);  // the shard stops with its node
+  st.shards.emplace(req.shard(), spawned_shard{shard, req.consistency()});
+  spdlog::info("{}spawned the shard of {}", where, to_string(task));
+  return shard;
+}
+
 node_broker::behavior_type node_behavior(node_ptr self, cluster_spec spec, size_t index) {
   self->state.spec = std::move(spec);
   self->state.index = index;
@@ -107,10 +148,12 @@ node_broker::behavior_type node_behavior(node_ptr self, cluster_spec spec, size_
         auto up = std::chrono::steady_clock::now() - st.started;
         status.set_uptime_ms(std::chrono::duration_cast<std::chrono::milliseconds>(up).count());
         status.add_actors(node_state::name);
+        for (auto& [index, shard] : st.shards) status.add_actors("ps_shard:" + std::to_string(index));
         status.set_gpus(static_cast<uint32_t>(kernels::cuda_device_count()));
         status.set_version(ACTORPS_VERSION);
         return status;
       },
+      [self](const pb::SpawnShard& req) { return on_spawn_shard(self, req); },
   };
 }
 

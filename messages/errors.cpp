@@ -16,6 +16,9 @@ std::string to_string(errc code) {
     case errc::timeout: return "timeout";
     case errc::io_error: return "io_error";
     case errc::internal: return "internal";
+    case errc::unknown_variable: return "unknown_variable";
+    case errc::bad_tensor: return "bad_tensor";
+    case errc::out_of_range: return "out_of_range";
   }
   return "unknown";
 }

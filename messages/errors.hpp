@@ -22,6 +22,9 @@ enum class errc : uint8_t {
   timeout,             // a remote request ran past its deadline
   io_error,            // a file or socket operation failed
   internal,            // a broken invariant: a bug
+  unknown_variable,    // a PS request names a variable the shard does not hold
+  bad_tensor,          // wrong dtype, shape or byte length for the variable
+  out_of_range,        // a row id or element range outside the variable
 };
 
 std::string to_string(errc code);

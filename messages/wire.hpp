@@ -8,11 +8,13 @@
 #include "messages/cluster.pb.h"
 #include "messages/codec.hpp"
 #include "messages/errors.hpp"
+#include "messages/interfaces.hpp"
+#include "messages/ps.pb.h"
 
 namespace actorps {
 
 /// Bumped whenever a change to messages/*.proto breaks compatibility.
-constexpr uint32_t kProtocolVersion = 1;
+constexpr uint32_t kProtocolVersion = 2;
 
 /// Registers every wire type and the error category. Every node must call
 /// this: a type registered on one side only makes typed connects fail.
@@ -28,4 +30,19 @@ CAF_BEGIN_TYPE_ID_BLOCK(actorps, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(actorps, (actorps::pb::Pong))
   CAF_ADD_TYPE_ID(actorps, (actorps::pb::StatusRequest))
   CAF_ADD_TYPE_ID(actorps, (actorps::pb::NodeStatus))
+  CAF_ADD_TYPE_ID(actorps, (actorps::pb::SpawnShard))
+  CAF_ADD_TYPE_ID(actorps, (actorps::pb::CreateVariables))
+  CAF_ADD_TYPE_ID(actorps, (actorps::pb::Created))
+  CAF_ADD_TYPE_ID(actorps, (actorps::pb::Pull))
+  CAF_ADD_TYPE_ID(actorps, (actorps::pb::Values))
+  CAF_ADD_TYPE_ID(actorps, (actorps::pb::Push))
+  CAF_ADD_TYPE_ID(actorps, (actorps::pb::PushAck))
+  CAF_ADD_TYPE_ID(actorps, (actorps::pb::SparsePull))
+  CAF_ADD_TYPE_ID(actorps, (actorps::pb::Rows))
+  CAF_ADD_TYPE_ID(actorps, (actorps::pb::SparsePush))
+  CAF_ADD_TYPE_ID(actorps, (actorps::pb::Assign))
+  CAF_ADD_TYPE_ID(actorps, (actorps::pb::Assigned))
+  CAF_ADD_TYPE_ID(actorps, (actorps::pb::ShardStatsRequest))
+  CAF_ADD_TYPE_ID(actorps, (actorps::pb::ShardStats))
+  CAF_ADD_TYPE_ID(actorps, (actorps::ps_shard_actor))
 CAF_END_TYPE_ID_BLOCK(actorps)

@@ -1,0 +1,28 @@
+// The typed interfaces of the actors other processes talk to: with the
+// schemas in *.proto, the whole contract of what crosses the wire.
+#pragma once
+
+#include <caf/replies_to.hpp>
+#include <caf/typed_actor.hpp>
+
+#include "messages/cluster.pb.h"
+#include "messages/ps.pb.h"
+
+namespace actorps {
+
+/// A parameter-server shard (actors/ps_shard.hpp).
+using ps_shard_actor = caf::typed_actor<caf::replies_to<pb::CreateVariables>::with<pb::Created>,
+                                        caf::replies_to<pb::Pull>::with<pb::Values>,
+                                        caf::replies_to<pb::Push>::with<pb::PushAck>,
+                                        caf::replies_to<pb::SparsePull>::with<pb::Rows>,
+                                        caf::replies_to<pb::SparsePush>::with<pb::PushAck>,
+                                        caf::replies_to<pb::Assign>::with<pb::Assigned>,
+                                        caf::replies_to<pb::ShardStatsRequest>::with<pb::ShardStats>>;
+
+/// The node actor, one per process (actors/node_actor.hpp).
+using node_actor = caf::typed_actor<caf::replies_to<pb::Hello>::with<pb::Welcome>,
+                                    caf::replies_to<pb::Ping>::with<pb::Pong>,
+                                    caf::replies_to<pb::StatusRequest>::with<pb::NodeStatus>,
+                                    caf::replies_to<pb::SpawnShard>::with<ps_shard_actor>>;
+
+}  // namespace actorps

@@ -1,0 +1,62 @@
+// Helpers for PS tests: variable specs, float slices as bytes, and blocking
+// requests that return expected values.
+#pragma once
+
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <caf/expected.hpp>
+#include <caf/scoped_actor.hpp>
+
+#include "messages/wire.hpp"
+
+namespace actorps::test {
+
+inline pb::VariableSpec variable_spec(const std::string& name, std::vector<int64_t> shape,
+                                      pb::Optimizer::Kind kind = pb::Optimizer::SGD, float lr = 0.5f) {
+  pb::VariableSpec v;
+  v.set_name(name);
+  v.set_dtype(pb::FLOAT32);
+  for (auto d : shape) v.add_shape(d), v.add_full_shape(d);
+  v.mutable_optimizer()->set_kind(kind);
+  v.mutable_optimizer()->set_learning_rate(lr);
+  return v;
+}
+
+inline pb::TensorSlice slice(const std::string& name, const std::vector<float>& values, int64_t offset = 0) {
+  pb::TensorSlice s;
+  s.set_name(name);
+  s.set_dtype(pb::FLOAT32);
+  s.set_offset(offset);
+  s.set_count(int64_t(values.size()));
+  s.set_data(reinterpret_cast<const char*>(values.data()), values.size() * 4);
+  return s;
+}
+
+inline std::vector<float> floats(const std::string& bytes) {
+  std::vector<float> out(bytes.size() / 4);
+  std::memcpy(out.data(), bytes.data(), out.size() * 4);
+  return out;
+}
+
+inline pb::Push push(uint32_t worker, int64_t step, std::vector<pb::TensorSlice> grads) {
+  pb::Push p;
+  p.set_worker(worker);
+  p.set_step(step);
+  for (auto& g : grads) *p.add_gradients() = std::move(g);
+  return p;
+}
+
+/// A blocking request from `self` (tests only: ~100 us each).
+template <class Reply, class Handle, class Request>
+caf::expected<Reply> call(caf::scoped_actor& self, const Handle& to, const Request& req,
+                          std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
+  caf::expected<Reply> out{caf::error{}};
+  self->request(to, timeout, req).receive([&](Reply& r) { out = std::move(r); },
+                                          [&](caf::error& e) { out = std::move(e); });
+  return out;
+}
+
+}  // namespace actorps::test

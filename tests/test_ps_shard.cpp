@@ -1,0 +1,261 @@
+// The PS shard's logic in one process: optimizers, consistency modes,
+// duplicates, sparse rows, bad requests. tests/test_ps_cluster.cpp runs
+// shards in real PS processes.
+#define BOOST_TEST_MODULE ps_shard
+#include <boost/test/unit_test.hpp>
+
+#include <caf/actor_system.hpp>
+#include <caf/send.hpp>
+
+#include "actors/ps_shard.hpp"
+#include "actors/system_config.hpp"
+#include "kernels/ops.hpp"
+#include "messages/errors.hpp"
+#include "tests/ps_check.hpp"
+
+using namespace actorps;
+using namespace actorps::test;
+
+namespace {
+
+pb::Consistency mode(pb::Consistency::Mode m, uint32_t workers = 2, uint32_t replicas = 2, uint32_t staleness = 0) {
+  pb::Consistency c;
+  c.set_mode(m);
+  c.set_num_workers(workers);
+  c.set_replicas_to_aggregate(replicas);
+  c.set_staleness(staleness);
+  return c;
+}
+
+struct fixture {
+  runtime_options rt;
+  system_config cfg{rt};
+  caf::actor_system sys{cfg};
+  caf::scoped_actor self{sys};
+  ps_shard_actor shard;
+
+  void start(pb::Consistency c, std::vector<pb::VariableSpec> vars) {
+    shard = spawn_ps_shard(sys, 0, c);
+    pb::CreateVariables req;
+    for (auto& v : vars) *req.add_variables() = v;
+    auto created = call<pb::Created>(self, shard, req);
+    BOOST_REQUIRE(created);
+    BOOST_REQUIRE(created->count() == vars.size());
+  }
+  ~fixture() { caf::anon_send_exit(shard, caf::exit_reason::user_shutdown); }
+
+  std::vector<float> value(const std::string& name) {
+    pb::Pull pull;
+    pull.add_names(name);
+    auto v = call<pb::Values>(self, shard, pull);
+    BOOST_REQUIRE_MESSAGE(v, (v ? "" : describe(v.error())));
+    return floats(v->tensors(0).data());
+  }
+  pb::ShardStats stats() { return *call<pb::ShardStats>(self, shard, pb::ShardStatsRequest{}); }
+  std::string error_of(const caf::error& e) { return describe(e); }
+};
+
+}  // namespace
+
+BOOST_FIXTURE_TEST_CASE(async_sgd_is_the_closed_form_and_retries_apply_once, fixture) {
+  start(mode(pb::Consistency::ASYNC), {variable_spec("w", {4})});
+  // lr 0.5; powers of two keep float sums exact.
+  for (int step = 0; step < 3; ++step) {
+    auto ack = call<pb::PushAck>(self, shard, push(0, step, {slice("w", {1, 2, 4, 8})}));
+    BOOST_REQUIRE(ack);
+    BOOST_TEST(ack->applied() == 1u);
+  }
+  auto again = call<pb::PushAck>(self, shard, push(0, 2, {slice("w", {1, 2, 4, 8})}));  // a retry
+  BOOST_TEST(again->duplicates() == 1u);
+  BOOST_TEST(again->applied() == 0u);
+  call<pb::PushAck>(self, shard, push(1, 2, {slice("w", {2, 2, 2, 2})}));  // same step, other worker: applied
+  BOOST_TEST(value("w") == std::vector<float>({-2.5f, -4.0f, -7.0f, -13.0f}));
+  BOOST_TEST(stats().duplicates() == 1u);
+}
+
+BOOST_FIXTURE_TEST_CASE(optimizer_slots_live_on_the_shard, fixture) {
+  auto adam = variable_spec("a", {3}, pb::Optimizer::ADAM, 0.1f);
+  auto nesterov = variable_spec("m", {3}, pb::Optimizer::MOMENTUM, 0.1f);
+  nesterov.mutable_optimizer()->set_momentum(0.9f);
+  nesterov.mutable_optimizer()->set_nesterov(true);
+  start(mode(pb::Consistency::ASYNC), {adam, nesterov});
+  const std::vector<float> g{0.5f, -1.0f, 2.0f};
+  std::vector<float> pa(3, 0.0f), ma(3, 0.0f), va(3, 0.0f), pm(3, 0.0f), vm(3, 0.0f);
+  kernels::optimizer_params pa_params, pm_params;
+  pa_params.lr = 0.1f;
+  pm_params.lr = 0.1f, pm_params.momentum = 0.9f, pm_params.nesterov = true;
+  for (int step = 0; step < 3; ++step) {
+    call<pb::PushAck>(self, shard, push(0, step, {slice("a", g), slice("m", g)}));
+    pa_params.step = step + 1;
+    float* sa[2] = {ma.data(), va.data()};
+    kernels::reference_ops().apply_dense(kernels::optimizer_kind::adam, pa_params, 3, pa.data(), sa, g.data());
+    float* sm[2] = {vm.data(), nullptr};
+    kernels::reference_ops().apply_dense(kernels::optimizer_kind::momentum, pm_params, 3, pm.data(), sm, g.data());
+  }
+  auto a = value("a"), m = value("m");
+  for (int i = 0; i < 3; ++i) {
+    BOOST_TEST(a[size_t(i)] == pa[size_t(i)], boost::test_tools::tolerance(1e-6f));
+    BOOST_TEST(m[size_t(i)] == pm[size_t(i)], boost::test_tools::tolerance(1e-6f));
+  }
+  BOOST_TEST(stats().bytes() == int64_t((3 * 3 + 3 * 2) * 4));  // values + slots
+}
+
+BOOST_FIXTURE_TEST_CASE(sync_applies_one_mean_per_step_and_drops_stale_gradients, fixture) {
+  start(mode(pb::Consistency::SYNC, 3, 2), {variable_spec("w", {2}), variable_spec("b", {1})});
+  auto full = [](float x) { return std::vector<pb::TensorSlice>{slice("w", {x, x}), slice("b", {x})}; };
+  auto ack = call<pb::PushAck>(self, shard, push(0, 0, full(2)));
+  BOOST_TEST(value("w") == std::vector<float>({0, 0}));  // one of two replicas: nothing applied yet
+  BOOST_TEST(stats().step() == 0);
+  // Chunked: worker 1's gradient for w arrives in two slices.
+  call<pb::PushAck>(self, shard, push(1, 0, {slice("w", {4}, 0), slice("b", {4})}));
+  BOOST_TEST(stats().step() == 0);
+  call<pb::PushAck>(self, shard, push(1, 0, {slice("w", {4}, 1)}));
+  BOOST_TEST(stats().step() == 1);                         // advanced once
+  BOOST_TEST(value("w") == std::vector<float>({-1.5f, -1.5f}));  // 0.5 * mean(2, 4)
+  BOOST_TEST(value("b") == std::vector<float>({-1.5f}));
+  auto late = call<pb::PushAck>(self, shard, push(2, 0, full(100)));  // the backup worker, too late
+  BOOST_TEST(late->stale() == 2u);
+  BOOST_TEST(value("w") == std::vector<float>({-1.5f, -1.5f}));
+  BOOST_TEST(stats().stale_dropped() == 2u);
+  BOOST_TEST(ack->applied() == 2u);
+}
+
+BOOST_FIXTURE_TEST_CASE(sync_pull_for_a_future_step_waits_for_it, fixture) {
+  start(mode(pb::Consistency::SYNC, 2, 2), {variable_spec("w", {1})});
+  caf::scoped_actor waiter{sys};
+  pb::Pull pull;
+  pull.set_worker(0);
+  pull.set_step(1);
+  waiter->send(shard, pull);  // step 1 does not exist yet
+  BOOST_TEST(stats().waiting() == 1u);
+  call<pb::PushAck>(self, shard, push(0, 0, {slice("w", {2})}));
+  BOOST_TEST(stats().waiting() == 1u);
+  call<pb::PushAck>(self, shard, push(1, 0, {slice("w", {4})}));
+  bool answered = false;
+  waiter->receive([&](const pb::Values& v) {
+    answered = true;
+    BOOST_TEST(v.step() == 1);
+    BOOST_TEST(floats(v.tensors(0).data()) == std::vector<float>({-1.5f}));
+  }, caf::after(std::chrono::seconds(10)) >> [] {});
+  BOOST_TEST(answered);
+  BOOST_TEST(stats().waiting() == 0u);
+}
+
+BOOST_FIXTURE_TEST_CASE(bounded_staleness_holds_a_fast_worker_until_the_slow_one_catches_up, fixture) {
+  start(mode(pb::Consistency::BOUNDED_STALENESS, 2, 1, 2), {variable_spec("w", {1})});
+  // Worker 0 runs ahead: pushes steps 0..3 (clock 4); worker 1 has pushed nothing (clock 0).
+  for (int step = 0; step < 4; ++step) call<pb::PushAck>(self, shard, push(0, step, {slice("w", {1})}));
+  pb::Pull ok;
+  ok.set_worker(0);
+  ok.set_step(2);  // 2 - 0 <= staleness 2: served
+  BOOST_TEST(bool(call<pb::Values>(self, shard, ok)));
+  caf::scoped_actor fast{sys};
+  pb::Pull ahead = ok;
+  ahead.set_step(4);  // 4 - 0 > 2: waits
+  fast->send(shard, ahead);
+  BOOST_TEST(stats().waiting() == 1u);
+  call<pb::PushAck>(self, shard, push(1, 0, {slice("w", {1})}));  // slowest clock 1: 4 - 1 > 2, still waits
+  BOOST_TEST(stats().waiting() == 1u);
+  call<pb::PushAck>(self, shard, push(1, 1, {slice("w", {1})}));  // clock 2: 4 - 2 <= 2
+  bool answered = false;
+  int64_t step = -1;
+  fast->receive([&](const pb::Values& v) { answered = true, step = v.step(); },
+                caf::after(std::chrono::seconds(10)) >> [] {});
+  BOOST_TEST(step == 2);
+  BOOST_TEST(answered);
+}
+
+BOOST_FIXTURE_TEST_CASE(sparse_push_touches_only_its_rows, fixture) {
+  auto table = variable_spec("emb", {6, 2}, pb::Optimizer::ADAGRAD, 0.5f);
+  table.mutable_initializer()->set_kind(pb::Initializer::CONSTANT);
+  table.mutable_initializer()->set_value(1.0f);
+  start(mode(pb::Consistency::ASYNC), {table});
+  pb::SparsePush sp;
+  sp.set_worker(0);
+  sp.set_step(0);
+  auto* rows = sp.mutable_gradient();
+  rows->set_name("emb");
+  rows->set_dim(2);
+  for (auto id : {4, 1, 4}) rows->add_ids(id);  // 4 twice: summed
+  std::vector<float> g{1, 1, 2, 2, 1, 1};
+  rows->set_data(reinterpret_cast<const char*>(g.data()), g.size() * 4);
+  auto ack = call<pb::PushAck>(self, shard, sp);
+  BOOST_REQUIRE_MESSAGE(ack, (ack ? "" : describe(ack.error())));
+  auto v = value("emb");
+  for (int r : {0, 2, 3, 5}) BOOST_TEST(v[size_t(r * 2)] == 1.0f, "row " << r << " untouched");
+  // adagrad: acc = 0.1 + g^2; param -= 0.5 * g / sqrt(acc)
+  BOOST_TEST(v[8] == float(1 - 0.5 * 2 / std::sqrt(4.1)), boost::test_tools::tolerance(1e-6f));
+  BOOST_TEST(v[2] == float(1 - 0.5 * 2 / std::sqrt(4.1)), boost::test_tools::tolerance(1e-6f));
+  pb::SparsePull sq;
+  sq.set_name("emb");
+  sq.add_ids(4);
+  sq.add_ids(0);
+  auto pulled = call<pb::Rows>(self, shard, sq);
+  BOOST_REQUIRE(pulled);
+  BOOST_TEST(floats(pulled->data()) == std::vector<float>({v[8], v[9], 1.0f, 1.0f}));
+  BOOST_TEST(call<pb::PushAck>(self, shard, sp)->duplicates() == 1u);  // a retry
+}
+
+BOOST_FIXTURE_TEST_CASE(bad_requests_get_typed_errors_and_change_nothing, fixture) {
+  start(mode(pb::Consistency::ASYNC), {variable_spec("w", {2, 2}), variable_spec("emb", {3, 2})});
+  auto before = value("w");
+  auto expect_error = [&](caf::expected<pb::PushAck> r, errc code, const std::string& part) {
+    BOOST_REQUIRE(!r);
+    BOOST_TEST(r.error().code() == uint8_t(code), describe(r.error()));
+    BOOST_TEST(describe(r.error()).find(part) != std::string::npos, describe(r.error()));
+  };
+  // A good slice first, then a bad one: the whole push is refused.
+  expect_error(call<pb::PushAck>(self, shard, push(0, 0, {slice("w", {1, 1, 1, 1}), slice("nope", {1})})),
+               errc::unknown_variable, "ps shard 0: no variable 'nope'");
+  expect_error(call<pb::PushAck>(self, shard, push(0, 0, {slice("w", {1, 1, 1}, 2)})), errc::out_of_range, "");
+  expect_error(call<pb::PushAck>(self, shard, push(0, 0, {slice("w", {1, 1}, 3)})), errc::out_of_range,
+               "'w': elements [3, 5) outside [0, 4)");
+  auto wrong_bytes = slice("w", {1, 1});
+  wrong_bytes.set_data("abc");
+  expect_error(call<pb::PushAck>(self, shard, push(0, 0, {wrong_bytes})), errc::bad_tensor,
+               "'w': 3 bytes for 2 float32 elements (want 8)");
+  auto wrong_dtype = slice("w", {1});
+  wrong_dtype.set_dtype(pb::DTYPE_UNSPECIFIED);
+  expect_error(call<pb::PushAck>(self, shard, push(0, 0, {wrong_dtype})), errc::bad_tensor, "dtype must be FLOAT32");
+  pb::SparsePush sp;
+  sp.mutable_gradient()->set_name("emb");
+  sp.mutable_gradient()->set_dim(2);
+  sp.mutable_gradient()->add_ids(3);
+  std::vector<float> row{1, 1};
+  sp.mutable_gradient()->set_data(reinterpret_cast<const char*>(row.data()), 8);
+  expect_error(call<pb::PushAck>(self, shard, sp), errc::out_of_range, "'emb': row 3 outside [0, 3)");
+  sp.mutable_gradient()->set_dim(4);
+  expect_error(call<pb::PushAck>(self, shard, sp), errc::bad_tensor, "rows of 4 floats");
+  pb::CreateVariables redefine;
+  *redefine.add_variables() = variable_spec("w", {4});
+  auto created = call<pb::Created>(self, shard, redefine);
+  BOOST_REQUIRE(!created);
+  BOOST_TEST(describe(created.error()).find("'w' exists with another spec") != std::string::npos);
+  pb::CreateVariables same;
+  *same.add_variables() = variable_spec("w", {2, 2});
+  BOOST_TEST(bool(call<pb::Created>(self, shard, same)));  // idempotent
+  BOOST_TEST(value("w") == before);
+  BOOST_TEST(stats().pushes_applied() == 0u);
+}
+
+BOOST_FIXTURE_TEST_CASE(assign_and_ranged_reads, fixture) {
+  auto w = variable_spec("w", {4});
+  w.mutable_initializer()->set_kind(pb::Initializer::UNIFORM);
+  w.mutable_initializer()->set_low(-1);
+  w.mutable_initializer()->set_high(1);
+  w.mutable_initializer()->set_seed(7);
+  start(mode(pb::Consistency::ASYNC), {w});
+  auto initial = value("w");
+  BOOST_TEST(initial[0] != 0.0f);
+  pb::Assign assign;
+  *assign.add_values() = slice("w", {5, 6}, 2);
+  BOOST_TEST(call<pb::Assigned>(self, shard, assign)->count() == 1u);
+  pb::Pull ranged;
+  ranged.add_names("w");
+  ranged.set_offset(1);
+  ranged.set_count(3);
+  auto v = call<pb::Values>(self, shard, ranged);
+  BOOST_REQUIRE(v);
+  BOOST_TEST(floats(v->tensors(0).data()) == std::vector<float>({initial[1], 5, 6}));
+  BOOST_TEST(v->versions(0) == 1u);
+}
