@@ -1,0 +1,131 @@
+#include "actors/ps_client.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+namespace actorps {
+
+std::string sharded_variable::shard_name(size_t i) const {
+  return shards.size() == 1 ? name : name + "/part_" + std::to_string(i);
+}
+
+int64_t sharded_variable::row_size() const {
+  int64_t n = 1;
+  for (size_t i = 1; i < shape.size(); ++i) n *= shape[i];
+  return n;
+}
+
+int64_t sharded_variable::size() const { return shape.empty() ? 1 : shape[0] * row_size(); }
+
+pb::VariableSpec sharded_variable::spec(size_t i) const {
+  pb::VariableSpec v;
+  v.set_name(shard_name(i));
+  v.set_dtype(pb::FLOAT32);
+  for (auto d : shards[i].shape) v.add_shape(d);
+  for (auto d : shape) v.add_full_shape(d);
+  v.set_first_row(shards[i].first_row);
+  *v.mutable_initializer() = initializer;
+  *v.mutable_optimizer() = optimizer;
+  return v;
+}
+
+std::map<int, pb::CreateVariables> create_requests(const std::vector<sharded_variable>& vars) {
+  std::map<int, pb::CreateVariables> out;
+  for (auto& v : vars)
+    for (size_t i = 0; i < v.shards.size(); ++i) *out[v.shards[i].ps_task].add_variables() = v.spec(i);
+  return out;
+}
+
+namespace {
+
+// Elements of shard i: [first, first + count) of the whole variable.
+int64_t shard_first(const sharded_variable& v, size_t i) { return v.shards[i].first_row * v.row_size(); }
+int64_t shard_count(const sharded_variable& v, size_t i) {
+  return v.shape.empty() ? 1 : v.shards[i].shape[0] * v.row_size();
+}
+
+}  // namespace
+
+std::map<int, std::vector<pb::Push>> split_push(uint32_t worker, int64_t step,
+                                                const std::vector<const sharded_variable*>& vars,
+                                                const std::vector<const float*>& grads, int64_t chunk_bytes) {
+  const int64_t chunk = std::max<int64_t>(1, chunk_bytes / 4);
+  std::map<int, std::vector<pb::Push>> out;
+  std::map<int, int64_t> filled;  // elements in the last message per PS task
+  for (size_t v = 0; v < vars.size(); ++v) {
+    auto& var = *vars[v];
+    for (size_t s = 0; s < var.shards.size(); ++s) {
+      const int ps = var.shards[s].ps_task;
+      for (int64_t at = 0; at < shard_count(var, s);) {
+        auto& msgs = out[ps];
+        if (msgs.empty() || filled[ps] >= chunk) {
+          msgs.emplace_back().set_worker(worker);
+          msgs.back().set_step(step);
+          filled[ps] = 0;
+        }
+        const int64_t n = std::min(shard_count(var, s) - at, chunk - filled[ps]);
+        auto* slice = msgs.back().add_gradients();
+        slice->set_name(var.shard_name(s));
+        slice->set_dtype(pb::FLOAT32);
+        slice->set_offset(at);
+        slice->set_count(n);
+        slice->set_data(reinterpret_cast<const char*>(grads[v] + shard_first(var, s) + at), size_t(n) * 4);
+        filled[ps] += n;
+        at += n;
+      }
+    }
+  }
+  return out;
+}
+
+std::map<int, std::vector<pb::Pull>> split_pull(const std::vector<const sharded_variable*>& vars,
+                                                int64_t chunk_bytes) {
+  const int64_t chunk = std::max<int64_t>(1, chunk_bytes / 4);
+  std::map<int, std::vector<pb::Pull>> out;
+  std::map<int, pb::Pull> small;  // whole small shards, batched per PS task
+  std::map<int, int64_t> small_size;
+  for (auto* var : vars)
+    for (size_t s = 0; s < var->shards.size(); ++s) {
+      const int ps = var->shards[s].ps_task;
+      const int64_t count = shard_count(*var, s);
+      if (count > chunk) {  // ranged pulls of one chunk each
+        for (int64_t at = 0; at < count; at += chunk) {
+          auto& p = out[ps].emplace_back();
+          p.add_names(var->shard_name(s));
+          p.set_offset(at);
+          p.set_count(std::min(chunk, count - at));
+        }
+        continue;
+      }
+      if (small_size[ps] + count > chunk) {
+        out[ps].push_back(std::move(small[ps]));
+        small[ps] = pb::Pull{};
+        small_size[ps] = 0;
+      }
+      small[ps].add_names(var->shard_name(s));
+      small_size[ps] += count;
+    }
+  for (auto& [ps, p] : small)
+    if (p.names_size() > 0) out[ps].push_back(std::move(p));
+  return out;
+}
+
+caf::error scatter_values(const pb::Values& values, const std::vector<const sharded_variable*>& vars,
+                          const std::vector<float*>& outs) {
+  for (auto& t : values.tensors()) {
+    bool placed = false;
+    for (size_t v = 0; v < vars.size() && !placed; ++v)
+      for (size_t s = 0; s < vars[v]->shards.size() && !placed; ++s) {
+        if (vars[v]->shard_name(s) != t.name()) continue;
+        if (t.offset() < 0 || t.count() < 0 || t.offset() + t.count() > shard_count(*vars[v], s) ||
+            int64_t(t.data().size()) != t.count() * 4)
+          return make_error(errc::bad_tensor, "pull answer for '" + t.name() + "' overruns the shard");
+        std::memcpy(outs[v] + shard_first(*vars[v], s) + t.offset(), t.data().data(), t.data().size());
+        placed = true;
+      }
+    if (!placed) return make_error(errc::unknown_variable, "pull answer names unknown shard '" + t.name() + "'");
+  }
+  return caf::none;
+}
+
+}  // namespace actorps

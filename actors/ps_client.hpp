@@ -1,0 +1,57 @@
+// The worker's side of the PS protocol, without the actor: a sharded
+// variable looks like one variable; pushes and pulls are split by shard and
+// chunked so that no message carries more than `chunk_bytes` of tensor data
+// (CAF serializes a message on its one I/O thread and caps frames near
+// 2 GiB; chunks keep memory flat and let small messages pass big ones).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <caf/error.hpp>
+
+#include "config/partitioner.hpp"
+#include "messages/wire.hpp"
+
+namespace actorps {
+
+constexpr int64_t kDefaultChunkBytes = 4 << 20;
+
+struct sharded_variable {
+  std::string name;
+  std::vector<int64_t> shape;           // the whole variable
+  std::vector<shard_placement> shards;  // placement::place
+  pb::Initializer initializer;
+  pb::Optimizer optimizer;
+
+  /// The shard's name on its PS: the variable's own when unpartitioned,
+  /// else "<name>/part_<i>" (TF's naming).
+  std::string shard_name(size_t i) const;
+  int64_t row_size() const;
+  int64_t size() const;
+  /// The VariableSpec that creates shard i.
+  pb::VariableSpec spec(size_t i) const;
+};
+
+/// CreateVariables per PS task.
+std::map<int, pb::CreateVariables> create_requests(const std::vector<sharded_variable>& vars);
+
+/// Push messages per PS task carrying whole-variable gradients grads[i]
+/// (host memory, vars[i]'s shape) from (worker, step).
+std::map<int, std::vector<pb::Push>> split_push(uint32_t worker, int64_t step,
+                                                const std::vector<const sharded_variable*>& vars,
+                                                const std::vector<const float*>& grads,
+                                                int64_t chunk_bytes = kDefaultChunkBytes);
+
+/// Pull messages per PS task that together read every element of `vars`.
+std::map<int, std::vector<pb::Pull>> split_pull(const std::vector<const sharded_variable*>& vars,
+                                                int64_t chunk_bytes = kDefaultChunkBytes);
+
+/// Copies the tensors of one Values answer into outs[i] (vars[i]'s shape).
+/// An answer that names an unknown shard or overruns it is an error.
+caf::error scatter_values(const pb::Values& values, const std::vector<const sharded_variable*>& vars,
+                          const std::vector<float*>& outs);
+
+}  // namespace actorps

@@ -1,0 +1,196 @@
+// PS shards in real PS node processes: the test process plays the
+// coordinator (spawns shards, creates a partitioned variable) and two
+// workers, pushing and pulling over loopback TCP in chunks.
+#define BOOST_TEST_MODULE ps_cluster
+#include <boost/test/unit_test.hpp>
+
+#include <caf/actor_system.hpp>
+#include <caf/io/middleman.hpp>
+
+#include "actors/node_actor.hpp"
+#include "actors/ps_client.hpp"
+#include "actors/system_config.hpp"
+#include "tests/cluster_harness.hpp"
+#include "tests/ps_check.hpp"
+
+using namespace actorps;
+using namespace actorps::test;
+
+namespace {
+
+// One process's view of the cluster: an actor system, an actor that said
+// Hello as `as` to every node it dials, and the nodes it dialed.
+struct client {
+  cluster_spec spec;
+  system_config cfg;
+  caf::actor_system sys;
+  caf::scoped_actor self;
+
+  explicit client(const std::string& config)
+      : spec(*load_toml_file(config)), cfg(spec.runtime), sys(cfg), self(sys) {}
+
+  caf::expected<node_actor> dial(const std::string& task, task_id as) {
+    auto* node = spec.node_of(*parse_task(task));
+    auto handle = sys.middleman().remote_actor<node_actor>(node->host, node->port);
+    if (!handle) return handle.error();
+    pb::Hello hello;
+    hello.set_cluster_name(spec.name);
+    hello.set_protocol_version(kProtocolVersion);
+    *hello.mutable_from() = to_proto(as);
+    auto welcome = call<pb::Welcome>(self, *handle, hello);
+    if (!welcome) return welcome.error();
+    return *handle;
+  }
+
+  caf::expected<ps_shard_actor> spawn_shard(const node_actor& node, uint32_t index, pb::Consistency c) {
+    pb::SpawnShard req;
+    req.set_shard(index);
+    *req.mutable_consistency() = c;
+    return call<ps_shard_actor>(self, node, req);
+  }
+};
+
+std::string why(const caf::error& e) { return describe(e); }
+
+// w [10, 4] split in two (5 rows on each PS), b [4] whole on ps:0.
+std::vector<sharded_variable> model_variables() {
+  placement place(2);
+  std::vector<sharded_variable> vars(2);
+  vars[0].name = "w", vars[0].shape = {10, 4};
+  vars[0].shards = *place.place(vars[0].shape, 4, partitioner::fixed(2));
+  vars[1].name = "b", vars[1].shape = {4};
+  vars[1].shards = *place.place(vars[1].shape, 4, partitioner{});
+  for (auto& v : vars) {
+    v.optimizer.set_kind(pb::Optimizer::SGD);
+    v.optimizer.set_learning_rate(0.5f);
+  }
+  return vars;
+}
+
+constexpr int64_t kChunk = 48;  // bytes: forces every shard of w into several messages
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(async_pushes_from_two_workers_give_the_closed_form_across_ps_processes) {
+  local_cluster cluster({"coordinator", "ps", "ps", "worker"});
+  cluster.start("ps:0");
+  cluster.start("ps:1");
+  client coord(cluster.config);
+  std::vector<ps_shard_actor> shards;
+  for (uint32_t i = 0; i < 2; ++i) {
+    auto node = coord.dial("ps:" + std::to_string(i), task_id{pb::COORDINATOR, 0});
+    BOOST_REQUIRE_MESSAGE(node, (node ? "" : why(node.error())));
+    auto shard = coord.spawn_shard(*node, i, pb::Consistency{});
+    BOOST_REQUIRE_MESSAGE(shard, (shard ? "" : why(shard.error())));
+    shards.push_back(*shard);
+    auto status = call<pb::NodeStatus>(coord.self, *node, pb::StatusRequest{});
+    BOOST_TEST(status->actors(1) == "ps_shard:" + std::to_string(i));
+    auto again = coord.spawn_shard(*node, i, pb::Consistency{});  // idempotent: the same shard
+    BOOST_TEST(bool(again));
+  }
+  auto vars = model_variables();
+  BOOST_TEST(vars[0].shards[1].ps_task == 1);
+  BOOST_TEST(vars[1].shards[0].ps_task == 0);  // round-robin goes on after w's two shards
+  for (auto& [ps, req] : create_requests(vars)) {
+    auto created = call<pb::Created>(coord.self, shards[size_t(ps)], req);
+    BOOST_REQUIRE_MESSAGE(created, (created ? "" : why(created.error())));
+  }
+  std::vector<const sharded_variable*> view{&vars[0], &vars[1]};
+  // Two workers, K = 5 steps each; SGD lr 0.5; values chosen so float sums are exact.
+  const float gw[2] = {1.0f, 0.5f}, gb[2] = {2.0f, 0.25f};
+  const int K = 5;
+  caf::scoped_actor workers[2] = {caf::scoped_actor{coord.sys}, caf::scoped_actor{coord.sys}};
+  for (int step = 0; step < K; ++step)
+    for (uint32_t w = 0; w < 2; ++w) {
+      std::vector<float> grad_w(40, gw[w]), grad_b(4, gb[w]);
+      for (auto& [ps, msgs] : split_push(w, step, view, {grad_w.data(), grad_b.data()}, kChunk)) {
+        BOOST_TEST(msgs.size() == 2u);  // chunked: 24 and 20 floats in messages of at most 12
+        for (auto& m : msgs) {
+          auto ack = call<pb::PushAck>(workers[w], shards[size_t(ps)], m);
+          BOOST_REQUIRE_MESSAGE(ack, (ack ? "" : why(ack.error())));
+          BOOST_TEST(ack->duplicates() == 0u);
+        }
+      }
+    }
+  // A retried message (same worker, step, slices) is applied once.
+  std::vector<float> retry_w(40, 100.0f), retry_b(4, 100.0f);
+  auto retry = split_push(1, K - 1, view, {retry_w.data(), retry_b.data()}, kChunk);
+  auto dup = call<pb::PushAck>(workers[1], shards[1], retry[1][0]);
+  BOOST_TEST(dup->duplicates() == uint32_t(retry[1][0].gradients_size()));
+  std::vector<float> w(40, -1.0f), b(4, -1.0f);
+  for (auto& [ps, pulls] : split_pull(view, kChunk))
+    for (auto& p : pulls) {
+      auto values = call<pb::Values>(coord.self, shards[size_t(ps)], p);
+      BOOST_REQUIRE_MESSAGE(values, (values ? "" : why(values.error())));
+      BOOST_REQUIRE(!scatter_values(*values, view, {w.data(), b.data()}));
+    }
+  BOOST_TEST(w == std::vector<float>(40, -0.5f * K * (gw[0] + gw[1])));
+  BOOST_TEST(b == std::vector<float>(4, -0.5f * K * (gb[0] + gb[1])));
+  // SIGTERM stops a PS node and its shard cleanly.
+  cluster.node("ps:1").signal(SIGTERM);
+  auto code = cluster.node("ps:1").wait(10s);
+  BOOST_REQUIRE(code);
+  BOOST_TEST(*code == 0);
+}
+
+BOOST_AUTO_TEST_CASE(sync_mode_across_processes_applies_one_mean_per_step) {
+  local_cluster cluster({"coordinator", "ps", "ps", "worker"});
+  cluster.start("ps:0");
+  cluster.start("ps:1");
+  client coord(cluster.config);
+  pb::Consistency sync;
+  sync.set_mode(pb::Consistency::SYNC);
+  sync.set_replicas_to_aggregate(2);
+  sync.set_num_workers(2);
+  std::vector<ps_shard_actor> shards;
+  for (uint32_t i = 0; i < 2; ++i) {
+    auto node = coord.dial("ps:" + std::to_string(i), task_id{pb::COORDINATOR, 0});
+    BOOST_REQUIRE(node);
+    shards.push_back(*coord.spawn_shard(*node, i, sync));
+  }
+  auto vars = model_variables();
+  for (auto& [ps, req] : create_requests(vars)) BOOST_REQUIRE(call<pb::Created>(coord.self, shards[size_t(ps)], req));
+  std::vector<const sharded_variable*> view{&vars[0], &vars[1]};
+  float expected = 0;
+  for (int step = 0; step < 3; ++step) {
+    for (uint32_t w = 0; w < 2; ++w) {
+      std::vector<float> gw(40, float(w + 1)), gb(4, float(w + 1));  // mean over workers = 1.5
+      for (auto& [ps, msgs] : split_push(w, step, view, {gw.data(), gb.data()}, kChunk))
+        for (auto& m : msgs) BOOST_REQUIRE(call<pb::PushAck>(coord.self, shards[size_t(ps)], m));
+    }
+    expected -= 0.5f * 1.5f;
+    std::vector<float> w(40), b(4);
+    for (auto& [ps, pulls] : split_pull(view, kChunk))
+      for (auto p : pulls) {
+        p.set_step(step + 1);  // the step's update is visible
+        auto values = call<pb::Values>(coord.self, shards[size_t(ps)], p);
+        BOOST_REQUIRE(values);
+        BOOST_TEST(values->step() == step + 1);
+        BOOST_REQUIRE(!scatter_values(*values, view, {w.data(), b.data()}));
+      }
+    BOOST_TEST(w == std::vector<float>(40, expected));
+    BOOST_TEST(b == std::vector<float>(4, expected));
+  }
+}
+
+BOOST_AUTO_TEST_CASE(only_the_coordinator_spawns_shards_and_only_where_a_ps_task_lives) {
+  local_cluster cluster({"coordinator", "ps", "worker"});
+  cluster.start("ps:0");
+  client coord(cluster.config);
+  auto node = coord.dial("ps:0", task_id{pb::COORDINATOR, 0});
+  BOOST_REQUIRE(node);
+  auto wrong = coord.spawn_shard(*node, 3, pb::Consistency{});
+  BOOST_REQUIRE(!wrong);
+  BOOST_TEST(why(wrong.error()).find("hosts no task ps:3") != std::string::npos, why(wrong.error()));
+  pb::Consistency bad;
+  bad.set_mode(pb::Consistency::SYNC);
+  auto invalid = coord.spawn_shard(*node, 0, bad);
+  BOOST_REQUIRE(!invalid);
+  BOOST_TEST(why(invalid.error()).find("replicas_to_aggregate must be >= 1") != std::string::npos);
+  client worker(cluster.config);
+  auto as_worker = worker.dial("ps:0", task_id{pb::WORKER, 0});
+  BOOST_REQUIRE(as_worker);
+  auto refused = worker.spawn_shard(*as_worker, 0, pb::Consistency{});
+  BOOST_REQUIRE(!refused);
+  BOOST_TEST(why(refused.error()).find("only the coordinator may spawn PS shards") != std::string::npos);
+}
