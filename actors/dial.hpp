@@ -7,6 +7,7 @@
 
 #include <caf/expected.hpp>
 #include <caf/io/middleman.hpp>
+#include <caf/scoped_actor.hpp>
 #include <unistd.h>
 
 #include "actors/node_actor.hpp"
@@ -16,16 +17,22 @@ namespace actorps {
 
 using dial_callback = std::function<void(caf::expected<node_actor>)>;
 
-namespace detail {
-
-template <class Self>
-void greet(Self* self, const cluster_spec& spec, task_id from, node_actor node,
-           dial_callback done) {
+/// The Hello that admits `from` to a node of `spec`.
+inline pb::Hello hello_from(const cluster_spec& spec, task_id from) {
   pb::Hello hello;
   hello.set_cluster_name(spec.name);
   hello.set_protocol_version(kProtocolVersion);
   *hello.mutable_from() = to_proto(from);
   hello.set_pid(static_cast<uint32_t>(::getpid()));
+  return hello;
+}
+
+namespace detail {
+
+template <class Self>
+void greet(Self* self, const cluster_spec& spec, task_id from, node_actor node,
+           dial_callback done) {
+  auto hello = hello_from(spec, from);
   auto timeout = std::chrono::milliseconds(spec.runtime.connect_timeout_ms);
   self->request(node, timeout, hello)
       .then([node, done](const pb::Welcome&) { done(node); },
@@ -62,6 +69,22 @@ void dial_node(Self* self, const cluster_spec& spec, task_id from, size_t node,
             detail::greet(self, spec, from, caf::actor_cast<node_actor>(std::move(ptr)), done);
           },
           [done](const caf::error& err) { done(err); });
+}
+
+/// Blocking dial for set-up code (tools, tests), never for hot paths: the
+/// admission lasts as long as `self` lives. Same errors as dial_node.
+inline caf::expected<node_actor> dial_node_now(caf::scoped_actor& self, const cluster_spec& spec, task_id from,
+                                               size_t node) {
+  auto& target = spec.nodes[node];
+  if (!spec.may_connect(from.role, target))
+    return make_error(errc::device_filter, "device filters forbid " + to_string(from) + " to talk to " + target.address());
+  auto handle = self->home_system().middleman().remote_actor<node_actor>(target.host, target.port);
+  if (!handle) return handle.error();
+  caf::error failed;
+  self->request(*handle, std::chrono::milliseconds(spec.runtime.connect_timeout_ms), hello_from(spec, from))
+      .receive([](const pb::Welcome&) {}, [&](caf::error& err) { failed = std::move(err); });
+  if (failed) return failed;
+  return *handle;
 }
 
 }  // namespace actorps

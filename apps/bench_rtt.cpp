@@ -1,10 +1,5 @@
 // `actorps bench rtt`: small request/response round trips per second between
 // this process and a node process, beside raw TCP ping-pong, in one run.
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <csignal>
 #include <cstdio>
@@ -21,6 +16,7 @@
 
 #include "actors/dial.hpp"
 #include "actors/system_config.hpp"
+#include "apps/bench_util.hpp"
 #include "apps/commands.hpp"
 #include "apps/subprocess.hpp"
 
@@ -30,36 +26,7 @@ namespace {
 using clock_type = std::chrono::steady_clock;
 constexpr auto kStartTimeout = std::chrono::seconds(20);
 
-double median(std::vector<double> xs) {
-  std::sort(xs.begin(), xs.end());
-  return xs[xs.size() / 2];
-}
-
-int connect_tcp(uint16_t port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = htons(port);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  int one = 1;
-  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-  return fd;
-}
-
-bool exchange(int fd, char* buf, size_t n) {
-  if (::write(fd, buf, n) != static_cast<ssize_t>(n)) return false;
-  size_t got = 0;
-  while (got < n) {
-    auto r = ::read(fd, buf + got, n - got);
-    if (r <= 0) return false;
-    got += static_cast<size_t>(r);
-  }
-  return true;
-}
+bool exchange(int fd, char* buf, size_t n) { return write_full(fd, buf, n) && read_full(fd, buf, n); }
 
 // Raw TCP ping-pong of 8-byte messages against `actorps bench tcp-echo`.
 caf::expected<std::vector<double>> measure_tcp(const rtt_bench_options& opts) {
@@ -196,21 +163,8 @@ runtime_options caf_defaults() {
 }  // namespace
 
 int run_tcp_echo(uint16_t port) {
-  int srv = ::socket(AF_INET, SOCK_STREAM, 0);
-  int one = 1;
-  ::setsockopt(srv, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = htons(port);
-  if (::bind(srv, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || ::listen(srv, 1) != 0) {
-    std::perror("tcp-echo: bind/listen");
-    return 1;
-  }
-  std::printf("ready\n");
-  std::fflush(stdout);
-  int fd = ::accept(srv, nullptr, nullptr);
-  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  int fd = accept_one(port, "tcp-echo: bind/listen");
+  if (fd < 0) return 1;
   char buf[8];
   for (;;) {
     auto n = ::read(fd, buf, sizeof(buf));
@@ -220,8 +174,7 @@ int run_tcp_echo(uint16_t port) {
 }
 
 int run_bench_rtt(const rtt_bench_options& opts) {
-  char dir_template[] = "/tmp/actorps-bench-XXXXXX";
-  std::string dir = ::mkdtemp(dir_template);
+  std::string dir = make_temp_dir("bench");
   auto tcp = measure_tcp(opts);
   if (!tcp) {
     fmt::print(stderr, "bench rtt: raw TCP: {}\n", describe(tcp.error()));

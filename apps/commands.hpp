@@ -41,6 +41,19 @@ struct kernels_bench_options {
 /// `actorps bench kernels`: seed CNN forward+backward, ours vs PyTorch.
 int run_bench_kernels(const kernels_bench_options& opts);
 
+struct ps_bench_options {
+  std::string self_exe;  // to start the PS node processes
+  uint32_t scale = 4;    // repetitions relative to the default (4 = as documented)
+  uint32_t chunk_kib = 1024;  // largest tensor payload per message
+};
+
+/// `actorps bench ps`: dense push/pull/push+pull vs raw TCP, ops in flight,
+/// sparse pushes, between this process and PS node processes.
+int run_bench_ps(const ps_bench_options& opts);
+
+/// Hidden helper of bench ps: a bulk TCP peer on `port` (see bench_ps.cpp).
+int run_tcp_bulk(uint16_t port);
+
 /// Hidden helper of the bench: a TCP echo server for 8-byte messages on
 /// `port` (127.0.0.1) that prints "ready" once listening.
 int run_tcp_echo(uint16_t port);

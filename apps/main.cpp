@@ -1,6 +1,7 @@
 // actorps: the command-line program. Parses its own flags (never CAF's
 // parser: it rejects unknown flags and silently reads caf-application.ini),
 // loads the cluster from --config or TF_CONFIG, and runs one subcommand.
+#include <malloc.h>
 #include <unistd.h>
 
 #include <climits>
@@ -45,6 +46,11 @@ int fail(const caf::error& err) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Tensors travel in chunks of a few MiB. glibc would mmap each such buffer
+  // fresh and unmap it on free, and this VM pays ~11 us per first-touch page
+  // (a 4 MiB chunk: ~11 ms). Keep freed buffers in the heap for reuse.
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
   CLI::App app{"actorps: parameter-server training as an actor system"};
   app.require_subcommand(1);
   std::string config_path;
@@ -77,6 +83,15 @@ int main(int argc, char** argv) {
   auto* bench_kernels = bench->add_subcommand("kernels", "seed CNN forward+backward vs PyTorch");
   bench_kernels->add_option("--iterations", kern.iterations, "steps per repetition")->check(CLI::Range(1u, 100000u));
   bench_kernels->add_option("--repetitions", kern.repetitions, "repetitions (medians)")->check(CLI::Range(1u, 100u));
+  ps_bench_options ps_opts;
+  auto* bench_ps = bench->add_subcommand("ps", "PS push/pull vs raw TCP, ops in flight, sparse pushes");
+  bench_ps->add_option("--scale", ps_opts.scale, "repetitions, 4 = default; 1 = a quick run")->check(CLI::Range(1u, 100u));
+  bench_ps->add_option("--chunk-kib", ps_opts.chunk_kib, "largest tensor payload per message, KiB")
+      ->check(CLI::Range(4u, 1u << 20));
+  uint16_t bulk_port = 0;
+  auto* tcp_bulk = bench->add_subcommand("tcp-bulk", "");  // internal helper of bench ps
+  tcp_bulk->group("");
+  tcp_bulk->add_option("--port", bulk_port)->required();
   uint16_t echo_port = 0;
   auto* tcp_echo = bench->add_subcommand("tcp-echo", "");  // internal helper of bench rtt
   tcp_echo->group("");
@@ -95,6 +110,11 @@ int main(int argc, char** argv) {
     return run_bench_rtt(rtt);
   }
   if (*tcp_echo) return run_tcp_echo(echo_port);
+  if (*tcp_bulk) return run_tcp_bulk(bulk_port);
+  if (*bench_ps) {
+    ps_opts.self_exe = self_exe();
+    return run_bench_ps(ps_opts);
+  }
   if (*bench_kernels) return run_bench_kernels(kern);
 
   if (*local) config_path = local_config;

@@ -10,6 +10,7 @@
 
 #include <boost/test/unit_test.hpp>
 
+#include "apps/bench_util.hpp"
 #include "apps/subprocess.hpp"
 #include "config/cluster_spec.hpp"
 #include "messages/errors.hpp"
@@ -18,14 +19,9 @@ namespace actorps::test {
 
 using namespace std::chrono_literals;
 
-inline std::string make_temp_dir() {
-  char tmpl[] = "/tmp/actorps-test-XXXXXX";
-  return ::mkdtemp(tmpl);
-}
-
 /// A topology of `roles` (one node each) on free ports, written to dir/cluster.toml.
 struct local_cluster {
-  std::string dir = make_temp_dir();
+  std::string dir = make_temp_dir("test");
   std::string config = dir + "/cluster.toml";
   std::vector<std::string> tasks;  // "coordinator:0", "worker:0", ...
   std::map<std::string, uint16_t> ports;

@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "apps/bench_util.hpp"
 #include "tests/cluster_harness.hpp"
 
 using namespace actorps;
@@ -20,16 +21,9 @@ namespace {
 // True when nothing listens on `port` any more (SO_REUSEADDR, as a restarted
 // node binds: connections of the old process may linger in TIME_WAIT).
 bool port_is_free(uint16_t port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  int one = 1;
-  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = htons(port);
-  bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
-  ::close(fd);
-  return ok;
+  int fd = listen_tcp(port);
+  if (fd >= 0) ::close(fd);
+  return fd >= 0;
 }
 
 double seconds_since(clock_type::time_point t) {
@@ -122,7 +116,7 @@ BOOST_AUTO_TEST_CASE(node_from_tf_config) {
   auto tf_config = R"({"cluster": {"chief": ["127.0.0.1:)" + std::to_string(chief) +
                    R"("], "worker": ["127.0.0.1:)" + std::to_string(worker) + R"("]}, "task": {"type": "worker", "index": 0}})";
   ::setenv("TF_CONFIG", tf_config.c_str(), 1);
-  auto dir = make_temp_dir();
+  auto dir = make_temp_dir("test");
   auto node = child_process::spawn({ACTORPS_BIN, "node"}, dir + "/node.log");
   BOOST_REQUIRE(node);
   auto ready = node->wait_for_line("actorps node ready", 20s);

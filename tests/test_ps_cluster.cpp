@@ -7,7 +7,7 @@
 #include <caf/actor_system.hpp>
 #include <caf/io/middleman.hpp>
 
-#include "actors/node_actor.hpp"
+#include "actors/dial.hpp"
 #include "actors/ps_client.hpp"
 #include "actors/system_config.hpp"
 #include "tests/cluster_harness.hpp"
@@ -31,15 +31,7 @@ struct client {
 
   caf::expected<node_actor> dial(const std::string& task, task_id as) {
     auto* node = spec.node_of(*parse_task(task));
-    auto handle = sys.middleman().remote_actor<node_actor>(node->host, node->port);
-    if (!handle) return handle.error();
-    pb::Hello hello;
-    hello.set_cluster_name(spec.name);
-    hello.set_protocol_version(kProtocolVersion);
-    *hello.mutable_from() = to_proto(as);
-    auto welcome = call<pb::Welcome>(self, *handle, hello);
-    if (!welcome) return welcome.error();
-    return *handle;
+    return dial_node_now(self, spec, as, size_t(node - spec.nodes.data()));
   }
 
   caf::expected<ps_shard_actor> spawn_shard(const node_actor& node, uint32_t index, pb::Consistency c) {
