@@ -237,6 +237,13 @@ bool maybe_advance(shard_actor self) {
   return true;
 }
 
+// BOUNDED_STALENESS: `worker` has finished `step`.
+void advance_clock(shard_actor self, uint32_t worker, int64_t step) {
+  auto& st = self->state;
+  if (st.consistency.mode() == pb::Consistency::BOUNDED_STALENESS && worker < st.clocks.size())
+    st.clocks[worker] = std::max(st.clocks[worker], step + 1);
+}
+
 pb::PushAck apply_push(shard_actor self, const pb::Push& push) {
   auto& st = self->state;
   pb::PushAck ack;
@@ -264,8 +271,7 @@ pb::PushAck apply_push(shard_actor self, const pb::Push& push) {
   }
   st.stats.set_pushes_applied(st.stats.pushes_applied() + ack.applied());
   st.stats.set_duplicates(st.stats.duplicates() + ack.duplicates());
-  if (st.consistency.mode() == pb::Consistency::BOUNDED_STALENESS && push.worker() < st.clocks.size())
-    st.clocks[push.worker()] = std::max(st.clocks[push.worker()], push.step() + 1);
+  advance_clock(self, push.worker(), push.step());
   return ack;
 }
 
@@ -322,6 +328,14 @@ caf::result<pb::Created> on_create(shard_actor self, const pb::CreateVariables& 
   return out;
 }
 
+// SYNC and BOUNDED_STALENESS count workers: the id must be one of the job's.
+caf::error check_worker(shard_actor self, uint32_t worker) {
+  auto& c = self->state.consistency;
+  if (c.mode() == pb::Consistency::ASYNC || worker < c.num_workers()) return caf::none;
+  return fail(self, errc::out_of_range,
+              "worker " + std::to_string(worker) + " outside the job's " + std::to_string(c.num_workers()) + " workers");
+}
+
 caf::typed_response_promise<pb::Values> on_pull(shard_actor self, const pb::Pull& pull) {
   auto promise = self->make_response_promise<pb::Values>();
   if (pull_ready(self, pull)) {
@@ -341,10 +355,8 @@ caf::typed_response_promise<pb::PushAck> on_push(shard_actor self, const pb::Pus
   auto promise = self->make_response_promise<pb::PushAck>();
   auto& st = self->state;
   auto& c = st.consistency;
-  if (c.mode() != pb::Consistency::ASYNC && push.worker() >= c.num_workers()) {
-    promise.deliver(fail(self, errc::out_of_range,
-                         "worker " + std::to_string(push.worker()) + " outside the job's " +
-                             std::to_string(c.num_workers()) + " workers"));
+  if (auto err = check_worker(self, push.worker())) {
+    promise.deliver(err);
     return promise;
   }
   for (auto& g : push.gradients())
@@ -383,6 +395,7 @@ caf::result<pb::Rows> on_sparse_pull(shard_actor self, const pb::SparsePull& req
 }
 
 caf::result<pb::PushAck> on_sparse_push(shard_actor self, const pb::SparsePush& req) {
+  if (auto err = check_worker(self, req.worker())) return err;
   auto& g = req.gradient();
   auto v = find(self, g.name());
   if (!v) return v.error();
@@ -414,6 +427,8 @@ caf::result<pb::PushAck> on_sparse_push(shard_actor self, const pb::SparsePush& 
                                   var.value.data(), slots, merged.rows.data());
   ack.set_applied(1);
   self->state.stats.set_pushes_applied(self->state.stats.pushes_applied() + 1);
+  advance_clock(self, req.worker(), req.step());
+  release_waiters(self);
   return ack;
 }
 

@@ -186,3 +186,57 @@ BOOST_AUTO_TEST_CASE(only_the_coordinator_spawns_shards_and_only_where_a_ps_task
   BOOST_REQUIRE(!refused);
   BOOST_TEST(why(refused.error()).find("only the coordinator may spawn PS shards") != std::string::npos);
 }
+
+BOOST_AUTO_TEST_CASE(bounded_staleness_and_sparse_rows_across_processes) {
+  local_cluster cluster({"coordinator", "ps", "worker"});
+  cluster.start("ps:0");
+  client coord(cluster.config);
+  auto node = coord.dial("ps:0", task_id{pb::COORDINATOR, 0});
+  BOOST_REQUIRE(node);
+  pb::Consistency ssp;
+  ssp.set_mode(pb::Consistency::BOUNDED_STALENESS);
+  ssp.set_staleness(1);
+  ssp.set_num_workers(2);
+  auto shard = coord.spawn_shard(*node, 0, ssp);
+  BOOST_REQUIRE(shard);
+  auto table = variable_spec("emb", {50, 8}, pb::Optimizer::SGD, 1.0f);
+  table.mutable_initializer()->set_kind(pb::Initializer::CONSTANT);
+  table.mutable_initializer()->set_value(3.0f);
+  pb::CreateVariables create;
+  *create.add_variables() = table;
+  BOOST_REQUIRE(call<pb::Created>(coord.self, *shard, create));
+  // Worker 0 pushes sparse rows for steps 0 and 1 (clock 2); worker 1 has pushed nothing.
+  auto sparse_push = [&](uint32_t worker, int64_t step, std::vector<int64_t> ids) {
+    pb::SparsePush sp;
+    sp.set_worker(worker);
+    sp.set_step(step);
+    auto* g = sp.mutable_gradient();
+    g->set_name("emb");
+    g->set_dim(8);
+    for (auto id : ids) g->add_ids(id);
+    std::vector<float> rows(ids.size() * 8, 1.0f);
+    g->set_data(reinterpret_cast<const char*>(rows.data()), rows.size() * 4);
+    return call<pb::PushAck>(coord.self, *shard, sp);
+  };
+  BOOST_REQUIRE(sparse_push(0, 0, {3, 7}));
+  BOOST_REQUIRE(sparse_push(0, 1, {7}));
+  // Worker 0 wants step 2: 2 - slowest clock 0 > staleness 1, so its pull waits.
+  caf::scoped_actor fast{coord.sys};
+  pb::Pull ahead;
+  ahead.add_names("emb");
+  ahead.set_worker(0);
+  ahead.set_step(2);
+  fast->send(*shard, ahead);
+  auto stats = call<pb::ShardStats>(coord.self, *shard, pb::ShardStatsRequest{});
+  BOOST_TEST(stats->waiting() == 1u);
+  BOOST_REQUIRE(sparse_push(1, 0, {40}));  // worker 1 reaches clock 1: 2 - 1 <= 1
+  std::vector<float> values;
+  fast->receive([&](const pb::Values& v) { values = floats(v.tensors(0).data()); },
+                caf::after(std::chrono::seconds(10)) >> [] {});
+  BOOST_REQUIRE(values.size() == 400u);
+  for (int row = 0; row < 50; ++row) {
+    const float want = row == 3 ? 2.0f : row == 7 ? 1.0f : row == 40 ? 2.0f : 3.0f;  // SGD lr 1, one per push
+    BOOST_TEST(values[size_t(row * 8)] == want, "row " << row);
+  }
+  BOOST_TEST(call<pb::ShardStats>(coord.self, *shard, pb::ShardStatsRequest{})->waiting() == 0u);
+}
