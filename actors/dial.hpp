@@ -72,9 +72,10 @@ void dial_node(Self* self, const cluster_spec& spec, task_id from, size_t node,
 }
 
 /// Blocking dial for set-up code (tools, tests), never for hot paths: the
-/// admission lasts as long as `self` lives. Same errors as dial_node.
+/// admission lasts as long as `self` lives. Same errors as dial_node; the
+/// node's Welcome goes to `welcome` when given.
 inline caf::expected<node_actor> dial_node_now(caf::scoped_actor& self, const cluster_spec& spec, task_id from,
-                                               size_t node) {
+                                               size_t node, pb::Welcome* welcome = nullptr) {
   auto& target = spec.nodes[node];
   if (!spec.may_connect(from.role, target))
     return make_error(errc::device_filter, "device filters forbid " + to_string(from) + " to talk to " + target.address());
@@ -82,7 +83,11 @@ inline caf::expected<node_actor> dial_node_now(caf::scoped_actor& self, const cl
   if (!handle) return handle.error();
   caf::error failed;
   self->request(*handle, std::chrono::milliseconds(spec.runtime.connect_timeout_ms), hello_from(spec, from))
-      .receive([](const pb::Welcome&) {}, [&](caf::error& err) { failed = std::move(err); });
+      .receive(
+          [&](pb::Welcome& w) {
+            if (welcome != nullptr) *welcome = std::move(w);
+          },
+          [&](caf::error& err) { failed = std::move(err); });
   if (failed) return failed;
   return *handle;
 }

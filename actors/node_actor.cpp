@@ -13,6 +13,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include "actors/bulk_lane.hpp"
 #include "actors/ps_shard.hpp"
 #include "kernels/device_memory.hpp"
 
@@ -33,6 +34,7 @@ struct node_state {
   static inline const char* name = "node";
   cluster_spec spec;
   std::map<uint32_t, spawned_shard> shards;  // by ps task index
+  bulk_server* bulk = nullptr;
   size_t index = 0;
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
   std::unordered_map<caf::node_id, admitted_peer> admitted;
@@ -84,6 +86,10 @@ caf::result<pb::Welcome> on_hello(node_ptr self, const pb::Hello& hello) {
   pb::Welcome welcome;
   for (auto& t : st.self().tasks) *welcome.add_tasks() = to_proto(t);
   welcome.set_pid(static_cast<uint32_t>(::getpid()));
+  if (st.bulk != nullptr && st.bulk->port() != 0) {
+    welcome.set_bulk_port(st.bulk->port());
+    welcome.set_bulk_token(st.bulk->token());
+  }
   return welcome;
 }
 
@@ -114,13 +120,15 @@ caf::result<ps_shard_actor> on_spawn_shard(node_ptr self, const pb::SpawnShard& 
   auto shard = spawn_ps_shard(self->home_system(), req.shard(), req.consistency());
   self->link_to(shard);  // the shard stops with its node
   st.shards.emplace(req.shard(), spawned_shard{shard, req.consistency()});
+  if (st.bulk != nullptr) st.bulk->add_shard(req.shard(), shard);
   spdlog::info("{}spawned the shard of {}", where, to_string(task));
   return shard;
 }
 
-node_broker::behavior_type node_behavior(node_ptr self, cluster_spec spec, size_t index) {
+node_broker::behavior_type node_behavior(node_ptr self, cluster_spec spec, size_t index, bulk_server* bulk) {
   self->state.spec = std::move(spec);
   self->state.index = index;
+  self->state.bulk = bulk;
   self->set_down_handler([self](const caf::down_msg& msg) {
     auto& admitted = self->state.admitted;
     for (auto i = admitted.begin(); i != admitted.end();) {
@@ -159,8 +167,8 @@ node_broker::behavior_type node_behavior(node_ptr self, cluster_spec spec, size_
 
 }  // namespace
 
-node_actor spawn_node(caf::actor_system& sys, cluster_spec spec, size_t node_index) {
-  return sys.middleman().spawn_broker(node_behavior, std::move(spec), node_index);
+node_actor spawn_node(caf::actor_system& sys, cluster_spec spec, size_t node_index, bulk_server* bulk) {
+  return sys.middleman().spawn_broker(node_behavior, std::move(spec), node_index, bulk);
 }
 
 }  // namespace actorps

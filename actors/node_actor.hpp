@@ -15,7 +15,11 @@
 
 namespace actorps {
 
-/// Spawns the node actor for `spec.nodes[node_index]`.
-node_actor spawn_node(caf::actor_system& sys, cluster_spec spec, size_t node_index);
+class bulk_server;
+
+/// Spawns the node actor for `spec.nodes[node_index]`. With `bulk`, the
+/// node announces that bulk lane in its Welcome and registers its shards
+/// there (`bulk` must outlive the node actor's work).
+node_actor spawn_node(caf::actor_system& sys, cluster_spec spec, size_t node_index, bulk_server* bulk = nullptr);
 
 }  // namespace actorps

@@ -143,7 +143,10 @@ caf::error check_slice(shard_actor self, const pb::TensorSlice& s) {
   return caf::none;
 }
 
+// The floats of a payload: in place when the bytes are aligned (heap
+// strings are), else through an aligned copy.
 const float* floats(shard_actor self, const std::string& bytes) {
+  if (reinterpret_cast<uintptr_t>(bytes.data()) % alignof(float) == 0) return reinterpret_cast<const float*>(bytes.data());
   auto& scratch = self->state.scratch;
   scratch.resize(bytes.size() / 4);
   std::memcpy(scratch.data(), bytes.data(), bytes.size());
@@ -459,6 +462,15 @@ pb::ShardStats on_stats(shard_actor self) {
 ps_shard_actor::behavior_type shard_behavior(shard_actor self, uint32_t index, pb::Consistency consistency) {
   self->state.index = index;
   self->state.consistency = consistency;
+  // Stopping (its node exits): whatever waits for a step gets an error, not silence.
+  self->set_exit_handler([self](const caf::exit_msg& msg) {
+    auto err = fail(self, errc::unreachable, "stopping");
+    for (auto& w : self->state.pulls) w.promise.deliver(err);
+    for (auto& w : self->state.pushes) w.promise.deliver(err);
+    self->state.pulls.clear();
+    self->state.pushes.clear();
+    self->quit(msg.reason);
+  });
   if (consistency.mode() == pb::Consistency::BOUNDED_STALENESS) self->state.clocks.assign(consistency.num_workers(), 0);
   return {
       [self](const pb::CreateVariables& req) { return on_create(self, req); },

@@ -14,6 +14,7 @@
 #include <caf/stateful_actor.hpp>
 #include <fmt/format.h>
 
+#include "actors/bulk_lane.hpp"
 #include "actors/dial.hpp"
 #include "actors/ps_client.hpp"
 #include "actors/system_config.hpp"
@@ -194,12 +195,34 @@ issue_fn dense_ops(const std::vector<ps_shard_actor>& shards, dense_case& c, op 
 }
 
 struct row {
+  const char* path;  // "caf" or "bulk"
   op what;
   int64_t bytes;
   int ps;
   double ours_s, tcp_s;  // median seconds per op
   double mbps(double s) const { return double(what == op::pushpull ? 2 * bytes : bytes) / s / 1e6; }
 };
+
+// One dense op over the bulk lanes (one per PS task), shards in parallel.
+caf::error bulk_op(std::vector<bulk_client>& lanes, dense_case& c, op o, int step) {
+  auto one_shard = [&](size_t s) -> caf::error {
+    auto& shard = c.var.shards[s];
+    auto& lane = lanes[size_t(shard.ps_task)];
+    const uint32_t ps = uint32_t(shard.ps_task);
+    const int64_t first = shard.first_row * c.var.row_size(), count = shard.shape[0] * c.var.row_size();
+    if (o != op::pull) {
+      auto ack = lane.push(ps, 0, step, c.var.shard_name(s), 0, count, c.grad.data() + first);
+      if (!ack) return ack.error();
+    }
+    if (o != op::push) return lane.pull(ps, 0, step, c.var.shard_name(s), 0, count, c.out.data() + first);
+    return caf::none;
+  };
+  if (c.var.shards.size() == 1) return one_shard(0);
+  auto second = std::async(std::launch::async, one_shard, 1);
+  auto first = one_shard(0);
+  auto other = second.get();
+  return first ? first : other;
+}
 
 // ---- set-up: PS node processes, shards, variables ----
 
@@ -297,9 +320,14 @@ int run_bench_ps(const ps_bench_options& opts) {
   caf::actor_system sys(cfg);
   caf::scoped_actor self(sys);
   std::vector<ps_shard_actor> shards;
+  std::vector<bulk_client> lanes;
   for (uint32_t i = 0; i < 2; ++i) {
-    auto node = dial_node_now(self, cluster.spec, task_id{pb::COORDINATOR, 0}, i + 1);
+    pb::Welcome welcome;
+    auto node = dial_node_now(self, cluster.spec, task_id{pb::COORDINATOR, 0}, i + 1, &welcome);
     if (!node) return fail("dialing ps:" + std::to_string(i), node.error());
+    auto lane = bulk_client::connect("127.0.0.1", uint16_t(welcome.bulk_port()), welcome.bulk_token());
+    if (!lane) return fail("bulk lane of ps:" + std::to_string(i), lane.error());
+    lanes.push_back(std::move(*lane));
     pb::SpawnShard req;
     req.set_shard(i);
     caf::error failed;
@@ -348,7 +376,19 @@ int run_bench_ps(const ps_bench_options& opts) {
         if (auto warm = run_ops(sys, 1, 1, dense_ops(shards, c, o)); !warm) return fail(op_name(o), warm.error());
         auto r = run_ops(sys, reps, 1, dense_ops(shards, c, o));
         if (!r) return fail(op_name(o), r.error());
-        rows.push_back(row{o, bytes, ps, median(r->latencies), tcp[{o, bytes}]});
+        rows.push_back(row{"caf", o, bytes, ps, median(r->latencies), tcp[{o, bytes}]});
+      }
+  for (int ps : {1, 2})
+    for (auto o : {op::push, op::pull, op::pushpull})
+      for (auto bytes : kSizes) {
+        auto& c = *cases[{ps, bytes}];
+        std::vector<double> times;
+        for (int i = -1; i < repetitions_for(bytes, opts.scale); ++i) {  // -1: warm-up
+          auto t0 = clock_type::now();
+          if (auto err = bulk_op(lanes, c, o, i + 1)) return fail(std::string("bulk ") + op_name(o), err);
+          if (i >= 0) times.push_back(std::chrono::duration<double>(clock_type::now() - t0).count());
+        }
+        rows.push_back(row{"bulk", o, bytes, ps, median(times), tcp[{o, bytes}]});
       }
   // Ops in flight: 1 MiB push+pull, 1 vs 4 at a time.
   auto& mid = *cases[{1, MiB}];
@@ -377,10 +417,10 @@ int run_bench_ps(const ps_bench_options& opts) {
   fmt::print("dense tensors between this process (the worker) and PS node processes on 127.0.0.1; medians;\n"
              "chunks of {} KiB; raw TCP = blocking socket, 1 MiB writes, same sizes, same run\n",
              opts.chunk_kib);
-  fmt::print("{:<10} {:>7} {:>3} {:>12} {:>11} {:>10} {:>9} {:>7}\n", "op", "size", "PS", "actorps MB/s", "latency ms",
-             "TCP MB/s", "TCP ms", "vs TCP");
+  fmt::print("{:<5} {:<10} {:>7} {:>3} {:>12} {:>11} {:>10} {:>9} {:>7}\n", "path", "op", "size", "PS", "actorps MB/s",
+             "latency ms", "TCP MB/s", "TCP ms", "vs TCP");
   for (auto& r : rows)
-    fmt::print("{:<10} {:>7} {:>3} {:>12.0f} {:>11.3f} {:>10.0f} {:>9.3f} {:>6.0f}%\n", op_name(r.what),
+    fmt::print("{:<5} {:<10} {:>7} {:>3} {:>12.0f} {:>11.3f} {:>10.0f} {:>9.3f} {:>6.0f}%\n", r.path, op_name(r.what),
                size_name(r.bytes), r.ps, r.mbps(r.ours_s), r.ours_s * 1e3, r.mbps(r.tcp_s), r.tcp_s * 1e3,
                100.0 * r.tcp_s / r.ours_s);
   const double rate1 = n / one->wall, rate4 = n / four->wall;
@@ -388,12 +428,15 @@ int run_bench_ps(const ps_bench_options& opts) {
   const double rows_per_s = 1000.0 / median(sparse->latencies);
   fmt::print("sparse push, 1,000 rows x 64 floats: {:.3f} ms median, {:.0f} rows/s\n",
              median(sparse->latencies) * 1e3, rows_per_s);
-  auto find = [&](op o, int64_t bytes) {
-    return *std::find_if(rows.begin(), rows.end(), [&](const row& r) { return r.what == o && r.bytes == bytes && r.ps == 1; });
+  auto find = [&](const char* path, op o, int64_t bytes) {
+    return *std::find_if(rows.begin(), rows.end(), [&](const row& r) {
+      return r.path == std::string(path) && r.what == o && r.bytes == bytes && r.ps == 1;
+    });
   };
-  auto pp16 = find(op::pushpull, 16 * MiB);
+  // Targets: large tensors are what the bulk lane is for; a small pull is a CAF round trip.
+  auto pp16 = find("bulk", op::pushpull, 16 * MiB);
   fmt::print("target pushpull_16MiB_vs_tcp: {:.0f} % (goal >= 60)\n", 100.0 * pp16.tcp_s / pp16.ours_s);
-  fmt::print("target pull_4KiB_rtt_us: {:.0f} us (goal <= 60)\n", find(op::pull, 4 * KiB).ours_s * 1e6);
+  fmt::print("target pull_4KiB_rtt_us: {:.0f} us (goal <= 60)\n", find("caf", op::pull, 4 * KiB).ours_s * 1e6);
   fmt::print("target inflight4_vs_1: {:.2f} x (goal >= 0.9)\n", rate4 / rate1);
   fmt::print("target sparse_push_rows_per_s: {:.0f} /s (goal >= 200000)\n", rows_per_s);
   return 0;

@@ -1,6 +1,8 @@
 // `actorps node`: the equivalent of tf.distribute.Server.
 #include <arpa/inet.h>
+#include <algorithm>
 #include <csignal>
+#include <optional>
 #include <cstdio>
 
 #include <caf/actor_system.hpp>
@@ -9,6 +11,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include "actors/bulk_lane.hpp"
 #include "actors/node_actor.hpp"
 #include "actors/system_config.hpp"
 #include "apps/commands.hpp"
@@ -44,13 +47,18 @@ int run_node(const cluster_spec& spec, const task_id& task) {
 
   system_config cfg(spec.runtime);
   caf::actor_system sys(cfg);
-  auto actor = spawn_node(sys, spec, index);
+  // PS nodes also serve the bulk lane for large tensors (destroyed before sys).
+  std::optional<bulk_server> bulk;
+  if (std::any_of(node->tasks.begin(), node->tasks.end(), [](const task_id& t) { return t.role == pb::PS; }))
+    bulk.emplace(sys);
+  auto actor = spawn_node(sys, spec, index, bulk ? &*bulk : nullptr);
   auto port = sys.middleman().publish(actor, node->port, bind_address(node->host), true);
   if (!port) {
     spdlog::error("node {}: cannot listen on {}: {}", to_string(task), node->address(), describe(port.error()));
     caf::anon_send_exit(actor, caf::exit_reason::user_shutdown);
     return 1;
   }
+  if (bulk) bulk->start(node->host);
   spdlog::info("node {} serving on {} (pid {})", to_string(task), node->address(), ::getpid());
   std::printf("actorps node ready: %s at %s pid %d\n", to_string(task).c_str(), node->address().c_str(), ::getpid());
   std::fflush(stdout);

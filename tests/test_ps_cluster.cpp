@@ -7,6 +7,7 @@
 #include <caf/actor_system.hpp>
 #include <caf/io/middleman.hpp>
 
+#include "actors/bulk_lane.hpp"
 #include "actors/dial.hpp"
 #include "actors/ps_client.hpp"
 #include "actors/system_config.hpp"
@@ -29,9 +30,9 @@ struct client {
   explicit client(const std::string& config)
       : spec(*load_toml_file(config)), cfg(spec.runtime), sys(cfg), self(sys) {}
 
-  caf::expected<node_actor> dial(const std::string& task, task_id as) {
+  caf::expected<node_actor> dial(const std::string& task, task_id as, pb::Welcome* welcome = nullptr) {
     auto* node = spec.node_of(*parse_task(task));
-    return dial_node_now(self, spec, as, size_t(node - spec.nodes.data()));
+    return dial_node_now(self, spec, as, size_t(node - spec.nodes.data()), welcome);
   }
 
   caf::expected<ps_shard_actor> spawn_shard(const node_actor& node, uint32_t index, pb::Consistency c) {
@@ -239,4 +240,59 @@ BOOST_AUTO_TEST_CASE(bounded_staleness_and_sparse_rows_across_processes) {
     BOOST_TEST(values[size_t(row * 8)] == want, "row " << row);
   }
   BOOST_TEST(call<pb::ShardStats>(coord.self, *shard, pb::ShardStatsRequest{})->waiting() == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(bulk_lane_pushes_and_pulls_through_the_shard) {
+  local_cluster cluster({"coordinator", "ps", "worker"});
+  cluster.start("ps:0");
+  client coord(cluster.config);
+  pb::Welcome welcome;
+  auto node = coord.dial("ps:0", task_id{pb::COORDINATOR, 0}, &welcome);
+  BOOST_REQUIRE(node);
+  BOOST_REQUIRE(welcome.bulk_port() != 0u);
+  auto shard = coord.spawn_shard(*node, 0, pb::Consistency{});
+  BOOST_REQUIRE(shard);
+  // 21 MB: several bulk frames (4 MiB each).
+  const int64_t rows = 5243, cols = 1000, n = rows * cols;
+  pb::CreateVariables create;
+  *create.add_variables() = variable_spec("big", {rows, cols}, pb::Optimizer::SGD, 0.5f);
+  BOOST_REQUIRE(call<pb::Created>(coord.self, *shard, create));
+  auto lane = bulk_client::connect("127.0.0.1", uint16_t(welcome.bulk_port()), welcome.bulk_token());
+  BOOST_REQUIRE_MESSAGE(lane, (lane ? "" : why(lane.error())));
+  std::vector<float> grad(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) grad[size_t(i)] = float(i % 7);  // small integers: exact sums
+  for (uint32_t worker = 0; worker < 2; ++worker)
+    for (int step = 0; step < 2; ++step) {
+      auto ack = lane->push(0, worker, step, "big", 0, n, grad.data());
+      BOOST_REQUIRE_MESSAGE(ack, (ack ? "" : why(ack.error())));
+      BOOST_TEST(ack->applied() == 6u);  // six frames, each a slice
+    }
+  auto retry = lane->push(0, 1, 1, "big", 0, n, grad.data());
+  BOOST_TEST(retry->duplicates() == 6u);
+  std::vector<float> out(static_cast<size_t>(n), -1.0f);
+  auto pulled = lane->pull(0, 0, 0, "big", 0, n, out.data());
+  BOOST_REQUIRE_MESSAGE(!pulled, why(pulled));
+  int64_t wrong = 0;
+  for (int64_t i = 0; i < n; ++i) wrong += out[size_t(i)] != -0.5f * 4 * float(i % 7) ? 1 : 0;
+  BOOST_TEST(wrong == 0);
+  // Bad requests get the shard's typed errors; the lane stays usable.
+  auto unknown = lane->push(0, 0, 9, "nope", 0, 4, grad.data());
+  BOOST_REQUIRE(!unknown);
+  BOOST_TEST(unknown.error().code() == uint8_t(errc::unknown_variable), why(unknown.error()));
+  auto beyond = lane->pull(0, 0, 0, "big", n - 2, 4, out.data());
+  BOOST_REQUIRE(beyond);
+  BOOST_TEST(why(beyond).find("outside [0, 5243000)") != std::string::npos, why(beyond));
+  auto no_shard = lane->push(0 + 7, 0, 9, "big", 0, 4, grad.data());
+  BOOST_REQUIRE(!no_shard);
+  BOOST_TEST(why(no_shard.error()).find("no shard ps:7") != std::string::npos);
+  BOOST_TEST(!lane->pull(0, 0, 0, "big", 0, 4, out.data()));  // still fine
+  // Without the node's token, nothing is served.
+  auto intruder = bulk_client::connect("127.0.0.1", uint16_t(welcome.bulk_port()), "guess");
+  BOOST_REQUIRE(intruder);
+  BOOST_TEST(!intruder->push(0, 0, 0, "big", 0, 4, grad.data()));
+  // SIGTERM still stops the node (bulk threads included) cleanly.
+  cluster.node("ps:0").signal(SIGTERM);
+  auto code = cluster.node("ps:0").wait(10s);
+  BOOST_REQUIRE(code);
+  BOOST_TEST(*code == 0);
 }

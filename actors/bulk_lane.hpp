@@ -1,0 +1,85 @@
+// The bulk lane: large tensors between workers and PS nodes over a plain
+// TCP connection beside CAF (frames: messages/ps.proto, BulkRequest). The
+// server runs in each node process; every request becomes the same Push or
+// Pull a CAF message would be, handed to the local shard actor without
+// serialization, so validation, duplicates and consistency waits are the
+// shard's, unchanged. Bytes are read straight into the message's buffer and
+// written straight from the caller's memory: no copies beyond the kernel's.
+#pragma once
+
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <caf/actor_system.hpp>
+#include <caf/expected.hpp>
+
+#include "messages/wire.hpp"
+
+namespace actorps {
+
+/// Largest payload of one frame; bigger tensors go in several frames.
+constexpr int64_t kBulkFrameBytes = 4 << 20;
+
+class bulk_server {
+ public:
+  /// Threads are joined by the destructor, which must run before the actor system's.
+  explicit bulk_server(caf::actor_system& sys);
+  ~bulk_server();
+  bulk_server(const bulk_server&) = delete;
+  bulk_server& operator=(const bulk_server&) = delete;
+
+  /// Listens on host:0 (an ephemeral port). Call it after the node's own
+  /// port is bound: the kernel may hand out a port a launcher has just
+  /// probed as free. Failing, the node runs without a lane (port() 0).
+  void start(const std::string& host);
+  uint16_t port() const { return port_; }
+  const std::string& token() const { return token_; }
+  void add_shard(uint32_t index, ps_shard_actor shard);
+
+ private:
+  void accept_loop();
+  void serve(int fd);
+  ps_shard_actor shard(uint32_t index);
+
+  caf::actor_system& sys_;
+  std::string token_;
+  int listener_ = -1;
+  std::atomic<uint16_t> port_{0};
+  std::atomic<bool> stopping_{false};
+  std::mutex mutex_;
+  std::map<uint32_t, ps_shard_actor> shards_;
+  std::vector<int> connections_;
+  std::vector<std::thread> threads_;
+};
+
+/// A worker's bulk connection to one PS node. Blocking; one caller at a time.
+class bulk_client {
+ public:
+  /// Connects to host:port and presents `token`.
+  static caf::expected<bulk_client> connect(const std::string& host, uint16_t port, const std::string& token);
+  bulk_client(bulk_client&& other) noexcept;
+  bulk_client& operator=(bulk_client&&) = delete;
+  bulk_client(const bulk_client&) = delete;
+  ~bulk_client();
+
+  /// Pushes grad[count] as the gradient of elements [offset, offset + count)
+  /// of `name` on shard `shard`, in frames of at most kBulkFrameBytes.
+  caf::expected<pb::PushAck> push(uint32_t shard, uint32_t worker, int64_t step, const std::string& name,
+                                  int64_t offset, int64_t count, const float* grad);
+  /// Reads elements [offset, offset + count) of `name` into out.
+  caf::error pull(uint32_t shard, uint32_t worker, int64_t step, const std::string& name, int64_t offset,
+                  int64_t count, float* out);
+
+ private:
+  explicit bulk_client(int fd) : fd_(fd) {}
+  caf::expected<pb::BulkReply> read_reply();
+  static std::vector<pb::BulkRequest> frames(pb::BulkRequest::Kind kind, uint32_t shard, uint32_t worker,
+                                             int64_t step, const std::string& name, int64_t offset, int64_t count);
+  int fd_ = -1;
+};
+
+}  // namespace actorps
