@@ -76,7 +76,8 @@ pb::BulkReply failure(const caf::error& err) {
 
 // ---- server ----
 
-bulk_server::bulk_server(caf::actor_system& sys) : sys_(sys), token_(random_token()) {}
+bulk_server::bulk_server(caf::actor_system& sys, std::chrono::milliseconds stall)
+    : sys_(sys), stall_(stall), token_(random_token()) {}
 
 void bulk_server::start(const std::string& host) {
   listener_ = ::socket(AF_INET, SOCK_STREAM, 0);
@@ -135,6 +136,14 @@ void bulk_server::accept_loop() {
 }
 
 namespace {
+
+// Bounds each read of a payload (0: no bound, for idle waits between frames).
+void set_read_timeout(int fd, std::chrono::milliseconds t) {
+  timeval tv{};
+  tv.tv_sec = t.count() / 1000;
+  tv.tv_usec = (t.count() % 1000) * 1000;
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+}
 
 bool readable_now(int fd) {
   pollfd p{fd, POLLIN, 0};
@@ -217,7 +226,15 @@ void bulk_server::serve(int fd) {
     slice->set_count(req.count());
     auto* data = slice->mutable_data();
     data->resize(req.payload_bytes());
-    if (!read_full(fd, data->data(), data->size())) break;
+    set_read_timeout(fd, stall_);
+    const bool complete = read_full(fd, data->data(), data->size());
+    set_read_timeout(fd, std::chrono::milliseconds(0));
+    if (!complete) {  // nothing of it is applied
+      write_frame(fd, failure(make_error(errc::bad_tensor, "bulk push: frame for '" + req.name() +
+                                                               "' incomplete (sender stalled or gone); dropped")),
+                  nullptr, 0);
+      break;
+    }
     if (!target)
       reply = no_shard(req.shard());
     else

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <map>
 #include <mutex>
 #include <string>
@@ -26,8 +27,10 @@ constexpr int64_t kBulkFrameBytes = 4 << 20;
 
 class bulk_server {
  public:
-  /// Threads are joined by the destructor, which must run before the actor system's.
-  explicit bulk_server(caf::actor_system& sys);
+  /// Threads are joined by the destructor, which must run before the actor
+  /// system's. A push frame whose payload stalls for `stall` is dropped
+  /// with an error and its connection closed (a sender died mid-frame).
+  bulk_server(caf::actor_system& sys, std::chrono::milliseconds stall);
   ~bulk_server();
   bulk_server(const bulk_server&) = delete;
   bulk_server& operator=(const bulk_server&) = delete;
@@ -46,6 +49,7 @@ class bulk_server {
   ps_shard_actor shard(uint32_t index);
 
   caf::actor_system& sys_;
+  std::chrono::milliseconds stall_;
   std::string token_;
   int listener_ = -1;
   std::atomic<uint16_t> port_{0};

@@ -50,7 +50,7 @@ int run_node(const cluster_spec& spec, const task_id& task) {
   // PS nodes also serve the bulk lane for large tensors (destroyed before sys).
   std::optional<bulk_server> bulk;
   if (std::any_of(node->tasks.begin(), node->tasks.end(), [](const task_id& t) { return t.role == pb::PS; }))
-    bulk.emplace(sys);
+    bulk.emplace(sys, std::chrono::milliseconds(std::max<uint32_t>(spec.runtime.connection_timeout_ms, 1000)));
   auto actor = spawn_node(sys, spec, index, bulk ? &*bulk : nullptr);
   auto port = sys.middleman().publish(actor, node->port, bind_address(node->host), true);
   if (!port) {

@@ -8,6 +8,7 @@
 #include <caf/io/middleman.hpp>
 
 #include "actors/bulk_lane.hpp"
+#include "apps/bench_util.hpp"
 #include "actors/dial.hpp"
 #include "actors/ps_client.hpp"
 #include "actors/system_config.hpp"
@@ -286,6 +287,38 @@ BOOST_AUTO_TEST_CASE(bulk_lane_pushes_and_pulls_through_the_shard) {
   BOOST_REQUIRE(!no_shard);
   BOOST_TEST(why(no_shard.error()).find("no shard ps:7") != std::string::npos);
   BOOST_TEST(!lane->pull(0, 0, 0, "big", 0, 4, out.data()));  // still fine
+  // A frame whose payload never completes: an error back, nothing applied.
+  {
+    int fd = connect_tcp(uint16_t(welcome.bulk_port()));
+    BOOST_REQUIRE(fd >= 0);
+    auto frame = [&](const google::protobuf::MessageLite& m) {
+      auto head = m.SerializeAsString();
+      uint32_t len = uint32_t(head.size());
+      return std::string(reinterpret_cast<const char*>(&len), 4) + head;
+    };
+    pb::BulkHello h;
+    h.set_token(welcome.bulk_token());
+    pb::BulkRequest req;
+    req.set_kind(pb::BulkRequest::PUSH);
+    req.set_name("big");
+    req.set_worker(1);
+    req.set_step(50);
+    req.set_count(100);
+    req.set_payload_bytes(400);
+    auto bytes = frame(h) + frame(req) + std::string(100, '\x01');  // 100 of 400 payload bytes
+    BOOST_REQUIRE(write_full(fd, bytes.data(), bytes.size()));
+    uint32_t len = 0;
+    BOOST_REQUIRE(read_full(fd, reinterpret_cast<char*>(&len), 4));  // within the stall bound
+    std::string head(len, '\0');
+    BOOST_REQUIRE(read_full(fd, head.data(), len));
+    pb::BulkReply reply;
+    BOOST_REQUIRE(reply.ParseFromString(head));
+    BOOST_TEST(reply.code() == uint32_t(errc::bad_tensor));
+    BOOST_TEST(reply.error().find("incomplete") != std::string::npos, reply.error());
+    ::close(fd);
+    BOOST_TEST(!lane->pull(0, 0, 0, "big", 0, n, out.data()));
+    BOOST_TEST(out[1] == -0.5f * 4 * 1.0f);  // unchanged
+  }
   // Without the node's token, nothing is served.
   auto intruder = bulk_client::connect("127.0.0.1", uint16_t(welcome.bulk_port()), "guess");
   BOOST_REQUIRE(intruder);
