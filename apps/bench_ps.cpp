@@ -291,7 +291,8 @@ int run_bench_ps(const ps_bench_options& opts) {
     fmt::print(stderr, "bench ps: {}: {}\n", what, describe(err));
     return 1;
   };
-  // Raw TCP first, alone on the machine.
+  // Raw TCP is measured interleaved with the bulk lane, op by op: this VM's
+  // speed drifts by 2x within a minute, ratios of adjacent runs hold.
   auto tcp_port = free_port();
   auto server = child_process::spawn({opts.self_exe, "bench", "tcp-bulk", "--port", std::to_string(tcp_port)});
   if (!server) return fail("tcp-bulk", server.error());
@@ -299,20 +300,7 @@ int run_bench_ps(const ps_bench_options& opts) {
   int fd = connect_tcp(tcp_port);
   if (fd < 0) return fail("tcp-bulk", make_error(errc::unreachable, "cannot connect"));
   std::vector<char> buf(kTcpBufferBytes, 1);
-  std::map<std::pair<op, int64_t>, double> tcp;
-  for (auto o : {op::push, op::pull, op::pushpull})
-    for (auto bytes : kSizes) {
-      std::vector<double> times;
-      const int reps = repetitions_for(bytes, opts.scale);
-      for (int r = -1; r < reps; ++r) {  // r = -1: warm-up
-        auto t0 = clock_type::now();
-        if (!tcp_transfer(fd, o, bytes, buf)) return fail("tcp-bulk", make_error(errc::io_error, "transfer broke"));
-        if (r >= 0) times.push_back(std::chrono::duration<double>(clock_type::now() - t0).count());
-      }
-      tcp[{o, bytes}] = median(times);
-    }
-  ::close(fd);
-  (void)server->wait(std::chrono::seconds(5));
+  std::map<std::pair<op, int64_t>, double> tcp;  // median seconds, from the 1-PS bulk rounds
 
   bench_cluster cluster;
   if (auto err = cluster.start(opts.self_exe)) return fail("starting PS nodes", err);
@@ -367,7 +355,26 @@ int run_bench_ps(const ps_bench_options& opts) {
     if (failed) return fail("creating variables", failed);
   }
 
-  std::vector<row> rows;
+  std::vector<row> rows, caf_rows;
+  for (int ps : {1, 2})
+    for (auto o : {op::push, op::pull, op::pushpull})
+      for (auto bytes : kSizes) {
+        auto& c = *cases[{ps, bytes}];
+        std::vector<double> ours, theirs;
+        for (int i = -1; i < repetitions_for(bytes, opts.scale); ++i) {  // -1: warm-up
+          auto t0 = clock_type::now();
+          if (auto err = bulk_op(lanes, c, o, i + 1)) return fail(std::string("bulk ") + op_name(o), err);
+          auto t1 = clock_type::now();
+          if (!tcp_transfer(fd, o, bytes, buf)) return fail("tcp-bulk", make_error(errc::io_error, "transfer broke"));
+          if (i < 0) continue;
+          ours.push_back(std::chrono::duration<double>(t1 - t0).count());
+          theirs.push_back(std::chrono::duration<double>(clock_type::now() - t1).count());
+        }
+        if (ps == 1) tcp[{o, bytes}] = median(theirs);
+        rows.push_back(row{"bulk", o, bytes, ps, median(ours), median(theirs)});
+      }
+  ::close(fd);
+  (void)server->wait(std::chrono::seconds(5));
   for (int ps : {1, 2})
     for (auto o : {op::push, op::pull, op::pushpull})
       for (auto bytes : kSizes) {
@@ -376,20 +383,9 @@ int run_bench_ps(const ps_bench_options& opts) {
         if (auto warm = run_ops(sys, 1, 1, dense_ops(shards, c, o)); !warm) return fail(op_name(o), warm.error());
         auto r = run_ops(sys, reps, 1, dense_ops(shards, c, o));
         if (!r) return fail(op_name(o), r.error());
-        rows.push_back(row{"caf", o, bytes, ps, median(r->latencies), tcp[{o, bytes}]});
+        caf_rows.push_back(row{"caf", o, bytes, ps, median(r->latencies), tcp[{o, bytes}]});
       }
-  for (int ps : {1, 2})
-    for (auto o : {op::push, op::pull, op::pushpull})
-      for (auto bytes : kSizes) {
-        auto& c = *cases[{ps, bytes}];
-        std::vector<double> times;
-        for (int i = -1; i < repetitions_for(bytes, opts.scale); ++i) {  // -1: warm-up
-          auto t0 = clock_type::now();
-          if (auto err = bulk_op(lanes, c, o, i + 1)) return fail(std::string("bulk ") + op_name(o), err);
-          if (i >= 0) times.push_back(std::chrono::duration<double>(clock_type::now() - t0).count());
-        }
-        rows.push_back(row{"bulk", o, bytes, ps, median(times), tcp[{o, bytes}]});
-      }
+  rows.insert(rows.begin(), caf_rows.begin(), caf_rows.end());
   // Ops in flight: 1 MiB push+pull, 1 vs 4 at a time.
   auto& mid = *cases[{1, MiB}];
   const int n = repetitions_for(MiB, opts.scale) * 4;
@@ -415,7 +411,8 @@ int run_bench_ps(const ps_bench_options& opts) {
   if (!sparse) return fail("sparse push", sparse.error());
 
   fmt::print("dense tensors between this process (the worker) and PS node processes on 127.0.0.1; medians;\n"
-             "chunks of {} KiB; raw TCP = blocking socket, 1 MiB writes, same sizes, same run\n",
+             "CAF messages of at most {} KiB; raw TCP = blocking socket, 1 MiB writes, same sizes, same run\n"
+             "(interleaved op by op with the bulk rows; the caf rows, measured after, reuse its 1-PS medians)\n",
              opts.chunk_kib);
   fmt::print("{:<5} {:<10} {:>7} {:>3} {:>12} {:>11} {:>10} {:>9} {:>7}\n", "path", "op", "size", "PS", "actorps MB/s",
              "latency ms", "TCP MB/s", "TCP ms", "vs TCP");
