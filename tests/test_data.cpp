@@ -1,11 +1,14 @@
 // Data files: IDX round trips and every kind of broken IDX file; the
-// Fashion-MNIST JSON conversion, good and bad.
+// Fashion-MNIST JSON conversion, good and bad; the pipeline's ops.
 #define BOOST_TEST_MODULE data
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <fstream>
+#include <numeric>
 
 #include "actors/data/idx.hpp"
+#include "actors/data/pipeline.hpp"
 #include "apps/bench_util.hpp"
 #include "apps/commands.hpp"
 #include "messages/errors.hpp"
@@ -115,4 +118,169 @@ BOOST_AUTO_TEST_CASE(fashion_class_files_convert_and_refuse_surprises) {
     BOOST_REQUIRE_MESSAGE(!r, "accepted: " << c.part);
     BOOST_TEST(describe(r.error()).find(path + ": " + c.part) == 0u, describe(r.error()) << " / want " << c.part);
   }
+}
+
+namespace {
+
+pb::DatasetSpec synthetic(uint64_t n, uint32_t classes = 10) {
+  pb::DatasetSpec spec;
+  auto* s = spec.mutable_synthetic();
+  s->set_examples(n);
+  s->set_features(3);
+  s->set_classes(classes);
+  s->set_seed(5);
+  return spec;
+}
+
+// Every batch's ids, in order.
+std::vector<std::vector<int64_t>> run(const pb::DatasetSpec& spec) {
+  auto p = data::pipeline::build(spec);
+  BOOST_REQUIRE_MESSAGE(p, why(p));
+  std::vector<std::vector<int64_t>> out;
+  data::batch b;
+  while (p->next(b)) {
+    BOOST_REQUIRE(b.x.size() == b.ids.size() * size_t(p->features()));
+    out.push_back(b.ids);
+  }
+  return out;
+}
+
+std::vector<int64_t> flat(const std::vector<std::vector<int64_t>>& batches) {
+  std::vector<int64_t> all;
+  for (auto& b : batches) all.insert(all.end(), b.begin(), b.end());
+  return all;
+}
+
+void add_batch(pb::DatasetSpec& spec, uint32_t size, bool drop) {
+  auto* b = spec.add_ops()->mutable_batch();
+  b->set_size(size);
+  b->set_drop_remainder(drop);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(shuffle_is_a_seeded_permutation_reshuffled_each_epoch) {
+  auto spec = synthetic(1000);
+  auto* sh = spec.add_ops()->mutable_shuffle();
+  sh->set_buffer_size(100);
+  sh->set_seed(7);
+  spec.add_ops()->mutable_repeat()->set_count(2);
+  auto ids = flat(run(spec));
+  BOOST_REQUIRE(ids.size() == 2000u);
+  std::vector<int64_t> first(ids.begin(), ids.begin() + 1000), second(ids.begin() + 1000, ids.end());
+  auto sorted = [](std::vector<int64_t> v) {
+    std::sort(v.begin(), v.end());
+    return v;
+  };
+  std::vector<int64_t> all(1000);
+  std::iota(all.begin(), all.end(), 0);
+  BOOST_TEST(sorted(first) == all);   // a permutation
+  BOOST_TEST(sorted(second) == all);
+  BOOST_TEST(first != all);           // shuffled
+  BOOST_TEST(first != second);        // each epoch anew
+  BOOST_TEST(flat(run(spec)) == ids);  // deterministic from the seed
+}
+
+BOOST_AUTO_TEST_CASE(repeat_batch_and_drop_remainder_counts) {
+  auto spec = synthetic(10);
+  add_batch(spec, 3, false);
+  auto batches = run(spec);
+  BOOST_TEST(batches.size() == 4u);
+  BOOST_TEST(batches.back().size() == 1u);
+  spec = synthetic(10);
+  add_batch(spec, 3, true);
+  BOOST_TEST(run(spec).size() == 3u);
+  spec = synthetic(10);
+  spec.add_ops()->mutable_repeat()->set_count(2);
+  add_batch(spec, 3, false);
+  batches = run(spec);
+  BOOST_TEST(batches.size() == 7u);  // 20 examples: 6 x 3 + 2
+  BOOST_TEST(batches[3] == std::vector<int64_t>({9, 0, 1}));  // batches span the epoch boundary, as tf.data
+  spec = synthetic(10);
+  spec.add_ops()->mutable_repeat()->set_count(-1);
+  add_batch(spec, 4, false);
+  auto p = data::pipeline::build(spec);
+  data::batch b;
+  for (int i = 0; i < 100; ++i) BOOST_REQUIRE(p->next(b));  // forever
+}
+
+BOOST_AUTO_TEST_CASE(shards_are_disjoint_and_cover_the_input) {
+  std::vector<int64_t> seen;
+  for (uint32_t i = 0; i < 4; ++i) {
+    auto spec = synthetic(103);
+    auto* s = spec.add_ops()->mutable_shard();
+    s->set_num_shards(4);
+    s->set_index(i);
+    auto ids = flat(run(spec));
+    BOOST_TEST(ids.size() == (i < 3 ? 26u : 25u));
+    for (auto id : ids) BOOST_TEST(id % 4 == int64_t(i));
+    seen.insert(seen.end(), ids.begin(), ids.end());
+  }
+  std::sort(seen.begin(), seen.end());
+  BOOST_TEST(bool(std::adjacent_find(seen.begin(), seen.end()) == seen.end()));  // disjoint
+  BOOST_TEST(seen.size() == 103u);                                         // covering
+}
+
+BOOST_AUTO_TEST_CASE(map_and_filter_transform_examples) {
+  temp_files t;
+  data::idx_array images{{4, 1, 2}, {0, 255, 10, 20, 30, 40, 50, 60}}, labels{{4}, {1, 2, 1, 3}};
+  BOOST_REQUIRE(!data::write_idx(t.dir + "/img", images));
+  BOOST_REQUIRE(!data::write_idx(t.dir + "/lab", labels));
+  pb::DatasetSpec spec;
+  spec.mutable_idx()->set_images(t.dir + "/img");
+  spec.mutable_idx()->set_labels(t.dir + "/lab");
+  auto* keep = spec.add_ops()->mutable_filter();
+  keep->add_labels(1);
+  keep->add_labels(3);
+  auto* scale = spec.add_ops()->mutable_map();
+  scale->set_kind(pb::Map::SCALE);
+  scale->set_factor(1.0f / 255);
+  auto* norm = spec.add_ops()->mutable_map();
+  norm->set_kind(pb::Map::NORMALIZE);
+  norm->set_mean(0.5f);
+  norm->set_stddev(0.5f);
+  add_batch(spec, 8, false);
+  auto p = data::pipeline::build(spec);
+  BOOST_REQUIRE_MESSAGE(p, why(p));
+  BOOST_TEST(p->features() == 2);
+  data::batch b;
+  BOOST_REQUIRE(p->next(b));
+  BOOST_TEST(b.ids == std::vector<int64_t>({0, 2, 3}));
+  BOOST_TEST(b.labels == std::vector<int32_t>({1, 1, 3}));
+  BOOST_TEST(b.x[0] == -1.0f, boost::test_tools::tolerance(1e-6f));  // (0 / 255 - 0.5) / 0.5
+  BOOST_TEST(b.x[1] == 1.0f, boost::test_tools::tolerance(1e-6f));   // (255 / 255 - 0.5) / 0.5
+}
+
+BOOST_AUTO_TEST_CASE(bad_dataset_specs_say_which_op_or_file) {
+  temp_files t;
+  auto expect = [](const pb::DatasetSpec& spec, const std::string& part) {
+    auto p = data::pipeline::build(spec);
+    BOOST_REQUIRE_MESSAGE(!p, "accepted: " << part);
+    BOOST_TEST(describe(p.error()).find(part) != std::string::npos, describe(p.error()));
+  };
+  expect(pb::DatasetSpec{}, "dataset: no source (idx or synthetic)");
+  pb::DatasetSpec missing;
+  missing.mutable_idx()->set_images(t.dir + "/none");
+  expect(missing, t.dir + "/none: cannot open file");
+  auto spec = synthetic(10);
+  add_batch(spec, 2, false);
+  spec.add_ops()->mutable_shuffle()->set_buffer_size(4);
+  expect(spec, "op 1: only prefetch may follow batch");
+  spec = synthetic(10);
+  spec.add_ops()->mutable_shuffle();
+  expect(spec, "op 0: shuffle needs buffer_size > 0");
+  spec = synthetic(10);
+  spec.add_ops()->mutable_shard()->set_num_shards(2);
+  spec.mutable_ops(0)->mutable_shard()->set_index(2);
+  expect(spec, "op 0: shard index 2 not in [0, num_shards 2)");
+  spec = synthetic(10);
+  spec.add_ops()->mutable_repeat()->set_count(0);
+  expect(spec, "op 0: repeat count must be >= 1, or -1 (forever)");
+  data::idx_array images{{4, 2}, {1, 2, 3, 4, 5, 6, 7, 8}}, labels{{3}, {1, 2, 3}};
+  BOOST_REQUIRE(!data::write_idx(t.dir + "/img", images));
+  BOOST_REQUIRE(!data::write_idx(t.dir + "/lab", labels));
+  pb::DatasetSpec mismatch;
+  mismatch.mutable_idx()->set_images(t.dir + "/img");
+  mismatch.mutable_idx()->set_labels(t.dir + "/lab");
+  expect(mismatch, "lab holds 3 labels for 4 images");
 }

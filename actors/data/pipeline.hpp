@@ -1,0 +1,63 @@
+// A per-worker input pipeline, built from a pb::DatasetSpec: a source (IDX
+// files, synthetic), then map / filter / shard / shuffle / repeat stages,
+// then batching. Pull-based, like tf.data's iterators: each stage asks the
+// one before it for the next example. Every example keeps the id it had at
+// its source (its index), so visitation can be counted.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <caf/expected.hpp>
+
+#include "messages/data.pb.h"
+
+namespace actorps::data {
+
+struct example {
+  int64_t id = 0;      // index at the source
+  int32_t label = 0;
+  std::vector<float> x;
+};
+
+struct batch {
+  std::vector<int64_t> ids;
+  std::vector<int32_t> labels;
+  std::vector<float> x;  // [size, features]
+  int size() const { return int(ids.size()); }
+};
+
+class stage {
+ public:
+  virtual ~stage() = default;
+  /// The next example, or false at the end of the input.
+  virtual bool next(example& out) = 0;
+  /// Back to the start (repeat, and a new epoch of shuffling).
+  virtual void reset() = 0;
+};
+
+class pipeline {
+ public:
+  /// Opens the source and checks the ops; errors name the file or the op
+  /// (index, kind) and what is wrong.
+  [[nodiscard]] static caf::expected<pipeline> build(const pb::DatasetSpec& spec);
+
+  /// The next batch (batches of 1 without a batch op), or false at the end.
+  bool next(batch& out);
+  int features() const { return features_; }
+  int64_t examples_at_source() const { return source_size_; }
+  uint32_t prefetch() const { return prefetch_; }
+
+ private:
+  std::unique_ptr<stage> head_;
+  int features_ = 0;
+  int64_t source_size_ = 0;
+  uint32_t batch_size_ = 1;
+  bool drop_remainder_ = false;
+  uint32_t prefetch_ = 0;
+  example scratch_;
+};
+
+}  // namespace actorps::data
