@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "actors/bulk_lane.hpp"
+#include "actors/dataset_actor.hpp"
 #include "actors/ps_shard.hpp"
 #include "kernels/device_memory.hpp"
 
@@ -34,6 +35,7 @@ struct node_state {
   static inline const char* name = "node";
   cluster_spec spec;
   std::map<uint32_t, spawned_shard> shards;  // by ps task index
+  std::map<uint32_t, dataset_actor> datasets;  // by worker task index
   bulk_server* bulk = nullptr;
   size_t index = 0;
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
@@ -48,7 +50,8 @@ struct node_state {
 using node_broker = caf::io::typed_broker<caf::replies_to<pb::Hello>::with<pb::Welcome>,
                                           caf::replies_to<pb::Ping>::with<pb::Pong>,
                                           caf::replies_to<pb::StatusRequest>::with<pb::NodeStatus>,
-                                          caf::replies_to<pb::SpawnShard>::with<ps_shard_actor>>;
+                                          caf::replies_to<pb::SpawnShard>::with<ps_shard_actor>,
+                                          caf::replies_to<pb::SpawnDataset>::with<dataset_actor>>;
 using node_ptr = caf::stateful_actor<node_state, node_broker>*;
 
 // Admission check for every request but Hello: the sender's node said Hello.
@@ -93,9 +96,9 @@ caf::result<pb::Welcome> on_hello(node_ptr self, const pb::Hello& hello) {
   return welcome;
 }
 
-// SpawnShard: only the coordinator (or an operator tool) may ask, only for
-// a ps task this node hosts; asking again returns the same shard.
-caf::result<ps_shard_actor> on_spawn_shard(node_ptr self, const pb::SpawnShard& req) {
+// Spawn requests: only the coordinator (or an operator tool) may ask, and
+// only for a task this node hosts.
+caf::error check_spawn(node_ptr self, const task_id& task, const char* what) {
   if (auto err = check_admitted(self)) return err;
   auto& st = self->state;
   auto where = "node " + st.self().address() + ": ";
@@ -103,12 +106,20 @@ caf::result<ps_shard_actor> on_spawn_shard(node_ptr self, const pb::SpawnShard& 
   if (sender != nullptr && sender->node() != self->node()) {
     auto role = st.admitted.at(sender->node()).task.role;
     if (role != pb::COORDINATOR && role != pb::CLIENT)
-      return make_error(errc::not_admitted, where + "only the coordinator may spawn PS shards");
+      return make_error(errc::not_admitted, where + "only the coordinator may spawn " + what);
   }
-  const task_id task{pb::PS, req.shard()};
   auto& tasks = st.self().tasks;
   if (std::find(tasks.begin(), tasks.end(), task) == tasks.end())
     return make_error(errc::invalid_argument, where + "hosts no task " + to_string(task));
+  return caf::none;
+}
+
+// SpawnShard: asking again returns the same shard.
+caf::result<ps_shard_actor> on_spawn_shard(node_ptr self, const pb::SpawnShard& req) {
+  const task_id task{pb::PS, req.shard()};
+  if (auto err = check_spawn(self, task, "PS shards")) return err;
+  auto& st = self->state;
+  auto where = "node " + st.self().address() + ": ";
   auto problem = check_consistency(req.consistency());
   if (!problem.empty()) return make_error(errc::invalid_argument, where + problem);
   auto known = st.shards.find(req.shard());
@@ -125,10 +136,45 @@ caf::result<ps_shard_actor> on_spawn_shard(node_ptr self, const pb::SpawnShard& 
   return shard;
 }
 
+// SpawnDataset: a new dataset actor from the spec, replacing the worker's
+// old one (a respawned worker starts its input pipeline afresh).
+caf::result<dataset_actor> on_spawn_dataset(node_ptr self, const pb::SpawnDataset& req) {
+  const task_id task{pb::WORKER, req.worker()};
+  if (auto err = check_spawn(self, task, "datasets")) return err;
+  auto& datasets = self->state.datasets;
+  if (auto old = datasets.find(req.worker()); old != datasets.end()) {
+    self->unlink_from(old->second);
+    self->send_exit(old->second, caf::exit_reason::user_shutdown);
+  }
+  auto dataset = spawn_dataset(self->home_system(), req.worker(), req.spec());
+  self->link_to(dataset);
+  datasets[req.worker()] = dataset;
+  return dataset;
+}
+
 node_broker::behavior_type node_behavior(node_ptr self, cluster_spec spec, size_t index, bulk_server* bulk) {
   self->state.spec = std::move(spec);
   self->state.index = index;
   self->state.bulk = bulk;
+  // Children (shards, datasets) are linked so they stop with the node; a
+  // child that fails must not take the node with it: it is logged and forgotten.
+  self->set_exit_handler([self](const caf::exit_msg& msg) {
+    auto& st = self->state;
+    for (auto i = st.shards.begin(); i != st.shards.end(); ++i)
+      if (i->second.handle.address() == msg.source) {
+        spdlog::error("node {}: the shard of ps:{} stopped: {}", st.self().address(), i->first, to_string(msg.reason));
+        st.shards.erase(i);
+        return;
+      }
+    for (auto i = st.datasets.begin(); i != st.datasets.end(); ++i)
+      if (i->second.address() == msg.source) {
+        spdlog::error("node {}: the dataset of worker:{} stopped: {}", st.self().address(), i->first,
+                      to_string(msg.reason));
+        st.datasets.erase(i);
+        return;
+      }
+    self->quit(msg.reason);
+  });
   self->set_down_handler([self](const caf::down_msg& msg) {
     auto& admitted = self->state.admitted;
     for (auto i = admitted.begin(); i != admitted.end();) {
@@ -157,11 +203,13 @@ node_broker::behavior_type node_behavior(node_ptr self, cluster_spec spec, size_
         status.set_uptime_ms(std::chrono::duration_cast<std::chrono::milliseconds>(up).count());
         status.add_actors(node_state::name);
         for (auto& [index, shard] : st.shards) status.add_actors("ps_shard:" + std::to_string(index));
+        for (auto& [index, d] : st.datasets) status.add_actors("dataset:" + std::to_string(index));
         status.set_gpus(static_cast<uint32_t>(kernels::cuda_device_count()));
         status.set_version(ACTORPS_VERSION);
         return status;
       },
       [self](const pb::SpawnShard& req) { return on_spawn_shard(self, req); },
+      [self](const pb::SpawnDataset& req) { return on_spawn_dataset(self, req); },
   };
 }
 

@@ -6,6 +6,7 @@
 #include <caf/typed_actor.hpp>
 
 #include "messages/cluster.pb.h"
+#include "messages/data.pb.h"
 #include "messages/ps.pb.h"
 
 namespace actorps {
@@ -19,10 +20,15 @@ using ps_shard_actor = caf::typed_actor<caf::replies_to<pb::CreateVariables>::wi
                                         caf::replies_to<pb::Assign>::with<pb::Assigned>,
                                         caf::replies_to<pb::ShardStatsRequest>::with<pb::ShardStats>>;
 
+/// A worker's input pipeline (actors/dataset_actor.hpp).
+using dataset_actor = caf::typed_actor<caf::replies_to<pb::DatasetInfoRequest>::with<pb::DatasetInfo>,
+                                       caf::replies_to<pb::NextBatch>::with<pb::BatchData>>;
+
 /// The node actor, one per process (actors/node_actor.hpp).
 using node_actor = caf::typed_actor<caf::replies_to<pb::Hello>::with<pb::Welcome>,
                                     caf::replies_to<pb::Ping>::with<pb::Pong>,
                                     caf::replies_to<pb::StatusRequest>::with<pb::NodeStatus>,
-                                    caf::replies_to<pb::SpawnShard>::with<ps_shard_actor>>;
+                                    caf::replies_to<pb::SpawnShard>::with<ps_shard_actor>,
+                                    caf::replies_to<pb::SpawnDataset>::with<dataset_actor>>;
 
 }  // namespace actorps

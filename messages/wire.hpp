@@ -6,6 +6,7 @@
 #include <caf/type_id.hpp>
 
 #include "messages/cluster.pb.h"
+#include "messages/data.pb.h"
 #include "messages/codec.hpp"
 #include "messages/errors.hpp"
 #include "messages/interfaces.hpp"
@@ -45,4 +46,10 @@ CAF_BEGIN_TYPE_ID_BLOCK(actorps, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(actorps, (actorps::pb::ShardStatsRequest))
   CAF_ADD_TYPE_ID(actorps, (actorps::pb::ShardStats))
   CAF_ADD_TYPE_ID(actorps, (actorps::ps_shard_actor))
+  CAF_ADD_TYPE_ID(actorps, (actorps::pb::SpawnDataset))
+  CAF_ADD_TYPE_ID(actorps, (actorps::pb::DatasetInfoRequest))
+  CAF_ADD_TYPE_ID(actorps, (actorps::pb::DatasetInfo))
+  CAF_ADD_TYPE_ID(actorps, (actorps::pb::NextBatch))
+  CAF_ADD_TYPE_ID(actorps, (actorps::pb::BatchData))
+  CAF_ADD_TYPE_ID(actorps, (actorps::dataset_actor))
 CAF_END_TYPE_ID_BLOCK(actorps)

@@ -10,7 +10,13 @@
 
 #include <boost/test/unit_test.hpp>
 
+#include <caf/actor_system.hpp>
+#include <caf/scoped_actor.hpp>
+
+#include "actors/dial.hpp"
+#include "actors/system_config.hpp"
 #include "apps/bench_util.hpp"
+#include "tests/ps_check.hpp"
 #include "apps/subprocess.hpp"
 #include "config/cluster_spec.hpp"
 #include "messages/errors.hpp"
@@ -59,6 +65,37 @@ struct local_cluster {
     auto res = run_command(args, timeout, dir + "/cli.log");
     BOOST_REQUIRE_MESSAGE(res, "actorps " << args[1] << ": " << (res ? "" : describe(res.error())));
     return *res;
+  }
+};
+
+// One process's view of the cluster: an actor system, an actor that said
+// Hello as `as` to every node it dials, and the nodes it dialed.
+struct cluster_client {
+  cluster_spec spec;
+  system_config cfg;
+  caf::actor_system sys;
+  caf::scoped_actor self;
+
+  explicit cluster_client(const std::string& config)
+      : spec(*load_toml_file(config)), cfg(spec.runtime), sys(cfg), self(sys) {}
+
+  caf::expected<node_actor> dial(const std::string& task, task_id as, pb::Welcome* welcome = nullptr) {
+    auto* node = spec.node_of(*parse_task(task));
+    return dial_node_now(self, spec, as, size_t(node - spec.nodes.data()), welcome);
+  }
+
+  caf::expected<ps_shard_actor> spawn_shard(const node_actor& node, uint32_t index, pb::Consistency c) {
+    pb::SpawnShard req;
+    req.set_shard(index);
+    *req.mutable_consistency() = c;
+    return call<ps_shard_actor>(self, node, req);
+  }
+
+  caf::expected<dataset_actor> spawn_dataset(const node_actor& node, uint32_t worker, pb::DatasetSpec spec) {
+    pb::SpawnDataset req;
+    req.set_worker(worker);
+    *req.mutable_spec() = std::move(spec);
+    return call<dataset_actor>(self, node, req);
   }
 };
 

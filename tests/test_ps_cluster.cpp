@@ -20,30 +20,6 @@ using namespace actorps::test;
 
 namespace {
 
-// One process's view of the cluster: an actor system, an actor that said
-// Hello as `as` to every node it dials, and the nodes it dialed.
-struct client {
-  cluster_spec spec;
-  system_config cfg;
-  caf::actor_system sys;
-  caf::scoped_actor self;
-
-  explicit client(const std::string& config)
-      : spec(*load_toml_file(config)), cfg(spec.runtime), sys(cfg), self(sys) {}
-
-  caf::expected<node_actor> dial(const std::string& task, task_id as, pb::Welcome* welcome = nullptr) {
-    auto* node = spec.node_of(*parse_task(task));
-    return dial_node_now(self, spec, as, size_t(node - spec.nodes.data()), welcome);
-  }
-
-  caf::expected<ps_shard_actor> spawn_shard(const node_actor& node, uint32_t index, pb::Consistency c) {
-    pb::SpawnShard req;
-    req.set_shard(index);
-    *req.mutable_consistency() = c;
-    return call<ps_shard_actor>(self, node, req);
-  }
-};
-
 std::string why(const caf::error& e) { return describe(e); }
 
 // w [10, 4] split in two (5 rows on each PS), b [4] whole on ps:0.
@@ -69,7 +45,7 @@ BOOST_AUTO_TEST_CASE(async_pushes_from_two_workers_give_the_closed_form_across_p
   local_cluster cluster({"coordinator", "ps", "ps", "worker"});
   cluster.start("ps:0");
   cluster.start("ps:1");
-  client coord(cluster.config);
+  cluster_client coord(cluster.config);
   std::vector<ps_shard_actor> shards;
   for (uint32_t i = 0; i < 2; ++i) {
     auto node = coord.dial("ps:" + std::to_string(i), task_id{pb::COORDINATOR, 0});
@@ -131,7 +107,7 @@ BOOST_AUTO_TEST_CASE(sync_mode_across_processes_applies_one_mean_per_step) {
   local_cluster cluster({"coordinator", "ps", "ps", "worker"});
   cluster.start("ps:0");
   cluster.start("ps:1");
-  client coord(cluster.config);
+  cluster_client coord(cluster.config);
   pb::Consistency sync;
   sync.set_mode(pb::Consistency::SYNC);
   sync.set_replicas_to_aggregate(2);
@@ -170,7 +146,7 @@ BOOST_AUTO_TEST_CASE(sync_mode_across_processes_applies_one_mean_per_step) {
 BOOST_AUTO_TEST_CASE(only_the_coordinator_spawns_shards_and_only_where_a_ps_task_lives) {
   local_cluster cluster({"coordinator", "ps", "worker"});
   cluster.start("ps:0");
-  client coord(cluster.config);
+  cluster_client coord(cluster.config);
   auto node = coord.dial("ps:0", task_id{pb::COORDINATOR, 0});
   BOOST_REQUIRE(node);
   auto wrong = coord.spawn_shard(*node, 3, pb::Consistency{});
@@ -181,7 +157,7 @@ BOOST_AUTO_TEST_CASE(only_the_coordinator_spawns_shards_and_only_where_a_ps_task
   auto invalid = coord.spawn_shard(*node, 0, bad);
   BOOST_REQUIRE(!invalid);
   BOOST_TEST(why(invalid.error()).find("replicas_to_aggregate must be >= 1") != std::string::npos);
-  client worker(cluster.config);
+  cluster_client worker(cluster.config);
   auto as_worker = worker.dial("ps:0", task_id{pb::WORKER, 0});
   BOOST_REQUIRE(as_worker);
   auto refused = worker.spawn_shard(*as_worker, 0, pb::Consistency{});
@@ -192,7 +168,7 @@ BOOST_AUTO_TEST_CASE(only_the_coordinator_spawns_shards_and_only_where_a_ps_task
 BOOST_AUTO_TEST_CASE(bounded_staleness_and_sparse_rows_across_processes) {
   local_cluster cluster({"coordinator", "ps", "worker"});
   cluster.start("ps:0");
-  client coord(cluster.config);
+  cluster_client coord(cluster.config);
   auto node = coord.dial("ps:0", task_id{pb::COORDINATOR, 0});
   BOOST_REQUIRE(node);
   pb::Consistency ssp;
@@ -246,7 +222,7 @@ BOOST_AUTO_TEST_CASE(bounded_staleness_and_sparse_rows_across_processes) {
 BOOST_AUTO_TEST_CASE(bulk_lane_pushes_and_pulls_through_the_shard) {
   local_cluster cluster({"coordinator", "ps", "worker"});
   cluster.start("ps:0");
-  client coord(cluster.config);
+  cluster_client coord(cluster.config);
   pb::Welcome welcome;
   auto node = coord.dial("ps:0", task_id{pb::COORDINATOR, 0}, &welcome);
   BOOST_REQUIRE(node);

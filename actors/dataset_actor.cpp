@@ -1,0 +1,74 @@
+#include "actors/dataset_actor.hpp"
+
+#include <optional>
+
+#include <caf/stateful_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
+
+#include "actors/data/pipeline.hpp"
+
+namespace actorps {
+namespace {
+
+struct dataset_state {
+  static inline const char* name = "dataset";
+  uint32_t worker = 0;
+  pb::DatasetSpec spec;
+  std::optional<data::pipeline> pipeline;
+  caf::error broken;  // why the pipeline could not be built
+  data::batch scratch;
+};
+
+using dataset_ptr = dataset_actor::stateful_pointer<dataset_state>;
+
+caf::error ensure_built(dataset_ptr self) {
+  auto& st = self->state;
+  if (st.pipeline || st.broken) return st.broken;
+  auto built = data::pipeline::build(st.spec);
+  if (!built) {
+    st.broken = make_error(errc::invalid_config, "dataset of worker:" + std::to_string(st.worker) + ": " +
+                                                     describe(built.error()));
+    return st.broken;
+  }
+  st.pipeline.emplace(std::move(*built));
+  return caf::none;
+}
+
+dataset_actor::behavior_type dataset_behavior(dataset_ptr self, uint32_t worker, pb::DatasetSpec spec) {
+  self->state.worker = worker;
+  self->state.spec = std::move(spec);
+  return {
+      [self](const pb::DatasetInfoRequest&) -> caf::result<pb::DatasetInfo> {
+        if (auto err = ensure_built(self)) return err;
+        auto& p = *self->state.pipeline;
+        pb::DatasetInfo info;
+        info.set_features(uint32_t(p.features()));
+        info.set_examples_at_source(p.examples_at_source());
+        info.set_prefetch(p.prefetch());
+        return info;
+      },
+      [self](const pb::NextBatch&) -> caf::result<pb::BatchData> {
+        if (auto err = ensure_built(self)) return err;
+        auto& b = self->state.scratch;
+        pb::BatchData out;
+        if (!self->state.pipeline->next(b)) {
+          out.set_end(true);
+          return out;
+        }
+        out.set_size(b.size());
+        out.set_features(uint32_t(self->state.pipeline->features()));
+        *out.mutable_ids() = {b.ids.begin(), b.ids.end()};
+        *out.mutable_labels() = {b.labels.begin(), b.labels.end()};
+        out.set_x(reinterpret_cast<const char*>(b.x.data()), b.x.size() * sizeof(float));
+        return out;
+      },
+  };
+}
+
+}  // namespace
+
+dataset_actor spawn_dataset(caf::actor_system& sys, uint32_t worker, pb::DatasetSpec spec) {
+  return sys.spawn(dataset_behavior, worker, std::move(spec));
+}
+
+}  // namespace actorps

@@ -1,0 +1,18 @@
+// A worker's dataset actor: runs the input pipeline of a pb::DatasetSpec
+// on the worker's node and hands out batches on request. It opens its
+// source on the first request (DatasetInfoRequest), so a bad spec (missing
+// file, corrupt IDX, bad op) comes back to whoever asked as an error naming
+// the file or op, and the actor answers every later request with it.
+// Prefetching is the consumer's: it keeps DatasetInfo.prefetch NextBatch
+// requests in flight, so batches are built while it computes.
+#pragma once
+
+#include <caf/actor_system.hpp>
+
+#include "messages/wire.hpp"
+
+namespace actorps {
+
+dataset_actor spawn_dataset(caf::actor_system& sys, uint32_t worker, pb::DatasetSpec spec);
+
+}  // namespace actorps
