@@ -84,6 +84,13 @@ struct cluster_client {
     return dial_node_now(self, spec, as, size_t(node - spec.nodes.data()), welcome);
   }
 
+  /// Dials `task` as the coordinator; the test stops when that fails.
+  node_actor must_dial(const std::string& task) {
+    auto node = dial(task, task_id{pb::COORDINATOR, 0});
+    BOOST_REQUIRE_MESSAGE(node, task << ": " << (node ? "" : describe(node.error())));
+    return *node;
+  }
+
   caf::expected<ps_shard_actor> spawn_shard(const node_actor& node, uint32_t index, pb::Consistency c) {
     pb::SpawnShard req;
     req.set_shard(index);

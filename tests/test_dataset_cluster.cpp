@@ -70,9 +70,8 @@ BOOST_AUTO_TEST_CASE(dataset_actor_serves_batches_across_processes_and_is_rebuil
   local_cluster cluster({"coordinator", "worker", "ps"});
   cluster.start("worker:0");
   cluster_client coord(cluster.config);
-  auto node = coord.dial("worker:0", task_id{pb::COORDINATOR, 0});
-  BOOST_REQUIRE_MESSAGE(node, (node ? "" : why(node.error())));
-  auto d = coord.spawn_dataset(*node, 0, shuffled_epochs(500, 2, 32));
+  auto node = coord.must_dial("worker:0");
+  auto d = coord.spawn_dataset(node, 0, shuffled_epochs(500, 2, 32));
   BOOST_REQUIRE_MESSAGE(d, (d ? "" : why(d.error())));
   auto info = call<pb::DatasetInfo>(coord.self, *d, pb::DatasetInfoRequest{});
   BOOST_REQUIRE_MESSAGE(info, (info ? "" : why(info.error())));
@@ -85,12 +84,12 @@ BOOST_AUTO_TEST_CASE(dataset_actor_serves_batches_across_processes_and_is_rebuil
   BOOST_TEST(seen.size() == 500u);
   for (auto& [id, n] : seen) BOOST_TEST(n == 2, "example " << id << " seen " << n << " times in 2 epochs");
   // A respawned worker gets its dataset rebuilt: from the start again.
-  auto again = coord.spawn_dataset(*node, 0, shuffled_epochs(100, 1, 10));
+  auto again = coord.spawn_dataset(node, 0, shuffled_epochs(100, 1, 10));
   BOOST_REQUIRE(again);
   seen = drain(coord.self, *again, 2, batches);
   BOOST_TEST(batches == 10);
   BOOST_TEST(seen.size() == 100u);
-  auto status = call<pb::NodeStatus>(coord.self, *node, pb::StatusRequest{});
+  auto status = call<pb::NodeStatus>(coord.self, node, pb::StatusRequest{});
   BOOST_TEST(status->actors(1) == "dataset:0");
 }
 
@@ -98,12 +97,11 @@ BOOST_AUTO_TEST_CASE(bad_specs_and_requests_come_back_as_errors) {
   local_cluster cluster({"coordinator", "worker", "worker"});
   cluster.start("worker:0");
   cluster_client coord(cluster.config);
-  auto node = coord.dial("worker:0", task_id{pb::COORDINATOR, 0});
-  BOOST_REQUIRE(node);
+  auto node = coord.must_dial("worker:0");
   pb::DatasetSpec missing;
   missing.mutable_idx()->set_images(cluster.dir + "/no-such-images");
   missing.mutable_idx()->set_labels(cluster.dir + "/no-such-labels");
-  auto d = coord.spawn_dataset(*node, 0, missing);
+  auto d = coord.spawn_dataset(node, 0, missing);
   BOOST_REQUIRE(d);
   auto info = call<pb::DatasetInfo>(coord.self, *d, pb::DatasetInfoRequest{});
   BOOST_REQUIRE(!info);
@@ -111,9 +109,9 @@ BOOST_AUTO_TEST_CASE(bad_specs_and_requests_come_back_as_errors) {
   auto batch = call<pb::BatchData>(coord.self, *d, pb::NextBatch{});  // the same error, every time
   BOOST_REQUIRE(!batch);
   BOOST_TEST(why(batch.error()).find("no-such-images: cannot open file") != std::string::npos);
-  auto elsewhere = coord.spawn_dataset(*node, 1, shuffled_epochs(10, 1, 2));
+  auto elsewhere = coord.spawn_dataset(node, 1, shuffled_epochs(10, 1, 2));
   BOOST_REQUIRE(!elsewhere);
   BOOST_TEST(why(elsewhere.error()).find("hosts no task worker:1") != std::string::npos, why(elsewhere.error()));
   // The node is still fine.
-  BOOST_TEST(bool(call<pb::Pong>(coord.self, *node, pb::Ping{})));
+  BOOST_TEST(bool(call<pb::Pong>(coord.self, node, pb::Ping{})));
 }

@@ -48,14 +48,13 @@ BOOST_AUTO_TEST_CASE(async_pushes_from_two_workers_give_the_closed_form_across_p
   cluster_client coord(cluster.config);
   std::vector<ps_shard_actor> shards;
   for (uint32_t i = 0; i < 2; ++i) {
-    auto node = coord.dial("ps:" + std::to_string(i), task_id{pb::COORDINATOR, 0});
-    BOOST_REQUIRE_MESSAGE(node, (node ? "" : why(node.error())));
-    auto shard = coord.spawn_shard(*node, i, pb::Consistency{});
+    auto node = coord.must_dial("ps:" + std::to_string(i));
+    auto shard = coord.spawn_shard(node, i, pb::Consistency{});
     BOOST_REQUIRE_MESSAGE(shard, (shard ? "" : why(shard.error())));
     shards.push_back(*shard);
-    auto status = call<pb::NodeStatus>(coord.self, *node, pb::StatusRequest{});
+    auto status = call<pb::NodeStatus>(coord.self, node, pb::StatusRequest{});
     BOOST_TEST(status->actors(1) == "ps_shard:" + std::to_string(i));
-    auto again = coord.spawn_shard(*node, i, pb::Consistency{});  // idempotent: the same shard
+    auto again = coord.spawn_shard(node, i, pb::Consistency{});  // idempotent: the same shard
     BOOST_TEST(bool(again));
   }
   auto vars = model_variables();
@@ -114,9 +113,8 @@ BOOST_AUTO_TEST_CASE(sync_mode_across_processes_applies_one_mean_per_step) {
   sync.set_num_workers(2);
   std::vector<ps_shard_actor> shards;
   for (uint32_t i = 0; i < 2; ++i) {
-    auto node = coord.dial("ps:" + std::to_string(i), task_id{pb::COORDINATOR, 0});
-    BOOST_REQUIRE(node);
-    shards.push_back(*coord.spawn_shard(*node, i, sync));
+    auto node = coord.must_dial("ps:" + std::to_string(i));
+    shards.push_back(*coord.spawn_shard(node, i, sync));
   }
   auto vars = model_variables();
   for (auto& [ps, req] : create_requests(vars)) BOOST_REQUIRE(call<pb::Created>(coord.self, shards[size_t(ps)], req));
@@ -147,14 +145,13 @@ BOOST_AUTO_TEST_CASE(only_the_coordinator_spawns_shards_and_only_where_a_ps_task
   local_cluster cluster({"coordinator", "ps", "worker"});
   cluster.start("ps:0");
   cluster_client coord(cluster.config);
-  auto node = coord.dial("ps:0", task_id{pb::COORDINATOR, 0});
-  BOOST_REQUIRE(node);
-  auto wrong = coord.spawn_shard(*node, 3, pb::Consistency{});
+  auto node = coord.must_dial("ps:0");
+  auto wrong = coord.spawn_shard(node, 3, pb::Consistency{});
   BOOST_REQUIRE(!wrong);
   BOOST_TEST(why(wrong.error()).find("hosts no task ps:3") != std::string::npos, why(wrong.error()));
   pb::Consistency bad;
   bad.set_mode(pb::Consistency::SYNC);
-  auto invalid = coord.spawn_shard(*node, 0, bad);
+  auto invalid = coord.spawn_shard(node, 0, bad);
   BOOST_REQUIRE(!invalid);
   BOOST_TEST(why(invalid.error()).find("replicas_to_aggregate must be >= 1") != std::string::npos);
   cluster_client worker(cluster.config);
@@ -169,13 +166,12 @@ BOOST_AUTO_TEST_CASE(bounded_staleness_and_sparse_rows_across_processes) {
   local_cluster cluster({"coordinator", "ps", "worker"});
   cluster.start("ps:0");
   cluster_client coord(cluster.config);
-  auto node = coord.dial("ps:0", task_id{pb::COORDINATOR, 0});
-  BOOST_REQUIRE(node);
+  auto node = coord.must_dial("ps:0");
   pb::Consistency ssp;
   ssp.set_mode(pb::Consistency::BOUNDED_STALENESS);
   ssp.set_staleness(1);
   ssp.set_num_workers(2);
-  auto shard = coord.spawn_shard(*node, 0, ssp);
+  auto shard = coord.spawn_shard(node, 0, ssp);
   BOOST_REQUIRE(shard);
   auto table = variable_spec("emb", {50, 8}, pb::Optimizer::SGD, 1.0f);
   table.mutable_initializer()->set_kind(pb::Initializer::CONSTANT);
@@ -224,10 +220,11 @@ BOOST_AUTO_TEST_CASE(bulk_lane_pushes_and_pulls_through_the_shard) {
   cluster.start("ps:0");
   cluster_client coord(cluster.config);
   pb::Welcome welcome;
-  auto node = coord.dial("ps:0", task_id{pb::COORDINATOR, 0}, &welcome);
-  BOOST_REQUIRE(node);
+  auto dialed = coord.dial("ps:0", task_id{pb::COORDINATOR, 0}, &welcome);
+  BOOST_REQUIRE(dialed);
+  auto node = *dialed;
   BOOST_REQUIRE(welcome.bulk_port() != 0u);
-  auto shard = coord.spawn_shard(*node, 0, pb::Consistency{});
+  auto shard = coord.spawn_shard(node, 0, pb::Consistency{});
   BOOST_REQUIRE(shard);
   // 21 MB: several bulk frames (4 MiB each).
   const int64_t rows = 5243, cols = 1000, n = rows * cols;
