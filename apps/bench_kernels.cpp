@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "apps/bench_util.hpp"
 #include "apps/commands.hpp"
 #include "apps/subprocess.hpp"
 #include "kernels/model.hpp"
@@ -16,13 +17,9 @@ namespace {
 
 using clock_type = std::chrono::steady_clock;
 
-double median(std::vector<double> xs) {
-  std::sort(xs.begin(), xs.end());
-  return xs[xs.size() / 2];
-}
+}  // namespace
 
-// Samples per second of train_step on the CPU table (median of repetitions).
-double measure_ours(int batch, int threads, const kernels_bench_options& opts) {
+double cnn_samples_per_second(int batch, int threads, const kernels_bench_options& opts) {
   kernels::set_cpu_threads(threads);
   kernels::sequential_model model(kernels::model_spec::seed_cnn(), kernels::cpu_ops());
   auto values = model.initial_values(1);
@@ -51,6 +48,8 @@ double measure_ours(int batch, int threads, const kernels_bench_options& opts) {
   return median(rates);
 }
 
+namespace {
+
 caf::expected<double> measure_torch(int batch, int threads, const kernels_bench_options& opts) {
   auto res = run_command({"/usr/bin/python3", opts.tools_dir + "/bench_torch.py", "--batch", std::to_string(batch),
                           "--threads", std::to_string(threads), "--iterations", std::to_string(opts.iterations),
@@ -75,7 +74,7 @@ int run_bench_kernels(const kernels_bench_options& opts) {
   std::vector<std::string> targets;
   for (int batch : {32, 256})
     for (int threads : {1, 2}) {
-      double ours = measure_ours(batch, threads, opts);
+      double ours = cnn_samples_per_second(batch, threads, opts);
       auto torch = measure_torch(batch, threads, opts);
       if (!torch) {
         fmt::print(stderr, "bench kernels: {}\n", describe(torch.error()));

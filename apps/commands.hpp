@@ -45,6 +45,22 @@ struct kernels_bench_options {
 /// `actorps bench kernels`: seed CNN forward+backward, ours vs PyTorch.
 int run_bench_kernels(const kernels_bench_options& opts);
 
+/// Samples per second of the seed CNN's train step on the CPU kernels
+/// (median of opts.repetitions runs of opts.iterations steps).
+double cnn_samples_per_second(int batch, int threads, const kernels_bench_options& opts);
+
+struct data_bench_options {
+  std::string self_exe;         // to start the worker node process
+  std::string data_dir = "data";  // tools/fetch_data.sh's output
+  uint32_t batches = 2000;      // fetched per repetition
+  uint32_t repetitions = 3;
+};
+
+/// `actorps bench data`: batches/s a dataset actor in a worker node process
+/// delivers (Fashion-MNIST IDX -> scale -> shuffle 10,000 -> batch 64 ->
+/// prefetch), beside the batches/s the seed CNN consumes here.
+int run_bench_data(const data_bench_options& opts);
+
 struct ps_bench_options {
   std::string self_exe;  // to start the PS node processes
   uint32_t scale = 4;    // repetitions relative to the default (4 = as documented)

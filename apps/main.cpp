@@ -91,6 +91,10 @@ int main(int argc, char** argv) {
   auto* bench_kernels = bench->add_subcommand("kernels", "seed CNN forward+backward vs PyTorch");
   bench_kernels->add_option("--iterations", kern.iterations, "steps per repetition")->check(CLI::Range(1u, 100000u));
   bench_kernels->add_option("--repetitions", kern.repetitions, "repetitions (medians)")->check(CLI::Range(1u, 100u));
+  data_bench_options data_opts;
+  auto* bench_data = bench->add_subcommand("data", "dataset actor batches/s vs the seed CNN's consumption");
+  bench_data->add_option("--data", data_opts.data_dir, "where tools/fetch_data.sh put the data sets");
+  bench_data->add_option("--batches", data_opts.batches, "batches per repetition")->check(CLI::Range(10u, 10000000u));
   ps_bench_options ps_opts;
   auto* bench_ps = bench->add_subcommand("ps", "PS push/pull vs raw TCP, ops in flight, sparse pushes");
   bench_ps->add_option("--scale", ps_opts.scale, "repetitions, 4 = default; 1 = a quick run")->check(CLI::Range(1u, 100u));
@@ -120,6 +124,10 @@ int main(int argc, char** argv) {
   if (*prepare) return run_data_prepare(prep);
   if (*tcp_echo) return run_tcp_echo(echo_port);
   if (*tcp_bulk) return run_tcp_bulk(bulk_port);
+  if (*bench_data) {
+    data_opts.self_exe = self_exe();
+    return run_bench_data(data_opts);
+  }
   if (*bench_ps) {
     ps_opts.self_exe = self_exe();
     return run_bench_ps(ps_opts);

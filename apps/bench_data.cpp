@@ -1,0 +1,129 @@
+// `actorps bench data`: how fast a dataset actor in a worker node process
+// feeds this process (the consumer, as a worker would be) with
+// Fashion-MNIST batches, beside how fast the seed CNN eats them here.
+#include <csignal>
+#include <fstream>
+#include <thread>
+
+#include <caf/actor_system.hpp>
+#include <caf/scoped_actor.hpp>
+#include <fmt/format.h>
+
+#include "actors/dial.hpp"
+#include "actors/system_config.hpp"
+#include "apps/bench_util.hpp"
+#include "apps/commands.hpp"
+#include "apps/subprocess.hpp"
+
+namespace actorps {
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+constexpr uint32_t kBatch = 64, kShuffle = 10000, kPrefetch = 4;
+
+pb::DatasetSpec fashion_spec(const std::string& dir) {
+  pb::DatasetSpec spec;
+  spec.mutable_idx()->set_images(dir + "/fashion/train-images-idx3-ubyte");
+  spec.mutable_idx()->set_labels(dir + "/fashion/train-labels-idx1-ubyte");
+  auto* scale = spec.add_ops()->mutable_map();
+  scale->set_kind(pb::Map::SCALE);
+  scale->set_factor(1.0f / 255);
+  auto* shuffle = spec.add_ops()->mutable_shuffle();
+  shuffle->set_buffer_size(kShuffle);
+  shuffle->set_seed(1);
+  spec.add_ops()->mutable_repeat()->set_count(-1);
+  spec.add_ops()->mutable_batch()->set_size(kBatch);
+  spec.add_ops()->mutable_prefetch()->set_batches(kPrefetch);
+  return spec;
+}
+
+// Batches per second over `count` batches with `ahead` requests in flight.
+caf::expected<double> fetch_rate(caf::scoped_actor& self, const dataset_actor& d, uint32_t count, uint32_t ahead) {
+  for (uint32_t i = 0; i < ahead; ++i) self->send(d, pb::NextBatch{});
+  caf::error failed;
+  auto start = clock_type::now();
+  for (uint32_t got = 0; got < count && !failed;)
+    self->receive(
+        [&](pb::BatchData& b) {
+          if (b.end() || b.size() != int(kBatch)) failed = make_error(errc::internal, "the endless pipeline ended");
+          ++got;
+          self->send(d, pb::NextBatch{});
+        },
+        [&](caf::error& err) { failed = std::move(err); },
+        caf::after(std::chrono::seconds(30)) >> [&] { failed = make_error(errc::timeout, "no batch within 30 s"); });
+  const double seconds = std::chrono::duration<double>(clock_type::now() - start).count();
+  for (uint32_t i = 0; i < ahead; ++i)  // the requests still in flight
+    self->receive([](pb::BatchData&) {}, [](caf::error&) {}, caf::after(std::chrono::seconds(30)) >> [] {});
+  if (failed) return failed;
+  return count / seconds;
+}
+
+}  // namespace
+
+int run_bench_data(const data_bench_options& opts) {
+  auto fail = [](const std::string& what, const caf::error& err) {
+    fmt::print(stderr, "bench data: {}: {}\n", what, describe(err));
+    return 1;
+  };
+  if (!std::ifstream(opts.data_dir + "/fashion/train-images-idx3-ubyte"))
+    return fail(opts.data_dir, make_error(errc::invalid_argument, "no Fashion-MNIST here: run tools/fetch_data.sh first"));
+  const std::string dir = make_temp_dir("bench");
+  const uint16_t ports[2] = {free_port(), free_port()};
+  const auto path = dir + "/bench-data.toml";
+  {
+    std::ofstream out(path);
+    out << "[cluster]\nname = \"bench-data\"\n";
+    const char* roles[2] = {"coordinator", "worker"};
+    for (int i = 0; i < 2; ++i)
+      out << "[[cluster.nodes]]\nhost = \"127.0.0.1\"\nport = " << ports[i] << "\nroles = [\"" << roles[i] << "\"]\n";
+  }
+  auto spec = load_toml_file(path);
+  if (!spec) return fail(path, spec.error());
+  auto node_process = child_process::spawn({opts.self_exe, "node", "--config", path, "--task", "worker:0"}, dir + "/nodes.log");
+  if (!node_process) return fail("worker node", node_process.error());
+  if (auto ready = node_process->wait_for_line("actorps node ready", std::chrono::seconds(20)); !ready)
+    return fail("worker node", ready.error());
+  std::vector<double> rates;
+  {
+    system_config cfg(spec->runtime);
+    caf::actor_system sys(cfg);
+    caf::scoped_actor self(sys);
+    auto node = dial_node_now(self, *spec, task_id{pb::COORDINATOR, 0}, 1);
+    if (!node) return fail("dialing worker:0", node.error());
+    pb::SpawnDataset req;
+    req.set_worker(0);
+    *req.mutable_spec() = fashion_spec(opts.data_dir);
+    caf::expected<dataset_actor> d{caf::error{}};
+    self->request(*node, std::chrono::seconds(10), req)
+        .receive([&](dataset_actor& a) { d = std::move(a); }, [&](caf::error& err) { d = std::move(err); });
+    if (!d) return fail("spawning the dataset", d.error());
+    caf::error failed;
+    self->request(*d, std::chrono::seconds(60), pb::DatasetInfoRequest{})
+        .receive([](const pb::DatasetInfo&) {}, [&](caf::error& err) { failed = std::move(err); });
+    if (failed) return fail("building the dataset", failed);
+    if (auto warm = fetch_rate(self, *d, 200, kPrefetch); !warm) return fail("warm-up", warm.error());
+    for (uint32_t rep = 0; rep < opts.repetitions; ++rep) {
+      auto rate = fetch_rate(self, *d, opts.batches, kPrefetch);
+      if (!rate) return fail("fetching batches", rate.error());
+      rates.push_back(*rate);
+    }
+  }
+  node_process->signal(SIGTERM);
+  (void)node_process->wait(std::chrono::seconds(10));
+  kernels_bench_options cnn;
+  cnn.iterations = 20;
+  cnn.repetitions = 3;
+  const int threads = int(std::thread::hardware_concurrency());
+  const double cnn_rate = cnn_samples_per_second(int(kBatch), threads, cnn) / kBatch;
+  const double data_rate = median(rates);
+  fmt::print("Fashion-MNIST IDX -> scale 1/255 -> shuffle {} -> repeat -> batch {} -> {} requests in flight;\n"
+             "dataset actor in a worker node process, this process consuming; medians of {} x {} batches\n",
+             kShuffle, kBatch, kPrefetch, opts.repetitions, opts.batches);
+  fmt::print("{:<44} {:>12}\n", "", "batches/s");
+  fmt::print("{:<44} {:>12.0f}\n", "dataset actor delivers", data_rate);
+  fmt::print("{:<44} {:>12.0f}\n", fmt::format("seed CNN train step consumes ({} threads)", threads), cnn_rate);
+  fmt::print("target data_vs_cnn: {:.1f} x (goal >= 10)\n", data_rate / cnn_rate);
+  return 0;
+}
+
+}  // namespace actorps
