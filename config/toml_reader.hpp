@@ -4,6 +4,7 @@
 
 #include <fstream>
 #include <initializer_list>
+#include <type_traits>
 #include <utility>
 #include <sstream>
 #include <string>
@@ -65,8 +66,10 @@ class reader {
     return caf::none;
   }
 
-  caf::error get(const toml::table& t, const std::string& path, const char* key, uint32_t& out,
-                 int64_t lo, int64_t hi) const {
+  /// An integer key within [lo, hi], stored into any integer type.
+  template <class Int>
+  std::enable_if_t<std::is_integral_v<Int> && !std::is_same_v<Int, bool>, caf::error>
+  get(const toml::table& t, const std::string& path, const char* key, Int& out, int64_t lo, int64_t hi) const {
     auto* n = t.get(key);
     if (n == nullptr) return caf::none;
     auto* v = n->as_integer();
@@ -75,7 +78,26 @@ class reader {
       return fail(*n, path + "." + key,
                   "expected an integer in " + std::to_string(lo) + ".." + std::to_string(hi) +
                       ", got " + std::to_string(v->get()));
-    out = static_cast<uint32_t>(v->get());
+    out = static_cast<Int>(v->get());
+    return caf::none;
+  }
+
+  /// A number key (integers accepted too).
+  caf::error get(const toml::table& t, const std::string& path, const char* key, float& out) const {
+    auto* n = t.get(key);
+    if (n == nullptr) return caf::none;
+    auto v = n->value<double>();
+    if (!v) return fail(*n, path + "." + key, std::string("expected a number, got ") + type_name(*n));
+    out = float(*v);
+    return caf::none;
+  }
+
+  caf::error get(const toml::table& t, const std::string& path, const char* key, bool& out) const {
+    auto* n = t.get(key);
+    if (n == nullptr) return caf::none;
+    auto* v = n->as_boolean();
+    if (v == nullptr) return fail(*n, path + "." + key, std::string("expected true or false, got ") + type_name(*n));
+    out = v->get();
     return caf::none;
   }
 

@@ -11,6 +11,7 @@
 #include "actors/data/pipeline.hpp"
 #include "apps/bench_util.hpp"
 #include "apps/commands.hpp"
+#include "config/dataset_config.hpp"
 #include "messages/errors.hpp"
 
 using namespace actorps;
@@ -283,4 +284,54 @@ BOOST_AUTO_TEST_CASE(bad_dataset_specs_say_which_op_or_file) {
   mismatch.mutable_idx()->set_images(t.dir + "/img");
   mismatch.mutable_idx()->set_labels(t.dir + "/lab");
   expect(mismatch, "lab holds 3 labels for 4 images");
+}
+
+BOOST_AUTO_TEST_CASE(datasets_declared_in_toml) {
+  auto spec = load_dataset_file(ACTORPS_SOURCE_DIR "/config/fashion_mnist_dataset.toml");
+  BOOST_REQUIRE_MESSAGE(spec, why(spec));
+  BOOST_TEST(spec->idx().images() == "data/fashion/train-images-idx3-ubyte");
+  BOOST_REQUIRE(spec->ops_size() == 5);
+  BOOST_TEST(spec->ops(0).map().factor() == 1.0f / 255, boost::test_tools::tolerance(1e-7f));
+  BOOST_TEST(spec->ops(1).shuffle().buffer_size() == 10000u);
+  BOOST_TEST(spec->ops(2).repeat().count() == -1);
+  BOOST_TEST(spec->ops(3).batch().size() == 64u);
+  BOOST_TEST(spec->ops(4).prefetch().batches() == 4u);
+  auto synthetic = parse_dataset_toml(
+      "[dataset]\nsource = \"synthetic\"\nexamples = 10\nfeatures = 2\nclasses = 2\n"
+      "[[dataset.ops]]\ntype = \"filter\"\nlabels = [1]\n[[dataset.ops]]\ntype = \"shard\"\nnum_shards = 2\nindex = 1\n",
+      "s.toml");
+  BOOST_REQUIRE_MESSAGE(synthetic, why(synthetic));
+  BOOST_TEST(synthetic->synthetic().examples() == 10u);
+  BOOST_TEST(synthetic->ops(0).filter().labels(0) == 1);
+  BOOST_TEST(synthetic->ops(1).shard().index() == 1u);
+  BOOST_TEST(bool(data::pipeline::build(*synthetic)));
+
+  const std::string idx = "[dataset]\nsource = \"idx\"\nimages = \"a\"\nlabels = \"b\"\n";
+  struct bad_case {
+    std::string text, part;
+  };
+  const bad_case cases[] = {
+      {"", "bad.toml: missing [dataset] table"},
+      {"[dataset]\nimages = \"a\"\n", "bad.toml:1:1: dataset: missing required key 'source'"},
+      {"[dataset]\nsource = \"csv\"\n", "bad.toml:2:10: dataset.source: expected \"idx\" or \"synthetic\""},
+      {"[dataset]\nsource = \"idx\"\nimages = \"a\"\n", "source \"idx\" needs 'labels'"},
+      {idx + "shuffle = 3\n", "dataset.shuffle: unknown key"},
+      {idx + "[[dataset.ops]]\ntype = \"cache\"\n", "bad.toml:6:8: dataset.ops[0].type: expected one of \"map\""},
+      {idx + "[[dataset.ops]]\ntype = \"shuffle\"\nbuffer_size = 0\n", "dataset.ops[0].buffer_size: expected an integer in 1.."},
+      {idx + "[[dataset.ops]]\ntype = \"repeat\"\ncount = -2\n", "dataset.ops[0].count: expected an integer in -1.."},
+      {idx + "[[dataset.ops]]\ntype = \"batch\"\nsize = 8\ndrop_remainder = \"yes\"\n",
+       "dataset.ops[0].drop_remainder: expected true or false, got a string"},
+      {idx + "[[dataset.ops]]\ntype = \"batch\"\nsize = 8\nseed = 1\n", "dataset.ops[0].seed: unknown key"},
+      {idx + "[[dataset.ops]]\ntype = \"map\"\ntransform = \"log\"\n",
+       "dataset.ops[0].transform: expected one of \"scale\", \"normalize\""},
+      {idx + "[[dataset.ops]]\ntype = \"map\"\nfactor = \"x\"\n", "dataset.ops[0].factor: expected a number, got a string"},
+      {idx + "[[dataset.ops]]\ntype = \"filter\"\n", "filter needs labels = [...]"},
+      {idx + "[[dataset.ops]]\ntype = \"filter\"\nlabels = [\"cat\"]\n", "dataset.ops[0].labels[0]: expected an integer label"},
+  };
+  for (auto& c : cases) {
+    auto r = parse_dataset_toml(c.text, "bad.toml");
+    BOOST_REQUIRE_MESSAGE(!r, "accepted: " << c.part);
+    BOOST_TEST(describe(r.error()).find(c.part) != std::string::npos, describe(r.error()) << " / want " << c.part);
+    BOOST_TEST(exit_code(r.error()) == 2);
+  }
 }

@@ -1,0 +1,125 @@
+#include "config/dataset_config.hpp"
+
+#include "config/toml_reader.hpp"
+
+namespace actorps {
+namespace {
+
+constexpr int64_t kMax32 = 0xffffffffLL;
+
+caf::error read_source(const reader& r, const toml::table& t, pb::DatasetSpec& spec) {
+  std::string kind;
+  if (auto err = r.get(t, "dataset", "source", kind)) return err;
+  if (kind == "idx") {
+    if (auto err = r.only_keys(t, "dataset", {"source", "images", "labels", "ops"})) return err;
+    for (auto key : {"images", "labels"})
+      if (!t.contains(key)) return r.fail(t, "dataset", std::string("source \"idx\" needs '") + key + "'");
+    auto* idx = spec.mutable_idx();
+    caf::error err;
+    (err = r.get(t, "dataset", "images", *idx->mutable_images())) ||
+        (err = r.get(t, "dataset", "labels", *idx->mutable_labels()));
+    return err;
+  }
+  if (kind == "synthetic") {
+    if (auto err = r.only_keys(t, "dataset", {"source", "examples", "features", "classes", "seed", "ops"})) return err;
+    auto* s = spec.mutable_synthetic();
+    uint64_t examples = 0, seed = 0;
+    uint32_t features = 0, classes = 0;
+    caf::error err;
+    (err = r.get(t, "dataset", "examples", examples, 1, int64_t(1) << 40)) ||
+        (err = r.get(t, "dataset", "features", features, 1, 1 << 24)) ||
+        (err = r.get(t, "dataset", "classes", classes, 1, 1 << 24)) ||
+        (err = r.get(t, "dataset", "seed", seed, 0, INT64_MAX));
+    s->set_examples(examples), s->set_features(features), s->set_classes(classes), s->set_seed(seed);
+    return err;
+  }
+  auto* n = t.get("source");
+  return r.fail(n ? *n : static_cast<const toml::node&>(t), "dataset.source", "expected \"idx\" or \"synthetic\"");
+}
+
+caf::error read_op(const reader& r, const toml::node& n, const std::string& p, pb::DatasetOp& op) {
+  auto* t = n.as_table();
+  if (t == nullptr) return r.fail(n, p, std::string("expected a table, got ") + type_name(n));
+  std::string type;
+  if (auto err = r.get(*t, p, "type", type)) return err;
+  caf::error err;
+  if (type == "map") {
+    auto* m = op.mutable_map();
+    pb::Map::Kind kind = pb::Map::SCALE;
+    float factor = 0, mean = 0, stddev = 0;
+    (err = r.only_keys(*t, p, {"type", "transform", "factor", "mean", "stddev"})) ||
+        (err = r.choose(*t, p, "transform", kind, {std::pair{"scale", pb::Map::SCALE}, std::pair{"normalize", pb::Map::NORMALIZE}})) ||
+        (err = r.get(*t, p, "factor", factor)) || (err = r.get(*t, p, "mean", mean)) ||
+        (err = r.get(*t, p, "stddev", stddev));
+    m->set_kind(kind), m->set_factor(factor), m->set_mean(mean), m->set_stddev(stddev);
+  } else if (type == "filter") {
+    if ((err = r.only_keys(*t, p, {"type", "labels"}))) return err;
+    auto* arr = t->get("labels") ? t->get("labels")->as_array() : nullptr;
+    if (arr == nullptr) return r.fail(n, p, "filter needs labels = [...] (the labels to keep)");
+    for (size_t i = 0; i < arr->size(); ++i) {
+      auto v = arr->get(i)->value<int64_t>();
+      if (!v) return r.fail(*arr->get(i), p + ".labels[" + std::to_string(i) + "]", "expected an integer label");
+      op.mutable_filter()->add_labels(int32_t(*v));
+    }
+  } else if (type == "shard") {
+    uint32_t shards = 0, index = 0;
+    (err = r.only_keys(*t, p, {"type", "num_shards", "index"})) ||
+        (err = r.get(*t, p, "num_shards", shards, 1, kMax32)) || (err = r.get(*t, p, "index", index, 0, kMax32));
+    op.mutable_shard()->set_num_shards(shards), op.mutable_shard()->set_index(index);
+  } else if (type == "shuffle") {
+    uint32_t size = 0;
+    uint64_t seed = 0;
+    (err = r.only_keys(*t, p, {"type", "buffer_size", "seed"})) ||
+        (err = r.get(*t, p, "buffer_size", size, 1, kMax32)) || (err = r.get(*t, p, "seed", seed, 0, INT64_MAX));
+    op.mutable_shuffle()->set_buffer_size(size), op.mutable_shuffle()->set_seed(seed);
+  } else if (type == "repeat") {
+    int64_t count = -1;
+    (err = r.only_keys(*t, p, {"type", "count"})) || (err = r.get(*t, p, "count", count, -1, INT64_MAX));
+    op.mutable_repeat()->set_count(count);
+  } else if (type == "batch") {
+    uint32_t size = 0;
+    bool drop = false;
+    (err = r.only_keys(*t, p, {"type", "size", "drop_remainder"})) || (err = r.get(*t, p, "size", size, 1, kMax32)) ||
+        (err = r.get(*t, p, "drop_remainder", drop));
+    op.mutable_batch()->set_size(size), op.mutable_batch()->set_drop_remainder(drop);
+  } else if (type == "prefetch") {
+    uint32_t batches = 0;
+    (err = r.only_keys(*t, p, {"type", "batches"})) || (err = r.get(*t, p, "batches", batches, 0, 1024));
+    op.mutable_prefetch()->set_batches(batches);
+  } else {
+    auto* at = t->get("type");
+    return r.fail(at ? *at : n, p + ".type",
+                  "expected one of \"map\", \"filter\", \"shard\", \"shuffle\", \"repeat\", \"batch\", \"prefetch\"");
+  }
+  return err;
+}
+
+}  // namespace
+
+caf::expected<pb::DatasetSpec> parse_dataset_toml(std::string_view text, std::string_view source) {
+  auto doc = parse_document(text, source);
+  if (!doc) return doc.error();
+  reader r(source);
+  auto* dataset = doc->get("dataset");
+  if (dataset == nullptr || !dataset->is_table())
+    return make_error(errc::invalid_config, std::string(source) + ": missing [dataset] table");
+  auto& t = *dataset->as_table();
+  pb::DatasetSpec spec;
+  if (!t.contains("source")) return r.fail(t, "dataset", "missing required key 'source' (\"idx\" or \"synthetic\")");
+  if (auto err = read_source(r, t, spec)) return err;
+  if (auto* ops = t.get("ops")) {
+    auto* arr = ops->as_array();
+    if (arr == nullptr) return r.fail(*ops, "dataset.ops", "expected an array of tables ([[dataset.ops]])");
+    for (size_t i = 0; i < arr->size(); ++i)
+      if (auto err = read_op(r, *arr->get(i), "dataset.ops[" + std::to_string(i) + "]", *spec.add_ops())) return err;
+  }
+  return spec;
+}
+
+caf::expected<pb::DatasetSpec> load_dataset_file(const std::string& path) {
+  auto text = read_text_file(path);
+  if (!text) return text.error();
+  return parse_dataset_toml(*text, path);
+}
+
+}  // namespace actorps

@@ -1,0 +1,20 @@
+// A per-worker dataset declared in TOML: a [dataset] table naming the source
+// and an array of [[dataset.ops]] applied in order (see
+// config/fashion_mnist_dataset.toml). Errors name file:line:column and the
+// key path. The result is the pb::DatasetSpec the coordinator sends to each
+// worker's node (messages/data.proto).
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include <caf/expected.hpp>
+
+#include "messages/data.pb.h"
+
+namespace actorps {
+
+[[nodiscard]] caf::expected<pb::DatasetSpec> parse_dataset_toml(std::string_view text, std::string_view source);
+[[nodiscard]] caf::expected<pb::DatasetSpec> load_dataset_file(const std::string& path);
+
+}  // namespace actorps
