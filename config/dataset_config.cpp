@@ -20,6 +20,24 @@ caf::error read_source(const reader& r, const toml::table& t, pb::DatasetSpec& s
         (err = r.get(t, "dataset", "labels", *idx->mutable_labels()));
     return err;
   }
+  if (kind == "tfrecord") {
+    if (auto err = r.only_keys(t, "dataset", {"source", "files", "features_key", "label_key", "ops"})) return err;
+    auto* files = t.get("files") ? t.get("files")->as_array() : nullptr;
+    if (files == nullptr || files->empty())
+      return r.fail(t, "dataset", "source \"tfrecord\" needs files = [\"...\"]");
+    auto* src = spec.mutable_tfrecord();
+    for (size_t i = 0; i < files->size(); ++i) {
+      auto v = files->get(i)->value<std::string>();
+      if (!v) return r.fail(*files->get(i), "dataset.files[" + std::to_string(i) + "]", "expected a path (string)");
+      src->add_files(*v);
+    }
+    src->set_features_key("x");
+    src->set_label_key("label");
+    caf::error err;
+    (err = r.get(t, "dataset", "features_key", *src->mutable_features_key())) ||
+        (err = r.get(t, "dataset", "label_key", *src->mutable_label_key()));
+    return err;
+  }
   if (kind == "synthetic") {
     if (auto err = r.only_keys(t, "dataset", {"source", "examples", "features", "classes", "seed", "ops"})) return err;
     auto* s = spec.mutable_synthetic();
@@ -34,7 +52,8 @@ caf::error read_source(const reader& r, const toml::table& t, pb::DatasetSpec& s
     return err;
   }
   auto* n = t.get("source");
-  return r.fail(n ? *n : static_cast<const toml::node&>(t), "dataset.source", "expected \"idx\" or \"synthetic\"");
+  return r.fail(n ? *n : static_cast<const toml::node&>(t), "dataset.source",
+                "expected \"idx\", \"tfrecord\" or \"synthetic\"");
 }
 
 caf::error read_op(const reader& r, const toml::node& n, const std::string& p, pb::DatasetOp& op) {

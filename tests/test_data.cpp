@@ -9,6 +9,8 @@
 
 #include "actors/data/idx.hpp"
 #include "actors/data/pipeline.hpp"
+#include "actors/data/tfrecord.hpp"
+#include "messages/example.pb.h"
 #include "apps/bench_util.hpp"
 #include "apps/commands.hpp"
 #include "config/dataset_config.hpp"
@@ -259,7 +261,7 @@ BOOST_AUTO_TEST_CASE(bad_dataset_specs_say_which_op_or_file) {
     BOOST_REQUIRE_MESSAGE(!p, "accepted: " << part);
     BOOST_TEST(describe(p.error()).find(part) != std::string::npos, describe(p.error()));
   };
-  expect(pb::DatasetSpec{}, "dataset: no source (idx or synthetic)");
+  expect(pb::DatasetSpec{}, "dataset: no source (idx, tfrecord or synthetic)");
   pb::DatasetSpec missing;
   missing.mutable_idx()->set_images(t.dir + "/none");
   expect(missing, t.dir + "/none: cannot open file");
@@ -305,6 +307,11 @@ BOOST_AUTO_TEST_CASE(datasets_declared_in_toml) {
   BOOST_TEST(synthetic->ops(0).filter().labels(0) == 1);
   BOOST_TEST(synthetic->ops(1).shard().index() == 1u);
   BOOST_TEST(bool(data::pipeline::build(*synthetic)));
+  auto records = parse_dataset_toml("[dataset]\nsource = \"tfrecord\"\nfiles = [\"a\", \"b\"]\nlabel_key = \"y\"\n", "t.toml");
+  BOOST_REQUIRE_MESSAGE(records, why(records));
+  BOOST_TEST(records->tfrecord().files_size() == 2);
+  BOOST_TEST(records->tfrecord().features_key() == "x");
+  BOOST_TEST(records->tfrecord().label_key() == "y");
 
   const std::string idx = "[dataset]\nsource = \"idx\"\nimages = \"a\"\nlabels = \"b\"\n";
   struct bad_case {
@@ -313,7 +320,9 @@ BOOST_AUTO_TEST_CASE(datasets_declared_in_toml) {
   const bad_case cases[] = {
       {"", "bad.toml: missing [dataset] table"},
       {"[dataset]\nimages = \"a\"\n", "bad.toml:1:1: dataset: missing required key 'source'"},
-      {"[dataset]\nsource = \"csv\"\n", "bad.toml:2:10: dataset.source: expected \"idx\" or \"synthetic\""},
+      {"[dataset]\nsource = \"csv\"\n", "bad.toml:2:10: dataset.source: expected \"idx\", \"tfrecord\" or \"synthetic\""},
+      {"[dataset]\nsource = \"tfrecord\"\n", "source \"tfrecord\" needs files = [\"...\"]"},
+      {"[dataset]\nsource = \"tfrecord\"\nfiles = [3]\n", "dataset.files[0]: expected a path (string)"},
       {"[dataset]\nsource = \"idx\"\nimages = \"a\"\n", "source \"idx\" needs 'labels'"},
       {idx + "shuffle = 3\n", "dataset.shuffle: unknown key"},
       {idx + "[[dataset.ops]]\ntype = \"cache\"\n", "bad.toml:6:8: dataset.ops[0].type: expected one of \"map\""},
@@ -334,4 +343,63 @@ BOOST_AUTO_TEST_CASE(datasets_declared_in_toml) {
     BOOST_TEST(describe(r.error()).find(c.part) != std::string::npos, describe(r.error()) << " / want " << c.part);
     BOOST_TEST(exit_code(r.error()) == 2);
   }
+}
+
+BOOST_AUTO_TEST_CASE(tfrecords_round_trip_and_corruption_is_located) {
+  // CRC-32C check value (RFC 3720): "123456789" -> 0xE3069283.
+  BOOST_TEST(data::crc32c("123456789", 9) == 0xE3069283u);
+  temp_files t;
+  std::vector<std::string> records;
+  for (int i = 0; i < 3; ++i) {
+    tf::Example ex;
+    auto& f = *ex.mutable_features()->mutable_feature();
+    f["label"].mutable_int64_list()->add_value(i);
+    if (i == 1) {
+      f["x"].mutable_bytes_list()->add_value(std::string("\x00\x80\xff", 3));
+    } else {
+      for (float v : {0.5f * float(i), 1.0f, 2.0f}) f["x"].mutable_float_list()->add_value(v);
+    }
+    records.push_back(ex.SerializeAsString());
+  }
+  const auto path = t.dir + "/good.tfrecord";
+  BOOST_REQUIRE(!data::write_tfrecords(path, records));
+  auto back = data::read_tfrecords(path);
+  BOOST_REQUIRE_MESSAGE(back, why(back));
+  BOOST_TEST(*back == records);
+  pb::DatasetSpec spec;
+  spec.mutable_tfrecord()->add_files(path);
+  spec.mutable_tfrecord()->set_features_key("x");
+  spec.mutable_tfrecord()->set_label_key("label");
+  spec.add_ops()->mutable_batch()->set_size(3);
+  auto p = data::pipeline::build(spec);
+  BOOST_REQUIRE_MESSAGE(p, why(p));
+  BOOST_TEST(p->examples_at_source() == 3);
+  data::batch b;
+  BOOST_REQUIRE(p->next(b));
+  BOOST_TEST(b.labels == std::vector<int32_t>({0, 1, 2}));
+  BOOST_TEST(b.x == std::vector<float>({0, 1, 2, 0, 128, 255, 1, 1, 2}));
+
+  std::ifstream in(path, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t second = 12 + records[0].size() + 4;  // where record 1 starts
+  auto corrupt = [&](size_t at, const std::string& name) {
+    std::string copy = bytes;
+    copy[at] = char(copy[at] ^ 0x40);
+    return t.write(name, copy);
+  };
+  auto data_bad = data::read_tfrecords(corrupt(second + 12 + 2, "data.tfrecord"));
+  BOOST_REQUIRE(!data_bad);
+  BOOST_TEST(describe(data_bad.error()) == t.dir + "/data.tfrecord: record 1: data CRC mismatch (corrupt record)");
+  auto length_bad = data::read_tfrecords(corrupt(second + 1, "length.tfrecord"));
+  BOOST_REQUIRE(!length_bad);
+  BOOST_TEST(describe(length_bad.error()) == t.dir + "/length.tfrecord: record 1: length CRC mismatch (corrupt file)");
+  auto cut = t.write("cut.tfrecord", bytes.substr(0, bytes.size() - 5));
+  auto truncated = data::read_tfrecords(cut);
+  BOOST_REQUIRE(!truncated);
+  BOOST_TEST(describe(truncated.error()).find(cut + ": record 2: truncated") == 0u, describe(truncated.error()));
+  spec.mutable_tfrecord()->set_label_key("y");
+  auto no_label = data::pipeline::build(spec);
+  BOOST_REQUIRE(!no_label);
+  BOOST_TEST(describe(no_label.error()) ==
+             "dataset: " + path + ": record 0: feature 'y' must be an int64_list of one label");
 }

@@ -5,6 +5,8 @@
 #include <set>
 
 #include "actors/data/idx.hpp"
+#include "actors/data/tfrecord.hpp"
+#include "messages/example.pb.h"
 #include "messages/errors.hpp"
 
 namespace actorps::data {
@@ -33,6 +35,65 @@ class idx_source : public stage {
   idx_array images_, labels_;
   int64_t at_ = 0;
 };
+
+// Examples parsed from tf.train.Example records, held in memory.
+class memory_source : public stage {
+ public:
+  memory_source(std::vector<std::vector<float>> x, std::vector<int32_t> labels)
+      : x_(std::move(x)), labels_(std::move(labels)) {}
+  bool next(example& out) override {
+    if (at_ >= int64_t(x_.size())) return false;
+    out.id = at_;
+    out.label = labels_[size_t(at_)];
+    out.x = x_[size_t(at_)];
+    ++at_;
+    return true;
+  }
+  void reset() override { at_ = 0; }
+
+ private:
+  std::vector<std::vector<float>> x_;
+  std::vector<int32_t> labels_;
+  int64_t at_ = 0;
+};
+
+caf::expected<std::unique_ptr<stage>> open_tfrecords(const pb::TfRecordSource& src, int& features, int64_t& size) {
+  std::vector<std::vector<float>> xs;
+  std::vector<int32_t> labels;
+  for (auto& file : src.files()) {
+    auto records = read_tfrecords(file);
+    if (!records) return records.error();
+    for (size_t i = 0; i < records->size(); ++i) {
+      const std::string where = file + ": record " + std::to_string(i) + ": ";
+      tf::Example ex;
+      if (!ex.ParseFromString((*records)[i])) return bad(where + "not a tf.train.Example");
+      auto& f = ex.features().feature();
+      auto x = f.find(src.features_key());
+      auto y = f.find(src.label_key());
+      if (x == f.end()) return bad(where + "no feature '" + src.features_key() + "'");
+      if (y == f.end() || y->second.int64_list().value_size() != 1)
+        return bad(where + "feature '" + src.label_key() + "' must be an int64_list of one label");
+      std::vector<float> values;
+      if (x->second.has_float_list()) {
+        values.assign(x->second.float_list().value().begin(), x->second.float_list().value().end());
+      } else if (x->second.bytes_list().value_size() == 1) {
+        auto& bytes = x->second.bytes_list().value(0);
+        for (unsigned char c : bytes) values.push_back(float(c));
+      } else {
+        return bad(where + "feature '" + src.features_key() + "' must be a float_list or one byte string");
+      }
+      if (!xs.empty() && values.size() != xs[0].size())
+        return bad(where + std::to_string(values.size()) + " features, the first record has " +
+                   std::to_string(xs[0].size()));
+      xs.push_back(std::move(values));
+      labels.push_back(int32_t(y->second.int64_list().value(0)));
+    }
+  }
+  if (xs.empty()) return bad("the TFRecord files hold no examples");
+  features = int(xs[0].size());
+  size = int64_t(xs.size());
+  return std::unique_ptr<stage>(new memory_source(std::move(xs), std::move(labels)));
+}
 
 class synthetic_source : public stage {
  public:
@@ -186,6 +247,7 @@ caf::expected<std::unique_ptr<stage>> open_source(const pb::DatasetSpec& spec, i
       size = int64_t(images->count());
       return std::unique_ptr<stage>(new idx_source(std::move(*images), std::move(*labels)));
     }
+    case pb::DatasetSpec::kTfrecord: return open_tfrecords(spec.tfrecord(), features, size);
     case pb::DatasetSpec::kSynthetic: {
       auto& s = spec.synthetic();
       if (s.features() == 0 || s.classes() == 0) return bad("synthetic source needs features > 0 and classes > 0");
@@ -193,7 +255,7 @@ caf::expected<std::unique_ptr<stage>> open_source(const pb::DatasetSpec& spec, i
       size = int64_t(s.examples());
       return std::unique_ptr<stage>(new synthetic_source(s));
     }
-    default: return bad("no source (idx or synthetic)");
+    default: return bad("no source (idx, tfrecord or synthetic)");
   }
 }
 

@@ -1,0 +1,24 @@
+// TFRecord files: records of [u64 length][u32 masked CRC-32C of the length]
+// [data][u32 masked CRC-32C of the data], little-endian, as TensorFlow
+// writes them (uncompressed). Every CRC is checked.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <caf/expected.hpp>
+
+namespace actorps::data {
+
+/// Every record of the file; errors name the file, the record index and
+/// what is wrong (a CRC mismatch, a truncated record).
+[[nodiscard]] caf::expected<std::vector<std::string>> read_tfrecords(const std::string& path);
+
+/// CRC-32C (Castagnoli), the checksum TFRecord stores (masked).
+uint32_t crc32c(const char* data, size_t n);
+
+[[nodiscard]] caf::error write_tfrecords(const std::string& path, const std::vector<std::string>& records);
+
+}  // namespace actorps::data
