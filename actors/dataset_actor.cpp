@@ -62,6 +62,13 @@ dataset_actor::behavior_type dataset_behavior(dataset_ptr self, uint32_t worker,
         out.set_x(reinterpret_cast<const char*>(b.x.data()), b.x.size() * sizeof(float));
         return out;
       },
+      [self](const pb::ReadSplit& split) -> caf::result<pb::SplitAccepted> {
+        if (auto err = ensure_built(self)) return err;
+        self->state.pipeline->read_range(split.begin(), split.end_index());
+        pb::SplitAccepted out;
+        out.set_id(split.id());
+        return out;
+      },
   };
 }
 

@@ -5,6 +5,9 @@
 // the file or op, and the actor answers every later request with it.
 // Prefetching is the consumer's: it keeps DatasetInfo.prefetch NextBatch
 // requests in flight, so batches are built while it computes.
+// Exactly-once epochs: ReadSplit restricts the source to a split's indices
+// (from the split dispatcher) and restarts the stages; the batches then end
+// with the split (use no repeat, and no drop_remainder, in that mode).
 #pragma once
 
 #include <caf/actor_system.hpp>

@@ -22,7 +22,13 @@ using ps_shard_actor = caf::typed_actor<caf::replies_to<pb::CreateVariables>::wi
 
 /// A worker's input pipeline (actors/dataset_actor.hpp).
 using dataset_actor = caf::typed_actor<caf::replies_to<pb::DatasetInfoRequest>::with<pb::DatasetInfo>,
-                                       caf::replies_to<pb::NextBatch>::with<pb::BatchData>>;
+                                       caf::replies_to<pb::NextBatch>::with<pb::BatchData>,
+                                       caf::replies_to<pb::ReadSplit>::with<pb::SplitAccepted>>;
+
+/// The coordinator's split dispatcher for exactly-once epochs (actors/split_dispatcher.hpp).
+using split_dispatcher_actor = caf::typed_actor<caf::replies_to<pb::SplitRequest>::with<pb::SplitGrant>,
+                                                caf::replies_to<pb::WorkerLost>::with<pb::SplitStatus>,
+                                                caf::replies_to<pb::SplitStatusRequest>::with<pb::SplitStatus>>;
 
 /// The node actor, one per process (actors/node_actor.hpp).
 using node_actor = caf::typed_actor<caf::replies_to<pb::Hello>::with<pb::Welcome>,

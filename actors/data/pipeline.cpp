@@ -16,48 +16,37 @@ caf::error bad(const std::string& what) { return make_error(errc::invalid_config
 
 // ---- sources ----
 
-class idx_source : public stage {
+class idx_source : public indexed_source {
  public:
-  idx_source(idx_array images, idx_array labels) : images_(std::move(images)), labels_(std::move(labels)) {}
-  bool next(example& out) override {
-    if (at_ >= int64_t(images_.count())) return false;
-    const uint64_t size = images_.item_size();
-    const uint8_t* pixels = images_.data.data() + uint64_t(at_) * size;
-    out.id = at_;
-    out.label = labels_.data[size_t(at_)];
-    out.x.assign(pixels, pixels + size);
-    ++at_;
-    return true;
-  }
-  void reset() override { at_ = 0; }
+  idx_source(idx_array images, idx_array labels)
+      : indexed_source(int64_t(images.count())), images_(std::move(images)), labels_(std::move(labels)) {}
 
  private:
+  void fill(int64_t index, example& out) override {
+    const uint64_t size = images_.item_size();
+    const uint8_t* pixels = images_.data.data() + uint64_t(index) * size;
+    out.label = labels_.data[size_t(index)];
+    out.x.assign(pixels, pixels + size);
+  }
   idx_array images_, labels_;
-  int64_t at_ = 0;
 };
 
 // Examples parsed from tf.train.Example records, held in memory.
-class memory_source : public stage {
+class memory_source : public indexed_source {
  public:
   memory_source(std::vector<std::vector<float>> x, std::vector<int32_t> labels)
-      : x_(std::move(x)), labels_(std::move(labels)) {}
-  bool next(example& out) override {
-    if (at_ >= int64_t(x_.size())) return false;
-    out.id = at_;
-    out.label = labels_[size_t(at_)];
-    out.x = x_[size_t(at_)];
-    ++at_;
-    return true;
-  }
-  void reset() override { at_ = 0; }
+      : indexed_source(int64_t(x.size())), x_(std::move(x)), labels_(std::move(labels)) {}
 
  private:
+  void fill(int64_t index, example& out) override {
+    out.label = labels_[size_t(index)];
+    out.x = x_[size_t(index)];
+  }
   std::vector<std::vector<float>> x_;
   std::vector<int32_t> labels_;
-  int64_t at_ = 0;
 };
 
-caf::expected<std::unique_ptr<stage>> open_tfrecords(const pb::TfRecordSource& src, int& features, int64_t& size) {
+caf::expected<std::unique_ptr<indexed_source>> open_tfrecords(const pb::TfRecordSource& src) {
   std::vector<std::vector<float>> xs;
   std::vector<int32_t> labels;
   for (auto& file : src.files()) {
@@ -90,29 +79,23 @@ caf::expected<std::unique_ptr<stage>> open_tfrecords(const pb::TfRecordSource& s
     }
   }
   if (xs.empty()) return bad("the TFRecord files hold no examples");
-  features = int(xs[0].size());
-  size = int64_t(xs.size());
-  return std::unique_ptr<stage>(new memory_source(std::move(xs), std::move(labels)));
+  return std::unique_ptr<indexed_source>(new memory_source(std::move(xs), std::move(labels)));
 }
 
-class synthetic_source : public stage {
+// Example i is the same in every run: its values come from (seed, i) alone.
+class synthetic_source : public indexed_source {
  public:
-  explicit synthetic_source(pb::SyntheticSource s) : s_(std::move(s)) {}
-  bool next(example& out) override {
-    if (at_ >= int64_t(s_.examples())) return false;
-    std::mt19937_64 gen(s_.seed() * 1000003u + uint64_t(at_));  // example i is the same in every run
+  explicit synthetic_source(pb::SyntheticSource s) : indexed_source(int64_t(s.examples())), s_(std::move(s)) {}
+
+ private:
+  void fill(int64_t index, example& out) override {
+    std::mt19937_64 gen(s_.seed() * 1000003u + uint64_t(index));
     std::uniform_real_distribution<float> value(0.0f, 1.0f);
-    out.id = at_++;
     out.label = int32_t(gen() % s_.classes());
     out.x.resize(s_.features());
     for (auto& v : out.x) v = value(gen);
-    return true;
   }
-  void reset() override { at_ = 0; }
-
- private:
   pb::SyntheticSource s_;
-  int64_t at_ = 0;
 };
 
 // ---- stages ----
@@ -233,7 +216,7 @@ class repeat_stage : public stage {
   int64_t count_, pass_ = 0, in_pass_ = 0;
 };
 
-caf::expected<std::unique_ptr<stage>> open_source(const pb::DatasetSpec& spec, int& features, int64_t& size) {
+caf::expected<std::unique_ptr<indexed_source>> open_source(const pb::DatasetSpec& spec) {
   switch (spec.source_case()) {
     case pb::DatasetSpec::kIdx: {
       auto images = read_idx(spec.idx().images());
@@ -243,17 +226,13 @@ caf::expected<std::unique_ptr<stage>> open_source(const pb::DatasetSpec& spec, i
       if (labels->dims.size() != 1 || labels->count() != images->count())
         return bad(spec.idx().labels() + " holds " + std::to_string(labels->count()) + " labels for " +
                    std::to_string(images->count()) + " images in " + spec.idx().images());
-      features = int(images->item_size());
-      size = int64_t(images->count());
-      return std::unique_ptr<stage>(new idx_source(std::move(*images), std::move(*labels)));
+      return std::unique_ptr<indexed_source>(new idx_source(std::move(*images), std::move(*labels)));
     }
-    case pb::DatasetSpec::kTfrecord: return open_tfrecords(spec.tfrecord(), features, size);
+    case pb::DatasetSpec::kTfrecord: return open_tfrecords(spec.tfrecord());
     case pb::DatasetSpec::kSynthetic: {
       auto& s = spec.synthetic();
       if (s.features() == 0 || s.classes() == 0) return bad("synthetic source needs features > 0 and classes > 0");
-      features = int(s.features());
-      size = int64_t(s.examples());
-      return std::unique_ptr<stage>(new synthetic_source(s));
+      return std::unique_ptr<indexed_source>(new synthetic_source(s));
     }
     default: return bad("no source (idx, tfrecord or synthetic)");
   }
@@ -263,9 +242,15 @@ caf::expected<std::unique_ptr<stage>> open_source(const pb::DatasetSpec& spec, i
 
 caf::expected<pipeline> pipeline::build(const pb::DatasetSpec& spec) {
   pipeline p;
-  auto head = open_source(spec, p.features_, p.source_size_);
-  if (!head) return head.error();
-  std::unique_ptr<stage> s = std::move(*head);
+  auto source = open_source(spec);
+  if (!source) return source.error();
+  p.source_ = source->get();
+  p.source_size_ = p.source_->size();
+  example first;  // the source's first example tells the feature count
+  if (p.source_size_ == 0 || !p.source_->next(first)) return bad("the source holds no examples");
+  p.source_->reset();
+  p.features_ = int(first.x.size());
+  std::unique_ptr<stage> s = std::move(*source);
   bool batched = false;
   for (int i = 0; i < spec.ops_size(); ++i) {
     auto& op = spec.ops(i);
@@ -309,6 +294,11 @@ caf::expected<pipeline> pipeline::build(const pb::DatasetSpec& spec) {
   }
   p.head_ = std::move(s);
   return p;
+}
+
+void pipeline::read_range(int64_t begin, int64_t end) {
+  source_->restrict_to(begin, end);
+  head_->reset();
 }
 
 bool pipeline::next(batch& out) {

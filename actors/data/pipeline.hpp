@@ -5,6 +5,7 @@
 // its source (its index), so visitation can be counted.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -38,6 +39,30 @@ class stage {
   virtual void reset() = 0;
 };
 
+/// A source: examples by index; reads [begin, end) of them (all by default).
+class indexed_source : public stage {
+ public:
+  explicit indexed_source(int64_t size) : size_(size), end_(size) {}
+  int64_t size() const { return size_; }
+  bool next(example& out) override {
+    if (at_ >= end_) return false;
+    out.id = at_;
+    fill(at_++, out);
+    return true;
+  }
+  void reset() override { at_ = begin_; }
+  void restrict_to(int64_t begin, int64_t end) {
+    begin_ = std::clamp<int64_t>(begin, 0, size_);
+    end_ = std::clamp<int64_t>(end, begin_, size_);
+    at_ = begin_;
+  }
+
+ private:
+  /// Sets out's label and x for source index `index`.
+  virtual void fill(int64_t index, example& out) = 0;
+  int64_t size_, begin_ = 0, end_, at_ = 0;
+};
+
 class pipeline {
  public:
   /// Opens the source and checks the ops; errors name the file or the op
@@ -46,12 +71,16 @@ class pipeline {
 
   /// The next batch (batches of 1 without a batch op), or false at the end.
   bool next(batch& out);
+  /// From now on only source indices [begin, end), every stage starting
+  /// afresh (exactly-once splits; batches never span two calls).
+  void read_range(int64_t begin, int64_t end);
   int features() const { return features_; }
   int64_t examples_at_source() const { return source_size_; }
   uint32_t prefetch() const { return prefetch_; }
 
  private:
   std::unique_ptr<stage> head_;
+  indexed_source* source_ = nullptr;  // the first stage, owned through head_
   int features_ = 0;
   int64_t source_size_ = 0;
   uint32_t batch_size_ = 1;
