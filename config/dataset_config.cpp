@@ -7,6 +7,47 @@ namespace {
 
 constexpr int64_t kMax32 = 0xffffffffLL;
 
+// files = ["...", ...]: at least one path.
+caf::error read_files(const reader& r, const toml::table& t, const std::string& kind,
+                      google::protobuf::RepeatedPtrField<std::string>& out) {
+  auto* files = t.get("files") ? t.get("files")->as_array() : nullptr;
+  if (files == nullptr || files->empty()) return r.fail(t, "dataset", "source \"" + kind + "\" needs files = [\"...\"]");
+  for (size_t i = 0; i < files->size(); ++i) {
+    auto v = files->get(i)->value<std::string>();
+    if (!v) return r.fail(*files->get(i), "dataset.files[" + std::to_string(i) + "]", "expected a path (string)");
+    *out.Add() = *v;
+  }
+  return caf::none;
+}
+
+caf::error read_column(const reader& r, const toml::node& n, const std::string& p, pb::CsvColumn& c) {
+  auto* t = n.as_table();
+  if (t == nullptr) return r.fail(n, p, std::string("expected a table, got ") + type_name(n));
+  if (auto err = r.only_keys(*t, p, {"name", "kind", "vocabulary", "hash_buckets", "one_hot"})) return err;
+  if (!t->contains("name")) return r.fail(n, p, "missing required key 'name'");
+  pb::CsvColumn::Kind kind = pb::CsvColumn::NUMERIC;
+  uint32_t buckets = 0;
+  bool one_hot = false;
+  caf::error err;
+  (err = r.get(*t, p, "name", *c.mutable_name())) ||
+      (err = r.choose(*t, p, "kind", kind,
+                      {std::pair{"numeric", pb::CsvColumn::NUMERIC}, std::pair{"categorical", pb::CsvColumn::CATEGORICAL},
+                       std::pair{"label", pb::CsvColumn::LABEL}, std::pair{"ignore", pb::CsvColumn::IGNORE}})) ||
+      (err = r.get(*t, p, "hash_buckets", buckets, 1, 1 << 24)) || (err = r.get(*t, p, "one_hot", one_hot));
+  if (err) return err;
+  c.set_kind(kind), c.set_hash_buckets(buckets), c.set_one_hot(one_hot);
+  if (auto* vocab = t->get("vocabulary")) {
+    auto* arr = vocab->as_array();
+    if (arr == nullptr) return r.fail(*vocab, p + ".vocabulary", "expected an array of strings");
+    for (size_t i = 0; i < arr->size(); ++i) {
+      auto v = arr->get(i)->value<std::string>();
+      if (!v) return r.fail(*arr->get(i), p + ".vocabulary[" + std::to_string(i) + "]", "expected a string");
+      c.add_vocabulary(*v);
+    }
+  }
+  return caf::none;
+}
+
 caf::error read_source(const reader& r, const toml::table& t, pb::DatasetSpec& spec) {
   std::string kind;
   if (auto err = r.get(t, "dataset", "source", kind)) return err;
@@ -22,21 +63,30 @@ caf::error read_source(const reader& r, const toml::table& t, pb::DatasetSpec& s
   }
   if (kind == "tfrecord") {
     if (auto err = r.only_keys(t, "dataset", {"source", "files", "features_key", "label_key", "ops"})) return err;
-    auto* files = t.get("files") ? t.get("files")->as_array() : nullptr;
-    if (files == nullptr || files->empty())
-      return r.fail(t, "dataset", "source \"tfrecord\" needs files = [\"...\"]");
     auto* src = spec.mutable_tfrecord();
-    for (size_t i = 0; i < files->size(); ++i) {
-      auto v = files->get(i)->value<std::string>();
-      if (!v) return r.fail(*files->get(i), "dataset.files[" + std::to_string(i) + "]", "expected a path (string)");
-      src->add_files(*v);
-    }
+    if (auto err = read_files(r, t, kind, *src->mutable_files())) return err;
     src->set_features_key("x");
     src->set_label_key("label");
     caf::error err;
     (err = r.get(t, "dataset", "features_key", *src->mutable_features_key())) ||
         (err = r.get(t, "dataset", "label_key", *src->mutable_label_key()));
     return err;
+  }
+  if (kind == "csv") {
+    if (auto err = r.only_keys(t, "dataset", {"source", "files", "delimiter", "header", "columns", "ops"})) return err;
+    auto* src = spec.mutable_csv();
+    bool header = false;
+    caf::error err;
+    (err = read_files(r, t, kind, *src->mutable_files())) ||
+        (err = r.get(t, "dataset", "delimiter", *src->mutable_delimiter())) || (err = r.get(t, "dataset", "header", header));
+    if (err) return err;
+    src->set_header(header);
+    auto* columns = t.get("columns") ? t.get("columns")->as_array() : nullptr;
+    if (columns == nullptr) return r.fail(t, "dataset", "source \"csv\" needs [[dataset.columns]]");
+    for (size_t i = 0; i < columns->size(); ++i)
+      if (auto e = read_column(r, *columns->get(i), "dataset.columns[" + std::to_string(i) + "]", *src->add_columns()))
+        return e;
+    return caf::none;
   }
   if (kind == "synthetic") {
     if (auto err = r.only_keys(t, "dataset", {"source", "examples", "features", "classes", "seed", "ops"})) return err;
@@ -53,7 +103,7 @@ caf::error read_source(const reader& r, const toml::table& t, pb::DatasetSpec& s
   }
   auto* n = t.get("source");
   return r.fail(n ? *n : static_cast<const toml::node&>(t), "dataset.source",
-                "expected \"idx\", \"tfrecord\" or \"synthetic\"");
+                "expected \"idx\", \"tfrecord\", \"csv\" or \"synthetic\"");
 }
 
 caf::error read_op(const reader& r, const toml::node& n, const std::string& p, pb::DatasetOp& op) {

@@ -261,7 +261,7 @@ BOOST_AUTO_TEST_CASE(bad_dataset_specs_say_which_op_or_file) {
     BOOST_REQUIRE_MESSAGE(!p, "accepted: " << part);
     BOOST_TEST(describe(p.error()).find(part) != std::string::npos, describe(p.error()));
   };
-  expect(pb::DatasetSpec{}, "dataset: no source (idx, tfrecord or synthetic)");
+  expect(pb::DatasetSpec{}, "dataset: no source (idx, tfrecord, csv or synthetic)");
   pb::DatasetSpec missing;
   missing.mutable_idx()->set_images(t.dir + "/none");
   expect(missing, t.dir + "/none: cannot open file");
@@ -312,6 +312,16 @@ BOOST_AUTO_TEST_CASE(datasets_declared_in_toml) {
   BOOST_TEST(records->tfrecord().files_size() == 2);
   BOOST_TEST(records->tfrecord().features_key() == "x");
   BOOST_TEST(records->tfrecord().label_key() == "y");
+  auto csv = parse_dataset_toml(
+      "[dataset]\nsource = \"csv\"\nfiles = [\"t.csv\"]\nheader = true\n"
+      "[[dataset.columns]]\nname = \"city\"\nkind = \"categorical\"\nvocabulary = [\"paris\", \"rome\"]\none_hot = true\n"
+      "[[dataset.columns]]\nname = \"y\"\nkind = \"label\"\n",
+      "c.toml");
+  BOOST_REQUIRE_MESSAGE(csv, why(csv));
+  BOOST_TEST(csv->csv().header());
+  BOOST_TEST(csv->csv().columns(0).vocabulary(1) == "rome");
+  BOOST_TEST(csv->csv().columns(0).one_hot());
+  BOOST_TEST(int(csv->csv().columns(1).kind()) == int(pb::CsvColumn::LABEL));
 
   const std::string idx = "[dataset]\nsource = \"idx\"\nimages = \"a\"\nlabels = \"b\"\n";
   struct bad_case {
@@ -320,7 +330,10 @@ BOOST_AUTO_TEST_CASE(datasets_declared_in_toml) {
   const bad_case cases[] = {
       {"", "bad.toml: missing [dataset] table"},
       {"[dataset]\nimages = \"a\"\n", "bad.toml:1:1: dataset: missing required key 'source'"},
-      {"[dataset]\nsource = \"csv\"\n", "bad.toml:2:10: dataset.source: expected \"idx\", \"tfrecord\" or \"synthetic\""},
+      {"[dataset]\nsource = \"parquet\"\n", "bad.toml:2:10: dataset.source: expected \"idx\", \"tfrecord\", \"csv\" or \"synthetic\""},
+      {"[dataset]\nsource = \"csv\"\nfiles = [\"a\"]\n", "source \"csv\" needs [[dataset.columns]]"},
+      {"[dataset]\nsource = \"csv\"\nfiles = [\"a\"]\n[[dataset.columns]]\nname = \"a\"\nkind = \"date\"\n",
+       "dataset.columns[0].kind: expected one of \"numeric\", \"categorical\", \"label\", \"ignore\""},
       {"[dataset]\nsource = \"tfrecord\"\n", "source \"tfrecord\" needs files = [\"...\"]"},
       {"[dataset]\nsource = \"tfrecord\"\nfiles = [3]\n", "dataset.files[0]: expected a path (string)"},
       {"[dataset]\nsource = \"idx\"\nimages = \"a\"\n", "source \"idx\" needs 'labels'"},
@@ -402,4 +415,81 @@ BOOST_AUTO_TEST_CASE(tfrecords_round_trip_and_corruption_is_located) {
   BOOST_REQUIRE(!no_label);
   BOOST_TEST(describe(no_label.error()) ==
              "dataset: " + path + ": record 0: feature 'y' must be an int64_list of one label");
+}
+
+namespace {
+
+pb::CsvSource csv_source(const std::string& file) {
+  pb::CsvSource src;
+  src.add_files(file);
+  src.set_header(true);
+  auto column = [&](const char* name, pb::CsvColumn::Kind kind) {
+    auto* c = src.add_columns();
+    c->set_name(name);
+    c->set_kind(kind);
+    return c;
+  };
+  column("age", pb::CsvColumn::NUMERIC);
+  auto* city = column("city", pb::CsvColumn::CATEGORICAL);
+  city->add_vocabulary("paris");
+  city->add_vocabulary("rome");
+  auto* color = column("color", pb::CsvColumn::CATEGORICAL);
+  for (auto v : {"red", "green"}) color->add_vocabulary(v);
+  color->set_one_hot(true);
+  column("tag", pb::CsvColumn::CATEGORICAL)->set_hash_buckets(8);
+  column("id", pb::CsvColumn::IGNORE);
+  column("label", pb::CsvColumn::LABEL);
+  return src;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(csv_columns_become_features) {
+  temp_files t;
+  auto file = t.write("a.csv", "age,city,color,tag,id,label\n31.5,rome,green,x,7,1\n40,oslo,red,x,8,0\n\n");
+  pb::DatasetSpec spec;
+  *spec.mutable_csv() = csv_source(file);
+  spec.add_ops()->mutable_batch()->set_size(2);
+  auto p = data::pipeline::build(spec);
+  BOOST_REQUIRE_MESSAGE(p, why(p));
+  BOOST_TEST(p->features() == 1 + 1 + 3 + 1);  // age, city index, color one-hot (oov + 2), tag bucket
+  data::batch b;
+  BOOST_REQUIRE(p->next(b));
+  BOOST_TEST(b.labels == std::vector<int32_t>({1, 0}));
+  std::vector<float> first(b.x.begin(), b.x.begin() + 6), second(b.x.begin() + 6, b.x.end());
+  BOOST_TEST(first[0] == 31.5f);
+  BOOST_TEST(first[1] == 2.0f);  // rome: vocabulary position 1 -> index 2
+  BOOST_TEST(second[1] == 0.0f);  // oslo: out of vocabulary
+  BOOST_TEST((std::vector<float>(first.begin() + 2, first.begin() + 5) == std::vector<float>({0, 0, 1})));  // green
+  BOOST_TEST((std::vector<float>(second.begin() + 2, second.begin() + 5) == std::vector<float>({0, 1, 0})));  // red
+  BOOST_TEST(first[5] == second[5]);  // same tag, same bucket
+  BOOST_TEST((first[5] >= 0.0f && first[5] < 8.0f));
+
+  struct bad_case {
+    std::string text, part;
+  };
+  const bad_case cases[] = {
+      {"age,city,color,tag,id,label\n1,rome,red,x,7\n", ":2: 5 fields, expected 6"},
+      {"age,city,color,tag,id,label\nold,rome,red,x,7,1\n", ":2: column 'age': 'old' is not a number"},
+      {"age,town,color,tag,id,label\n", ":1: header column 2 is 'town', expected 'city'"},
+      {"age,city,color,tag,id,label\n1,rome,red,x,7,0.5\n", ":2: column 'label': label '0.5' is not an integer"},
+  };
+  int i = 0;
+  for (auto& c : cases) {
+    auto path = t.write("bad" + std::to_string(i++) + ".csv", c.text);
+    pb::DatasetSpec bad;
+    *bad.mutable_csv() = csv_source(path);
+    auto r = data::pipeline::build(bad);
+    BOOST_REQUIRE_MESSAGE(!r, "accepted: " << c.part);
+    BOOST_TEST(describe(r.error()).find(path + c.part) != std::string::npos, describe(r.error()));
+  }
+  pb::DatasetSpec no_label;
+  *no_label.mutable_csv() = csv_source(file);
+  no_label.mutable_csv()->mutable_columns(5)->set_kind(pb::CsvColumn::NUMERIC);
+  BOOST_TEST(describe(data::pipeline::build(no_label).error()) == "csv: exactly one LABEL column needed, got 0");
+  pb::DatasetSpec no_lookup;
+  *no_lookup.mutable_csv() = csv_source(file);
+  no_lookup.mutable_csv()->mutable_columns(3)->set_hash_buckets(0);
+  BOOST_TEST(describe(data::pipeline::build(no_lookup).error()) ==
+             "csv: column 'tag': a categorical column needs a vocabulary or hash_buckets");
 }

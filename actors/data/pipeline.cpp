@@ -4,6 +4,7 @@
 #include <random>
 #include <set>
 
+#include "actors/data/csv.hpp"
 #include "actors/data/idx.hpp"
 #include "actors/data/tfrecord.hpp"
 #include "messages/example.pb.h"
@@ -229,12 +230,19 @@ caf::expected<std::unique_ptr<indexed_source>> open_source(const pb::DatasetSpec
       return std::unique_ptr<indexed_source>(new idx_source(std::move(*images), std::move(*labels)));
     }
     case pb::DatasetSpec::kTfrecord: return open_tfrecords(spec.tfrecord());
+    case pb::DatasetSpec::kCsv: {
+      std::vector<std::vector<float>> xs;
+      std::vector<int32_t> labels;
+      if (auto err = read_csv(spec.csv(), xs, labels)) return err;
+      if (xs.empty()) return bad("the CSV files hold no examples");
+      return std::unique_ptr<indexed_source>(new memory_source(std::move(xs), std::move(labels)));
+    }
     case pb::DatasetSpec::kSynthetic: {
       auto& s = spec.synthetic();
       if (s.features() == 0 || s.classes() == 0) return bad("synthetic source needs features > 0 and classes > 0");
       return std::unique_ptr<indexed_source>(new synthetic_source(s));
     }
-    default: return bad("no source (idx, tfrecord or synthetic)");
+    default: return bad("no source (idx, tfrecord, csv or synthetic)");
   }
 }
 
