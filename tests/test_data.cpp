@@ -224,6 +224,23 @@ BOOST_AUTO_TEST_CASE(shards_are_disjoint_and_cover_the_input) {
   BOOST_TEST(seen.size() == 103u);                                         // covering
 }
 
+BOOST_AUTO_TEST_CASE(tensor_slices_are_a_source) {
+  pb::DatasetSpec spec;
+  auto* t = spec.mutable_slices();
+  t->set_features(2);
+  for (float v : {1.0f, 2.0f, 3.0f, 4.0f, 5.0f, 6.0f}) t->add_x(v);
+  for (int l : {7, 8, 9}) t->add_labels(l);
+  spec.add_ops()->mutable_batch()->set_size(2);
+  auto p = data::pipeline::build(spec);
+  BOOST_REQUIRE_MESSAGE(p, why(p));
+  data::batch b;
+  BOOST_REQUIRE(p->next(b));
+  BOOST_TEST(b.x == std::vector<float>({1, 2, 3, 4}));
+  BOOST_REQUIRE(p->next(b));
+  BOOST_TEST(b.labels == std::vector<int32_t>({9}));
+  BOOST_TEST(!p->next(b));
+}
+
 BOOST_AUTO_TEST_CASE(map_and_filter_transform_examples) {
   temp_files t;
   data::idx_array images{{4, 1, 2}, {0, 255, 10, 20, 30, 40, 50, 60}}, labels{{4}, {1, 2, 1, 3}};
@@ -261,7 +278,13 @@ BOOST_AUTO_TEST_CASE(bad_dataset_specs_say_which_op_or_file) {
     BOOST_REQUIRE_MESSAGE(!p, "accepted: " << part);
     BOOST_TEST(describe(p.error()).find(part) != std::string::npos, describe(p.error()));
   };
-  expect(pb::DatasetSpec{}, "dataset: no source (idx, tfrecord, csv or synthetic)");
+  expect(pb::DatasetSpec{}, "dataset: no source (idx, tfrecord, csv, slices or synthetic)");
+  pb::DatasetSpec ragged;
+  ragged.mutable_slices()->set_features(2);
+  for (float v : {1.0f, 2.0f, 3.0f}) ragged.mutable_slices()->add_x(v);
+  ragged.mutable_slices()->add_labels(0);
+  ragged.mutable_slices()->add_labels(1);
+  expect(ragged, "slices: 3 values for 2 examples of 2 features");
   pb::DatasetSpec missing;
   missing.mutable_idx()->set_images(t.dir + "/none");
   expect(missing, t.dir + "/none: cannot open file");

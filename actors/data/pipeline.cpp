@@ -237,12 +237,23 @@ caf::expected<std::unique_ptr<indexed_source>> open_source(const pb::DatasetSpec
       if (xs.empty()) return bad("the CSV files hold no examples");
       return std::unique_ptr<indexed_source>(new memory_source(std::move(xs), std::move(labels)));
     }
+    case pb::DatasetSpec::kSlices: {
+      auto& t = spec.slices();
+      if (t.features() == 0 || t.labels_size() == 0 || int64_t(t.x_size()) != int64_t(t.labels_size()) * t.features())
+        return bad("slices: " + std::to_string(t.x_size()) + " values for " + std::to_string(t.labels_size()) +
+                   " examples of " + std::to_string(t.features()) + " features");
+      std::vector<std::vector<float>> xs;
+      for (int i = 0; i < t.labels_size(); ++i)
+        xs.emplace_back(t.x().begin() + i * int(t.features()), t.x().begin() + (i + 1) * int(t.features()));
+      return std::unique_ptr<indexed_source>(
+          new memory_source(std::move(xs), std::vector<int32_t>(t.labels().begin(), t.labels().end())));
+    }
     case pb::DatasetSpec::kSynthetic: {
       auto& s = spec.synthetic();
       if (s.features() == 0 || s.classes() == 0) return bad("synthetic source needs features > 0 and classes > 0");
       return std::unique_ptr<indexed_source>(new synthetic_source(s));
     }
-    default: return bad("no source (idx, tfrecord, csv or synthetic)");
+    default: return bad("no source (idx, tfrecord, csv, slices or synthetic)");
   }
 }
 
