@@ -58,19 +58,22 @@ caf::expected<std::vector<std::string>> read_tfrecords(const std::string& path) 
   return records;
 }
 
+std::string tfrecord_frame(const std::string& record) {
+  const uint64_t length = record.size();
+  char header[12];
+  std::memcpy(header, &length, 8);
+  const uint32_t length_crc = masked_crc(header, 8), data_crc = masked_crc(record.data(), record.size());
+  std::memcpy(header + 8, &length_crc, 4);
+  std::string frame(header, 12);
+  frame += record;
+  frame.append(reinterpret_cast<const char*>(&data_crc), 4);
+  return frame;
+}
+
 caf::error write_tfrecords(const std::string& path, const std::vector<std::string>& records) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   if (!out) return make_error(errc::io_error, path + ": cannot create file");
-  for (auto& r : records) {
-    const uint64_t length = r.size();
-    char header[12];
-    std::memcpy(header, &length, 8);
-    const uint32_t length_crc = masked_crc(header, 8), data_crc = masked_crc(r.data(), r.size());
-    std::memcpy(header + 8, &length_crc, 4);
-    out.write(header, 12);
-    out.write(r.data(), std::streamsize(r.size()));
-    out.write(reinterpret_cast<const char*>(&data_crc), 4);
-  }
+  for (auto& r : records) out << tfrecord_frame(r);
   if (!out.flush()) return make_error(errc::io_error, path + ": write failed");
   return caf::none;
 }

@@ -19,6 +19,9 @@ namespace actorps::data {
 /// CRC-32C (Castagnoli), the checksum TFRecord stores (masked).
 uint32_t crc32c(const char* data, size_t n);
 
+/// One record as it sits in a file: header, data, CRCs (appendable).
+std::string tfrecord_frame(const std::string& record);
+
 [[nodiscard]] caf::error write_tfrecords(const std::string& path, const std::vector<std::string>& records);
 
 }  // namespace actorps::data

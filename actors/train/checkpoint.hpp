@@ -1,0 +1,44 @@
+// Checkpoints the coordinator writes: DIR/ckpt-<step>.tfrecord holding the
+// step, epoch, every variable and the exactly-once split state. Written to a
+// temporary file, synced and renamed into place (a crash leaves either the
+// old or the new checkpoint, never half of one); every record CRC-checked on
+// restore, and a damaged newest checkpoint falls back to the one before.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <caf/expected.hpp>
+
+#include "messages/checkpoint.pb.h"
+
+namespace actorps::train {
+
+struct saved_variable {
+  std::string name;
+  std::vector<int64_t> shape;
+  std::vector<float> values;
+};
+
+struct checkpoint {
+  int64_t step = 0;
+  int64_t epoch = 0;
+  std::vector<saved_variable> variables;
+  pb::SplitStatus splits;
+};
+
+/// Writes `c` into `dir` (created if its parent exists), then deletes the
+/// oldest checkpoints beyond `keep_max` (>= 1).
+[[nodiscard]] caf::error save_checkpoint(const std::string& dir, const checkpoint& c, int keep_max);
+
+struct restored {
+  std::optional<checkpoint> latest;   // none: start fresh
+  std::vector<std::string> skipped;   // damaged files passed over, with why
+};
+
+/// The newest intact checkpoint of `dir` (a missing dir: none).
+[[nodiscard]] restored restore_latest(const std::string& dir);
+
+}  // namespace actorps::train

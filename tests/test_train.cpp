@@ -1,0 +1,98 @@
+// The coordinator's files: checkpoints (atomic, CRC-checked, keep_max,
+// fallback past a damaged one) and TensorBoard event files.
+#define BOOST_TEST_MODULE train
+#include <boost/test/unit_test.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include "actors/train/checkpoint.hpp"
+#include "actors/train/event_log.hpp"
+#include "apps/bench_util.hpp"
+#include "messages/errors.hpp"
+
+using namespace actorps;
+using namespace actorps::train;
+namespace fs = std::filesystem;
+
+namespace {
+
+checkpoint at_step(int64_t step) {
+  checkpoint c;
+  c.step = step;
+  c.epoch = step / 10;
+  c.variables.push_back({"dense_0/kernel", {2, 3}, {1, 2, 3, 4, 5, float(step)}});
+  c.variables.push_back({"dense_0/bias", {3}, {0.5f, -0.5f, 0}});
+  c.splits.add_finished(7);
+  c.splits.set_next_fresh(9);
+  return c;
+}
+
+void flip_byte(const std::string& path, size_t from_end) {
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekg(0, std::ios::end);
+  const auto size = size_t(f.tellg());
+  f.seekp(long(size - from_end));
+  char c = 0;
+  f.seekg(long(size - from_end));
+  f.read(&c, 1);
+  c = char(c ^ 0x10);
+  f.seekp(long(size - from_end));
+  f.write(&c, 1);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(checkpoints_round_trip_keep_the_newest_and_fall_back_past_damage) {
+  const std::string dir = make_temp_dir("test") + "/ckpt";
+  BOOST_TEST(!restore_latest(dir).latest);  // no directory yet: a fresh start
+  for (int64_t step : {10, 20, 30, 40}) BOOST_REQUIRE(!save_checkpoint(dir, at_step(step), 3));
+  BOOST_TEST(!fs::exists(dir + "/ckpt-10.tfrecord"));  // keep_max 3
+  BOOST_TEST(fs::exists(dir + "/ckpt-20.tfrecord"));
+  auto r = restore_latest(dir);
+  BOOST_REQUIRE(r.latest);
+  BOOST_TEST(r.latest->step == 40);
+  BOOST_TEST(r.latest->epoch == 4);
+  BOOST_REQUIRE(r.latest->variables.size() == 2u);
+  BOOST_TEST(r.latest->variables[0].name == "dense_0/kernel");
+  BOOST_TEST((r.latest->variables[0].shape == std::vector<int64_t>{2, 3}));
+  BOOST_TEST((r.latest->variables[0].values == std::vector<float>{1, 2, 3, 4, 5, 40}));
+  BOOST_TEST(r.latest->splits.finished(0) == 7u);
+  BOOST_TEST(r.skipped.empty());
+  // A damaged newest checkpoint: restore names it and takes the one before.
+  flip_byte(dir + "/ckpt-40.tfrecord", 6);
+  r = restore_latest(dir);
+  BOOST_REQUIRE(r.latest);
+  BOOST_TEST(r.latest->step == 30);
+  BOOST_REQUIRE(r.skipped.size() == 1u);
+  BOOST_TEST(r.skipped[0].find("ckpt-40.tfrecord: record 2: data CRC mismatch") != std::string::npos, r.skipped[0]);
+  // A crash mid-write leaves only a temporary file, which restore ignores.
+  std::ofstream(dir + "/.ckpt-50.tmp") << "half";
+  BOOST_TEST(restore_latest(dir).latest->step == 30);
+  auto nowhere = save_checkpoint("/nonexistent/parent/ckpt", at_step(1), 1);
+  BOOST_REQUIRE(nowhere);
+  BOOST_TEST(describe(nowhere) ==
+             "checkpoint directory /nonexistent/parent/ckpt cannot be created (does its parent exist?)");
+}
+
+BOOST_AUTO_TEST_CASE(event_files_hold_checked_scalars) {
+  const std::string dir = make_temp_dir("test");
+  auto log = event_log::create(dir);
+  BOOST_REQUIRE_MESSAGE(log, (log ? "" : describe(log.error())));
+  BOOST_TEST(log->path().find(dir + "/events.out.tfevents.") == 0u);
+  BOOST_REQUIRE(!log->scalar("loss", 1, 2.5f));
+  BOOST_REQUIRE(!log->scalar("accuracy", 1, 0.75f));
+  BOOST_REQUIRE(!log->scalar("loss", 2, 1.25f));
+  auto points = read_scalars(log->path());
+  BOOST_REQUIRE_MESSAGE(points, (points ? "" : describe(points.error())));
+  BOOST_REQUIRE(points->size() == 3u);
+  BOOST_TEST((*points)[1].tag == "accuracy");
+  BOOST_TEST((*points)[1].value == 0.75f);
+  BOOST_TEST((*points)[2].step == 2);
+  flip_byte(log->path(), 6);
+  auto damaged = read_scalars(log->path());
+  BOOST_REQUIRE(!damaged);
+  BOOST_TEST(describe(damaged.error()).find("record 3: data CRC mismatch") != std::string::npos,
+             describe(damaged.error()));
+}
