@@ -64,6 +64,12 @@ dataset_actor::behavior_type dataset_behavior(dataset_ptr self, uint32_t worker,
       },
       [self](const pb::ReadSplit& split) -> caf::result<pb::SplitAccepted> {
         if (auto err = ensure_built(self)) return err;
+        // A split must be read once and whole: repeating or dropping a remainder breaks exactly-once.
+        for (auto& op : self->state.spec.ops())
+          if (op.has_repeat() || (op.has_batch() && op.batch().drop_remainder()))
+            return make_error(errc::invalid_config, "dataset of worker:" + std::to_string(self->state.worker) +
+                                                        ": exactly-once splits need a spec without repeat and "
+                                                        "drop_remainder");
         self->state.pipeline->read_range(split.begin(), split.end_index());
         pb::SplitAccepted out;
         out.set_id(split.id());

@@ -7,7 +7,7 @@
 // requests in flight, so batches are built while it computes.
 // Exactly-once epochs: ReadSplit restricts the source to a split's indices
 // (from the split dispatcher) and restarts the stages; the batches then end
-// with the split (use no repeat, and no drop_remainder, in that mode).
+// with the split (a spec with repeat or drop_remainder is refused there).
 #pragma once
 
 #include <caf/actor_system.hpp>

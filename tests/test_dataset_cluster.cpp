@@ -110,6 +110,14 @@ BOOST_AUTO_TEST_CASE(bad_specs_and_requests_come_back_as_errors) {
   auto batch = call<pb::BatchData>(coord.self, *d, pb::NextBatch{});  // the same error, every time
   BOOST_REQUIRE(!batch);
   BOOST_TEST(why(batch.error()).find("no-such-images: cannot open file") != std::string::npos);
+  auto repeating = coord.spawn_dataset(node, 0, shuffled_epochs(10, 2, 2));
+  BOOST_REQUIRE(repeating);
+  pb::ReadSplit split;
+  split.set_end_index(5);
+  auto refused = call<pb::SplitAccepted>(coord.self, *repeating, split);
+  BOOST_REQUIRE(!refused);
+  BOOST_TEST(why(refused.error()) ==
+             "dataset of worker:0: exactly-once splits need a spec without repeat and drop_remainder");
   auto elsewhere = coord.spawn_dataset(node, 1, shuffled_epochs(10, 1, 2));
   BOOST_REQUIRE(!elsewhere);
   BOOST_TEST(why(elsewhere.error()).find("hosts no task worker:1") != std::string::npos, why(elsewhere.error()));
