@@ -15,6 +15,7 @@
 
 #include "actors/bulk_lane.hpp"
 #include "actors/dataset_actor.hpp"
+#include "actors/worker_actor.hpp"
 #include "actors/ps_shard.hpp"
 #include "kernels/device_memory.hpp"
 
@@ -36,6 +37,7 @@ struct node_state {
   cluster_spec spec;
   std::map<uint32_t, spawned_shard> shards;  // by ps task index
   std::map<uint32_t, dataset_actor> datasets;  // by worker task index
+  std::map<uint32_t, worker_actor> workers;    // by worker task index
   bulk_server* bulk = nullptr;
   size_t index = 0;
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
@@ -51,7 +53,8 @@ using node_broker = caf::io::typed_broker<caf::replies_to<pb::Hello>::with<pb::W
                                           caf::replies_to<pb::Ping>::with<pb::Pong>,
                                           caf::replies_to<pb::StatusRequest>::with<pb::NodeStatus>,
                                           caf::replies_to<pb::SpawnShard>::with<ps_shard_actor>,
-                                          caf::replies_to<pb::SpawnDataset>::with<dataset_actor>>;
+                                          caf::replies_to<pb::SpawnDataset>::with<dataset_actor>,
+                                          caf::replies_to<pb::SpawnWorker, shard_list>::with<worker_actor>>;
 using node_ptr = caf::stateful_actor<node_state, node_broker>*;
 
 // Admission check for every request but Hello: the sender's node said Hello.
@@ -94,6 +97,18 @@ caf::result<pb::Welcome> on_hello(node_ptr self, const pb::Hello& hello) {
     welcome.set_bulk_token(st.bulk->token());
   }
   return welcome;
+}
+
+// Removes the child that sent `msg` from `children`, if it is one of them.
+template <class Map>
+bool forget_child(node_state& st, Map& children, const caf::exit_msg& msg) {
+  for (auto i = children.begin(); i != children.end(); ++i)
+    if (i->second.address() == msg.source) {
+      spdlog::error("node {}: the actor of task {} stopped: {}", st.self().address(), i->first, to_string(msg.reason));
+      children.erase(i);
+      return true;
+    }
+  return false;
 }
 
 // Spawn requests: only the coordinator (or an operator tool) may ask, and
@@ -152,11 +167,32 @@ caf::result<dataset_actor> on_spawn_dataset(node_ptr self, const pb::SpawnDatase
   return dataset;
 }
 
+// SpawnWorker: the worker's actor over its dataset (spawned before) and the
+// job's PS shards; replaces an older one (a respawned worker).
+caf::result<worker_actor> on_spawn_worker(node_ptr self, const pb::SpawnWorker& req, const shard_list& shards) {
+  const task_id task{pb::WORKER, req.worker()};
+  if (auto err = check_spawn(self, task, "workers")) return err;
+  auto& st = self->state;
+  auto dataset = st.datasets.find(req.worker());
+  if (dataset == st.datasets.end())
+    return make_error(errc::invalid_argument, "node " + st.self().address() + ": " + to_string(task) +
+                                                  " has no dataset yet (SpawnDataset first)");
+  auto worker = spawn_worker(self->home_system(), req, dataset->second, shards);
+  if (!worker) return worker.error();
+  if (auto old = st.workers.find(req.worker()); old != st.workers.end()) {
+    self->unlink_from(old->second);
+    self->send_exit(old->second, caf::exit_reason::user_shutdown);
+  }
+  self->link_to(*worker);
+  st.workers[req.worker()] = *worker;
+  return *worker;
+}
+
 node_broker::behavior_type node_behavior(node_ptr self, cluster_spec spec, size_t index, bulk_server* bulk) {
   self->state.spec = std::move(spec);
   self->state.index = index;
   self->state.bulk = bulk;
-  // Children (shards, datasets) are linked so they stop with the node; a
+  // Children (shards, datasets, workers) are linked so they stop with the node; a
   // child that fails must not take the node with it: it is logged and forgotten.
   self->set_exit_handler([self](const caf::exit_msg& msg) {
     auto& st = self->state;
@@ -166,13 +202,7 @@ node_broker::behavior_type node_behavior(node_ptr self, cluster_spec spec, size_
         st.shards.erase(i);
         return;
       }
-    for (auto i = st.datasets.begin(); i != st.datasets.end(); ++i)
-      if (i->second.address() == msg.source) {
-        spdlog::error("node {}: the dataset of worker:{} stopped: {}", st.self().address(), i->first,
-                      to_string(msg.reason));
-        st.datasets.erase(i);
-        return;
-      }
+    if (forget_child(st, st.datasets, msg) || forget_child(st, st.workers, msg)) return;
     self->quit(msg.reason);
   });
   self->set_down_handler([self](const caf::down_msg& msg) {
@@ -204,12 +234,14 @@ node_broker::behavior_type node_behavior(node_ptr self, cluster_spec spec, size_
         status.add_actors(node_state::name);
         for (auto& [index, shard] : st.shards) status.add_actors("ps_shard:" + std::to_string(index));
         for (auto& [index, d] : st.datasets) status.add_actors("dataset:" + std::to_string(index));
+        for (auto& [index, w] : st.workers) status.add_actors("worker:" + std::to_string(index));
         status.set_gpus(static_cast<uint32_t>(kernels::cuda_device_count()));
         status.set_version(ACTORPS_VERSION);
         return status;
       },
       [self](const pb::SpawnShard& req) { return on_spawn_shard(self, req); },
       [self](const pb::SpawnDataset& req) { return on_spawn_dataset(self, req); },
+      [self](const pb::SpawnWorker& req, const shard_list& shards) { return on_spawn_worker(self, req, shards); },
   };
 }
 

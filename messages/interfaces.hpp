@@ -8,6 +8,9 @@
 #include "messages/cluster.pb.h"
 #include "messages/data.pb.h"
 #include "messages/ps.pb.h"
+#include "messages/train.pb.h"
+
+#include <vector>
 
 namespace actorps {
 
@@ -30,11 +33,18 @@ using split_dispatcher_actor = caf::typed_actor<caf::replies_to<pb::SplitRequest
                                                 caf::replies_to<pb::WorkerLost>::with<pb::SplitStatus>,
                                                 caf::replies_to<pb::SplitStatusRequest>::with<pb::SplitStatus>>;
 
+/// A worker (actors/worker_actor.hpp): runs training steps.
+using worker_actor = caf::typed_actor<caf::replies_to<pb::RunSteps>::with<pb::StepsDone>>;
+
+/// The PS shards of a job, indexed by ps task (sent with SpawnWorker).
+using shard_list = std::vector<ps_shard_actor>;
+
 /// The node actor, one per process (actors/node_actor.hpp).
 using node_actor = caf::typed_actor<caf::replies_to<pb::Hello>::with<pb::Welcome>,
                                     caf::replies_to<pb::Ping>::with<pb::Pong>,
                                     caf::replies_to<pb::StatusRequest>::with<pb::NodeStatus>,
                                     caf::replies_to<pb::SpawnShard>::with<ps_shard_actor>,
-                                    caf::replies_to<pb::SpawnDataset>::with<dataset_actor>>;
+                                    caf::replies_to<pb::SpawnDataset>::with<dataset_actor>,
+                                    caf::replies_to<pb::SpawnWorker, shard_list>::with<worker_actor>>;
 
 }  // namespace actorps

@@ -11,6 +11,7 @@
 #include "messages/errors.hpp"
 #include "messages/interfaces.hpp"
 #include "messages/ps.pb.h"
+#include "messages/train.pb.h"
 
 namespace actorps {
 
@@ -60,4 +61,9 @@ CAF_BEGIN_TYPE_ID_BLOCK(actorps, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(actorps, (actorps::pb::ReadSplit))
   CAF_ADD_TYPE_ID(actorps, (actorps::pb::SplitAccepted))
   CAF_ADD_TYPE_ID(actorps, (actorps::split_dispatcher_actor))
+  CAF_ADD_TYPE_ID(actorps, (actorps::pb::SpawnWorker))
+  CAF_ADD_TYPE_ID(actorps, (actorps::pb::RunSteps))
+  CAF_ADD_TYPE_ID(actorps, (actorps::pb::StepsDone))
+  CAF_ADD_TYPE_ID(actorps, (actorps::worker_actor))
+  CAF_ADD_TYPE_ID(actorps, (actorps::shard_list))
 CAF_END_TYPE_ID_BLOCK(actorps)

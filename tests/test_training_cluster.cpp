@@ -1,0 +1,147 @@
+// A worker actor in a real worker node process trains against two real PS
+// node processes: the test process plays the coordinator.
+#define BOOST_TEST_MODULE training_cluster
+#include <boost/test/unit_test.hpp>
+
+#include <random>
+
+#include "actors/train/wire_forms.hpp"
+#include "tests/cluster_harness.hpp"
+
+using namespace actorps;
+using namespace actorps::test;
+
+namespace {
+
+std::string why(const caf::error& e) { return describe(e); }
+
+// 4 features in [0, 1); label 1 when x0 + x1 > x2 + x3.
+pb::DatasetSpec learnable(int examples, uint32_t features = 4) {
+  pb::DatasetSpec spec;
+  auto* s = spec.mutable_slices();
+  s->set_features(features);
+  std::mt19937 gen(3);
+  std::uniform_real_distribution<float> u(0, 1);
+  for (int i = 0; i < examples; ++i) {
+    float x[4];
+    for (uint32_t f = 0; f < features; ++f) s->add_x(x[f % 4] = u(gen));
+    s->add_labels(x[0] + x[1] > x[2] + (features > 3 ? x[3] : 0) ? 1 : 0);
+  }
+  auto* sh = spec.add_ops()->mutable_shuffle();
+  sh->set_buffer_size(uint32_t(examples));
+  sh->set_seed(4);
+  spec.add_ops()->mutable_repeat()->set_count(-1);
+  spec.add_ops()->mutable_batch()->set_size(32);
+  return spec;
+}
+
+kernels::model_spec small_model() {
+  kernels::model_spec m;
+  m.height = 1, m.width = 1, m.channels = 4;
+  m.layers = {{kernels::layer_kind::dense, 16, 3, kernels::padding::valid, 2, kernels::activation::relu},
+              {kernels::layer_kind::dense, 2, 3, kernels::padding::valid, 2, kernels::activation::none}};
+  return m;
+}
+
+// The model's parameters as PS variables: dense_0/kernel split over both PS.
+std::vector<sharded_variable> variables_of(const kernels::model_spec& m) {
+  kernels::sequential_model model(m, kernels::reference_ops());
+  placement place(2);
+  std::vector<sharded_variable> vars;
+  for (auto& p : model.parameters()) {
+    sharded_variable v;
+    v.name = p.name;
+    v.shape = p.shape;
+    v.shards = *place.place(p.shape, 4, p.name == "dense_0/kernel" ? partitioner::fixed(2) : partitioner{});
+    v.initializer.set_kind(p.shape.size() > 1 ? pb::Initializer::GLOROT_UNIFORM : pb::Initializer::ZEROS);
+    v.initializer.set_seed(vars.size());
+    v.optimizer.set_kind(pb::Optimizer::SGD);
+    v.optimizer.set_learning_rate(0.3f);
+    vars.push_back(std::move(v));
+  }
+  return vars;
+}
+
+struct job {
+  local_cluster cluster{{"coordinator", "worker", "ps", "ps"}};
+  std::optional<cluster_client> coord;
+  node_actor worker_node;
+  shard_list shards;
+
+  job() {
+    for (auto task : {"worker:0", "ps:0", "ps:1"}) cluster.start(task);
+    coord.emplace(cluster.config);
+    for (uint32_t i = 0; i < 2; ++i) {
+      auto shard = coord->spawn_shard(coord->must_dial("ps:" + std::to_string(i)), i, pb::Consistency{});
+      BOOST_REQUIRE(shard);
+      shards.push_back(*shard);
+    }
+    worker_node = coord->must_dial("worker:0");
+  }
+
+  caf::expected<worker_actor> spawn_worker(const kernels::model_spec& m, const std::vector<sharded_variable>& vars) {
+    pb::SpawnWorker req;
+    req.set_worker(0);
+    *req.mutable_model() = train::to_proto(m);
+    for (auto& v : vars) *req.add_variables() = train::to_proto(v);
+    req.set_threads(1);
+    caf::expected<worker_actor> out{caf::error{}};
+    coord->self->request(worker_node, std::chrono::seconds(10), req, shards)
+        .receive([&](worker_actor& w) { out = std::move(w); }, [&](caf::error& e) { out = std::move(e); });
+    return out;
+  }
+};
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_worker_trains_against_sharded_variables_on_two_ps_processes) {
+  job j;
+  auto m = small_model();
+  auto vars = variables_of(m);
+  for (auto& [ps, req] : create_requests(vars)) BOOST_REQUIRE(call<pb::Created>(j.coord->self, j.shards[size_t(ps)], req));
+  auto no_dataset = j.spawn_worker(m, vars);
+  BOOST_REQUIRE(!no_dataset);
+  BOOST_TEST(why(no_dataset.error()).find("has no dataset yet (SpawnDataset first)") != std::string::npos);
+  BOOST_REQUIRE(j.coord->spawn_dataset(j.worker_node, 0, learnable(512)));
+  auto worker = j.spawn_worker(m, vars);
+  BOOST_REQUIRE_MESSAGE(worker, (worker ? "" : why(worker.error())));
+  std::vector<pb::StepsDone> runs;
+  for (int r = 0; r < 6; ++r) {
+    pb::RunSteps run;
+    run.set_first_step(r * 50);
+    run.set_steps(50);
+    auto done = call<pb::StepsDone>(j.coord->self, *worker, run, std::chrono::seconds(60));
+    BOOST_REQUIRE_MESSAGE(done, (done ? "" : why(done.error())));
+    BOOST_TEST(done->steps() == 50u);
+    BOOST_TEST(done->examples() == 50 * 32);
+    runs.push_back(*done);
+  }
+  const double first_loss = runs.front().loss_sum() / 50, last_loss = runs.back().loss_sum() / 50;
+  const double accuracy = double(runs.back().correct()) / double(runs.back().examples());
+  BOOST_TEST_MESSAGE("loss " << first_loss << " -> " << last_loss << ", accuracy " << accuracy);
+  BOOST_TEST(last_loss < first_loss / 2);
+  BOOST_TEST(accuracy > 0.9);
+  // The PS shards hold what the worker trained: versions advanced.
+  auto stats = call<pb::ShardStats>(j.coord->self, j.shards[0], pb::ShardStatsRequest{});
+  BOOST_TEST(stats->pushes_applied() >= 300u);
+}
+
+BOOST_AUTO_TEST_CASE(bad_workers_and_bad_data_are_errors) {
+  job j;
+  auto m = small_model();
+  auto vars = variables_of(m);
+  for (auto& [ps, req] : create_requests(vars)) BOOST_REQUIRE(call<pb::Created>(j.coord->self, j.shards[size_t(ps)], req));
+  BOOST_REQUIRE(j.coord->spawn_dataset(j.worker_node, 0, learnable(64, 3)));  // 3 features, the model takes 4
+  auto wrong = vars;
+  wrong[1].shape = {15};
+  auto refused = j.spawn_worker(m, wrong);
+  BOOST_REQUIRE(!refused);
+  BOOST_TEST(why(refused.error()) == "variable 'dense_0/bias' does not have the shape of dense_0/bias");
+  auto worker = j.spawn_worker(m, vars);
+  BOOST_REQUIRE(worker);
+  pb::RunSteps run;
+  run.set_steps(3);
+  auto done = call<pb::StepsDone>(j.coord->self, *worker, run);
+  BOOST_REQUIRE(!done);
+  BOOST_TEST(why(done.error()) == "worker:0 step 0: batches of 3 features, the model takes 4");
+}
