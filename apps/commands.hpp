@@ -3,12 +3,14 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <caf/expected.hpp>
 
 #include "config/cluster_spec.hpp"
+#include "config/job_config.hpp"
 
 namespace actorps {
 
@@ -16,9 +18,14 @@ namespace actorps {
 int run_node(const cluster_spec& spec, const task_id& task);
 
 /// `actorps local`: starts one child process per node of the topology in
-/// `config_path` (stderr appended to `log_path`), runs the job, stops them.
-int run_local(const std::string& config_path, const cluster_spec& spec, const std::string& self_exe,
-              const std::string& log_path);
+/// `config_path` (stderr appended to `log_path`), runs the job (a status
+/// round when the file holds no [training]), stops them.
+int run_local(const std::string& config_path, const cluster_spec& spec, const std::optional<job_spec>& job,
+              const std::string& self_exe, const std::string& log_path);
+
+/// `actorps train`: runs a job's training against its running nodes, as the
+/// coordinator; exit 1 on failure or when the target accuracy is missed.
+int run_training(const job_spec& job);
 
 /// `actorps status`: one probe round over every node, printed as a table
 /// (exit 1 when any node is down); with `watch`, prints every change until

@@ -1,6 +1,6 @@
 // `actorps local`: starts every node of a topology as a child process on
-// this machine, runs the job against them, stops them. (Until the
-// coordinator exists, the "job" is one status round over the cluster.)
+// this machine, runs the job against them (training, or one status round
+// for a plain topology), stops them.
 #include <csignal>
 
 #include <fmt/format.h>
@@ -12,8 +12,8 @@
 
 namespace actorps {
 
-int run_local(const std::string& config_path, const cluster_spec& spec, const std::string& self_exe,
-              const std::string& log_path) {
+int run_local(const std::string& config_path, const cluster_spec& spec, const std::optional<job_spec>& job,
+              const std::string& self_exe, const std::string& log_path) {
   std::vector<child_process> nodes;
   auto stop_all = [&] {
     for (auto& n : nodes) n.signal(SIGTERM);
@@ -42,7 +42,7 @@ int run_local(const std::string& config_path, const cluster_spec& spec, const st
     fmt::print("{}\n", *ready);
   }
   std::fflush(stdout);
-  int rc = run_status(spec, false);
+  int rc = job ? run_training(*job) : run_status(spec, false);
   int stop_rc = stop_all();
   spdlog::info("local: {} nodes stopped; their logs are in {}", nodes.size(), log_path);
   return rc != 0 ? rc : stop_rc;

@@ -67,6 +67,11 @@ int main(int argc, char** argv) {
   local->add_option("config", local_config, "cluster topology (TOML)")->required();
   local->add_option("--log", log_path, "file the nodes' logs are appended to");
 
+  std::string job_path;
+  auto* train = app.add_subcommand("train", "run a job's training against its running nodes (as the coordinator)");
+  train->add_option("job", job_path, "job file (TOML: [cluster], [model], [dataset], [eval_dataset], [training])")
+      ->required();
+
   auto* status = app.add_subcommand("status", "show which nodes are up (exit 1 if any is down)");
   status->add_option("--config", config_path, "cluster topology (TOML); default: TF_CONFIG");
   status->add_flag("--watch", watch, "keep watching and print every change until Ctrl-C");
@@ -134,12 +139,23 @@ int main(int argc, char** argv) {
   }
   if (*bench_kernels) return run_bench_kernels(kern);
 
+  if (*train) {
+    auto job = load_job_file(job_path);
+    if (!job) return fail(job.error());
+    if (!*job) return fail(make_error(errc::invalid_config, job_path + ": no [training] table: not a job file"));
+    spdlog::set_level(spdlog::level::from_str((*job)->cluster.runtime.log_level));
+    return run_training(**job);
+  }
   if (*local) config_path = local_config;
   auto spec = load_cluster(config_path, std::getenv("TF_CONFIG"));
   if (!spec) return fail(spec.error());
   spdlog::set_level(spdlog::level::from_str(spec->runtime.log_level));
   if (*status) return run_status(*spec, watch);
-  if (*local) return run_local(config_path, *spec, self_exe(), log_path);
+  if (*local) {
+    auto job = load_job_file(config_path);  // checked before any node starts
+    if (!job) return fail(job.error());
+    return run_local(config_path, *spec, *job, self_exe(), log_path);
+  }
   // node
   std::optional<task_id> task = spec->self;
   if (!task_text.empty()) {

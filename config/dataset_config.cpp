@@ -165,13 +165,14 @@ caf::error read_op(const reader& r, const toml::node& n, const std::string& p, p
 
 }  // namespace
 
-caf::expected<pb::DatasetSpec> parse_dataset_toml(std::string_view text, std::string_view source) {
+caf::expected<pb::DatasetSpec> parse_dataset_toml(std::string_view text, std::string_view source,
+                                                  const std::string& table) {
   auto doc = parse_document(text, source);
   if (!doc) return doc.error();
   reader r(source);
-  auto* dataset = doc->get("dataset");
+  auto* dataset = doc->get(table);
   if (dataset == nullptr || !dataset->is_table())
-    return make_error(errc::invalid_config, std::string(source) + ": missing [dataset] table");
+    return make_error(errc::invalid_config, std::string(source) + ": missing [" + table + "] table");
   auto& t = *dataset->as_table();
   pb::DatasetSpec spec;
   if (!t.contains("source")) return r.fail(t, "dataset", "missing required key 'source' (\"idx\" or \"synthetic\")");

@@ -14,7 +14,10 @@
 
 namespace actorps {
 
-[[nodiscard]] caf::expected<pb::DatasetSpec> parse_dataset_toml(std::string_view text, std::string_view source);
+/// `table` names the top-level table holding the dataset ("dataset", or e.g.
+/// "eval_dataset" in a job file).
+[[nodiscard]] caf::expected<pb::DatasetSpec> parse_dataset_toml(std::string_view text, std::string_view source,
+                                                                const std::string& table = "dataset");
 [[nodiscard]] caf::expected<pb::DatasetSpec> load_dataset_file(const std::string& path);
 
 }  // namespace actorps

@@ -3,6 +3,7 @@
 #define BOOST_TEST_MODULE training_cluster
 #include <boost/test/unit_test.hpp>
 
+#include <fstream>
 #include <random>
 
 #include "actors/train/wire_forms.hpp"
@@ -144,4 +145,72 @@ BOOST_AUTO_TEST_CASE(bad_workers_and_bad_data_are_errors) {
   auto done = call<pb::StepsDone>(j.coord->self, *worker, run);
   BOOST_REQUIRE(!done);
   BOOST_TEST(why(done.error()) == "worker:0 step 0: batches of 3 features, the model takes 4");
+}
+
+namespace {
+
+// A job on this machine: a CSV of 2,000 learnable rows, a small dense model,
+// 2 workers, 2 PS, 200 steps.
+std::string write_job(const std::string& dir, const std::string& extra_model = "") {
+  {
+    std::ofstream csv(dir + "/train.csv");
+    csv << "a,b,c,d,label\n";
+    std::mt19937 gen(11);
+    std::uniform_real_distribution<float> u(0, 1);
+    for (int i = 0; i < 2000; ++i) {
+      float x[4] = {u(gen), u(gen), u(gen), u(gen)};
+      csv << x[0] << "," << x[1] << "," << x[2] << "," << x[3] << "," << (x[0] + x[1] > x[2] + x[3] ? 1 : 0) << "\n";
+    }
+  }
+  std::string csv_source = "source = \"csv\"\nfiles = [\"" + dir + "/train.csv\"]\nheader = true\n";
+  for (auto name : {"a", "b", "c", "d"}) {
+    csv_source += std::string("[[DS.columns]]\nname = \"") + name + "\"\n";
+  }
+  csv_source += "[[DS.columns]]\nname = \"label\"\nkind = \"label\"\n";
+  auto dataset = [&](const std::string& table) {
+    std::string s = csv_source;
+    for (size_t at; (at = s.find("DS.")) != std::string::npos;) s.replace(at, 2, table);
+    return "[" + table + "]\n" + s;
+  };
+  std::ofstream job(dir + "/job.toml");
+  job << "[cluster]\nname = \"job-test\"\n";
+  for (auto role : {"coordinator", "worker", "worker", "ps", "ps"})
+    job << "[[cluster.nodes]]\nhost = \"127.0.0.1\"\nport = " << free_port() << "\nroles = [\"" << role << "\"]\n";
+  job << "[model]\ninput = [1, 1, 4]\n[[model.layers]]\ntype = \"dense\"\nunits = 16\nactivation = \"relu\"\n"
+      << extra_model << "[[model.layers]]\ntype = \"dense\"\nunits = 2\n"
+      << dataset("dataset")
+      << "[[dataset.ops]]\ntype = \"shuffle\"\nbuffer_size = 1000\n[[dataset.ops]]\ntype = \"repeat\"\n"
+         "[[dataset.ops]]\ntype = \"batch\"\nsize = 32\n"
+      << dataset("eval_dataset") << "[[eval_dataset.ops]]\ntype = \"batch\"\nsize = 500\n"
+      << "[training]\nepochs = 2\nsteps_per_epoch = 100\nsteps_per_execution = 5\nlearning_rate = 0.3\n"
+         "threads_per_worker = 1\ntarget_accuracy = 0.85\n";
+  return dir + "/job.toml";
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(actorps_local_trains_a_job_end_to_end) {
+  auto dir = make_temp_dir("test");
+  auto job = write_job(dir);
+  auto res = run_command({ACTORPS_BIN, "local", job, "--log", dir + "/nodes.log"}, 120s, dir + "/cli.log");
+  BOOST_REQUIRE(res);
+  BOOST_TEST_MESSAGE(res->out);
+  BOOST_TEST(res->exit_code == 0, res->out);  // 0: the target accuracy (85%) was reached
+  BOOST_TEST(res->out.find("epoch 2/2: 100 steps") != std::string::npos, res->out);
+  BOOST_TEST(res->out.find("trained 2 epochs") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(a_bad_job_fails_before_any_node_starts) {
+  auto dir = make_temp_dir("test");
+  auto job = write_job(dir, "[[model.layers]]\ntype = \"lstm\"\n");
+  auto started = std::chrono::steady_clock::now();
+  auto res = run_command({ACTORPS_BIN, "local", job, "--log", dir + "/nodes.log"}, 30s, dir + "/cli.log");
+  BOOST_REQUIRE(res);
+  BOOST_TEST(res->exit_code == 2);
+  std::ifstream log(dir + "/cli.log");
+  const std::string errors((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  BOOST_TEST(errors.find(job + ":") != std::string::npos, errors);
+  BOOST_TEST(errors.find("model.layers[1].type: expected one of") != std::string::npos, errors);
+  BOOST_TEST(!std::ifstream(dir + "/nodes.log"));  // no node was started
+  BOOST_TEST(bool(std::chrono::steady_clock::now() - started < 5s));
 }

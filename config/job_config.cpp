@@ -1,0 +1,78 @@
+#include "config/job_config.hpp"
+
+#include "config/dataset_config.hpp"
+#include "config/model_config.hpp"
+#include "config/toml_reader.hpp"
+
+namespace actorps {
+
+caf::expected<std::optional<job_spec>> load_job_file(const std::string& path) {
+  auto text = read_text_file(path);
+  if (!text) return text.error();
+  auto doc = parse_document(*text, path);
+  if (!doc) return doc.error();
+  auto* node = doc->get("training");
+  if (node == nullptr) return std::optional<job_spec>{};
+  if (!node->is_table()) return make_error(errc::invalid_config, path + ": [training] must be a table");
+  job_spec job;
+  auto cluster = parse_toml(*text, path);
+  if (!cluster) return cluster.error();
+  job.cluster = std::move(*cluster);
+  auto model = parse_model_toml(*text, path);
+  if (!model) return model.error();
+  job.model = std::move(*model);
+  auto train = parse_dataset_toml(*text, path, "dataset");
+  if (!train) return train.error();
+  job.train = std::move(*train);
+  auto eval = parse_dataset_toml(*text, path, "eval_dataset");
+  if (!eval) return eval.error();
+  job.eval = std::move(*eval);
+  reader r(path);
+  auto& t = *node->as_table();
+  auto& o = job.training;
+  if (auto err = r.only_keys(t, "training", {"epochs", "steps_per_epoch", "steps_per_execution", "optimizer",
+                                             "learning_rate", "momentum", "nesterov", "consistency",
+                                             "replicas_to_aggregate", "staleness", "seed", "threads_per_worker",
+                                             "target_accuracy"}))
+    return err;
+  if (!t.contains("steps_per_epoch")) return r.fail(t, "training", "missing required key 'steps_per_epoch' (as in TF)");
+  pb::Optimizer::Kind kind = pb::Optimizer::SGD;
+  pb::Consistency::Mode mode = pb::Consistency::ASYNC;
+  float lr = 0.01f, momentum = 0.9f, target = 0;
+  bool nesterov = false;
+  uint32_t replicas = 0, staleness = 0;
+  caf::error err;
+  (err = r.get(t, "training", "epochs", o.epochs, 1, 100000)) ||
+      (err = r.get(t, "training", "steps_per_epoch", o.steps_per_epoch, 1, 100000000)) ||
+      (err = r.get(t, "training", "steps_per_execution", o.steps_per_execution, 1, 100000)) ||
+      (err = r.choose(t, "training", "optimizer", kind,
+                      {std::pair{"sgd", pb::Optimizer::SGD}, std::pair{"momentum", pb::Optimizer::MOMENTUM},
+                       std::pair{"adam", pb::Optimizer::ADAM}, std::pair{"adagrad", pb::Optimizer::ADAGRAD}})) ||
+      (err = r.get(t, "training", "learning_rate", lr)) || (err = r.get(t, "training", "momentum", momentum)) ||
+      (err = r.get(t, "training", "nesterov", nesterov)) ||
+      (err = r.choose(t, "training", "consistency", mode,
+                      {std::pair{"async", pb::Consistency::ASYNC}, std::pair{"sync", pb::Consistency::SYNC},
+                       std::pair{"bounded_staleness", pb::Consistency::BOUNDED_STALENESS}})) ||
+      (err = r.get(t, "training", "replicas_to_aggregate", replicas, 1, 100000)) ||
+      (err = r.get(t, "training", "staleness", staleness, 0, 100000)) ||
+      (err = r.get(t, "training", "seed", o.seed, 0, INT64_MAX)) ||
+      (err = r.get(t, "training", "threads_per_worker", o.threads_per_worker, 0, 256)) ||
+      (err = r.get(t, "training", "target_accuracy", target));
+  if (err) return err;
+  if (lr <= 0) return r.fail(*t.get("learning_rate"), "training.learning_rate", "expected a number > 0");
+  o.optimizer.set_kind(kind);
+  o.optimizer.set_learning_rate(lr);
+  o.optimizer.set_momentum(momentum);
+  o.optimizer.set_nesterov(nesterov);
+  const uint32_t workers = uint32_t(job.cluster.count(pb::WORKER));
+  o.consistency.set_mode(mode);
+  o.consistency.set_num_workers(workers);
+  o.consistency.set_replicas_to_aggregate(replicas == 0 ? workers : replicas);
+  o.consistency.set_staleness(staleness);
+  o.target_accuracy = target;
+  if (workers == 0 || job.cluster.count(pb::PS) == 0)
+    return make_error(errc::invalid_config, path + ": a training job needs at least one worker and one ps task");
+  return std::optional<job_spec>{std::move(job)};
+}
+
+}  // namespace actorps

@@ -1,0 +1,40 @@
+// A training job in one TOML file: the [cluster] topology, the [model], the
+// per-worker [dataset], the [eval_dataset] the coordinator evaluates on
+// after each epoch, and [training] (config/fashion_mnist.toml).
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include <caf/expected.hpp>
+
+#include "config/cluster_spec.hpp"
+#include "kernels/model.hpp"
+#include "messages/data.pb.h"
+#include "messages/ps.pb.h"
+
+namespace actorps {
+
+struct training_options {
+  uint32_t epochs = 1;
+  uint32_t steps_per_epoch = 0;      // required, as in TF
+  uint32_t steps_per_execution = 10; // steps per closure
+  pb::Optimizer optimizer;           // kind, learning_rate, momentum, ...
+  pb::Consistency consistency;       // async by default
+  uint64_t seed = 1;                 // variable initializers
+  uint32_t threads_per_worker = 0;   // CPU kernel threads; 0 = all cores
+  double target_accuracy = 0;        // > 0: exit 1 when the last evaluation is below it
+};
+
+struct job_spec {
+  cluster_spec cluster;
+  kernels::model_spec model;
+  pb::DatasetSpec train, eval;
+  training_options training;
+};
+
+/// The job of a file, or none when it holds no [training] table (a plain
+/// topology). Errors name file:line:column and the key.
+[[nodiscard]] caf::expected<std::optional<job_spec>> load_job_file(const std::string& path);
+
+}  // namespace actorps
