@@ -46,11 +46,17 @@ int64_t shard_count(const sharded_variable& v, size_t i) {
 
 }  // namespace
 
-std::map<int, std::vector<pb::Push>> split_push(uint32_t worker, int64_t step,
-                                                const std::vector<const sharded_variable*>& vars,
-                                                const std::vector<const float*>& grads, int64_t chunk_bytes) {
+namespace {
+
+// Cuts whole-variable tensors into per-shard slices, packed into messages
+// of at most `chunk_bytes` of data per PS task. `fresh` starts a message,
+// `add` appends a slice to it.
+template <class Msg, class Fresh, class Add>
+std::map<int, std::vector<Msg>> pack_slices(const std::vector<const sharded_variable*>& vars,
+                                            const std::vector<const float*>& data, int64_t chunk_bytes, Fresh fresh,
+                                            Add add) {
   const int64_t chunk = std::max<int64_t>(1, chunk_bytes / 4);
-  std::map<int, std::vector<pb::Push>> out;
+  std::map<int, std::vector<Msg>> out;
   std::map<int, int64_t> filled;  // elements in the last message per PS task
   for (size_t v = 0; v < vars.size(); ++v) {
     auto& var = *vars[v];
@@ -59,23 +65,42 @@ std::map<int, std::vector<pb::Push>> split_push(uint32_t worker, int64_t step,
       for (int64_t at = 0; at < shard_count(var, s);) {
         auto& msgs = out[ps];
         if (msgs.empty() || filled[ps] >= chunk) {
-          msgs.emplace_back().set_worker(worker);
-          msgs.back().set_step(step);
+          fresh(msgs.emplace_back());
           filled[ps] = 0;
         }
         const int64_t n = std::min(shard_count(var, s) - at, chunk - filled[ps]);
-        auto* slice = msgs.back().add_gradients();
+        pb::TensorSlice* slice = add(msgs.back());
         slice->set_name(var.shard_name(s));
         slice->set_dtype(pb::FLOAT32);
         slice->set_offset(at);
         slice->set_count(n);
-        slice->set_data(reinterpret_cast<const char*>(grads[v] + shard_first(var, s) + at), size_t(n) * 4);
+        slice->set_data(reinterpret_cast<const char*>(data[v] + shard_first(var, s) + at), size_t(n) * 4);
         filled[ps] += n;
         at += n;
       }
     }
   }
   return out;
+}
+
+}  // namespace
+
+std::map<int, std::vector<pb::Push>> split_push(uint32_t worker, int64_t step,
+                                                const std::vector<const sharded_variable*>& vars,
+                                                const std::vector<const float*>& grads, int64_t chunk_bytes) {
+  return pack_slices<pb::Push>(
+      vars, grads, chunk_bytes,
+      [&](pb::Push& m) {
+        m.set_worker(worker);
+        m.set_step(step);
+      },
+      [](pb::Push& m) { return m.add_gradients(); });
+}
+
+std::map<int, std::vector<pb::Assign>> split_assign(const std::vector<const sharded_variable*>& vars,
+                                                    const std::vector<const float*>& values, int64_t chunk_bytes) {
+  return pack_slices<pb::Assign>(
+      vars, values, chunk_bytes, [](pb::Assign&) {}, [](pb::Assign& m) { return m.add_values(); });
 }
 
 std::map<int, std::vector<pb::Pull>> split_pull(const std::vector<const sharded_variable*>& vars,

@@ -45,6 +45,12 @@ std::map<int, std::vector<pb::Push>> split_push(uint32_t worker, int64_t step,
                                                 const std::vector<const float*>& grads,
                                                 int64_t chunk_bytes = kDefaultChunkBytes);
 
+/// Assign messages per PS task setting whole variables to values[i]
+/// (checkpoint restore).
+std::map<int, std::vector<pb::Assign>> split_assign(const std::vector<const sharded_variable*>& vars,
+                                                    const std::vector<const float*>& values,
+                                                    int64_t chunk_bytes = kDefaultChunkBytes);
+
 /// Pull messages per PS task that together read every element of `vars`.
 std::map<int, std::vector<pb::Pull>> split_pull(const std::vector<const sharded_variable*>& vars,
                                                 int64_t chunk_bytes = kDefaultChunkBytes);

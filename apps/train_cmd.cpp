@@ -3,9 +3,15 @@
 // spawns PS shards, creates the model's variables round-robin over them,
 // builds each worker's dataset (its own shard of the data) and worker actor,
 // then keeps every worker busy with closures of steps_per_execution steps
-// until steps_per_epoch, and evaluates on the eval dataset after each epoch.
+// until steps_per_epoch. After each epoch it evaluates on the eval dataset,
+// writes a checkpoint (restored on the next start: TF's BackupAndRestore)
+// and appends the metrics to log_dir (metrics.csv, TensorBoard events).
+#include <algorithm>
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <map>
+#include <optional>
 
 #include <caf/actor_system.hpp>
 #include <caf/scoped_actor.hpp>
@@ -16,6 +22,8 @@
 #include "actors/dial.hpp"
 #include "actors/ps_client.hpp"
 #include "actors/system_config.hpp"
+#include "actors/train/checkpoint.hpp"
+#include "actors/train/event_log.hpp"
 #include "actors/train/wire_forms.hpp"
 #include "apps/commands.hpp"
 #include "kernels/model.hpp"
@@ -61,10 +69,9 @@ std::vector<sharded_variable> place_variables(const job_spec& job, int ps_tasks)
   return vars;
 }
 
-// Accuracy and mean loss of the current variables on the eval dataset,
-// computed here with the CPU kernels.
-caf::expected<std::pair<double, double>> evaluate(caf::scoped_actor& self, const job_spec& job, const shard_list& shards,
-                                                  const std::vector<sharded_variable>& vars) {
+// The current values of every variable, pulled from the shards.
+caf::expected<std::vector<std::vector<float>>> pull_values(caf::scoped_actor& self, const shard_list& shards,
+                                                           const std::vector<sharded_variable>& vars) {
   std::vector<const sharded_variable*> view;
   std::vector<std::vector<float>> values;
   std::vector<float*> outs;
@@ -79,6 +86,12 @@ caf::expected<std::pair<double, double>> evaluate(caf::scoped_actor& self, const
       if (!got) return got.error();
       if (auto err = scatter_values(*got, view, outs)) return err;
     }
+  return values;
+}
+
+// Accuracy and mean loss of `values` on the eval dataset, computed here
+// with the CPU kernels.
+caf::expected<std::pair<double, double>> evaluate(const job_spec& job, const std::vector<std::vector<float>>& values) {
   auto pipeline = data::pipeline::build(job.eval);
   if (!pipeline) return pipeline.error();
   kernels::sequential_model model(job.model, kernels::cpu_ops());
@@ -95,6 +108,25 @@ caf::expected<std::pair<double, double>> evaluate(caf::scoped_actor& self, const
   }
   if (seen == 0) return make_error(errc::invalid_config, "the eval dataset is empty");
   return std::pair{double(correct) / double(seen), loss / double(seen)};
+}
+
+// Sets the shards' variables to a checkpoint's (TF's BackupAndRestore).
+caf::error assign_checkpoint(caf::scoped_actor& self, const shard_list& shards, const std::vector<sharded_variable>& vars,
+                             const train::checkpoint& c) {
+  std::vector<const sharded_variable*> view;
+  std::vector<const float*> values;
+  for (auto& v : vars) {
+    auto saved = std::find_if(c.variables.begin(), c.variables.end(), [&](auto& s) { return s.name == v.name; });
+    if (saved == c.variables.end() || saved->shape != v.shape)
+      return make_error(errc::invalid_config, "checkpoint of step " + std::to_string(c.step) + " has no variable '" +
+                                                  v.name + "' of the model's shape");
+    view.push_back(&v);
+    values.push_back(saved->values.data());
+  }
+  for (auto& [ps, msgs] : split_assign(view, values))
+    for (auto& m : msgs)
+      if (auto done = ask<pb::Assigned>(self, shards[size_t(ps)], m); !done) return done.error();
+  return caf::none;
 }
 
 }  // namespace
@@ -156,9 +188,34 @@ int run_training(const job_spec& job) {
   }
   const auto& t = job.training;
   int64_t next_step = 0;
+  uint32_t first_epoch = 1;
+  if (!t.checkpoint_dir.empty()) {
+    auto restored = train::restore_latest(t.checkpoint_dir);
+    for (auto& why : restored.skipped) spdlog::warn("train: skipped a damaged checkpoint: {}", why);
+    if (restored.latest) {
+      if (auto err = assign_checkpoint(self, shards, vars, *restored.latest)) return fail("restoring", err);
+      next_step = restored.latest->step;
+      first_epoch = uint32_t(restored.latest->epoch) + 1;
+      fmt::print("restored the checkpoint of step {} (epoch {}) from {}\n", next_step, restored.latest->epoch,
+                 t.checkpoint_dir);
+    }
+  }
+  std::optional<train::event_log> events;
+  std::ofstream metrics;
+  if (!t.log_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(t.log_dir, ec);
+    auto log = train::event_log::create(t.log_dir);
+    if (!log) return fail("log_dir", log.error());
+    events.emplace(std::move(*log));
+    const std::string csv = t.log_dir + "/metrics.csv";
+    const bool fresh = !std::ifstream(csv);
+    metrics.open(csv, std::ios::app);
+    if (fresh) metrics << "epoch,step,seconds,train_loss,train_accuracy,test_loss,test_accuracy\n";
+  }
   double accuracy = 0;
   auto started = clock_type::now();
-  for (uint32_t epoch = 1; epoch <= t.epochs; ++epoch) {
+  for (uint32_t epoch = first_epoch; epoch <= t.epochs; ++epoch) {
     auto epoch_start = clock_type::now();
     uint32_t scheduled = 0, completed = 0;
     double loss_sum = 0;
@@ -190,17 +247,45 @@ int run_training(const job_spec& job) {
     }
     if (failed) return fail(fmt::format("epoch {}", epoch), failed);
     const double seconds = std::chrono::duration<double>(clock_type::now() - epoch_start).count();
-    auto eval = evaluate(self, job, shards, vars);
+    auto values = pull_values(self, shards, vars);
+    if (!values) return fail("pulling variables", values.error());
+    auto eval = evaluate(job, *values);
     if (!eval) return fail("evaluation", eval.error());
     accuracy = eval->first;
+    const double train_loss = loss_sum / completed, train_accuracy = double(correct) / double(examples);
+    if (!t.checkpoint_dir.empty()) {
+      train::checkpoint c;
+      c.step = next_step;
+      c.epoch = epoch;
+      for (size_t i = 0; i < vars.size(); ++i) c.variables.push_back({vars[i].name, vars[i].shape, std::move((*values)[i])});
+      if (auto err = train::save_checkpoint(t.checkpoint_dir, c, int(t.checkpoint_keep))) return fail("checkpoint", err);
+    }
+    if (events) {
+      caf::error err;
+      (err = events->scalar("train/loss", next_step, float(train_loss))) ||
+          (err = events->scalar("train/accuracy", next_step, float(train_accuracy))) ||
+          (err = events->scalar("test/loss", next_step, float(eval->second))) ||
+          (err = events->scalar("test/accuracy", next_step, float(accuracy)));
+      if (err) return fail("log_dir", err);
+      metrics << fmt::format("{},{},{:.3f},{:.6f},{:.6f},{:.6f},{:.6f}\n", epoch, next_step, seconds, train_loss,
+                             train_accuracy, eval->second, accuracy)
+              << std::flush;
+    }
     fmt::print("epoch {}/{}: {} steps in {:.1f} s ({:.0f} steps/s, {:.0f} samples/s), train loss {:.4f}, train accuracy "
                "{:.2f}%, test loss {:.4f}, test accuracy {:.2f}%\n",
-               epoch, t.epochs, completed, seconds, completed / seconds, double(examples) / seconds,
-               loss_sum / completed, 100.0 * double(correct) / double(examples), eval->second, 100.0 * accuracy);
+               epoch, t.epochs, completed, seconds, completed / seconds, double(examples) / seconds, train_loss,
+               100.0 * train_accuracy, eval->second, 100.0 * accuracy);
     std::fflush(stdout);
   }
+  if (first_epoch > t.epochs) {  // the checkpoint already holds every epoch: report it
+    auto values = pull_values(self, shards, vars);
+    if (!values) return fail("pulling variables", values.error());
+    auto eval = evaluate(job, *values);
+    if (!eval) return fail("evaluation", eval.error());
+    accuracy = eval->first;
+  }
   const double total = std::chrono::duration<double>(clock_type::now() - started).count();
-  fmt::print("trained {} epochs in {:.1f} s: test accuracy {:.2f}%\n", t.epochs, total, 100.0 * accuracy);
+  fmt::print("trained epochs {}..{} in {:.1f} s: test accuracy {:.2f}%\n", first_epoch, t.epochs, total, 100.0 * accuracy);
   if (t.target_accuracy > 0 && accuracy < t.target_accuracy) {
     spdlog::error("train: test accuracy {:.2f}% is below the job's target {:.2f}%", 100.0 * accuracy,
                   100.0 * t.target_accuracy);

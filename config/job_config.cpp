@@ -33,7 +33,7 @@ caf::expected<std::optional<job_spec>> load_job_file(const std::string& path) {
   if (auto err = r.only_keys(t, "training", {"epochs", "steps_per_epoch", "steps_per_execution", "optimizer",
                                              "learning_rate", "momentum", "nesterov", "consistency",
                                              "replicas_to_aggregate", "staleness", "seed", "threads_per_worker",
-                                             "target_accuracy"}))
+                                             "target_accuracy", "checkpoint_dir", "checkpoint_keep", "log_dir"}))
     return err;
   if (!t.contains("steps_per_epoch")) return r.fail(t, "training", "missing required key 'steps_per_epoch' (as in TF)");
   pb::Optimizer::Kind kind = pb::Optimizer::SGD;
@@ -57,7 +57,10 @@ caf::expected<std::optional<job_spec>> load_job_file(const std::string& path) {
       (err = r.get(t, "training", "staleness", staleness, 0, 100000)) ||
       (err = r.get(t, "training", "seed", o.seed, 0, INT64_MAX)) ||
       (err = r.get(t, "training", "threads_per_worker", o.threads_per_worker, 0, 256)) ||
-      (err = r.get(t, "training", "target_accuracy", target));
+      (err = r.get(t, "training", "target_accuracy", target)) ||
+      (err = r.get(t, "training", "checkpoint_dir", o.checkpoint_dir)) ||
+      (err = r.get(t, "training", "checkpoint_keep", o.checkpoint_keep, 1, 1000)) ||
+      (err = r.get(t, "training", "log_dir", o.log_dir));
   if (err) return err;
   if (lr <= 0) return r.fail(*t.get("learning_rate"), "training.learning_rate", "expected a number > 0");
   o.optimizer.set_kind(kind);

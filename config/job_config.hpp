@@ -24,6 +24,9 @@ struct training_options {
   uint64_t seed = 1;                 // variable initializers
   uint32_t threads_per_worker = 0;   // CPU kernel threads; 0 = all cores
   double target_accuracy = 0;        // > 0: exit 1 when the last evaluation is below it
+  std::string checkpoint_dir;        // "": none; else written each epoch and restored on start
+  uint32_t checkpoint_keep = 3;      // newest checkpoints kept
+  std::string log_dir;               // "": none; else metrics.csv and TensorBoard events
 };
 
 struct job_spec {

@@ -6,7 +6,11 @@
 #include <fstream>
 #include <random>
 
+#include "actors/train/checkpoint.hpp"
+#include "actors/train/event_log.hpp"
 #include "actors/train/wire_forms.hpp"
+
+#include <filesystem>
 #include "tests/cluster_harness.hpp"
 
 using namespace actorps;
@@ -151,7 +155,8 @@ namespace {
 
 // A job on this machine: a CSV of 2,000 learnable rows, a small dense model,
 // 2 workers, 2 PS, 200 steps.
-std::string write_job(const std::string& dir, const std::string& extra_model = "") {
+std::string write_job(const std::string& dir, const std::string& extra_model = "", const std::string& extra_training = "",
+                      int epochs = 2) {
   {
     std::ofstream csv(dir + "/train.csv");
     csv << "a,b,c,d,label\n";
@@ -182,8 +187,9 @@ std::string write_job(const std::string& dir, const std::string& extra_model = "
       << "[[dataset.ops]]\ntype = \"shuffle\"\nbuffer_size = 1000\n[[dataset.ops]]\ntype = \"repeat\"\n"
          "[[dataset.ops]]\ntype = \"batch\"\nsize = 32\n"
       << dataset("eval_dataset") << "[[eval_dataset.ops]]\ntype = \"batch\"\nsize = 500\n"
-      << "[training]\nepochs = 2\nsteps_per_epoch = 100\nsteps_per_execution = 5\nlearning_rate = 0.3\n"
-         "threads_per_worker = 1\ntarget_accuracy = 0.85\n";
+      << "[training]\nepochs = " << epochs << "\nsteps_per_epoch = 100\nsteps_per_execution = 5\nlearning_rate = 0.3\n"
+         "threads_per_worker = 1\ntarget_accuracy = 0.85\n"
+      << extra_training;
   return dir + "/job.toml";
 }
 
@@ -197,7 +203,7 @@ BOOST_AUTO_TEST_CASE(actorps_local_trains_a_job_end_to_end) {
   BOOST_TEST_MESSAGE(res->out);
   BOOST_TEST(res->exit_code == 0, res->out);  // 0: the target accuracy (85%) was reached
   BOOST_TEST(res->out.find("epoch 2/2: 100 steps") != std::string::npos, res->out);
-  BOOST_TEST(res->out.find("trained 2 epochs") != std::string::npos);
+  BOOST_TEST(res->out.find("trained epochs 1..2") != std::string::npos);
 }
 
 BOOST_AUTO_TEST_CASE(a_bad_job_fails_before_any_node_starts) {
@@ -213,4 +219,47 @@ BOOST_AUTO_TEST_CASE(a_bad_job_fails_before_any_node_starts) {
   BOOST_TEST(errors.find("model.layers[1].type: expected one of") != std::string::npos, errors);
   BOOST_TEST(!std::ifstream(dir + "/nodes.log"));  // no node was started
   BOOST_TEST(bool(std::chrono::steady_clock::now() - started < 5s));
+}
+
+BOOST_AUTO_TEST_CASE(checkpoints_restore_and_metrics_are_written) {
+  auto dir = make_temp_dir("test");
+  const std::string extra = "checkpoint_dir = \"" + dir + "/ckpt\"\nlog_dir = \"" + dir + "/logs\"\n";
+  auto run = [&](int epochs) {
+    auto job = write_job(dir, "", extra, epochs);
+    auto res = run_command({ACTORPS_BIN, "local", job, "--log", dir + "/nodes.log"}, 120s, dir + "/cli.log");
+    BOOST_REQUIRE(res);
+    BOOST_TEST(res->exit_code == 0, res->out);
+    return res->out;
+  };
+  auto first = run(1);
+  BOOST_TEST(first.find("epoch 1/1") != std::string::npos, first);
+  BOOST_TEST(std::ifstream(dir + "/ckpt/ckpt-100.tfrecord").good());
+  // A second start finds the checkpoint and goes on with epoch 2 (BackupAndRestore).
+  auto second = run(2);
+  BOOST_TEST(second.find("restored the checkpoint of step 100 (epoch 1)") != std::string::npos, second);
+  BOOST_TEST(second.find("epoch 1/2") == std::string::npos, second);
+  BOOST_TEST(second.find("epoch 2/2") != std::string::npos, second);
+  auto latest = train::restore_latest(dir + "/ckpt");
+  BOOST_REQUIRE(latest.latest);
+  BOOST_TEST(latest.latest->step == 200);
+  BOOST_TEST(latest.latest->epoch == 2);
+  // Metrics: a CSV row per epoch, and TensorBoard events with the same values.
+  std::ifstream csv(dir + "/logs/metrics.csv");
+  std::string line;
+  std::vector<std::string> rows;
+  while (std::getline(csv, line)) rows.push_back(line);
+  BOOST_REQUIRE(rows.size() == 3u);
+  BOOST_TEST(rows[0] == "epoch,step,seconds,train_loss,train_accuracy,test_loss,test_accuracy");
+  BOOST_TEST(rows[2].rfind("2,200,", 0) == 0u, rows[2]);
+  int scalars = 0;
+  for (auto& entry : std::filesystem::directory_iterator(dir + "/logs"))
+    if (entry.path().filename().string().rfind("events.out.tfevents.", 0) == 0) {
+      auto points = train::read_scalars(entry.path().string());
+      BOOST_REQUIRE_MESSAGE(points, (points ? "" : why(points.error())));
+      for (auto& p : *points) {
+        ++scalars;
+        if (p.tag == "test/accuracy") BOOST_TEST((p.value > 0.85f && p.value <= 1.0f));
+      }
+    }
+  BOOST_TEST(scalars == 8);  // 4 per epoch, over the two runs
 }
