@@ -285,7 +285,12 @@ int run_training(const job_spec& job) {
     accuracy = eval->first;
   }
   const double total = std::chrono::duration<double>(clock_type::now() - started).count();
-  fmt::print("trained epochs {}..{} in {:.1f} s: test accuracy {:.2f}%\n", first_epoch, t.epochs, total, 100.0 * accuracy);
+  if (first_epoch > t.epochs)
+    fmt::print("all {} epochs were trained before (the checkpoint says so): test accuracy {:.2f}%\n", t.epochs,
+               100.0 * accuracy);
+  else
+    fmt::print("trained epochs {}..{} in {:.1f} s: test accuracy {:.2f}%\n", first_epoch, t.epochs, total,
+               100.0 * accuracy);
   if (t.target_accuracy > 0 && accuracy < t.target_accuracy) {
     spdlog::error("train: test accuracy {:.2f}% is below the job's target {:.2f}%", 100.0 * accuracy,
                   100.0 * t.target_accuracy);
