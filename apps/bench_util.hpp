@@ -88,9 +88,10 @@ inline bool write_full(int fd, const char* buf, size_t n) {
   return true;
 }
 
-/// A fresh directory /tmp/actorps-<what>-XXXXXX.
+/// A fresh, uniquely named directory /tmp/actorps-<what>-<6 random characters>.
 inline std::string make_temp_dir(const std::string& what) {
-  std::string path = "/tmp/actorps-" + what + "-XXXXXX";
+  std::string path = "/tmp/actorps-" + what + "-";
+  path.append(6, 'X');  // mkdtemp(3) replaces the trailing six 'X' with random characters
   return ::mkdtemp(path.data());
 }
 
