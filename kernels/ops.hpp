@@ -73,77 +73,99 @@ struct embedding_shape {
   combiner comb = combiner::sum;
 };
 
+/// The signature and contract of every op. Each implementation declares its
+/// functions with these types (e.g. `op::relu_forward relu_forward;`), so a
+/// signature is written once, here.
+namespace op {
+// ---- convolution (stride 1) ----
+/// y[n, oh, ow, k] = b[k] + sum x * w. cols: scratch of shape.cols() floats (may be unused).
+using conv2d_forward = void(const conv2d_shape& s, const float* x, const float* w, const float* b, float* y,
+                            float* cols);
+/// dw[r, s, c, k] and db[k] (overwritten) from x and dy[n, oh, ow, k].
+using conv2d_backward_filter = void(const conv2d_shape& s, const float* x, const float* dy, float* dw, float* db,
+                                    float* cols);
+/// dx[n, h, w, c] (overwritten) from dy and w.
+using conv2d_backward_data = void(const conv2d_shape& s, const float* dy, const float* w, float* dx, float* cols);
+
+// ---- max pooling ----
+/// y[n, oh, ow, c] = window max; argmax[same shape] = flat input index of it.
+using maxpool_forward = void(const pool_shape& s, const float* x, float* y, int32_t* argmax);
+/// dx[n, h, w, c] (overwritten) gets dy at each argmax, 0 elsewhere.
+using maxpool_backward = void(const pool_shape& s, const float* dy, const int32_t* argmax, float* dx);
+
+// ---- dense: y[m, n] = x[m, k] * w[k, n] + b[n] ----
+using dense_forward = void(int m, int k, int n, const float* x, const float* w, const float* b, float* y);
+/// dw[k, n], db[n] (overwritten); dx[m, k] (overwritten) unless dx is null.
+using dense_backward = void(int m, int k, int n, const float* x, const float* w, const float* dy, float* dx,
+                            float* dw, float* db);
+
+// ---- activations, in place over `count` floats ----
+using relu_forward = void(int64_t count, float* y);
+/// dy *= (y > 0), with y the forward output.
+using relu_backward = void(int64_t count, const float* y, float* dy);
+
+// ---- loss: softmax cross-entropy with integer labels ----
+/// logits[m, classes], labels[m] in [0, classes). Writes dlogits[m, classes]
+/// = (softmax - onehot) / m; returns the mean loss; *correct (if non-null)
+/// gets the number of rows whose argmax equals the label.
+using softmax_xent = float(int m, int classes, const float* logits, const int32_t* labels, float* dlogits,
+                          int64_t* correct);
+
+// ---- loss: sigmoid + binary cross-entropy on one logit per row ----
+/// labels[m] in {0, 1}. Writes dlogits[m] = (sigmoid - label) / m; returns
+/// the mean loss (stable for any logit); *correct (if non-null) gets the
+/// number of rows where (logit > 0) == label.
+using sigmoid_bce = float(int m, const float* logits, const int32_t* labels, float* dlogits, int64_t* correct);
+
+// ---- embedding lookup, with a sparse gradient ----
+/// y[m, dim] (overwritten) = combined rows of table for each example's ids[m * per].
+using embedding_forward = void(const embedding_shape& s, const float* table, const int64_t* ids, float* y);
+/// rows[m * per, dim] (overwritten): the gradient of each lookup, aligned
+/// with ids (dy's row, divided by the valid count for mean; zeros for
+/// padding). merge_rows() (kernels/sparse.hpp) sums duplicate ids.
+using embedding_backward = void(const embedding_shape& s, const int64_t* ids, const float* dy, float* rows);
+
+// ---- concat along the last axis, and its backward (split) ----
+/// out[m, sum(widths)] = [parts[0][m, widths[0]], parts[1][m, widths[1]], ...].
+using concat = void(int m, int count, const int* widths, const float* const* parts, float* out);
+/// parts[i][m, widths[i]] (overwritten) = the columns of dout each part came from.
+using split = void(int m, int count, const int* widths, const float* dout, float* const* parts);
+
+// ---- optimizers: update parameters and slots in place ----
+/// Dense: all `count` parameters; `slots` is a host array of slot_count(kind)
+/// pointers (into the table's memory).
+/// momentum: v = momentum * v - lr * g; param += v (Nesterov: += momentum * v - lr * g).
+/// adam (TF): lr_t = lr * sqrt(1 - b2^t) / (1 - b1^t); param -= lr_t * m / (sqrt(v) + eps).
+/// adagrad: acc += g^2; param -= lr * g / (sqrt(acc) + eps).
+using apply_dense = void(optimizer_kind kind, const optimizer_params& p, int64_t count, float* param,
+                         float* const* slots, const float* grad);
+/// Sparse rows (lazy, as TF's sparse apply): only rows ids[0..rows) of
+/// param[*, dim] and of its slots change, each by its row of grad[rows, dim].
+/// ids must be unique (merge_rows() makes them so).
+using apply_sparse = void(optimizer_kind kind, const optimizer_params& p, int64_t rows, int dim, const int64_t* ids,
+                          float* param, float* const* slots, const float* grad);
+}  // namespace op
+
 struct ops_table {
   std::string name;  // "reference", "cpu", "cuda"
   device where = device::host;
-
-  // ---- convolution (stride 1) ----
-  /// y[n, oh, ow, k] = b[k] + sum x * w. cols: scratch of shape.cols() floats (may be unused).
-  void (*conv2d_forward)(const conv2d_shape& s, const float* x, const float* w, const float* b, float* y,
-                         float* cols);
-  /// dw[r, s, c, k] and db[k] (overwritten) from x and dy[n, oh, ow, k].
-  void (*conv2d_backward_filter)(const conv2d_shape& s, const float* x, const float* dy, float* dw, float* db,
-                                 float* cols);
-  /// dx[n, h, w, c] (overwritten) from dy and w.
-  void (*conv2d_backward_data)(const conv2d_shape& s, const float* dy, const float* w, float* dx, float* cols);
-
-  // ---- max pooling ----
-  /// y[n, oh, ow, c] = window max; argmax[same shape] = flat input index of it.
-  void (*maxpool_forward)(const pool_shape& s, const float* x, float* y, int32_t* argmax);
-  /// dx[n, h, w, c] (overwritten) gets dy at each argmax, 0 elsewhere.
-  void (*maxpool_backward)(const pool_shape& s, const float* dy, const int32_t* argmax, float* dx);
-
-  // ---- dense: y[m, n] = x[m, k] * w[k, n] + b[n] ----
-  void (*dense_forward)(int m, int k, int n, const float* x, const float* w, const float* b, float* y);
-  /// dw[k, n], db[n] (overwritten); dx[m, k] (overwritten) unless dx is null.
-  void (*dense_backward)(int m, int k, int n, const float* x, const float* w, const float* dy, float* dx, float* dw,
-                         float* db);
-
-  // ---- activations, in place over `count` floats ----
-  void (*relu_forward)(int64_t count, float* y);
-  /// dy *= (y > 0), with y the forward output.
-  void (*relu_backward)(int64_t count, const float* y, float* dy);
-
-  // ---- loss: softmax cross-entropy with integer labels ----
-  /// logits[m, classes], labels[m] in [0, classes). Writes dlogits[m, classes]
-  /// = (softmax - onehot) / m; returns the mean loss; *correct (if non-null)
-  /// gets the number of rows whose argmax equals the label.
-  float (*softmax_xent)(int m, int classes, const float* logits, const int32_t* labels, float* dlogits,
-                        int64_t* correct);
-
-  // ---- loss: sigmoid + binary cross-entropy on one logit per row ----
-  /// labels[m] in {0, 1}. Writes dlogits[m] = (sigmoid - label) / m; returns
-  /// the mean loss (stable for any logit); *correct (if non-null) gets the
-  /// number of rows where (logit > 0) == label.
-  float (*sigmoid_bce)(int m, const float* logits, const int32_t* labels, float* dlogits, int64_t* correct);
-
-  // ---- embedding lookup, with a sparse gradient ----
-  /// y[m, dim] (overwritten) = combined rows of table for each example's ids[m * per].
-  void (*embedding_forward)(const embedding_shape& s, const float* table, const int64_t* ids, float* y);
-  /// rows[m * per, dim] (overwritten): the gradient of each lookup, aligned
-  /// with ids (dy's row, divided by the valid count for mean; zeros for
-  /// padding). merge_rows() (kernels/sparse.hpp) sums duplicate ids.
-  void (*embedding_backward)(const embedding_shape& s, const int64_t* ids, const float* dy, float* rows);
-
-  // ---- concat along the last axis, and its backward (split) ----
-  /// out[m, sum(widths)] = [parts[0][m, widths[0]], parts[1][m, widths[1]], ...].
-  void (*concat)(int m, int count, const int* widths, const float* const* parts, float* out);
-  /// parts[i][m, widths[i]] (overwritten) = the columns of dout each part came from.
-  void (*split)(int m, int count, const int* widths, const float* dout, float* const* parts);
-
-  // ---- optimizers: update parameters and slots in place ----
-  /// Dense: all `count` parameters; `slots` is a host array of slot_count(kind)
-  /// pointers (into the table's memory).
-  /// momentum: v = momentum * v - lr * g; param += v (Nesterov: += momentum * v - lr * g).
-  /// adam (TF): lr_t = lr * sqrt(1 - b2^t) / (1 - b1^t); param -= lr_t * m / (sqrt(v) + eps).
-  /// adagrad: acc += g^2; param -= lr * g / (sqrt(acc) + eps).
-  void (*apply_dense)(optimizer_kind kind, const optimizer_params& p, int64_t count, float* param,
-                      float* const* slots, const float* grad);
-  /// Sparse rows (lazy, as TF's sparse apply): only rows ids[0..rows) of
-  /// param[*, dim] and of its slots change, each by its row of grad[rows, dim].
-  /// ids must be unique (merge_rows() makes them so).
-  void (*apply_sparse)(optimizer_kind kind, const optimizer_params& p, int64_t rows, int dim, const int64_t* ids,
-                       float* param, float* const* slots, const float* grad);
+  op::conv2d_forward* conv2d_forward;
+  op::conv2d_backward_filter* conv2d_backward_filter;
+  op::conv2d_backward_data* conv2d_backward_data;
+  op::maxpool_forward* maxpool_forward;
+  op::maxpool_backward* maxpool_backward;
+  op::dense_forward* dense_forward;
+  op::dense_backward* dense_backward;
+  op::relu_forward* relu_forward;
+  op::relu_backward* relu_backward;
+  op::softmax_xent* softmax_xent;
+  op::sigmoid_bce* sigmoid_bce;
+  op::embedding_forward* embedding_forward;
+  op::embedding_backward* embedding_backward;
+  op::concat* concat;
+  op::split* split;
+  op::apply_dense* apply_dense;
+  op::apply_sparse* apply_sparse;
 };
 
 /// Plain loops: the oracle every other table is tested against.
