@@ -37,6 +37,7 @@ struct conv_plan {
     check(cudnnSetFilter4dDescriptor(w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NHWC, s.k, s.c, s.r, s.s), "conv w");
     check(cudnnSetConvolution2dDescriptor(conv, pad_h, pad_w, 1, 1, 1, 1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
           "conv descriptor");
+    choose_algorithms();
   }
   ~conv_plan() {
     cudnnDestroyConvolutionDescriptor(conv);
@@ -46,6 +47,31 @@ struct conv_plan {
   }
   conv_plan(const conv_plan&) = delete;
   conv_plan& operator=(const conv_plan&) = delete;
+
+  // cuDNN's best guess per direction and the scratch it needs, chosen once.
+  cudnnConvolutionFwdAlgo_t forward_algo{};
+  cudnnConvolutionBwdFilterAlgo_t filter_algo{};
+  cudnnConvolutionBwdDataAlgo_t data_algo{};
+  size_t forward_bytes = 0, filter_bytes = 0, data_bytes = 0;
+
+  void choose_algorithms() {
+    int found = 0;
+    cudnnConvolutionFwdAlgoPerf_t fwd;
+    check(cudnnGetConvolutionForwardAlgorithm_v7(cudnn(), x, w, conv, y, 1, &found, &fwd), "forward algorithm");
+    forward_algo = fwd.algo;
+    check(cudnnGetConvolutionForwardWorkspaceSize(cudnn(), x, w, conv, y, forward_algo, &forward_bytes),
+          "forward workspace");
+    cudnnConvolutionBwdFilterAlgoPerf_t filter;
+    check(cudnnGetConvolutionBackwardFilterAlgorithm_v7(cudnn(), x, y, conv, w, 1, &found, &filter), "filter algorithm");
+    filter_algo = filter.algo;
+    check(cudnnGetConvolutionBackwardFilterWorkspaceSize(cudnn(), x, y, conv, w, filter_algo, &filter_bytes),
+          "filter workspace");
+    cudnnConvolutionBwdDataAlgoPerf_t data;
+    check(cudnnGetConvolutionBackwardDataAlgorithm_v7(cudnn(), w, y, conv, x, 1, &found, &data), "data algorithm");
+    data_algo = data.algo;
+    check(cudnnGetConvolutionBackwardDataWorkspaceSize(cudnn(), w, y, conv, x, data_algo, &data_bytes),
+          "data workspace");
+  }
 
   bool cropped() const { return off_h != 0 || off_w != 0; }
   int64_t big_size(const conv2d_shape& s) const { return cropped() ? int64_t(s.n) * big_h * big_w * s.k : 0; }
@@ -67,8 +93,8 @@ struct carve {
   }
 };
 
-// Descriptors per shape, made on first use and kept: a training step makes
-// no cuDNN descriptors and no host allocations.
+// Descriptors and algorithms per shape, made on first use and kept: a
+// training step makes no cuDNN descriptors, queries or host allocations.
 const conv_plan& plan_for(const conv2d_shape& s) {
   static std::map<std::tuple<int, int, int, int, int, int, int, int>, std::unique_ptr<conv_plan>> plans;
   auto& slot = plans[{s.n, s.h, s.w, s.c, s.k, s.r, s.s, int(s.pad)}];
@@ -89,36 +115,22 @@ const float* cudnn_dy(const conv2d_shape& s, const conv_plan& plan, const float*
 
 void conv2d_forward(const conv2d_shape& s, const float* x, const float* w, const float* b, float* y, float*) {
   const conv_plan& plan = plan_for(s);
-  cudnnConvolutionFwdAlgoPerf_t perf;
-  int found = 0;
-  check(cudnnGetConvolutionForwardAlgorithm_v7(cudnn(), plan.x, plan.w, plan.conv, plan.y, 1, &found, &perf),
-        "cudnnGetConvolutionForwardAlgorithm_v7");
-  size_t bytes = 0;
-  check(cudnnGetConvolutionForwardWorkspaceSize(cudnn(), plan.x, plan.w, plan.conv, plan.y, perf.algo, &bytes),
-        "cudnnGetConvolutionForwardWorkspaceSize");
-  carve ws(s, plan, bytes);
+  carve ws(s, plan, plan.forward_bytes);
   transpose(int64_t(s.r) * s.s * s.c, s.k, w, ws.filters);
   float* out = plan.cropped() ? ws.big : y;
   broadcast_rows(int64_t(s.n) * plan.big_h * plan.big_w, s.k, b, out);
-  check(cudnnConvolutionForward(cudnn(), &kOne, plan.x, x, plan.w, ws.filters, plan.conv, perf.algo, ws.scratch, bytes,
-                                &kOne, plan.y, out),
+  check(cudnnConvolutionForward(cudnn(), &kOne, plan.x, x, plan.w, ws.filters, plan.conv, plan.forward_algo, ws.scratch,
+                                plan.forward_bytes, &kOne, plan.y, out),
         "cudnnConvolutionForward");
   if (plan.cropped()) copy_window(s.n, plan.big_h, plan.big_w, s.out_h(), s.out_w(), s.k, plan.off_h, plan.off_w, out, y);
 }
 
 void conv2d_backward_filter(const conv2d_shape& s, const float* x, const float* dy, float* dw, float* db, float*) {
   const conv_plan& plan = plan_for(s);
-  cudnnConvolutionBwdFilterAlgoPerf_t perf;
-  int found = 0;
-  check(cudnnGetConvolutionBackwardFilterAlgorithm_v7(cudnn(), plan.x, plan.y, plan.conv, plan.w, 1, &found, &perf),
-        "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
-  size_t bytes = 0;
-  check(cudnnGetConvolutionBackwardFilterWorkspaceSize(cudnn(), plan.x, plan.y, plan.conv, plan.w, perf.algo, &bytes),
-        "cudnnGetConvolutionBackwardFilterWorkspaceSize");
-  carve ws(s, plan, bytes);
+  carve ws(s, plan, plan.filter_bytes);
   const float* grad = cudnn_dy(s, plan, dy, ws.big);
-  check(cudnnConvolutionBackwardFilter(cudnn(), &kOne, plan.x, x, plan.y, grad, plan.conv, perf.algo, ws.scratch,
-                                       bytes, &kZero, plan.w, ws.filters),
+  check(cudnnConvolutionBackwardFilter(cudnn(), &kOne, plan.x, x, plan.y, grad, plan.conv, plan.filter_algo,
+                                       ws.scratch, plan.filter_bytes, &kZero, plan.w, ws.filters),
         "cudnnConvolutionBackwardFilter");
   transpose(s.k, int64_t(s.r) * s.s * s.c, ws.filters, dw);
   column_sums(int64_t(s.n) * s.out_h() * s.out_w(), s.k, dy, db);
@@ -126,18 +138,11 @@ void conv2d_backward_filter(const conv2d_shape& s, const float* x, const float* 
 
 void conv2d_backward_data(const conv2d_shape& s, const float* dy, const float* w, float* dx, float*) {
   const conv_plan& plan = plan_for(s);
-  cudnnConvolutionBwdDataAlgoPerf_t perf;
-  int found = 0;
-  check(cudnnGetConvolutionBackwardDataAlgorithm_v7(cudnn(), plan.w, plan.y, plan.conv, plan.x, 1, &found, &perf),
-        "cudnnGetConvolutionBackwardDataAlgorithm_v7");
-  size_t bytes = 0;
-  check(cudnnGetConvolutionBackwardDataWorkspaceSize(cudnn(), plan.w, plan.y, plan.conv, plan.x, perf.algo, &bytes),
-        "cudnnGetConvolutionBackwardDataWorkspaceSize");
-  carve ws(s, plan, bytes);
+  carve ws(s, plan, plan.data_bytes);
   transpose(int64_t(s.r) * s.s * s.c, s.k, w, ws.filters);
   const float* grad = cudnn_dy(s, plan, dy, ws.big);
-  check(cudnnConvolutionBackwardData(cudnn(), &kOne, plan.w, ws.filters, plan.y, grad, plan.conv, perf.algo,
-                                     ws.scratch, bytes, &kZero, plan.x, dx),
+  check(cudnnConvolutionBackwardData(cudnn(), &kOne, plan.w, ws.filters, plan.y, grad, plan.conv,
+                                     plan.data_algo, ws.scratch, plan.data_bytes, &kZero, plan.x, dx),
         "cudnnConvolutionBackwardData");
 }
 
