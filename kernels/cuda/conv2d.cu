@@ -62,7 +62,8 @@ struct conv_plan {
     check(cudnnGetConvolutionForwardWorkspaceSize(cudnn(), x, w, conv, y, forward_algo, &forward_bytes),
           "forward workspace");
     cudnnConvolutionBwdFilterAlgoPerf_t filter;
-    check(cudnnGetConvolutionBackwardFilterAlgorithm_v7(cudnn(), x, y, conv, w, 1, &found, &filter), "filter algorithm");
+    check(cudnnGetConvolutionBackwardFilterAlgorithm_v7(cudnn(), x, y, conv, w, 1, &found, &filter),
+          "filter algorithm");
     filter_algo = filter.algo;
     check(cudnnGetConvolutionBackwardFilterWorkspaceSize(cudnn(), x, y, conv, w, filter_algo, &filter_bytes),
           "filter workspace");
@@ -122,7 +123,8 @@ void conv2d_forward(const conv2d_shape& s, const float* x, const float* w, const
   check(cudnnConvolutionForward(cudnn(), &kOne, plan.x, x, plan.w, ws.filters, plan.conv, plan.forward_algo, ws.scratch,
                                 plan.forward_bytes, &kOne, plan.y, out),
         "cudnnConvolutionForward");
-  if (plan.cropped()) copy_window(s.n, plan.big_h, plan.big_w, s.out_h(), s.out_w(), s.k, plan.off_h, plan.off_w, out, y);
+  if (plan.cropped())
+    copy_window(s.n, plan.big_h, plan.big_w, s.out_h(), s.out_w(), s.k, plan.off_h, plan.off_w, out, y);
 }
 
 void conv2d_backward_filter(const conv2d_shape& s, const float* x, const float* dy, float* dw, float* db, float*) {
