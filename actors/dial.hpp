@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "actors/node_actor.hpp"
+#include "actors/request_now.hpp"
 #include "config/cluster_spec.hpp"
 
 namespace actorps {
@@ -81,14 +82,10 @@ inline caf::expected<node_actor> dial_node_now(caf::scoped_actor& self, const cl
     return make_error(errc::device_filter, "device filters forbid " + to_string(from) + " to talk to " + target.address());
   auto handle = self->home_system().middleman().remote_actor<node_actor>(target.host, target.port);
   if (!handle) return handle.error();
-  caf::error failed;
-  self->request(*handle, std::chrono::milliseconds(spec.runtime.connect_timeout_ms), hello_from(spec, from))
-      .receive(
-          [&](pb::Welcome& w) {
-            if (welcome != nullptr) *welcome = std::move(w);
-          },
-          [&](caf::error& err) { failed = std::move(err); });
-  if (failed) return failed;
+  auto reply = request_now<pb::Welcome>(self, *handle, std::chrono::milliseconds(spec.runtime.connect_timeout_ms),
+                                       hello_from(spec, from));
+  if (!reply) return reply.error();
+  if (welcome != nullptr) *welcome = std::move(*reply);
   return *handle;
 }
 

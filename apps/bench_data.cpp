@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "actors/dial.hpp"
+#include "actors/request_now.hpp"
 #include "actors/system_config.hpp"
 #include "apps/bench_util.hpp"
 #include "apps/commands.hpp"
@@ -93,14 +94,10 @@ int run_bench_data(const data_bench_options& opts) {
     pb::SpawnDataset req;
     req.set_worker(0);
     *req.mutable_spec() = fashion_spec(opts.data_dir);
-    caf::expected<dataset_actor> d{caf::error{}};
-    self->request(*node, std::chrono::seconds(10), req)
-        .receive([&](dataset_actor& a) { d = std::move(a); }, [&](caf::error& err) { d = std::move(err); });
+    auto d = request_now<dataset_actor>(self, *node, std::chrono::seconds(10), req);
     if (!d) return fail("spawning the dataset", d.error());
-    caf::error failed;
-    self->request(*d, std::chrono::seconds(60), pb::DatasetInfoRequest{})
-        .receive([](const pb::DatasetInfo&) {}, [&](caf::error& err) { failed = std::move(err); });
-    if (failed) return fail("building the dataset", failed);
+    if (auto info = request_now<pb::DatasetInfo>(self, *d, std::chrono::seconds(60), pb::DatasetInfoRequest{}); !info)
+      return fail("building the dataset", info.error());
     if (auto warm = fetch_rate(self, *d, 200, kPrefetch); !warm) return fail("warm-up", warm.error());
     for (uint32_t rep = 0; rep < opts.repetitions; ++rep) {
       auto rate = fetch_rate(self, *d, opts.batches, kPrefetch);

@@ -17,6 +17,7 @@
 #include "actors/bulk_lane.hpp"
 #include "actors/dial.hpp"
 #include "actors/ps_client.hpp"
+#include "actors/request_now.hpp"
 #include "actors/system_config.hpp"
 #include "apps/bench_util.hpp"
 #include "apps/commands.hpp"
@@ -318,11 +319,9 @@ int run_bench_ps(const ps_bench_options& opts) {
     lanes.push_back(std::move(*lane));
     pb::SpawnShard req;
     req.set_shard(i);
-    caf::error failed;
-    self->request(*node, std::chrono::seconds(10), req)
-        .receive([&](ps_shard_actor& shard) { shards.push_back(std::move(shard)); },
-                 [&](caf::error& err) { failed = std::move(err); });
-    if (failed) return fail("spawning shard " + std::to_string(i), failed);
+    auto shard = request_now<ps_shard_actor>(self, *node, std::chrono::seconds(10), req);
+    if (!shard) return fail("spawning shard " + std::to_string(i), shard.error());
+    shards.push_back(*shard);
   }
   // Variables: per size, one on ps:0 alone and one split over both PS.
   std::map<std::pair<int, int64_t>, std::unique_ptr<dense_case>> cases;
@@ -348,12 +347,9 @@ int run_bench_ps(const ps_bench_options& opts) {
   table.shards = *placement(1).place(table.shape, 4, partitioner{});
   table.optimizer.set_learning_rate(1e-6f);
   all.push_back(table);
-  for (auto& [ps, req] : create_requests(all)) {
-    caf::error failed;
-    self->request(shards[size_t(ps)], std::chrono::seconds(60), req)
-        .receive([](const pb::Created&) {}, [&](caf::error& err) { failed = std::move(err); });
-    if (failed) return fail("creating variables", failed);
-  }
+  for (auto& [ps, req] : create_requests(all))
+    if (auto created = request_now<pb::Created>(self, shards[size_t(ps)], std::chrono::seconds(60), req); !created)
+      return fail("creating variables", created.error());
 
   std::vector<row> rows, caf_rows;
   for (int ps : {1, 2})

@@ -21,6 +21,7 @@
 #include "actors/data/pipeline.hpp"
 #include "actors/dial.hpp"
 #include "actors/ps_client.hpp"
+#include "actors/request_now.hpp"
 #include "actors/system_config.hpp"
 #include "actors/train/checkpoint.hpp"
 #include "actors/train/event_log.hpp"
@@ -34,13 +35,9 @@ namespace {
 using clock_type = std::chrono::steady_clock;
 const auto kSetupTimeout = std::chrono::seconds(60);
 
-// A blocking request from the coordinator; the reply or the error.
 template <class Reply, class Handle, class... Ts>
 caf::expected<Reply> ask(caf::scoped_actor& self, const Handle& to, const Ts&... xs) {
-  caf::expected<Reply> out{caf::error{}};
-  self->request(to, kSetupTimeout, xs...).receive([&](Reply& r) { out = std::move(r); },
-                                                  [&](caf::error& e) { out = std::move(e); });
-  return out;
+  return request_now<Reply>(self, to, kSetupTimeout, xs...);
 }
 
 caf::expected<node_actor> dial_task(caf::scoped_actor& self, const cluster_spec& spec, task_id task) {

@@ -10,6 +10,7 @@
 #include <caf/expected.hpp>
 #include <caf/scoped_actor.hpp>
 
+#include "actors/request_now.hpp"
 #include "messages/wire.hpp"
 
 namespace actorps::test {
@@ -49,14 +50,11 @@ inline pb::Push push(uint32_t worker, int64_t step, std::vector<pb::TensorSlice>
   return p;
 }
 
-/// A blocking request from `self` (tests only: ~100 us each).
+/// request_now with the tests' default deadline.
 template <class Reply, class Handle, class Request>
 caf::expected<Reply> call(caf::scoped_actor& self, const Handle& to, const Request& req,
                           std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
-  caf::expected<Reply> out{caf::error{}};
-  self->request(to, timeout, req).receive([&](Reply& r) { out = std::move(r); },
-                                          [&](caf::error& e) { out = std::move(e); });
-  return out;
+  return request_now<Reply>(self, to, timeout, req);
 }
 
 }  // namespace actorps::test

@@ -13,6 +13,7 @@
 #include <caf/send.hpp>
 
 #include "actors/node_actor.hpp"
+#include "actors/request_now.hpp"
 #include "actors/system_config.hpp"
 #include "apps/subprocess.hpp"
 
@@ -64,10 +65,7 @@ struct fixture {
   // Sends `msg` and returns the reply, or the error.
   template <class Reply, class Msg>
   caf::expected<Reply> ask(const Msg& msg) {
-    caf::expected<Reply> out{caf::sec::none};
-    (*self)->request(remote, 5s, msg).receive([&](const Reply& r) { out = r; },
-                                           [&](const caf::error& e) { out = e; });
-    return out;
+    return request_now<Reply>(*self, remote, 5s, msg);
   }
 
   ~fixture() {

@@ -90,10 +90,7 @@ struct job {
     *req.mutable_model() = train::to_proto(m);
     for (auto& v : vars) *req.add_variables() = train::to_proto(v);
     req.set_threads(1);
-    caf::expected<worker_actor> out{caf::error{}};
-    coord->self->request(worker_node, std::chrono::seconds(10), req, shards)
-        .receive([&](worker_actor& w) { out = std::move(w); }, [&](caf::error& e) { out = std::move(e); });
-    return out;
+    return request_now<worker_actor>(coord->self, worker_node, std::chrono::seconds(10), req, shards);
   }
 };
 
