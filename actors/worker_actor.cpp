@@ -1,6 +1,7 @@
 #include "actors/worker_actor.hpp"
 
 #include <memory>
+#include <optional>
 
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
@@ -20,9 +21,9 @@ struct worker_state {
   std::unique_ptr<kernels::sequential_model> model;
   std::vector<sharded_variable> vars;
   std::vector<const sharded_variable*> view;
-  std::vector<std::vector<float>> params, grads;
-  std::vector<const float*> param_ptrs;
-  std::vector<float*> grad_ptrs, out_ptrs;
+  std::optional<kernels::host_parameters> buffers;  // pulled values, computed gradients
+  std::vector<float> x;                             // the batch's inputs, reused
+  std::vector<int32_t> labels;
   std::map<int, std::vector<pb::Pull>> pulls;
   // the run in progress
   caf::typed_response_promise<pb::StepsDone> promise;
@@ -52,7 +53,7 @@ struct countdown {
 
 void push_gradients(worker_ptr self) {
   auto& st = self->state;
-  auto msgs = split_push(st.index, st.step, st.view, std::vector<const float*>(st.grad_ptrs.begin(), st.grad_ptrs.end()));
+  auto msgs = split_push(st.index, st.step, st.view, st.buffers->grad_views);
   int total = 0;
   for (auto& [ps, list] : msgs) total += int(list.size());
   auto c = std::make_shared<countdown>(countdown{total, [self] {
@@ -79,10 +80,11 @@ void compute(worker_ptr self, const pb::BatchData& b) {
     return finish(self, make_error(errc::bad_tensor, "batches of " + std::to_string(b.features()) +
                                                          " features, the model takes " +
                                                          std::to_string(st.model->input_size())));
-  std::vector<float> x(size_t(b.x().size() / 4));
-  std::memcpy(x.data(), b.x().data(), b.x().size());
-  std::vector<int32_t> labels(b.labels().begin(), b.labels().end());
-  auto r = st.model->train_step({b.size(), x.data(), nullptr, labels.data()}, st.param_ptrs, st.grad_ptrs);
+  st.x.resize(b.x().size() / 4);
+  std::memcpy(st.x.data(), b.x().data(), b.x().size());
+  st.labels.assign(b.labels().begin(), b.labels().end());
+  auto r = st.model->train_step({b.size(), st.x.data(), nullptr, st.labels.data()}, st.buffers->params,
+                                st.buffers->grad_ptrs);
   st.done.set_loss_sum(st.done.loss_sum() + r.loss);
   st.done.set_correct(st.done.correct() + r.correct);
   st.done.set_examples(st.done.examples() + b.size());
@@ -101,7 +103,7 @@ void pull_then_compute(worker_ptr self, pb::BatchData batch) {
           .then(
               [self, c](const pb::Values& v) {
                 if (c->failed) return;
-                if (auto err = scatter_values(v, self->state.view, self->state.out_ptrs)) {
+                if (auto err = scatter_values(v, self->state.view, self->state.buffers->value_ptrs)) {
                   c->failed = true;
                   return finish(self, err);
                 }
@@ -133,16 +135,12 @@ worker_actor::behavior_type worker_behavior(worker_ptr self, pb::SpawnWorker spe
   st.shards = std::move(shards);
   st.model = std::make_unique<kernels::sequential_model>(train::from_proto(spec.model()), kernels::cpu_ops());
   for (auto& v : spec.variables()) st.vars.push_back(train::from_proto(v));
+  std::vector<std::vector<float>> zeros;
   for (auto& v : st.vars) {
     st.view.push_back(&v);
-    st.params.emplace_back(size_t(v.size()));
-    st.grads.emplace_back(size_t(v.size()));
+    zeros.emplace_back(size_t(v.size()));
   }
-  for (size_t i = 0; i < st.vars.size(); ++i) {
-    st.param_ptrs.push_back(st.params[i].data());
-    st.out_ptrs.push_back(st.params[i].data());
-    st.grad_ptrs.push_back(st.grads[i].data());
-  }
+  st.buffers.emplace(std::move(zeros));
   st.pulls = split_pull(st.view);
   if (spec.threads() > 0) kernels::set_cpu_threads(int(spec.threads()));
   return {

@@ -22,26 +22,18 @@ using clock_type = std::chrono::steady_clock;
 double cnn_samples_per_second(int batch, int threads, const kernels_bench_options& opts) {
   kernels::set_cpu_threads(threads);
   kernels::sequential_model model(kernels::model_spec::seed_cnn(), kernels::cpu_ops());
-  auto values = model.initial_values(1);
-  std::vector<const float*> params;
-  std::vector<std::vector<float>> grads;
-  std::vector<float*> grad_ptrs;
-  for (auto& v : values) {
-    params.push_back(v.data());
-    grads.emplace_back(v.size());
-    grad_ptrs.push_back(grads.back().data());
-  }
+  kernels::host_parameters p(model.initial_values(1));
   std::mt19937 gen(7);
   std::uniform_real_distribution<float> pixel(0, 1);
   std::vector<float> x(static_cast<size_t>(batch * model.input_size()));
   for (auto& v : x) v = pixel(gen);
   std::vector<int32_t> labels(static_cast<size_t>(batch));
   for (int i = 0; i < batch; ++i) labels[size_t(i)] = i % 10;
-  for (int i = 0; i < 10; ++i) model.train_step({batch, x.data(), nullptr, labels.data()}, params, grad_ptrs);
+  for (int i = 0; i < 10; ++i) model.train_step({batch, x.data(), nullptr, labels.data()}, p.params, p.grad_ptrs);
   std::vector<double> rates;
   for (uint32_t rep = 0; rep < opts.repetitions; ++rep) {
     auto start = clock_type::now();
-    for (uint32_t i = 0; i < opts.iterations; ++i) model.train_step({batch, x.data(), nullptr, labels.data()}, params, grad_ptrs);
+    for (uint32_t i = 0; i < opts.iterations; ++i) model.train_step({batch, x.data(), nullptr, labels.data()}, p.params, p.grad_ptrs);
     std::chrono::duration<double> took = clock_type::now() - start;
     rates.push_back(double(batch) * opts.iterations / took.count());
   }

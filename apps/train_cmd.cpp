@@ -92,8 +92,8 @@ caf::expected<std::pair<double, double>> evaluate(const job_spec& job, const std
   auto pipeline = data::pipeline::build(job.eval);
   if (!pipeline) return pipeline.error();
   kernels::sequential_model model(job.model, kernels::cpu_ops());
-  std::vector<const float*> params(values.size());
-  for (size_t i = 0; i < values.size(); ++i) params[i] = values[i].data();
+  std::vector<const float*> params;
+  for (auto& v : values) params.push_back(v.data());
   data::batch b;
   double loss = 0;
   int64_t correct = 0, seen = 0;

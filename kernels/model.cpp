@@ -171,6 +171,18 @@ std::vector<std::vector<float>> sequential_model::initial_values(uint64_t seed) 
   return out;
 }
 
+host_parameters::host_parameters(std::vector<std::vector<float>> initial) : values(std::move(initial)) {
+  for (auto& v : values) {
+    grads.emplace_back(v.size(), 0.0f);
+    params.push_back(v.data());
+    value_ptrs.push_back(v.data());
+  }
+  for (auto& g : grads) {
+    grad_views.push_back(g.data());
+    grad_ptrs.push_back(g.data());
+  }
+}
+
 const sparse_rows& sequential_model::sparse_gradient(size_t param) const {
   if (!plan_ || param >= plan_->sparse.size() || !params_[param].sparse)
     throw std::logic_error("sparse_gradient: parameter " + std::to_string(param) + " has no sparse gradient yet");

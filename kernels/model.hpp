@@ -65,6 +65,19 @@ struct batch_view {
   const int32_t* labels = nullptr;
 };
 
+/// A model's parameters and their gradients in host memory, with the
+/// pointer lists train_step/evaluate (and the PS client) take, built once.
+struct host_parameters {
+  /// `initial` as the values (e.g. initial_values()), gradients zero.
+  explicit host_parameters(std::vector<std::vector<float>> initial);
+  host_parameters(const host_parameters&) = delete;  // the pointers point into this one
+  host_parameters& operator=(const host_parameters&) = delete;
+
+  std::vector<std::vector<float>> values, grads;
+  std::vector<const float*> params, grad_views;  // values[i].data(), grads[i].data(), read-only
+  std::vector<float*> value_ptrs, grad_ptrs;     // the same, writable
+};
+
 class sequential_model {
  public:
   /// `spec` must pass check(); `ops` must outlive the model.

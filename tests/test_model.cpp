@@ -35,6 +35,21 @@ struct batch_data {
   std::vector<int32_t> labels;
 };
 
+// Gradient buffers with overrun guards, one per parameter value, and the
+// pointer lists train_step takes.
+struct guarded_gradients {
+  std::vector<const float*> params;
+  std::vector<buffer> grads;
+  std::vector<float*> ptrs;
+  explicit guarded_gradients(const std::vector<std::vector<float>>& values) {
+    for (auto& v : values) {
+      params.push_back(v.data());
+      grads.emplace_back(int64_t(v.size()));
+    }
+    for (auto& g : grads) ptrs.push_back(g.data());
+  }
+};
+
 batch_data random_batch(const sequential_model& model, int batch, unsigned seed) {
   batch_data b{random_vector(batch * model.input_size(), seed), std::vector<int32_t>(size_t(batch))};
   for (int i = 0; i < batch; ++i) b.labels[size_t(i)] = (i * 3 + int(seed)) % model.classes();
@@ -86,21 +101,14 @@ BOOST_AUTO_TEST_CASE(whole_model_gradients_match_finite_differences) {
       for (auto& x : values[i]) x = 0.05f;         // glorot: loss ~2, float32 noise small)
     const int batch = 3;
     auto data = random_batch(model, batch, 5);
-    std::vector<const float*> params;
-    std::vector<buffer> grads;
-    std::vector<float*> grad_ptrs;
-    for (auto& v : values) {
-      params.push_back(v.data());
-      grads.emplace_back(int64_t(v.size()));
-    }
-    for (auto& g : grads) grad_ptrs.push_back(g.data());
-    model.train_step({batch, data.x.data(), nullptr, data.labels.data()}, params, grad_ptrs);
-    auto loss = [&] { return double(model.evaluate({batch, data.x.data(), nullptr, data.labels.data()}, params).loss); };
+    guarded_gradients g(values);
+    model.train_step({batch, data.x.data(), nullptr, data.labels.data()}, g.params, g.ptrs);
+    auto loss = [&] { return double(model.evaluate({batch, data.x.data(), nullptr, data.labels.data()}, g.params).loss); };
     // A first-layer weight feeds thousands of ReLUs and pool windows, so some
     // probes straddle a kink (skipped, at most a quarter of them); float32
     // loss noise (~1e-7 * loss / h) stays far below tol.
     for (size_t i = 0; i < values.size(); ++i)
-      check_gradient(values[i], grads[i], loss, model.parameters()[i].name, 1e-3, 1e-2, 0.25);
+      check_gradient(values[i], g.grads[i], loss, model.parameters()[i].name, 1e-3, 1e-2, 0.25);
     }
   }
 }
@@ -118,27 +126,25 @@ BOOST_AUTO_TEST_CASE(fast_tables_train_like_the_reference) {
     int_tensor labels({batch}, ops->where);
     labels.copy_from_host(data.labels.data(), batch);
     std::vector<tensor> dev_params, dev_grads;
-    std::vector<const float*> params, fast_params;
-    std::vector<buffer> g_ref, g_fast;
-    std::vector<float*> p_ref, p_fast;
+    std::vector<const float*> fast_params;
+    guarded_gradients ref_grads(values);
+    std::vector<buffer> g_fast;
+    std::vector<float*> p_fast;
     for (auto& v : values) {
-      params.push_back(v.data());
       dev_params.emplace_back(std::vector<int64_t>{int64_t(v.size())}, ops->where);
       dev_params.back().copy_from_host(v.data(), int64_t(v.size()));
       fast_params.push_back(dev_params.back().data());
       dev_grads.emplace_back(std::vector<int64_t>{int64_t(v.size())}, ops->where);
       p_fast.push_back(dev_grads.back().data());
-      g_ref.emplace_back(int64_t(v.size()));
       g_fast.emplace_back(int64_t(v.size()));
     }
-    for (auto& g : g_ref) p_ref.push_back(g.data());
-    auto r1 = ref.train_step({batch, data.x.data(), nullptr, data.labels.data()}, params, p_ref);
+    auto r1 = ref.train_step({batch, data.x.data(), nullptr, data.labels.data()}, ref_grads.params, ref_grads.ptrs);
     auto r2 = fast.train_step({batch, x.data(), nullptr, labels.data()}, fast_params, p_fast);
     BOOST_TEST(r1.loss == r2.loss, boost::test_tools::tolerance(1e-5f));
     BOOST_TEST(r1.correct == r2.correct);
     for (size_t i = 0; i < values.size(); ++i) {
       dev_grads[i].copy_to_host(g_fast[i].data(), g_fast[i].size());
-      check_close(g_fast[i], g_ref[i], 2e-4);
+      check_close(g_fast[i], ref_grads.grads[i], 2e-4);
     }
     }
   }
@@ -148,15 +154,7 @@ BOOST_AUTO_TEST_CASE(seed_cnn_learns_a_synthetic_task) {
   // Class c = a bright 6x6 square at one of 10 places on a noisy image.
   set_cpu_threads(1);
   sequential_model model(model_spec::seed_cnn(), cpu_ops());
-  auto values = model.initial_values(1);
-  std::vector<const float*> params;
-  std::vector<std::vector<float>> grads;
-  std::vector<float*> grad_ptrs;
-  for (auto& v : values) {
-    params.push_back(v.data());
-    grads.emplace_back(v.size());
-  }
-  for (auto& g : grads) grad_ptrs.push_back(g.data());
+  host_parameters p(model.initial_values(1));
   std::mt19937 gen(42);
   std::uniform_real_distribution<float> noise(0, 0.3f);
   auto make = [&](int batch, std::vector<float>& x, std::vector<int32_t>& y) {
@@ -178,13 +176,14 @@ BOOST_AUTO_TEST_CASE(seed_cnn_learns_a_synthetic_task) {
   float first_loss = 0;
   for (int step = 0; step < 150; ++step) {
     make(32, x, y);
-    auto r = model.train_step({32, x.data(), nullptr, y.data()}, params, grad_ptrs);
+    auto r = model.train_step({32, x.data(), nullptr, y.data()}, p.params, p.grad_ptrs);
     if (step == 0) first_loss = r.loss;
-    for (size_t i = 0; i < values.size(); ++i)
-      cpu_ops().apply_dense(optimizer_kind::sgd, sgd, int64_t(values[i].size()), values[i].data(), nullptr, grads[i].data());
+    for (size_t i = 0; i < p.values.size(); ++i)
+      cpu_ops().apply_dense(optimizer_kind::sgd, sgd, int64_t(p.values[i].size()), p.value_ptrs[i], nullptr,
+                            p.grad_views[i]);
   }
   make(500, x, y);
-  auto eval = model.evaluate({500, x.data(), nullptr, y.data()}, params);
+  auto eval = model.evaluate({500, x.data(), nullptr, y.data()}, p.params);
   BOOST_TEST_MESSAGE("loss " << first_loss << " -> " << eval.loss << ", accuracy " << eval.correct / 5.0 << "%");
   BOOST_TEST(eval.loss < first_loss / 4);
   BOOST_TEST(eval.correct >= 475);  // >= 95%
@@ -223,42 +222,28 @@ BOOST_AUTO_TEST_CASE(embedding_model_gradients_are_sparse_and_match_finite_diffe
     for (auto& x : values[i]) x = 0.05f;  // non-zero biases
   const std::vector<int64_t> ids{3, 7, -1, 3, 3, 11, 0, 19, 7, -1, -1, 5};
   const std::vector<int32_t> labels{1, 0, 1, 0};
-  std::vector<const float*> params;
-  std::vector<buffer> grads;
-  std::vector<float*> grad_ptrs;
-  for (auto& v : values) {
-    params.push_back(v.data());
-    grads.emplace_back(int64_t(v.size()));
-    grad_ptrs.push_back(grads.back().data());
-  }
-  grad_ptrs[0] = nullptr;  // sparse: read through sparse_gradient()
+  guarded_gradients g(values);
+  g.ptrs[0] = nullptr;  // sparse: read through sparse_gradient()
   batch_view batch{4, nullptr, ids.data(), labels.data()};
-  model.train_step(batch, params, grad_ptrs);
+  model.train_step(batch, g.params, g.ptrs);
   auto& sparse = model.sparse_gradient(0);
   BOOST_TEST((sparse.ids == std::vector<int64_t>{0, 3, 5, 7, 11, 19}));  // touched rows only
   buffer dense_table(int64_t(values[0].size()));
   std::fill(dense_table.begin(), dense_table.end(), 0.0f);
   for (size_t r = 0; r < sparse.ids.size(); ++r)
     for (int d = 0; d < 4; ++d) dense_table[sparse.ids[r] * 4 + d] = sparse.rows[r * 4 + size_t(d)];
-  auto loss = [&] { return double(model.evaluate(batch, params).loss); };
+  auto loss = [&] { return double(model.evaluate(batch, g.params).loss); };
   check_gradient(values[0], dense_table, loss, "embedding_0/embeddings", 1e-3, 1e-2, 0.25);
   for (size_t i = 1; i < values.size(); ++i)
-    check_gradient(values[i], grads[i], loss, model.parameters()[i].name, 1e-3, 1e-2, 0.25);
+    check_gradient(values[i], g.grads[i], loss, model.parameters()[i].name, 1e-3, 1e-2, 0.25);
 }
 
 BOOST_AUTO_TEST_CASE(embedding_model_learns_with_sparse_updates) {
   // Label 1 when any of an example's ids is below 10 (of 100).
   sequential_model model(embedding_model(100), cpu_ops());
-  auto values = model.initial_values(8);
-  std::vector<const float*> params;
-  std::vector<std::vector<float>> grads, slots;
-  std::vector<float*> grad_ptrs;
-  for (auto& v : values) {
-    params.push_back(v.data());
-    grads.emplace_back(v.size());
-    slots.emplace_back(v.size(), 0.1f);  // adagrad accumulators
-    grad_ptrs.push_back(grads.back().data());
-  }
+  host_parameters p(model.initial_values(8));
+  std::vector<std::vector<float>> slots;  // adagrad accumulators
+  for (auto& v : p.values) slots.emplace_back(v.size(), 0.1f);
   std::mt19937 gen(3);
   auto make = [&](int n, std::vector<int64_t>& ids, std::vector<int32_t>& y) {
     ids.resize(size_t(n) * 3);
@@ -276,19 +261,19 @@ BOOST_AUTO_TEST_CASE(embedding_model_learns_with_sparse_updates) {
   std::vector<int32_t> y;
   for (int step = 0; step < 300; ++step) {
     make(32, ids, y);
-    model.train_step({32, nullptr, ids.data(), y.data()}, params, grad_ptrs);
+    model.train_step({32, nullptr, ids.data(), y.data()}, p.params, p.grad_ptrs);
     auto& g = model.sparse_gradient(0);
     float* table_slots[1] = {slots[0].data()};
-    cpu_ops().apply_sparse(optimizer_kind::adagrad, opt, int64_t(g.ids.size()), g.dim, g.ids.data(), values[0].data(),
+    cpu_ops().apply_sparse(optimizer_kind::adagrad, opt, int64_t(g.ids.size()), g.dim, g.ids.data(), p.value_ptrs[0],
                            table_slots, g.rows.data());
-    for (size_t i = 1; i < values.size(); ++i) {
+    for (size_t i = 1; i < p.values.size(); ++i) {
       float* s[1] = {slots[i].data()};
-      cpu_ops().apply_dense(optimizer_kind::adagrad, opt, int64_t(values[i].size()), values[i].data(), s,
-                            grads[i].data());
+      cpu_ops().apply_dense(optimizer_kind::adagrad, opt, int64_t(p.values[i].size()), p.value_ptrs[i], s,
+                            p.grad_views[i]);
     }
   }
   make(1000, ids, y);
-  auto eval = model.evaluate({1000, nullptr, ids.data(), y.data()}, params);
+  auto eval = model.evaluate({1000, nullptr, ids.data(), y.data()}, p.params);
   BOOST_TEST_MESSAGE("embedding model: loss " << eval.loss << ", accuracy " << eval.correct / 10.0 << "%");
   BOOST_TEST(eval.correct >= 950);
 }
