@@ -10,23 +10,31 @@ device_arrays::~device_arrays() {
   for (auto* p : allocations_) device_free(p);
 }
 
-const float* device_arrays::in(const std::vector<float>& v) {
-  if (!device_) return v.data();
-  auto* p = static_cast<float*>(device_alloc(v.size() * sizeof(float)));
+template <class T>
+T* device_arrays::allocate(int64_t n) {
+  auto* p = static_cast<T*>(device_alloc(size_t(n) * sizeof(T)));
   allocations_.push_back(p);
-  copy_to_device(p, v.data(), v.size() * sizeof(float));
   return p;
 }
 
+template <class T>
+const T* device_arrays::upload(const std::vector<T>& v) {
+  if (!device_) return v.data();
+  T* p = allocate<T>(int64_t(v.size()));
+  copy_to_device(p, v.data(), v.size() * sizeof(T));
+  return p;
+}
+
+const float* device_arrays::in(const std::vector<float>& v) { return upload(v); }
+
 const float* device_arrays::in(const buffer& b) {
   if (!device_) return b.data();
-  return in(std::vector<float>(b.data(), b.data() + b.size()));
+  return upload(std::vector<float>(b.data(), b.data() + b.size()));
 }
 
 float* device_arrays::out(buffer& b) {
   if (!device_) return b.data();
-  auto* p = static_cast<float*>(device_alloc(size_t(b.size()) * sizeof(float)));
-  allocations_.push_back(p);
+  float* p = allocate<float>(b.size());
   outputs_.emplace_back(p, &b);
   return p;
 }
@@ -34,39 +42,24 @@ float* device_arrays::out(buffer& b) {
 float* device_arrays::inout(const std::vector<float>& init, buffer& b) {
   std::copy(init.begin(), init.end(), b.begin());
   if (!device_) return b.data();
-  auto* p = const_cast<float*>(in(init));
+  auto* p = const_cast<float*>(upload(init));
   outputs_.emplace_back(p, &b);
   return p;
 }
 
 float* device_arrays::scratch(int64_t n) {
   if (!device_) return host_scratch_.emplace_back(size_t(n)).data();
-  auto* p = static_cast<float*>(device_alloc(size_t(n) * sizeof(float)));
-  allocations_.push_back(p);
-  return p;
+  return allocate<float>(n);
 }
 
 int32_t* device_arrays::ints(int64_t n) {
   if (!device_) return host_ints_.emplace_back(size_t(n)).data();
-  auto* p = static_cast<int32_t*>(device_alloc(size_t(n) * sizeof(int32_t)));
-  allocations_.push_back(p);
-  return p;
+  return allocate<int32_t>(n);
 }
 
-const int32_t* device_arrays::labels(const std::vector<int32_t>& v) {
-  if (!device_) return v.data();
-  auto* p = ints(int64_t(v.size()));
-  copy_to_device(p, v.data(), v.size() * sizeof(int32_t));
-  return p;
-}
+const int32_t* device_arrays::labels(const std::vector<int32_t>& v) { return upload(v); }
 
-const int64_t* device_arrays::ids(const std::vector<int64_t>& v) {
-  if (!device_) return v.data();
-  auto* p = static_cast<int64_t*>(device_alloc(v.size() * sizeof(int64_t)));
-  allocations_.push_back(p);
-  copy_to_device(p, v.data(), v.size() * sizeof(int64_t));
-  return p;
-}
+const int64_t* device_arrays::ids(const std::vector<int64_t>& v) { return upload(v); }
 
 void device_arrays::read_ints(const int32_t* dev, std::vector<int32_t>& out) {
   if (!device_) {

@@ -131,6 +131,11 @@ class device_arrays {
   void finish();
 
  private:
+  template <class T>
+  T* allocate(int64_t n);  // device memory, freed with this object
+  template <class T>
+  const T* upload(const std::vector<T>& v);  // v's data where the table computes
+
   bool device_;
   std::vector<void*> allocations_;
   std::vector<std::pair<float*, buffer*>> outputs_;
