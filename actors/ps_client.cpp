@@ -29,6 +29,31 @@ pb::VariableSpec sharded_variable::spec(size_t i) const {
   return v;
 }
 
+static_assert(int(kernels::initializer::kind::glorot_uniform) == pb::Initializer::GLOROT_UNIFORM &&
+                  int(kernels::initializer::kind::zeros) == pb::Initializer::ZEROS &&
+                  int(kernels::initializer::kind::uniform) == pb::Initializer::UNIFORM,
+              "pb::Initializer::Kind mirrors kernels::initializer::kind");
+
+std::vector<sharded_variable> model_variables(const std::vector<kernels::param_info>& params, int ps_tasks,
+                                              const partitioner& split, uint64_t seed, const pb::Optimizer& optimizer) {
+  placement place(ps_tasks);
+  std::vector<sharded_variable> vars;
+  kernels::initializer defaults;  // the kernel-side defaults (uniform's range) on the wire
+  for (auto& p : params) {
+    sharded_variable v;
+    v.name = p.name;
+    v.shape = p.shape;
+    v.shards = *place.place(p.shape, 4, split);
+    v.initializer.set_kind(static_cast<pb::Initializer::Kind>(p.init));
+    v.initializer.set_low(defaults.low);
+    v.initializer.set_high(defaults.high);
+    v.initializer.set_seed(kernels::parameter_seed(seed, vars.size()));
+    v.optimizer = optimizer;
+    vars.push_back(std::move(v));
+  }
+  return vars;
+}
+
 std::map<int, pb::CreateVariables> create_requests(const std::vector<sharded_variable>& vars) {
   std::map<int, pb::CreateVariables> out;
   for (auto& v : vars)

@@ -13,6 +13,7 @@
 #include <caf/error.hpp>
 
 #include "config/partitioner.hpp"
+#include "kernels/model.hpp"
 #include "messages/wire.hpp"
 
 namespace actorps {
@@ -34,6 +35,13 @@ struct sharded_variable {
   /// The VariableSpec that creates shard i.
   pb::VariableSpec spec(size_t i) const;
 };
+
+/// A model's parameters as PS variables: placed round-robin over
+/// `ps_tasks`, split by `split`, initialized as the model says
+/// (param_info::init, seeded like sequential_model::initial_values(seed)),
+/// each applying `optimizer`.
+std::vector<sharded_variable> model_variables(const std::vector<kernels::param_info>& params, int ps_tasks,
+                                              const partitioner& split, uint64_t seed, const pb::Optimizer& optimizer);
 
 /// CreateVariables per PS task.
 std::map<int, pb::CreateVariables> create_requests(const std::vector<sharded_variable>& vars);

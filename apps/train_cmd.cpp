@@ -45,27 +45,6 @@ caf::expected<node_actor> dial_task(caf::scoped_actor& self, const cluster_spec&
   return dial_node_now(self, spec, task_id{pb::COORDINATOR, 0}, size_t(node - spec.nodes.data()));
 }
 
-std::vector<sharded_variable> place_variables(const job_spec& job, int ps_tasks) {
-  kernels::sequential_model probe(job.model, kernels::reference_ops());
-  placement place(ps_tasks);
-  std::vector<sharded_variable> vars;
-  for (auto& p : probe.parameters()) {
-    sharded_variable v;
-    v.name = p.name;
-    v.shape = p.shape;
-    v.shards = *place.place(p.shape, 4, partitioner{});
-    v.initializer.set_kind(p.sparse           ? pb::Initializer::UNIFORM
-                           : p.shape.size() > 1 ? pb::Initializer::GLOROT_UNIFORM
-                                                : pb::Initializer::ZEROS);
-    v.initializer.set_low(-0.05f);
-    v.initializer.set_high(0.05f);
-    v.initializer.set_seed(job.training.seed * 1000003u + vars.size());
-    v.optimizer = job.training.optimizer;
-    vars.push_back(std::move(v));
-  }
-  return vars;
-}
-
 // The current values of every variable, pulled from the shards.
 caf::expected<std::vector<std::vector<float>>> pull_values(caf::scoped_actor& self, const shard_list& shards,
                                                            const std::vector<sharded_variable>& vars) {
@@ -149,12 +128,12 @@ int run_training(const job_spec& job) {
     if (!shard) return fail("ps:" + std::to_string(i), shard.error());
     shards.push_back(*shard);
   }
-  auto vars = place_variables(job, ps_count);
+  kernels::sequential_model probe(job.model, kernels::reference_ops());
+  auto vars = model_variables(probe.parameters(), ps_count, partitioner{}, job.training.seed, job.training.optimizer);
   for (auto& [ps, req] : create_requests(vars))
     if (auto created = ask<pb::Created>(self, shards[size_t(ps)], req); !created)
       return fail("creating variables", created.error());
   std::vector<worker_actor> worker_actors;
-  kernels::sequential_model probe(job.model, kernels::reference_ops());
   for (int w = 0; w < workers; ++w) {
     const std::string name = "worker:" + std::to_string(w);
     auto node = dial_task(self, spec, task_id{pb::WORKER, uint32_t(w)});

@@ -130,17 +130,19 @@ struct sequential_model::plan {
 sequential_model::sequential_model(model_spec spec, const ops_table& ops) : spec_(std::move(spec)), ops_(ops) {
   dims d{spec_.height, spec_.width, spec_.channels};
   int conv = 0, dense = 0, embedding = 0;
+  const auto glorot = initializer::kind::glorot_uniform;
   for (auto& l : spec_.layers) {
     if (l.kind == layer_kind::conv2d) {
       auto prefix = "conv2d_" + std::to_string(conv++);
-      params_.push_back({prefix + "/kernel", {l.kernel, l.kernel, d.c, l.units}});
+      params_.push_back({prefix + "/kernel", {l.kernel, l.kernel, d.c, l.units}, false, glorot});
       params_.push_back({prefix + "/bias", {l.units}});
     } else if (l.kind == layer_kind::dense) {
       auto prefix = "dense_" + std::to_string(dense++);
-      params_.push_back({prefix + "/kernel", {d.size(), l.units}});
+      params_.push_back({prefix + "/kernel", {d.size(), l.units}, false, glorot});
       params_.push_back({prefix + "/bias", {l.units}});
     } else if (l.kind == layer_kind::embedding) {
-      params_.push_back({"embedding_" + std::to_string(embedding++) + "/embeddings", {l.vocabulary, l.units}, true});
+      params_.push_back({"embedding_" + std::to_string(embedding++) + "/embeddings", {l.vocabulary, l.units}, true,
+                         initializer::kind::uniform});
     }
     d = output_of(l, d);
   }
@@ -158,12 +160,9 @@ std::vector<std::vector<float>> sequential_model::initial_values(uint64_t seed) 
   std::vector<std::vector<float>> out;
   for (size_t i = 0; i < params_.size(); ++i) {
     auto& p = params_[i];
-    initializer init;  // biases: zeros
-    init.seed = seed * 1000003u + i;
-    if (p.sparse)
-      init.type = initializer::kind::uniform;  // Keras Embedding: uniform(-0.05, 0.05)
-    else if (p.shape.size() > 1)
-      init.type = initializer::kind::glorot_uniform;
+    initializer init;  // uniform's default range is Keras Embedding's (-0.05, 0.05)
+    init.type = p.init;
+    init.seed = parameter_seed(seed, i);
     std::vector<float> v(static_cast<size_t>(p.size()));
     initialize_rows(init, p.shape, 0, p.shape[0], v.data());
     out.push_back(std::move(v));

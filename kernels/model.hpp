@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/initializers.hpp"
 #include "kernels/ops.hpp"
 #include "kernels/sparse.hpp"
 
@@ -48,6 +49,7 @@ struct param_info {
   std::string name;            // e.g. "conv2d_0/kernel", "dense_1/bias", "embedding_0/embeddings"
   std::vector<int64_t> shape;  // kernel HWIO / [in, out]; bias [out]; embeddings [vocabulary, dim]
   bool sparse = false;         // gradient comes as rows (sparse_gradient), not dense
+  initializer::kind init = initializer::kind::zeros;  // Keras' default for the layer (seed chosen by the caller)
   int64_t size() const;
 };
 
@@ -78,6 +80,9 @@ struct host_parameters {
   std::vector<float*> value_ptrs, grad_ptrs;     // the same, writable
 };
 
+/// The seed of parameter `index` in a model initialized with `seed`.
+inline uint64_t parameter_seed(uint64_t seed, size_t index) { return seed * 1000003u + index; }
+
 class sequential_model {
  public:
   /// `spec` must pass check(); `ops` must outlive the model.
@@ -91,9 +96,10 @@ class sequential_model {
   int classes() const;
   int64_t input_size() const;  // floats (or ids) per example
 
-  /// Glorot-uniform kernels, zero biases, uniform(-0.05, 0.05) embeddings
-  /// (Keras' defaults; kernels/initializers.hpp), deterministic from `seed`
-  /// (host memory, in parameters() order).
+  /// Every parameter initialized as parameters()[i].init says (glorot-uniform
+  /// kernels, zero biases, uniform(-0.05, 0.05) embeddings: Keras'
+  /// defaults), parameter i seeded with parameter_seed(seed, i) (host
+  /// memory, in parameters() order).
   std::vector<std::vector<float>> initial_values(uint64_t seed) const;
 
   /// Forward and backward: fills grads[i] (shape of parameters()[i], in the

@@ -48,22 +48,15 @@ kernels::model_spec small_model() {
   return m;
 }
 
-// The model's parameters as PS variables: dense_0/kernel split over both PS.
+// The model's parameters as PS variables over 2 PS; variables of 256 bytes
+// and more are split in two (min-size partitioner, 128-byte shards).
 std::vector<sharded_variable> variables_of(const kernels::model_spec& m) {
   kernels::sequential_model model(m, kernels::reference_ops());
-  placement place(2);
-  std::vector<sharded_variable> vars;
-  for (auto& p : model.parameters()) {
-    sharded_variable v;
-    v.name = p.name;
-    v.shape = p.shape;
-    v.shards = *place.place(p.shape, 4, p.name == "dense_0/kernel" ? partitioner::fixed(2) : partitioner{});
-    v.initializer.set_kind(p.shape.size() > 1 ? pb::Initializer::GLOROT_UNIFORM : pb::Initializer::ZEROS);
-    v.initializer.set_seed(vars.size());
-    v.optimizer.set_kind(pb::Optimizer::SGD);
-    v.optimizer.set_learning_rate(0.3f);
-    vars.push_back(std::move(v));
-  }
+  pb::Optimizer sgd;
+  sgd.set_learning_rate(0.3f);
+  auto vars = model_variables(model.parameters(), 2, partitioner::min_size(128, 2), 0, sgd);
+  BOOST_REQUIRE(vars[0].shards.size() == 2u);  // dense_0/kernel [4, 16]: split
+  BOOST_REQUIRE(vars[1].shards.size() == 1u);  // its bias: whole
   return vars;
 }
 
