@@ -1,7 +1,6 @@
 // `actorps bench data`: how fast a dataset actor in a worker node process
 // feeds this process (the consumer, as a worker would be) with
 // Fashion-MNIST batches, beside how fast the seed CNN eats them here.
-#include <csignal>
 #include <fstream>
 #include <thread>
 
@@ -12,6 +11,7 @@
 #include "actors/dial.hpp"
 #include "actors/request_now.hpp"
 #include "actors/system_config.hpp"
+#include "apps/bench_cluster.hpp"
 #include "apps/bench_util.hpp"
 #include "apps/commands.hpp"
 #include "apps/subprocess.hpp"
@@ -68,22 +68,9 @@ int run_bench_data(const data_bench_options& opts) {
   };
   if (!std::ifstream(opts.data_dir + "/fashion/train-images-idx3-ubyte"))
     return fail(opts.data_dir, make_error(errc::invalid_argument, "no Fashion-MNIST here: run tools/fetch_data.sh first"));
-  const std::string dir = make_temp_dir("bench");
-  const uint16_t ports[2] = {free_port(), free_port()};
-  const auto path = dir + "/bench-data.toml";
-  {
-    std::ofstream out(path);
-    out << "[cluster]\nname = \"bench-data\"\n";
-    const char* roles[2] = {"coordinator", "worker"};
-    for (int i = 0; i < 2; ++i)
-      out << "[[cluster.nodes]]\nhost = \"127.0.0.1\"\nport = " << ports[i] << "\nroles = [\"" << roles[i] << "\"]\n";
-  }
-  auto spec = load_toml_file(path);
-  if (!spec) return fail(path, spec.error());
-  auto node_process = child_process::spawn({opts.self_exe, "node", "--config", path, "--task", "worker:0"}, dir + "/nodes.log");
-  if (!node_process) return fail("worker node", node_process.error());
-  if (auto ready = node_process->wait_for_line("actorps node ready", std::chrono::seconds(20)); !ready)
-    return fail("worker node", ready.error());
+  bench_cluster cluster({"coordinator", "worker"});
+  if (auto err = cluster.start(opts.self_exe, {"worker:0"})) return fail("worker node", err);
+  const cluster_spec* spec = &cluster.spec();
   std::vector<double> rates;
   {
     system_config cfg(spec->runtime);
@@ -105,8 +92,7 @@ int run_bench_data(const data_bench_options& opts) {
       rates.push_back(*rate);
     }
   }
-  node_process->signal(SIGTERM);
-  (void)node_process->wait(std::chrono::seconds(10));
+  (void)cluster.stop();  // the CNN below gets the machine to itself
   kernels_bench_options cnn;
   cnn.iterations = 20;
   cnn.repetitions = 3;

@@ -2,9 +2,7 @@
 // process (the worker) and 1 or 2 PS node processes, beside a raw TCP
 // loopback transfer of the same size measured in the same run; ops in
 // flight; sparse pushes.
-#include <csignal>
 #include <cstdio>
-#include <fstream>
 #include <future>
 #include <memory>
 
@@ -19,6 +17,7 @@
 #include "actors/ps_client.hpp"
 #include "actors/request_now.hpp"
 #include "actors/system_config.hpp"
+#include "apps/bench_cluster.hpp"
 #include "apps/bench_util.hpp"
 #include "apps/commands.hpp"
 #include "apps/subprocess.hpp"
@@ -225,45 +224,6 @@ caf::error bulk_op(std::vector<bulk_client>& lanes, dense_case& c, op o, int ste
   return first ? first : other;
 }
 
-// ---- set-up: PS node processes, shards, variables ----
-
-struct bench_cluster {
-  std::string dir = make_temp_dir("bench");
-  cluster_spec spec;
-  std::vector<child_process> nodes;
-
-  caf::error start(const std::string& self_exe) {
-    const uint16_t ports[3] = {free_port(), free_port(), free_port()};
-    auto path = dir + "/bench-ps.toml";
-    {
-      std::ofstream out(path);
-      out << "[cluster]\nname = \"bench-ps\"\n";
-      const char* roles[3] = {"coordinator", "ps", "ps"};
-      for (int i = 0; i < 3; ++i)
-        out << "[[cluster.nodes]]\nhost = \"127.0.0.1\"\nport = " << ports[i] << "\nroles = [\"" << roles[i] << "\"]\n";
-      out << "[runtime]\nrequest_timeout_ms = 60000\nconnection_timeout_ms = 30000\n";
-    }
-    auto loaded = load_toml_file(path);
-    if (!loaded) return loaded.error();
-    spec = *loaded;
-    for (const char* task : {"ps:0", "ps:1"}) {
-      auto child = child_process::spawn({self_exe, "node", "--config", path, "--task", task}, dir + "/nodes.log");
-      if (!child) return child.error();
-      if (auto ready = child->wait_for_line("actorps node ready", std::chrono::seconds(20)); !ready)
-        return ready.error();
-      nodes.push_back(std::move(*child));
-    }
-    return caf::none;
-  }
-
-  ~bench_cluster() {
-    for (auto& n : nodes) {
-      n.signal(SIGTERM);
-      (void)n.wait(std::chrono::seconds(10));
-    }
-  }
-};
-
 }  // namespace
 
 int run_tcp_bulk(uint16_t port) {
@@ -303,16 +263,16 @@ int run_bench_ps(const ps_bench_options& opts) {
   std::vector<char> buf(kTcpBufferBytes, 1);
   std::map<std::pair<op, int64_t>, double> tcp;  // median seconds, from the 1-PS bulk rounds
 
-  bench_cluster cluster;
-  if (auto err = cluster.start(opts.self_exe)) return fail("starting PS nodes", err);
-  system_config cfg(cluster.spec.runtime);
+  bench_cluster cluster({"coordinator", "ps", "ps"}, "request_timeout_ms = 60000\nconnection_timeout_ms = 30000\n");
+  if (auto err = cluster.start(opts.self_exe, {"ps:0", "ps:1"})) return fail("starting PS nodes", err);
+  system_config cfg(cluster.spec().runtime);
   caf::actor_system sys(cfg);
   caf::scoped_actor self(sys);
   std::vector<ps_shard_actor> shards;
   std::vector<bulk_client> lanes;
   for (uint32_t i = 0; i < 2; ++i) {
     pb::Welcome welcome;
-    auto node = dial_node_now(self, cluster.spec, task_id{pb::COORDINATOR, 0}, i + 1, &welcome);
+    auto node = dial_node_now(self, cluster.spec(), task_id{pb::COORDINATOR, 0}, i + 1, &welcome);
     if (!node) return fail("dialing ps:" + std::to_string(i), node.error());
     auto lane = bulk_client::connect("127.0.0.1", uint16_t(welcome.bulk_port()), welcome.bulk_token());
     if (!lane) return fail("bulk lane of ps:" + std::to_string(i), lane.error());

@@ -1,9 +1,7 @@
 // `actorps bench rtt`: small request/response round trips per second between
 // this process and a node process, beside raw TCP ping-pong, in one run.
 #include <algorithm>
-#include <csignal>
 #include <cstdio>
-#include <fstream>
 #include <future>
 #include <thread>
 
@@ -16,6 +14,7 @@
 
 #include "actors/dial.hpp"
 #include "actors/system_config.hpp"
+#include "apps/bench_cluster.hpp"
 #include "apps/bench_util.hpp"
 #include "apps/commands.hpp"
 #include "apps/subprocess.hpp"
@@ -121,31 +120,19 @@ caf::behavior pinger(pinger_ptr self, const cluster_spec* spec, const rtt_bench_
   };
 }
 
-caf::expected<std::vector<double>> measure_caf(const rtt_bench_options& opts, const runtime_options& rt,
-                                               const std::string& dir) {
-  cluster_spec spec;
-  spec.name = "bench";
-  spec.runtime = rt;
-  spec.nodes.push_back(node_spec{"127.0.0.1", free_port(), {task_id{pb::COORDINATOR, 0}}, 0});
-  auto path = dir + "/bench-rtt.toml";
-  {
-    std::ofstream out(path);
-    out << "[cluster]\nname = \"bench\"\n[[cluster.nodes]]\nhost = \"127.0.0.1\"\nport = " << spec.nodes[0].port
-        << "\nroles = [\"coordinator\"]\n[runtime]\nscheduler = \"" << rt.scheduler << "\"\nthreads = " << rt.threads
-        << "\nmiddleman_workers = " << rt.middleman_workers << "\nheartbeat_interval_ms = " << rt.heartbeat_interval_ms
-        << "\nconnection_timeout_ms = " << rt.connection_timeout_ms << "\n";
-  }
-  auto node = child_process::spawn({opts.self_exe, "node", "--config", path, "--task", "coordinator:0"});
-  if (!node) return node.error();
-  if (auto ready = node->wait_for_line("actorps node ready", kStartTimeout); !ready) return ready.error();
+caf::expected<std::vector<double>> measure_caf(const rtt_bench_options& opts, const runtime_options& rt) {
+  bench_cluster cluster({"coordinator"}, fmt::format("scheduler = \"{}\"\nthreads = {}\nmiddleman_workers = {}\n"
+                                                    "heartbeat_interval_ms = {}\nconnection_timeout_ms = {}\n",
+                                                    rt.scheduler, rt.threads, rt.middleman_workers,
+                                                    rt.heartbeat_interval_ms, rt.connection_timeout_ms));
+  if (auto err = cluster.start(opts.self_exe, {"coordinator:0"})) return err;
+  const cluster_spec spec = cluster.spec();
   system_config cfg(rt);
   caf::actor_system sys(cfg);
   std::promise<caf::expected<std::vector<double>>> result;
   sys.middleman().spawn_broker(pinger, &spec, &opts, &result);
   auto rates = result.get_future().get();
-  node->signal(SIGTERM);
-  if (auto code = node->wait(std::chrono::seconds(10)); !code || *code != 0)
-    return make_error(errc::internal, "node process did not exit cleanly after SIGTERM");
+  if (auto err = cluster.stop()) return err;
   return rates;
 }
 
@@ -174,7 +161,6 @@ int run_tcp_echo(uint16_t port) {
 }
 
 int run_bench_rtt(const rtt_bench_options& opts) {
-  std::string dir = make_temp_dir("bench");
   auto tcp = measure_tcp(opts);
   if (!tcp) {
     fmt::print(stderr, "bench rtt: raw TCP: {}\n", describe(tcp.error()));
@@ -187,15 +173,13 @@ int run_bench_rtt(const rtt_bench_options& opts) {
   };
   std::vector<row> rows{{"CAF defaults (stealing)", caf_defaults(), {}}, {"actorps", opts.runtime, {}}};
   for (auto& r : rows) {
-    auto rates = measure_caf(opts, r.rt, dir);
+    auto rates = measure_caf(opts, r.rt);
     if (!rates) {
       fmt::print(stderr, "bench rtt: {}: {}\n", r.name, describe(rates.error()));
       return 1;
     }
     r.rates = *rates;
   }
-  std::remove((dir + "/bench-rtt.toml").c_str());
-  ::rmdir(dir.c_str());
   double tcp_rate = median(*tcp);
   fmt::print("round trips: {} per repetition, {} repetitions, medians; 2 processes on 127.0.0.1\n",
              opts.round_trips, opts.repetitions);
