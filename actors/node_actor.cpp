@@ -36,7 +36,7 @@ struct node_state {
   static inline const char* name = "node";
   cluster_spec spec;
   std::map<uint32_t, spawned_shard> shards;  // by ps task index
-  std::map<uint32_t, dataset_actor> datasets;  // by worker task index
+  std::map<std::string, dataset_actor> datasets;  // by "<worker task index>[/<name>]"
   std::map<uint32_t, worker_actor> workers;    // by worker task index
   bulk_server* bulk = nullptr;
   size_t index = 0;
@@ -104,7 +104,7 @@ template <class Map>
 bool forget_child(node_state& st, Map& children, const caf::exit_msg& msg) {
   for (auto i = children.begin(); i != children.end(); ++i)
     if (i->second.address() == msg.source) {
-      spdlog::error("node {}: the actor of task {} stopped: {}", st.self().address(), i->first, to_string(msg.reason));
+      spdlog::error("node {}: the actor of worker {} stopped: {}", st.self().address(), i->first, to_string(msg.reason));
       children.erase(i);
       return true;
     }
@@ -152,32 +152,29 @@ caf::result<ps_shard_actor> on_spawn_shard(node_ptr self, const pb::SpawnShard& 
 }
 
 // SpawnDataset: a new dataset actor from the spec, replacing the worker's
-// old one (a respawned worker starts its input pipeline afresh).
+// old one of that name (a respawned worker starts its input pipeline afresh).
 caf::result<dataset_actor> on_spawn_dataset(node_ptr self, const pb::SpawnDataset& req) {
   const task_id task{pb::WORKER, req.worker()};
   if (auto err = check_spawn(self, task, "datasets")) return err;
   auto& datasets = self->state.datasets;
-  if (auto old = datasets.find(req.worker()); old != datasets.end()) {
+  const auto key = std::to_string(req.worker()) + (req.name().empty() ? "" : "/" + req.name());
+  if (auto old = datasets.find(key); old != datasets.end()) {
     self->unlink_from(old->second);
     self->send_exit(old->second, caf::exit_reason::user_shutdown);
   }
   auto dataset = spawn_dataset(self->home_system(), req.worker(), req.spec());
   self->link_to(dataset);
-  datasets[req.worker()] = dataset;
+  datasets[key] = dataset;
   return dataset;
 }
 
-// SpawnWorker: the worker's actor over its dataset (spawned before) and the
-// job's PS shards; replaces an older one (a respawned worker).
+// SpawnWorker: the worker's actor over the job's PS shards; replaces an
+// older one (a respawned worker).
 caf::result<worker_actor> on_spawn_worker(node_ptr self, const pb::SpawnWorker& req, const shard_list& shards) {
   const task_id task{pb::WORKER, req.worker()};
   if (auto err = check_spawn(self, task, "workers")) return err;
   auto& st = self->state;
-  auto dataset = st.datasets.find(req.worker());
-  if (dataset == st.datasets.end())
-    return make_error(errc::invalid_argument, "node " + st.self().address() + ": " + to_string(task) +
-                                                  " has no dataset yet (SpawnDataset first)");
-  auto worker = spawn_worker(self->home_system(), req, dataset->second, shards);
+  auto worker = spawn_worker(self->home_system(), req, shards);
   if (!worker) return worker.error();
   if (auto old = st.workers.find(req.worker()); old != st.workers.end()) {
     self->unlink_from(old->second);
@@ -233,7 +230,7 @@ node_broker::behavior_type node_behavior(node_ptr self, cluster_spec spec, size_
         status.set_uptime_ms(std::chrono::duration_cast<std::chrono::milliseconds>(up).count());
         status.add_actors(node_state::name);
         for (auto& [index, shard] : st.shards) status.add_actors("ps_shard:" + std::to_string(index));
-        for (auto& [index, d] : st.datasets) status.add_actors("dataset:" + std::to_string(index));
+        for (auto& [index, d] : st.datasets) status.add_actors("dataset:" + index);
         for (auto& [index, w] : st.workers) status.add_actors("worker:" + std::to_string(index));
         status.set_gpus(static_cast<uint32_t>(kernels::cuda_device_count()));
         status.set_version(ACTORPS_VERSION);

@@ -1,137 +1,270 @@
 #include "actors/worker_actor.hpp"
 
+#include <chrono>
+#include <deque>
 #include <memory>
 #include <optional>
 
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
+#include <fmt/format.h>
 
 #include "actors/ps_client.hpp"
 #include "actors/train/wire_forms.hpp"
+#include "actors/worker_functions.hpp"
 #include "kernels/model.hpp"
 
 namespace actorps {
 namespace {
 
+struct batch_run {
+  uint64_t seq = 0;
+  caf::typed_response_promise<pb::ClosuresDone> promise;
+  pb::RunClosures request;
+  std::vector<dataset_actor> datasets;
+  pb::ClosuresDone done;
+  std::chrono::steady_clock::time_point started;
+  int unacked = 0;  // pushes sent while it ran, not yet acknowledged
+  caf::error push_failed;
+  bool finished() const { return done.results_size() == request.closures_size(); }
+};
+
+// One batch requested ahead per dataset, so the next step's input is
+// built while this one computes.
+struct prefetch {
+  bool in_flight = false;
+  std::optional<caf::expected<pb::BatchData>> ready;
+  std::function<void(caf::expected<pb::BatchData>)> waiting;
+};
+
 struct worker_state {
   static inline const char* name = "worker";
   uint32_t index = 0;
-  dataset_actor dataset;
   shard_list shards;
   std::unique_ptr<kernels::sequential_model> model;
   std::vector<sharded_variable> vars;
   std::vector<const sharded_variable*> view;
-  std::optional<kernels::host_parameters> buffers;  // pulled values, computed gradients
-  std::vector<float> x;                             // the batch's inputs, reused
-  std::vector<int32_t> labels;
-  std::map<int, std::vector<pb::Pull>> pulls;
-  // the run in progress
-  caf::typed_response_promise<pb::StepsDone> promise;
-  pb::StepsDone done;
-  int64_t step = 0, last = 0;
+  std::unique_ptr<kernels::host_parameters> buffers[2];  // values in use, values pulled ahead
+  int current = 0;
+  bool pull_ahead = false;
+  struct {
+    bool active = false, done = false;
+    int64_t step = 0;
+    caf::error err;
+    std::function<void(caf::error)> waiting;
+  } ahead;  // the pull of the next step, into buffers[1 - current]
+  std::map<int, std::vector<pb::Pull>> pulls;  // by ps task; step set per call
+  int64_t step = 0;                            // this worker's steps so far
+  worker_context ctx;
+  // Batches in arrival order. Closures run one at a time, from the first
+  // unfinished batch; a batch is answered once its closures finished and
+  // its pushes were acknowledged, so the next closure starts while the last
+  // one's gradients are still on their way (its pulls queue behind them).
+  std::deque<batch_run> queue;
+  uint64_t next_seq = 0;
+  std::map<caf::actor_addr, prefetch> prefetched;
 };
 
 using worker_ptr = worker_actor::stateful_pointer<worker_state>;
 
-void run_step(worker_ptr self);
-
-void finish(worker_ptr self, caf::error err) {
-  auto& st = self->state;
-  if (err)
-    st.promise.deliver(make_error(errc::internal, "worker:" + std::to_string(st.index) + " step " +
-                                                      std::to_string(st.step) + ": " + describe(err)));
-  else
-    st.promise.deliver(st.done);
-}
-
-// Calls `then` once all `count` replies are in, or finish() with the first error.
+// Calls `then` once `count` replies are in, or with the first error.
 struct countdown {
   int left;
-  std::function<void()> then;
-  bool failed = false;
+  std::function<void(caf::error)> then;
+  void ok() {
+    if (then && --left == 0) std::exchange(then, nullptr)(caf::none);
+  }
+  void fail(caf::error err) {
+    if (then) std::exchange(then, nullptr)(std::move(err));
+  }
 };
 
-void push_gradients(worker_ptr self) {
-  auto& st = self->state;
-  auto msgs = split_push(st.index, st.step, st.view, st.buffers->grad_views);
-  int total = 0;
-  for (auto& [ps, list] : msgs) total += int(list.size());
-  auto c = std::make_shared<countdown>(countdown{total, [self] {
-                                                   auto& st = self->state;
-                                                   st.done.set_steps(st.done.steps() + 1);
-                                                   if (++st.step == st.last) return finish(self, caf::none);
-                                                   run_step(self);
-                                                 }});
-  for (auto& [ps, list] : msgs)
-    for (auto& m : list)
-      self->request(st.shards[size_t(ps)], caf::infinite, std::move(m))
-          .then(
-              [c](const pb::PushAck&) {
-                if (!c->failed && --c->left == 0) c->then();
-              },
-              [self, c](caf::error& err) {
-                if (!c->failed) c->failed = true, finish(self, std::move(err));
-              });
-}
-
-void compute(worker_ptr self, const pb::BatchData& b) {
-  auto& st = self->state;
-  if (int64_t(b.features()) != st.model->input_size())
-    return finish(self, make_error(errc::bad_tensor, "batches of " + std::to_string(b.features()) +
-                                                         " features, the model takes " +
-                                                         std::to_string(st.model->input_size())));
-  st.x.resize(b.x().size() / 4);
-  std::memcpy(st.x.data(), b.x().data(), b.x().size());
-  st.labels.assign(b.labels().begin(), b.labels().end());
-  auto r = st.model->train_step({b.size(), st.x.data(), nullptr, st.labels.data()}, st.buffers->params,
-                                st.buffers->grad_ptrs);
-  st.done.set_loss_sum(st.done.loss_sum() + r.loss);
-  st.done.set_correct(st.done.correct() + r.correct);
-  st.done.set_examples(st.done.examples() + b.size());
-  push_gradients(self);
-}
-
-void pull_then_compute(worker_ptr self, pb::BatchData batch) {
+void pull_into(worker_ptr self, int buffer, int64_t step, std::function<void(caf::error)> then) {
   auto& st = self->state;
   int total = 0;
   for (auto& [ps, list] : st.pulls) total += int(list.size());
-  auto b = std::make_shared<pb::BatchData>(std::move(batch));
-  auto c = std::make_shared<countdown>(countdown{total, [self, b] { compute(self, *b); }});
+  auto c = std::make_shared<countdown>(countdown{total, std::move(then)});
   for (auto& [ps, list] : st.pulls)
-    for (auto& p : list)
+    for (auto& p : list) {
+      p.set_worker(st.index);
+      p.set_step(step);
       self->request(st.shards[size_t(ps)], caf::infinite, p)
           .then(
-              [self, c](const pb::Values& v) {
-                if (c->failed) return;
-                if (auto err = scatter_values(v, self->state.view, self->state.buffers->value_ptrs)) {
-                  c->failed = true;
-                  return finish(self, err);
-                }
-                if (--c->left == 0) c->then();
+              [self, c, buffer](const pb::Values& v) {
+                auto& into = self->state.buffers[buffer]->value_ptrs;
+                if (auto err = scatter_values(v, self->state.view, into)) return c->fail(err);
+                c->ok();
               },
-              [self, c](caf::error& err) {
-                if (!c->failed) c->failed = true, finish(self, std::move(err));
-              });
+              [c](caf::error& err) { c->fail(std::move(err)); });
+    }
 }
 
-void run_step(worker_ptr self) {
-  self->request(self->state.dataset, caf::infinite, pb::NextBatch{})
-      .then(
-          [self](pb::BatchData& b) {
-            if (b.end()) {
-              self->state.done.set_end_of_data(true);
-              return finish(self, caf::none);
-            }
-            pull_then_compute(self, std::move(b));
-          },
-          [self](caf::error& err) { finish(self, std::move(err)); });
+void pull_ahead(worker_ptr self, int64_t step) {
+  auto& a = self->state.ahead;
+  a.active = true, a.done = false, a.step = step, a.err = caf::none;
+  pull_into(self, 1 - self->state.current, step, [self](caf::error err) {
+    auto& a = self->state.ahead;
+    a.done = true;
+    a.err = err;
+    if (a.waiting) std::exchange(a.waiting, nullptr)(std::move(err));
+  });
 }
 
-worker_actor::behavior_type worker_behavior(worker_ptr self, pb::SpawnWorker spec, dataset_actor dataset,
-                                            shard_list shards) {
+// Values for this worker's training step `step`; see worker_context.
+void pull_for_step(worker_ptr self, int64_t step, std::function<void(caf::error)> then) {
+  auto& st = self->state;
+  auto& a = st.ahead;
+  if (!st.pull_ahead) return pull_into(self, st.current, step, std::move(then));
+  if (a.active && a.step == step) {
+    auto use = [self, step, then = std::move(then)](caf::error err) {
+      auto& st = self->state;
+      st.ahead.active = false;
+      if (!err) {
+        st.current = 1 - st.current;
+        st.ctx.params = st.buffers[st.current].get();
+        pull_ahead(self, step + 1);
+      }
+      then(std::move(err));
+    };
+    if (a.done) return use(a.err);
+    a.waiting = std::move(use);
+    return;
+  }
+  if (a.active && !a.done) {  // pulled ahead for another step (an earlier one failed): drop it
+    a.waiting = [self, step, then = std::move(then)](caf::error) {
+      self->state.ahead.active = false;
+      pull_for_step(self, step, then);
+    };
+    return;
+  }
+  a.active = false;
+  pull_into(self, st.current, step, [self, step, then = std::move(then)](caf::error err) {
+    if (!err) pull_ahead(self, step + 1);
+    then(std::move(err));
+  });
+}
+
+batch_run* running_batch(worker_state& st) {
+  for (auto& b : st.queue)
+    if (!b.finished()) return &b;
+  return nullptr;
+}
+
+void answer_finished(worker_ptr self);
+
+// Sends the gradients and returns at once; the running batch waits for
+// the acknowledgements before it answers.
+void push(worker_ptr self, int64_t step, std::function<void(caf::error)> then) {
+  auto& st = self->state;
+  auto* batch = running_batch(st);
+  const uint64_t seq = batch->seq;
+  for (auto& [ps, list] : split_push(st.index, step, st.view, st.buffers[st.current]->grad_views))
+    for (auto& m : list) {
+      ++batch->unacked;
+      auto acked = [self, seq](caf::error err) {
+        for (auto& b : self->state.queue)
+          if (b.seq == seq) {
+            --b.unacked;
+            if (err && !b.push_failed) b.push_failed = std::move(err);
+          }
+        answer_finished(self);
+      };
+      self->request(st.shards[size_t(ps)], caf::infinite, std::move(m))
+          .then([acked](const pb::PushAck&) { acked(caf::none); }, [acked](caf::error& err) { acked(std::move(err)); });
+    }
+  then(caf::none);
+}
+
+void request_batch(worker_ptr self, const dataset_actor& d) {
+  self->state.prefetched[d.address()].in_flight = true;
+  auto arrived = [self, d](caf::expected<pb::BatchData> b) {
+    auto& slot = self->state.prefetched[d.address()];
+    slot.in_flight = false;
+    if (!slot.waiting) return void(slot.ready = std::move(b));
+    auto then = std::exchange(slot.waiting, nullptr);
+    request_batch(self, d);  // the one after, while this one is used
+    then(std::move(b));
+  };
+  self->request(d, caf::infinite, pb::NextBatch{})
+      .then([arrived](pb::BatchData& b) { arrived(std::move(b)); }, [arrived](caf::error& err) { arrived(std::move(err)); });
+}
+
+void next_batch(worker_ptr self, const dataset_actor& d, std::function<void(caf::expected<pb::BatchData>)> then) {
+  auto& slot = self->state.prefetched[d.address()];
+  if (slot.ready) {
+    auto b = std::move(*slot.ready);
+    slot.ready.reset();
+    request_batch(self, d);
+    return then(std::move(b));
+  }
+  slot.waiting = std::move(then);
+  if (!slot.in_flight) request_batch(self, d);
+}
+
+void run_next(worker_ptr self);
+
+// The result of the running closure; then the next one.
+void settle(worker_ptr self, const pb::Closure& closure, caf::expected<values> result) {
+  auto& run = *running_batch(self->state);
+  auto* r = run.done.add_results();
+  r->set_id(closure.id());
+  if (!result) {
+    r->set_error_code(result.error().category() == caf::atom("actorps") ? result.error().code()
+                                                                          : uint8_t(errc::internal));
+    r->set_error(fmt::format("worker:{}: {}: {}", self->state.index, closure.function(), describe(result.error())));
+  } else if (closure.want_result()) {
+    for (auto& v : *result) *r->add_values() = std::move(v);
+  }
+  if (run.finished())
+    run.done.set_busy_micros(
+        std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - run.started).count());
+  answer_finished(self);
+  run_next(self);
+}
+
+// Answers, in order, the batches whose closures finished and whose pushes
+// were acknowledged (a failed push fails its batch: its steps run again).
+void answer_finished(worker_ptr self) {
+  auto& q = self->state.queue;
+  while (!q.empty() && q.front().finished() && q.front().unacked == 0) {
+    auto& b = q.front();
+    if (b.push_failed)
+      b.promise.deliver(std::move(b.push_failed));
+    else
+      b.promise.deliver(std::move(b.done));
+    q.pop_front();
+  }
+}
+
+// Runs the next closure of the first unfinished batch.
+void run_next(worker_ptr self) {
+  auto* run = running_batch(self->state);
+  if (run == nullptr) return;
+  if (run->done.results_size() == 0) run->started = std::chrono::steady_clock::now();
+  auto& closure = run->request.closures(run->done.results_size());
+  auto* fn = find_function(closure.function());
+  if (fn == nullptr)
+    return settle(self, closure,
+                  make_error(errc::invalid_argument, fmt::format("no function '{}' on this worker (registered: {})",
+                                                                 closure.function(), function_names())));
+  std::vector<pb::Value> args(closure.args().begin(), closure.args().end());
+  (*fn)(self->state.ctx, args, [self, &closure](caf::expected<values> r) { settle(self, closure, std::move(r)); });
+}
+
+caf::expected<dataset_actor> dataset_of(worker_ptr self, const pb::Value& arg) {
+  auto& run = *running_batch(self->state);
+  if (arg.kind_case() != pb::Value::kPerWorkerDataset)
+    return make_error(errc::invalid_argument, "expected a per_worker_dataset argument");
+  for (int i = 0; i < run.request.datasets_size(); ++i)
+    if (run.request.datasets(i) == arg.per_worker_dataset() && size_t(i) < run.datasets.size()) return run.datasets[size_t(i)];
+  return make_error(errc::invalid_argument,
+                    fmt::format("worker:{} has no dataset '{}' (create_per_worker_dataset first)", self->state.index,
+                                arg.per_worker_dataset()));
+}
+
+worker_actor::behavior_type worker_behavior(worker_ptr self, pb::SpawnWorker spec, shard_list shards) {
   auto& st = self->state;
   st.index = spec.worker();
-  st.dataset = std::move(dataset);
   st.shards = std::move(shards);
   st.model = std::make_unique<kernels::sequential_model>(train::from_proto(spec.model()), kernels::cpu_ops());
   for (auto& v : spec.variables()) st.vars.push_back(train::from_proto(v));
@@ -140,26 +273,39 @@ worker_actor::behavior_type worker_behavior(worker_ptr self, pb::SpawnWorker spe
     st.view.push_back(&v);
     zeros.emplace_back(size_t(v.size()));
   }
-  st.buffers.emplace(std::move(zeros));
+  for (auto& b : st.buffers) b = std::make_unique<kernels::host_parameters>(zeros);
+  st.pull_ahead = spec.pull_ahead();
   st.pulls = split_pull(st.view);
   if (spec.threads() > 0) kernels::set_cpu_threads(int(spec.threads()));
+  auto& ctx = st.ctx;
+  ctx.worker = st.index;
+  ctx.model = st.model.get();
+  ctx.params = st.buffers[0].get();
+  ctx.dataset = [self](const pb::Value& arg) { return dataset_of(self, arg); };
+  ctx.next_batch = [self](const dataset_actor& d, std::function<void(caf::expected<pb::BatchData>)> then) {
+    next_batch(self, d, std::move(then));
+  };
+  ctx.pull = [self](int64_t step, std::function<void(caf::error)> then) {
+    pull_into(self, self->state.current, step, std::move(then));
+  };
+  ctx.pull_for_step = [self](int64_t step, std::function<void(caf::error)> then) {
+    pull_for_step(self, step, std::move(then));
+  };
+  ctx.push = [self](int64_t step, std::function<void(caf::error)> then) { push(self, step, std::move(then)); };
+  ctx.next_step = [self] { return self->state.step++; };
   return {
-      [self](const pb::RunSteps& run) -> caf::typed_response_promise<pb::StepsDone> {
+      [self](pb::RunClosures& req, std::vector<dataset_actor>& datasets) -> caf::typed_response_promise<pb::ClosuresDone> {
         auto& st = self->state;
-        auto promise = self->make_response_promise<pb::StepsDone>();
-        if (st.promise.pending()) {
-          promise.deliver(make_error(errc::invalid_argument, "worker:" + std::to_string(st.index) +
-                                                                 ": a run is in progress (one closure at a time)"));
+        auto promise = self->make_response_promise<pb::ClosuresDone>();
+        if (size_t(req.datasets_size()) != datasets.size()) {
+          promise.deliver(make_error(errc::invalid_argument, fmt::format("RunClosures names {} datasets, {} sent",
+                                                                         req.datasets_size(), datasets.size())));
           return promise;
         }
-        st.promise = promise;
-        st.done = pb::StepsDone{};
-        st.step = run.first_step();
-        st.last = run.first_step() + run.steps();
-        if (run.steps() == 0)
-          finish(self, caf::none);
-        else
-          run_step(self);
+        const bool idle = running_batch(st) == nullptr;
+        st.queue.push_back({st.next_seq++, promise, std::move(req), std::move(datasets), {}, {}, 0, {}});
+        if (idle) run_next(self);
+        answer_finished(self);  // an empty batch
         return promise;
       },
   };
@@ -167,8 +313,7 @@ worker_actor::behavior_type worker_behavior(worker_ptr self, pb::SpawnWorker spe
 
 }  // namespace
 
-caf::expected<worker_actor> spawn_worker(caf::actor_system& sys, const pb::SpawnWorker& spec, dataset_actor dataset,
-                                         shard_list shards) {
+caf::expected<worker_actor> spawn_worker(caf::actor_system& sys, const pb::SpawnWorker& spec, shard_list shards) {
   auto model = train::from_proto(spec.model());
   auto problem = model.check();
   if (!problem.empty()) return make_error(errc::invalid_config, "worker model: " + problem);
@@ -188,7 +333,7 @@ caf::expected<worker_actor> spawn_worker(caf::actor_system& sys, const pb::Spawn
                                                     std::to_string(s.ps_task()) + ", the job has " +
                                                     std::to_string(shards.size()) + " shards");
   }
-  return sys.spawn(worker_behavior, spec, std::move(dataset), std::move(shards));
+  return sys.spawn<caf::detached>(worker_behavior, spec, std::move(shards));  // its steps block a thread
 }
 
 }  // namespace actorps

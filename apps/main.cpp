@@ -72,6 +72,11 @@ int main(int argc, char** argv) {
   train->add_option("job", job_path, "job file (TOML: [cluster], [model], [dataset], [eval_dataset], [training])")
       ->required();
 
+  auto* eval = app.add_subcommand("eval", "evaluate a job's newest checkpoint on its eval dataset (sidecar evaluator)");
+  std::string checkpoint_dir;
+  eval->add_option("job", job_path, "job file")->required();
+  eval->add_option("--checkpoint", checkpoint_dir, "checkpoint directory (default: the job's checkpoint_dir)");
+
   auto* status = app.add_subcommand("status", "show which nodes are up (exit 1 if any is down)");
   status->add_option("--config", config_path, "cluster topology (TOML); default: TF_CONFIG");
   status->add_flag("--watch", watch, "keep watching and print every change until Ctrl-C");
@@ -106,6 +111,16 @@ int main(int argc, char** argv) {
   bench_ps->add_option("--chunk-kib", ps_opts.chunk_kib, "largest tensor payload per message, KiB")
       ->check(CLI::Range(4u, 1u << 20));
   uint16_t bulk_port = 0;
+  closures_bench_options closures_opts;
+  auto* bench_closures = bench->add_subcommand("closures", "no-op closures/s scheduled and completed on 2 workers");
+  bench_closures->add_option("--closures", closures_opts.closures, "closures per repetition")
+      ->check(CLI::Range(100u, 10000000u));
+  bench_closures->add_option("--repetitions", closures_opts.repetitions, "repetitions (medians)")->check(CLI::Range(1u, 100u));
+  training_bench_options training_opts;
+  auto* bench_training = bench->add_subcommand("training", "a job's cluster samples/s vs single-process training");
+  bench_training->add_option("--job", training_opts.job, "job file (its model, data, optimizer and topology shape)");
+  bench_training->add_option("--steps", training_opts.steps, "steps per repetition")->check(CLI::Range(10u, 1000000u));
+  bench_training->add_option("--repetitions", training_opts.repetitions, "repetitions (medians)")->check(CLI::Range(1u, 100u));
   auto* tcp_bulk = bench->add_subcommand("tcp-bulk", "");  // internal helper of bench ps
   tcp_bulk->group("");
   tcp_bulk->add_option("--port", bulk_port)->required();
@@ -138,13 +153,21 @@ int main(int argc, char** argv) {
     return run_bench_ps(ps_opts);
   }
   if (*bench_kernels) return run_bench_kernels(kern);
+  if (*bench_closures) {
+    closures_opts.self_exe = self_exe();
+    return run_bench_closures(closures_opts);
+  }
+  if (*bench_training) {
+    training_opts.self_exe = self_exe();
+    return run_bench_training(training_opts);
+  }
 
-  if (*train) {
+  if (*train || *eval) {
     auto job = load_job_file(job_path);
     if (!job) return fail(job.error());
     if (!*job) return fail(make_error(errc::invalid_config, job_path + ": no [training] table: not a job file"));
     spdlog::set_level(spdlog::level::from_str((*job)->cluster.runtime.log_level));
-    return run_training(**job);
+    return *train ? run_training(**job) : run_eval(**job, checkpoint_dir);
   }
   if (*local) config_path = local_config;
   auto spec = load_cluster(config_path, std::getenv("TF_CONFIG"));

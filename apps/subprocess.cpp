@@ -4,6 +4,9 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+
+#include <mutex>
+#include <set>
 #include <spawn.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -189,7 +192,9 @@ caf::expected<int> child_process::wait(std::chrono::milliseconds timeout) {
   return 128 + WTERMSIG(status);
 }
 
-uint16_t free_port() {
+namespace {
+
+uint16_t any_free_port() {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
@@ -202,6 +207,19 @@ uint16_t free_port() {
     port = ntohs(addr.sin_port);
   ::close(fd);
   return port;
+}
+
+}  // namespace
+
+uint16_t free_port() {
+  // The kernel may hand the same ephemeral port to two probes in a row:
+  // never give a port out twice in this process.
+  static std::mutex m;
+  static std::set<uint16_t> given;
+  std::lock_guard<std::mutex> guard(m);
+  for (int attempt = 0; attempt < 100; ++attempt)
+    if (auto port = any_free_port(); port != 0 && given.insert(port).second) return port;
+  return 0;
 }
 
 caf::expected<command_result> run_command(const std::vector<std::string>& argv, std::chrono::milliseconds timeout,

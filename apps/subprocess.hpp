@@ -60,7 +60,8 @@ class child_process {
   std::string buffered_;  // stdout read but not yet returned
 };
 
-/// A TCP port on 127.0.0.1 that was free a moment ago (bind to port 0).
+/// A TCP port on 127.0.0.1 that was free a moment ago (bind to port 0),
+/// never the same twice in one process.
 [[nodiscard]] uint16_t free_port();
 
 /// Runs a command to completion; returns (exit code, stdout).

@@ -1,5 +1,7 @@
 #include "config/job_config.hpp"
 
+#include <filesystem>
+
 #include "config/dataset_config.hpp"
 #include "config/model_config.hpp"
 #include "config/toml_reader.hpp"
@@ -33,7 +35,9 @@ caf::expected<std::optional<job_spec>> load_job_file(const std::string& path) {
   if (auto err = r.only_keys(t, "training", {"epochs", "steps_per_epoch", "steps_per_execution", "optimizer",
                                              "learning_rate", "momentum", "nesterov", "consistency",
                                              "replicas_to_aggregate", "staleness", "seed", "threads_per_worker",
-                                             "target_accuracy", "checkpoint_dir", "checkpoint_keep", "log_dir"}))
+                                             "target_accuracy", "checkpoint_dir", "checkpoint_keep", "log_dir",
+                                             "early_stopping_patience", "early_stopping_monitor",
+                                             "early_stopping_min_delta"}))
     return err;
   if (!t.contains("steps_per_epoch")) return r.fail(t, "training", "missing required key 'steps_per_epoch' (as in TF)");
   pb::Optimizer::Kind kind = pb::Optimizer::SGD;
@@ -60,9 +64,22 @@ caf::expected<std::optional<job_spec>> load_job_file(const std::string& path) {
       (err = r.get(t, "training", "target_accuracy", target)) ||
       (err = r.get(t, "training", "checkpoint_dir", o.checkpoint_dir)) ||
       (err = r.get(t, "training", "checkpoint_keep", o.checkpoint_keep, 1, 1000)) ||
-      (err = r.get(t, "training", "log_dir", o.log_dir));
+      (err = r.get(t, "training", "log_dir", o.log_dir)) ||
+      (err = r.get(t, "training", "early_stopping_patience", o.early_stopping_patience, 0, 100000)) ||
+      (err = r.choose(t, "training", "early_stopping_monitor", o.early_stopping_monitor,
+                      {std::pair{"test_loss", std::string("test_loss")},
+                       std::pair{"test_accuracy", std::string("test_accuracy")},
+                       std::pair{"train_loss", std::string("train_loss")}})) ||
+      (err = r.get(t, "training", "early_stopping_min_delta", o.early_stopping_min_delta));
   if (err) return err;
   if (lr <= 0) return r.fail(*t.get("learning_rate"), "training.learning_rate", "expected a number > 0");
+  for (auto key : {"checkpoint_dir", "log_dir"}) {  // created on demand, under a parent that exists
+    auto* dir = t.get(key);
+    if (dir == nullptr) continue;
+    auto parent = std::filesystem::path(dir->value_or(std::string{})).parent_path();
+    if (!parent.empty() && !std::filesystem::is_directory(parent))
+      return r.fail(*dir, std::string("training.") + key, "the directory " + parent.string() + " does not exist");
+  }
   o.optimizer.set_kind(kind);
   o.optimizer.set_learning_rate(lr);
   o.optimizer.set_momentum(momentum);

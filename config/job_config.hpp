@@ -1,6 +1,6 @@
 // A training job in one TOML file: the [cluster] topology, the [model], the
-// per-worker [dataset], the [eval_dataset] the coordinator evaluates on
-// after each epoch, and [training] (config/fashion_mnist.toml).
+// per-worker [dataset], the [eval_dataset] the workers evaluate after
+// each epoch, and [training] (config/fashion_mnist.toml).
 #pragma once
 
 #include <optional>
@@ -27,6 +27,9 @@ struct training_options {
   std::string checkpoint_dir;        // "": none; else written each epoch and restored on start
   uint32_t checkpoint_keep = 3;      // newest checkpoints kept
   std::string log_dir;               // "": none; else metrics.csv and TensorBoard events
+  uint32_t early_stopping_patience = 0;          // 0: off; else epochs without improvement before stopping
+  std::string early_stopping_monitor = "test_loss";  // test_loss, test_accuracy or train_loss
+  float early_stopping_min_delta = 0;            // an improvement must exceed it
 };
 
 struct job_spec {

@@ -33,8 +33,13 @@ using split_dispatcher_actor = caf::typed_actor<caf::replies_to<pb::SplitRequest
                                                 caf::replies_to<pb::WorkerLost>::with<pb::SplitStatus>,
                                                 caf::replies_to<pb::SplitStatusRequest>::with<pb::SplitStatus>>;
 
-/// A worker (actors/worker_actor.hpp): runs training steps.
-using worker_actor = caf::typed_actor<caf::replies_to<pb::RunSteps>::with<pb::StepsDone>>;
+/// A worker (actors/worker_actor.hpp): runs closures, handed its datasets
+/// (named by RunClosures.datasets) with each batch of them.
+using worker_actor =
+    caf::typed_actor<caf::replies_to<pb::RunClosures, std::vector<dataset_actor>>::with<pb::ClosuresDone>>;
+
+/// What a closure's function takes and returns (messages/train.proto).
+using values = std::vector<pb::Value>;
 
 /// The PS shards of a job, indexed by ps task (sent with SpawnWorker).
 using shard_list = std::vector<ps_shard_actor>;

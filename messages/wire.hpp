@@ -16,7 +16,7 @@
 namespace actorps {
 
 /// Bumped whenever a change to messages/*.proto breaks compatibility.
-constexpr uint32_t kProtocolVersion = 2;
+constexpr uint32_t kProtocolVersion = 3;
 
 /// Registers every wire type and the error category. Every node must call
 /// this: a type registered on one side only makes typed connects fail.
@@ -62,8 +62,9 @@ CAF_BEGIN_TYPE_ID_BLOCK(actorps, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(actorps, (actorps::pb::SplitAccepted))
   CAF_ADD_TYPE_ID(actorps, (actorps::split_dispatcher_actor))
   CAF_ADD_TYPE_ID(actorps, (actorps::pb::SpawnWorker))
-  CAF_ADD_TYPE_ID(actorps, (actorps::pb::RunSteps))
-  CAF_ADD_TYPE_ID(actorps, (actorps::pb::StepsDone))
+  CAF_ADD_TYPE_ID(actorps, (actorps::pb::RunClosures))
+  CAF_ADD_TYPE_ID(actorps, (actorps::pb::ClosuresDone))
+  CAF_ADD_TYPE_ID(actorps, (std::vector<actorps::dataset_actor>))
   CAF_ADD_TYPE_ID(actorps, (actorps::worker_actor))
   CAF_ADD_TYPE_ID(actorps, (actorps::shard_list))
 CAF_END_TYPE_ID_BLOCK(actorps)

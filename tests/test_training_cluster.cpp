@@ -5,8 +5,12 @@
 
 #include <fstream>
 #include <random>
+#include <thread>
 
+#include "actors/coordinator/cluster_coordinator.hpp"
 #include "actors/train/checkpoint.hpp"
+#include "actors/train/fit.hpp"
+#include "actors/worker_functions.hpp"
 #include "actors/train/event_log.hpp"
 #include "actors/train/wire_forms.hpp"
 
@@ -21,7 +25,8 @@ namespace {
 std::string why(const caf::error& e) { return describe(e); }
 
 // 4 features in [0, 1); label 1 when x0 + x1 > x2 + x3.
-pb::DatasetSpec learnable(int examples, uint32_t features = 4) {
+// With `ops`: shuffled, repeated, batches of 32; else the bare examples.
+pb::DatasetSpec learnable(int examples, uint32_t features = 4, bool ops = true) {
   pb::DatasetSpec spec;
   auto* s = spec.mutable_slices();
   s->set_features(features);
@@ -32,6 +37,7 @@ pb::DatasetSpec learnable(int examples, uint32_t features = 4) {
     for (uint32_t f = 0; f < features; ++f) s->add_x(x[f % 4] = u(gen));
     s->add_labels(x[0] + x[1] > x[2] + (features > 3 ? x[3] : 0) ? 1 : 0);
   }
+  if (!ops) return spec;
   auto* sh = spec.add_ops()->mutable_shuffle();
   sh->set_buffer_size(uint32_t(examples));
   sh->set_seed(4);
@@ -48,97 +54,183 @@ kernels::model_spec small_model() {
   return m;
 }
 
-// The model's parameters as PS variables over 2 PS; variables of 256 bytes
-// and more are split in two (min-size partitioner, 128-byte shards).
-std::vector<sharded_variable> variables_of(const kernels::model_spec& m) {
-  kernels::sequential_model model(m, kernels::reference_ops());
-  pb::Optimizer sgd;
-  sgd.set_learning_rate(0.3f);
-  auto vars = model_variables(model.parameters(), 2, partitioner::min_size(128, 2), 0, sgd);
-  BOOST_REQUIRE(vars[0].shards.size() == 2u);  // dense_0/kernel [4, 16]: split
-  BOOST_REQUIRE(vars[1].shards.size() == 1u);  // its bias: whole
-  return vars;
-}
+// A coordinator in this process (the facade of actors/coordinator/) over
+// real worker and PS node processes.
+struct coordinated {
+  local_cluster cluster;
+  std::optional<cluster_client> client;
+  std::unique_ptr<cluster_coordinator> c;
+  pb::Consistency consistency;
 
-struct job {
-  local_cluster cluster{{"coordinator", "worker", "ps", "ps"}};
-  std::optional<cluster_client> coord;
-  node_actor worker_node;
-  shard_list shards;
-
-  job() {
-    for (auto task : {"worker:0", "ps:0", "ps:1"}) cluster.start(task);
-    coord.emplace(cluster.config);
-    for (uint32_t i = 0; i < 2; ++i) {
-      auto shard = coord->spawn_shard(coord->must_dial("ps:" + std::to_string(i)), i, pb::Consistency{});
-      BOOST_REQUIRE(shard);
-      shards.push_back(*shard);
-    }
-    worker_node = coord->must_dial("worker:0");
+  explicit coordinated(pb::Consistency mode = {}, int workers = 2) : cluster(roles(workers)), consistency(mode) {
+    for (auto& t : cluster.tasks)
+      if (t != "coordinator:0") cluster.start(t);
+    client.emplace(cluster.config);
+    consistency.set_num_workers(uint32_t(workers));
+    auto made = cluster_coordinator::connect(client->sys, client->spec, consistency);
+    BOOST_REQUIRE_MESSAGE(made, (made ? "" : why(made.error())));
+    c = std::move(*made);
   }
 
-  caf::expected<worker_actor> spawn_worker(const kernels::model_spec& m, const std::vector<sharded_variable>& vars) {
-    pb::SpawnWorker req;
-    req.set_worker(0);
-    *req.mutable_model() = train::to_proto(m);
-    for (auto& v : vars) *req.add_variables() = train::to_proto(v);
-    req.set_threads(1);
-    return request_now<worker_actor>(coord->self, worker_node, std::chrono::seconds(10), req, shards);
+  static std::vector<std::string> roles(int workers) {
+    std::vector<std::string> out{"coordinator"};
+    for (int w = 0; w < workers; ++w) out.push_back("worker");
+    out.insert(out.end(), {"ps", "ps"});
+    return out;
+  }
+
+  void setup(const kernels::model_spec& m, const pb::DatasetSpec& data, float lr = 0.1f) {
+    pb::Optimizer sgd;
+    sgd.set_learning_rate(lr);
+    BOOST_REQUIRE(!c->create_variables(m, 0, sgd, partitioner::min_size(128, 2)));
+    BOOST_REQUIRE(c->variables()[0].shards.size() == 2u);  // dense_0/kernel [4, 16]: split over both PS
+    BOOST_REQUIRE(!c->create_workers(m, 1));
+    auto info = c->create_per_worker_dataset("train", data);
+    BOOST_REQUIRE_MESSAGE(info, (info ? "" : why(info.error())));
   }
 };
 
 }  // namespace
 
-BOOST_AUTO_TEST_CASE(a_worker_trains_against_sharded_variables_on_two_ps_processes) {
-  job j;
+BOOST_AUTO_TEST_CASE(closures_train_on_two_worker_processes_against_two_ps_processes) {
+  coordinated j;
   auto m = small_model();
-  auto vars = variables_of(m);
-  for (auto& [ps, req] : create_requests(vars)) BOOST_REQUIRE(call<pb::Created>(j.coord->self, j.shards[size_t(ps)], req));
-  auto no_dataset = j.spawn_worker(m, vars);
-  BOOST_REQUIRE(!no_dataset);
-  BOOST_TEST(why(no_dataset.error()).find("has no dataset yet (SpawnDataset first)") != std::string::npos);
-  BOOST_REQUIRE(j.coord->spawn_dataset(j.worker_node, 0, learnable(512)));
-  auto worker = j.spawn_worker(m, vars);
-  BOOST_REQUIRE_MESSAGE(worker, (worker ? "" : why(worker.error())));
-  std::vector<pb::StepsDone> runs;
-  for (int r = 0; r < 6; ++r) {
-    pb::RunSteps run;
-    run.set_first_step(r * 50);
-    run.set_steps(50);
-    auto done = call<pb::StepsDone>(j.coord->self, *worker, run, std::chrono::seconds(60));
-    BOOST_REQUIRE_MESSAGE(done, (done ? "" : why(done.error())));
-    BOOST_TEST(done->steps() == 50u);
-    BOOST_TEST(done->examples() == 50 * 32);
-    runs.push_back(*done);
+  j.setup(m, learnable(1024));
+  std::vector<remote_value> runs;
+  for (int r = 0; r < 60; ++r) runs.push_back(j.c->schedule("train_step", {per_worker_dataset("train"), integer_value(5)}));
+  BOOST_REQUIRE_MESSAGE(!j.c->join(), "join");
+  BOOST_TEST(j.c->done());
+  std::vector<values> results;
+  for (auto& r : runs) {
+    BOOST_REQUIRE(r.ready());
+    auto v = r.fetch();
+    BOOST_REQUIRE_MESSAGE(v, (v ? "" : why(v.error())));
+    BOOST_REQUIRE(v->size() == 4u);
+    BOOST_TEST((*v)[2].integer() == 5 * 32);  // examples
+    BOOST_TEST((*v)[3].integer() == 5);       // steps
+    results.push_back(*v);
   }
-  const double first_loss = runs.front().loss_sum() / 50, last_loss = runs.back().loss_sum() / 50;
-  const double accuracy = double(runs.back().correct()) / double(runs.back().examples());
-  BOOST_TEST_MESSAGE("loss " << first_loss << " -> " << last_loss << ", accuracy " << accuracy);
-  BOOST_TEST(last_loss < first_loss / 2);
-  BOOST_TEST(accuracy > 0.9);
-  // The PS shards hold what the worker trained: versions advanced.
-  auto stats = call<pb::ShardStats>(j.coord->self, j.shards[0], pb::ShardStatsRequest{});
+  auto mean_loss = [](auto first, auto last) {
+    double sum = 0;
+    for (auto i = first; i != last; ++i) sum += (*i)[0].real();
+    return sum / double(5 * (last - first));
+  };
+  const double first = mean_loss(results.begin(), results.begin() + 6), last = mean_loss(results.end() - 6, results.end());
+  int64_t correct = 0;
+  for (auto i = results.end() - 6; i != results.end(); ++i) correct += (*i)[1].integer();
+  BOOST_TEST_MESSAGE("loss " << first << " -> " << last << ", accuracy " << correct / (6.0 * 160));
+  BOOST_TEST(last < first / 2);
+  BOOST_TEST(correct / (6.0 * 160) > 0.9);
+  // Both workers pushed: each shard saw 300 gradients of every variable it holds.
+  auto shard = j.client->spawn_shard(j.client->must_dial("ps:0"), 0, j.consistency);  // the job's: known
+  BOOST_REQUIRE_MESSAGE(shard, (shard ? "" : why(shard.error())));
+  auto stats = call<pb::ShardStats>(j.client->self, *shard, pb::ShardStatsRequest{});
+  BOOST_REQUIRE(stats);
   BOOST_TEST(stats->pushes_applied() >= 300u);
+  // Evaluation on the workers counts every example once.
+  auto eval = train::evaluate(*j.c, learnable(500, 4, false), 3);
+  BOOST_REQUIRE_MESSAGE(eval, (eval ? "" : why(eval.error())));
+  BOOST_TEST(eval->examples == 500);
+  BOOST_TEST(eval->accuracy > 0.9);
+  // Closures that want no result come back empty; no-ops need no dataset.
+  auto quiet = j.c->schedule("train_step", {per_worker_dataset("train")}, {false});
+  std::vector<remote_value> noops;
+  for (int i = 0; i < 2000; ++i) noops.push_back(j.c->schedule("noop", {}, {false}));
+  BOOST_REQUIRE(!j.c->join());
+  auto q = quiet.fetch();
+  BOOST_REQUIRE(q);
+  BOOST_TEST(q->empty());
+  for (auto& n : noops) BOOST_TEST(n.fetch().engaged());
 }
 
-BOOST_AUTO_TEST_CASE(bad_workers_and_bad_data_are_errors) {
-  job j;
+BOOST_AUTO_TEST_CASE(join_reports_the_first_error_and_cancels_what_was_queued) {
+  coordinated j({}, 1);
   auto m = small_model();
-  auto vars = variables_of(m);
-  for (auto& [ps, req] : create_requests(vars)) BOOST_REQUIRE(call<pb::Created>(j.coord->self, j.shards[size_t(ps)], req));
-  BOOST_REQUIRE(j.coord->spawn_dataset(j.worker_node, 0, learnable(64, 3)));  // 3 features, the model takes 4
-  auto wrong = vars;
-  wrong[1].shape = {15};
-  auto refused = j.spawn_worker(m, wrong);
-  BOOST_REQUIRE(!refused);
-  BOOST_TEST(why(refused.error()) == "variable 'dense_0/bias' does not have the shape of dense_0/bias");
-  auto worker = j.spawn_worker(m, vars);
-  BOOST_REQUIRE(worker);
-  pb::RunSteps run;
-  run.set_steps(3);
-  auto done = call<pb::StepsDone>(j.coord->self, *worker, run);
-  BOOST_REQUIRE(!done);
-  BOOST_TEST(why(done.error()) == "worker:0 step 0: batches of 3 features, the model takes 4");
+  pb::DatasetSpec short_data = learnable(64);  // no repeat: 2 batches of 32
+  short_data.mutable_ops()->DeleteSubrange(1, 1);
+  j.setup(m, short_data);
+  std::vector<remote_value> runs;
+  for (int r = 0; r < 40; ++r) runs.push_back(j.c->schedule("train_step", {per_worker_dataset("train")}));
+  auto err = j.c->join();
+  BOOST_REQUIRE(err);
+  BOOST_TEST(why(err) == "worker:0: train_step: the dataset ended after 0 of 1 steps (add repeat to the dataset)");
+  BOOST_TEST(runs[0].fetch().engaged());
+  BOOST_TEST(runs[1].fetch().engaged());
+  BOOST_TEST(why(runs[2].fetch().error()) == why(err));
+  int cancelled = 0;
+  for (auto& r : runs)
+    if (!r.fetch() && why(r.fetch().error()).rfind("cancelled: an earlier closure failed: worker:0: train_step:", 0) == 0)
+      ++cancelled;
+  BOOST_TEST(cancelled > 0);  // queued behind the failure: never ran
+  // join() cleared the error: the coordinator schedules again.
+  BOOST_TEST(j.c->done());
+  BOOST_TEST(j.c->schedule("noop", {}).fetch().engaged());
+  // An unknown function and a missing per-worker dataset are the closures' errors.
+  auto unknown = j.c->schedule("nope", {});
+  BOOST_TEST(why(j.c->join()) == "worker:0: nope: no function 'nope' on this worker (registered: eval_step, noop, train_step)");
+  BOOST_TEST(!unknown.fetch());
+  j.c->schedule("train_step", {per_worker_dataset("eval")});
+  BOOST_TEST(why(j.c->join()) ==
+             "worker:0: train_step: worker:0 has no dataset 'eval' (create_per_worker_dataset first)");
+  // Data of the wrong shape is refused before any step.
+  auto wrong = j.c->create_per_worker_dataset("train", learnable(64, 3));
+  BOOST_REQUIRE(!wrong);
+  BOOST_TEST(why(wrong.error()) == "worker:0 dataset 'train': examples of 3 features, the model takes 4");
+}
+
+BOOST_AUTO_TEST_CASE(sync_training_equals_single_process_sgd_on_the_same_batches) {
+  pb::Consistency sync;
+  sync.set_mode(pb::Consistency::SYNC);
+  sync.set_replicas_to_aggregate(2);
+  coordinated j(sync, 2);
+  auto m = small_model();
+  pb::DatasetSpec fixed = learnable(256, 4, false);  // in order, batches of 32, repeated
+  fixed.add_ops()->mutable_repeat()->set_count(-1);
+  fixed.add_ops()->mutable_batch()->set_size(8);
+  const float lr = 0.3f;
+  j.setup(m, fixed, lr);
+  const int steps = 12;
+  for (int s = 0; s < steps; s += 3)
+    for (int w = 0; w < 2; ++w) j.c->schedule("train_step", {per_worker_dataset("train"), integer_value(3)}, {false, w});
+  BOOST_REQUIRE(!j.c->join());
+  auto trained = j.c->pull_values();
+  BOOST_REQUIRE(trained);
+  // The same steps in this process: step k averages the gradients of each
+  // worker's k-th batch (worker w reads examples w, w+2, ...) and applies SGD.
+  kernels::set_cpu_threads(1);
+  kernels::sequential_model model(m, kernels::cpu_ops());
+  kernels::host_parameters p(model.initial_values(0));
+  auto grads = p.grads;
+  auto& slices = fixed.slices();
+  for (int k = 0; k < steps; ++k) {
+    std::vector<std::vector<float>> sum(p.grads.size());
+    for (size_t i = 0; i < sum.size(); ++i) sum[i].assign(p.grads[i].size(), 0.0f);
+    for (int w = 0; w < 2; ++w) {
+      std::vector<float> x;
+      std::vector<int32_t> labels;
+      for (int e = 0; e < 8; ++e) {
+        const int example = (w + 2 * (8 * k + e)) % 256;
+        for (int f = 0; f < 4; ++f) x.push_back(slices.x(example * 4 + f));
+        labels.push_back(slices.labels(example));
+      }
+      model.train_step({8, x.data(), nullptr, labels.data()}, p.params, p.grad_ptrs);
+      for (size_t i = 0; i < sum.size(); ++i)
+        for (size_t e = 0; e < sum[i].size(); ++e) sum[i][e] += p.grads[i][e];
+    }
+    kernels::optimizer_params sgd;
+    sgd.lr = lr;
+    for (size_t i = 0; i < sum.size(); ++i) {
+      for (auto& g : sum[i]) g /= 2.0f;
+      float* slots[2] = {nullptr, nullptr};
+      kernels::cpu_ops().apply_dense(kernels::optimizer_kind::sgd, sgd, int64_t(sum[i].size()), p.value_ptrs[i], slots,
+                                     sum[i].data());
+    }
+  }
+  for (size_t i = 0; i < p.values.size(); ++i) {
+    size_t differ = 0;
+    for (size_t e = 0; e < p.values[i].size(); ++e) differ += (*trained)[i][e] != p.values[i][e];
+    BOOST_TEST(differ == 0u, j.c->variables()[i].name << ": " << differ << " of " << p.values[i].size() << " differ");
+  }
 }
 
 namespace {
@@ -146,7 +238,7 @@ namespace {
 // A job on this machine: a CSV of 2,000 learnable rows, a small dense model,
 // 2 workers, 2 PS, 200 steps.
 std::string write_job(const std::string& dir, const std::string& extra_model = "", const std::string& extra_training = "",
-                      int epochs = 2) {
+                      int epochs = 2, const std::string& model_header = "[model]\ninput = [1, 1, 4]\n") {
   {
     std::ofstream csv(dir + "/train.csv");
     csv << "a,b,c,d,label\n";
@@ -171,13 +263,13 @@ std::string write_job(const std::string& dir, const std::string& extra_model = "
   job << "[cluster]\nname = \"job-test\"\n";
   for (auto role : {"coordinator", "worker", "worker", "ps", "ps"})
     job << "[[cluster.nodes]]\nhost = \"127.0.0.1\"\nport = " << free_port() << "\nroles = [\"" << role << "\"]\n";
-  job << "[model]\ninput = [1, 1, 4]\n[[model.layers]]\ntype = \"dense\"\nunits = 16\nactivation = \"relu\"\n"
+  job << model_header << "[[model.layers]]\ntype = \"dense\"\nunits = 16\nactivation = \"relu\"\n"
       << extra_model << "[[model.layers]]\ntype = \"dense\"\nunits = 2\n"
       << dataset("dataset")
       << "[[dataset.ops]]\ntype = \"shuffle\"\nbuffer_size = 1000\n[[dataset.ops]]\ntype = \"repeat\"\n"
          "[[dataset.ops]]\ntype = \"batch\"\nsize = 32\n"
       << dataset("eval_dataset") << "[[eval_dataset.ops]]\ntype = \"batch\"\nsize = 500\n"
-      << "[training]\nepochs = " << epochs << "\nsteps_per_epoch = 100\nsteps_per_execution = 5\nlearning_rate = 0.3\n"
+      << "[training]\nepochs = " << epochs << "\nsteps_per_epoch = 100\nsteps_per_execution = 5\nlearning_rate = 0.1\n"
          "threads_per_worker = 1\ntarget_accuracy = 0.85\n"
       << extra_training;
   return dir + "/job.toml";
@@ -192,23 +284,81 @@ BOOST_AUTO_TEST_CASE(actorps_local_trains_a_job_end_to_end) {
   BOOST_REQUIRE(res);
   BOOST_TEST_MESSAGE(res->out);
   BOOST_TEST(res->exit_code == 0, res->out);  // 0: the target accuracy (85%) was reached
-  BOOST_TEST(res->out.find("epoch 2/2: 100 steps") != std::string::npos, res->out);
+  // One line per epoch; the train loss falls from the first to the second.
+  auto loss_of = [&](const std::string& epoch) {
+    auto line = res->out.find(epoch + ": ");
+    BOOST_REQUIRE(line != std::string::npos);
+    auto at = res->out.find("train loss ", line);
+    BOOST_REQUIRE(at != std::string::npos);
+    return std::stod(res->out.substr(at + 11));
+  };
+  BOOST_TEST(loss_of("epoch 2/2") < loss_of("epoch 1/2"));
   BOOST_TEST(res->out.find("trained epochs 1..2") != std::string::npos);
+  BOOST_TEST(res->out.find("test accuracy") != std::string::npos);
+  BOOST_TEST(res->out.find("(2000 examples)") != std::string::npos);  // evaluated on the workers, each example once
 }
 
 BOOST_AUTO_TEST_CASE(a_bad_job_fails_before_any_node_starts) {
+  struct bad_job {
+    std::string model, training, error;
+  };
   auto dir = make_temp_dir("test");
-  auto job = write_job(dir, "[[model.layers]]\ntype = \"lstm\"\n");
-  auto started = std::chrono::steady_clock::now();
-  auto res = run_command({ACTORPS_BIN, "local", job, "--log", dir + "/nodes.log"}, 30s, dir + "/cli.log");
+  for (auto& c : std::vector<bad_job>{
+           {"[[model.layers]]\ntype = \"lstm\"\n", "", "model.layers[1].type: expected one of"},
+           {"", "checkpoint_dir = \"" + dir + "/nope/ckpt\"\n",
+            "training.checkpoint_dir: the directory " + dir + "/nope does not exist"}}) {
+    auto job = write_job(dir, c.model, c.training);
+    auto started = std::chrono::steady_clock::now();
+    auto res = run_command({ACTORPS_BIN, "local", job, "--log", dir + "/nodes.log"}, 30s, dir + "/cli.log");
+    BOOST_REQUIRE(res);
+    BOOST_TEST(res->exit_code == 2);
+    std::ifstream log(dir + "/cli.log");
+    const std::string errors((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+    BOOST_TEST(errors.find(job + ":") != std::string::npos, errors);
+    BOOST_TEST(errors.find(c.error) != std::string::npos, errors);
+    BOOST_TEST(!std::ifstream(dir + "/nodes.log"));  // no node was started
+    BOOST_TEST(bool(std::chrono::steady_clock::now() - started < 5s));
+  }
+}
+
+BOOST_AUTO_TEST_CASE(data_that_does_not_fit_the_model_stops_every_node) {
+  auto dir = make_temp_dir("test");
+  auto job = write_job(dir, "", "", 1, "[model]\ninput = [1, 1, 5]\n");  // the CSV has 4 features
+  auto res = run_command({ACTORPS_BIN, "local", job, "--log", dir + "/nodes.log"}, 60s, dir + "/cli.log");
   BOOST_REQUIRE(res);
   BOOST_TEST(res->exit_code == 2);
   std::ifstream log(dir + "/cli.log");
   const std::string errors((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
-  BOOST_TEST(errors.find(job + ":") != std::string::npos, errors);
-  BOOST_TEST(errors.find("model.layers[1].type: expected one of") != std::string::npos, errors);
-  BOOST_TEST(!std::ifstream(dir + "/nodes.log"));  // no node was started
-  BOOST_TEST(bool(std::chrono::steady_clock::now() - started < 5s));
+  BOOST_TEST(errors.find("worker:0 dataset 'train': examples of 4 features, the model takes 5") != std::string::npos,
+             errors);
+  BOOST_TEST(errors.find("local: 5 nodes stopped") != std::string::npos, errors);
+  BOOST_TEST(res->out.find("epoch 1/1") == std::string::npos);  // no step ran
+}
+
+BOOST_AUTO_TEST_CASE(ctrl_c_stops_every_node_and_keeps_the_last_checkpoint) {
+  auto dir = make_temp_dir("test");
+  auto job = write_job(dir, "", "checkpoint_dir = \"" + dir + "/ckpt\"\n", 1000);
+  auto local = child_process::spawn({ACTORPS_BIN, "local", job, "--log", dir + "/nodes.log"}, dir + "/cli.log");
+  BOOST_REQUIRE(local);
+  std::vector<pid_t> nodes;
+  for (int i = 0; i < 5; ++i) {
+    auto line = local->wait_for_line("actorps node ready", 30s);
+    BOOST_REQUIRE(line);
+    nodes.push_back(pid_t(std::stol(line->substr(line->rfind("pid ") + 4))));
+  }
+  auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (!train::restore_latest(dir + "/ckpt").latest && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(50ms);
+  std::this_thread::sleep_for(300ms);  // mid-epoch, mid-write or between: any moment
+  local->signal(SIGINT);
+  auto code = local->wait(30s);
+  BOOST_REQUIRE(code);
+  BOOST_TEST(*code == 130);
+  for (auto pid : nodes) BOOST_TEST(::kill(pid, 0) != 0, "node pid " << pid << " still runs");
+  auto kept = train::restore_latest(dir + "/ckpt");
+  BOOST_REQUIRE(kept.latest);
+  BOOST_TEST(kept.skipped.empty());
+  BOOST_TEST(kept.latest->epoch >= 1);
 }
 
 BOOST_AUTO_TEST_CASE(checkpoints_restore_and_metrics_are_written) {
@@ -252,4 +402,13 @@ BOOST_AUTO_TEST_CASE(checkpoints_restore_and_metrics_are_written) {
       }
     }
   BOOST_TEST(scalars == 8);  // 4 per epoch, over the two runs
+  // The sidecar evaluator reads the same checkpoint and finds the same accuracy.
+  auto eval = run_command({ACTORPS_BIN, "eval", dir + "/job.toml"}, 60s, dir + "/cli.log");
+  BOOST_REQUIRE(eval);
+  BOOST_TEST(eval->exit_code == 0);
+  auto reported = second.find("test accuracy ", second.find("trained epochs"));
+  BOOST_REQUIRE(reported != std::string::npos);
+  const auto accuracy = second.substr(reported, second.find('%', reported) - reported + 1);
+  BOOST_TEST(eval->out.find("checkpoint of step 200 (epoch 2)") != std::string::npos, eval->out);
+  BOOST_TEST(eval->out.find(accuracy) != std::string::npos, eval->out << " vs " << accuracy);
 }

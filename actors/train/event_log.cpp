@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <atomic>
+
 #include <chrono>
 
 #include "actors/data/tfrecord.hpp"
@@ -22,7 +24,10 @@ caf::expected<event_log> event_log::create(const std::string& dir) {
   char host[256] = "localhost";
   ::gethostname(host, sizeof(host) - 1);
   event_log log;
-  log.path_ = dir + "/events.out.tfevents." + std::to_string(int64_t(now_seconds())) + "." + host;
+  // TF's name: <seconds>.<host>.<pid>.<n>, so no two logs share a file.
+  static std::atomic<int> created{0};
+  log.path_ = dir + "/events.out.tfevents." + std::to_string(int64_t(now_seconds())) + "." + host + "." +
+              std::to_string(::getpid()) + "." + std::to_string(created++);
   log.out_.open(log.path_, std::ios::binary | std::ios::trunc);
   if (!log.out_) return make_error(errc::io_error, log.path_ + ": cannot create the event file");
   tf::Event version;

@@ -16,7 +16,7 @@ namespace {
 
 void im2col(const conv2d_shape& s, const float* x, float* cols) {
   const int oh = s.out_h(), ow = s.out_w(), row = s.r * s.s * s.c;
-#pragma omp parallel for
+#pragma omp parallel for num_threads(threads())
   for (int n = 0; n < s.n; ++n)
     for (int i = 0; i < oh; ++i)
       for (int j = 0; j < ow; ++j) {
@@ -38,7 +38,7 @@ void im2col(const conv2d_shape& s, const float* x, float* cols) {
 void col2im(const conv2d_shape& s, const float* cols, float* dx) {
   const int oh = s.out_h(), ow = s.out_w(), row = s.r * s.s * s.c;
   std::memset(dx, 0, sizeof(float) * int64_t(s.n) * s.h * s.w * s.c);
-#pragma omp parallel for
+#pragma omp parallel for num_threads(threads())
   for (int n = 0; n < s.n; ++n)
     for (int i = 0; i < oh; ++i)
       for (int j = 0; j < ow; ++j) {
@@ -59,7 +59,7 @@ void col2im(const conv2d_shape& s, const float* cols, float* dx) {
 
 void conv2d_forward(const conv2d_shape& s, const float* x, const float* w, const float* b, float* y, float* cols) {
   if (direct_conv_fits(s)) {
-#pragma omp parallel
+#pragma omp parallel num_threads(threads())
     {
       int t = omp_get_thread_num(), nt = omp_get_num_threads();
       direct_conv_forward(s, x, w, b, y, s.n * t / nt, s.n * (t + 1) / nt);
@@ -80,7 +80,7 @@ void conv2d_backward_filter(const conv2d_shape& s, const float* x, const float* 
     // Each thread sums its images into its own copy; the copies are added up.
     const int64_t size = int64_t(s.r) * s.s * s.c * s.k;
     std::vector<float> partial;
-#pragma omp parallel
+#pragma omp parallel num_threads(threads())
     {
       int t = omp_get_thread_num(), nt = omp_get_num_threads();
 #pragma omp single

@@ -22,4 +22,9 @@ op::embedding_backward embedding_backward;
 /// out[cols] = sum over rows of a[rows, cols].
 void column_sums(int64_t rows, int cols, const float* a, float* out);
 
+/// The process-wide thread count of the OpenMP loops (set_cpu_threads):
+/// every `omp parallel` names it, since omp_set_num_threads only sets the
+/// calling thread's default and actors run on whichever thread is free.
+int threads();
+
 }  // namespace actorps::kernels::cpu

@@ -93,7 +93,7 @@ ACTORPS_SIMD void maxpool_images(const pool_shape& s, const float* __restrict x,
 }  // namespace
 
 void maxpool_forward(const pool_shape& s, const float* x, float* y, int32_t* argmax) {
-#pragma omp parallel
+#pragma omp parallel num_threads(threads())
   {
     int t = omp_get_thread_num(), nt = omp_get_num_threads();
     maxpool_images(s, x, y, argmax, s.n * t / nt, s.n * (t + 1) / nt);
@@ -103,7 +103,7 @@ void maxpool_forward(const pool_shape& s, const float* x, float* y, int32_t* arg
 void maxpool_backward(const pool_shape& s, const float* dy, const int32_t* argmax, float* dx) {
   // An image's argmax indices point into that image: images are independent.
   const int64_t in_image = int64_t(s.h) * s.w * s.c, out_image = int64_t(s.out_h()) * s.out_w() * s.c;
-#pragma omp parallel for
+#pragma omp parallel for num_threads(threads())
   for (int n = 0; n < s.n; ++n) {
     std::memset(dx + n * in_image, 0, sizeof(float) * size_t(in_image));
     for (int64_t o = n * out_image; o < (n + 1) * out_image; ++o) dx[argmax[o]] += dy[o];

@@ -19,7 +19,7 @@ ACTORPS_SIMD void relu_backward_range(int64_t count, const float* y, float* dy) 
 // Splits [0, count) over the OpenMP threads.
 template <class F>
 void parallel_ranges(int64_t count, F f) {
-#pragma omp parallel
+#pragma omp parallel num_threads(threads())
   {
     int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
     int64_t first = count * t / nt, last = count * (t + 1) / nt;
@@ -63,7 +63,7 @@ void apply_dense(optimizer_kind kind, const optimizer_params& p, int64_t count, 
 
 void apply_sparse(optimizer_kind kind, const optimizer_params& p, int64_t rows, int dim, const int64_t* ids,
                   float* param, float* const* slots, const float* grad) {
-#pragma omp parallel for schedule(static) if (rows * dim >= (int64_t(1) << 16))
+#pragma omp parallel for num_threads(threads()) schedule(static) if (rows * dim >= (int64_t(1) << 16))
   for (int64_t r = 0; r < rows; ++r) apply_row(kind, p, r, dim, ids, param, slots, grad);
 }
 

@@ -1,6 +1,6 @@
 #include <cblas.h>
-#include <omp.h>
 
+#include <atomic>
 #include <thread>
 
 #include "kernels/cpu/cpu.hpp"
@@ -32,10 +32,16 @@ const ops_table& cpu_ops() {
   return table;
 }
 
+namespace {
+std::atomic<int> loop_threads{int(std::thread::hardware_concurrency())};
+}  // namespace
+
+int cpu::threads() { return loop_threads.load(std::memory_order_relaxed); }
+
 void set_cpu_threads(int threads) {
   if (threads <= 0) threads = int(std::thread::hardware_concurrency());
   openblas_set_num_threads(threads);
-  omp_set_num_threads(threads);
+  loop_threads = threads;
 }
 
 }  // namespace actorps::kernels

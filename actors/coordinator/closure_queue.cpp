@@ -1,0 +1,128 @@
+#include "actors/coordinator/closure_queue.hpp"
+
+#include <algorithm>
+
+#include "messages/errors.hpp"
+
+namespace actorps {
+
+bool remote_value::ready() const {
+  std::lock_guard<std::mutex> guard(state_->m);
+  return state_->result.has_value();
+}
+
+void remote_value::wait() const {
+  std::unique_lock<std::mutex> lock(state_->m);
+  state_->cv.wait(lock, [&] { return state_->result.has_value(); });
+}
+
+caf::expected<values> remote_value::fetch() const {
+  wait();
+  std::lock_guard<std::mutex> guard(state_->m);
+  return *state_->result;
+}
+
+closure_queue::closure_queue(size_t capacity, size_t workers) : capacity_(std::max<size_t>(capacity, 1)), live_workers_(workers) {}
+
+remote_value closure_queue::put(pb::Closure closure, int worker) {
+  auto result = std::make_shared<remote_value::state>();
+  std::unique_lock<std::mutex> lock(m_);
+  changed_.wait(lock, [&] { return outstanding_ < capacity_ || error_; });
+  closure.set_id(next_id_++);
+  queued_closure c{std::move(closure), worker, result};
+  if (error_) {
+    result->result = caf::expected<values>(error_);  // TF: schedule after a failure raises it
+    return remote_value(result);
+  }
+  ++outstanding_;
+  (worker < 0 ? common_ : pinned_[uint32_t(worker)]).push_back(std::move(c));
+  wake_all(lock);
+  return remote_value(result);
+}
+
+caf::error closure_queue::join() {
+  std::unique_lock<std::mutex> lock(m_);
+  changed_.wait(lock, [&] { return outstanding_ == 0; });
+  return std::exchange(error_, caf::error{});
+}
+
+bool closure_queue::done() {
+  std::lock_guard<std::mutex> guard(m_);
+  return outstanding_ == 0 && !error_;
+}
+
+std::vector<queued_closure> closure_queue::take(size_t max, uint32_t worker, std::function<void()> wake) {
+  std::unique_lock<std::mutex> lock(m_);
+  std::vector<queued_closure> out;
+  auto& mine = pinned_[worker];
+  while (out.size() < max && !mine.empty()) {
+    out.push_back(std::move(mine.front()));
+    mine.pop_front();
+  }
+  // A fair share of the common closures: a proxy with room for many must
+  // not strand work on its worker while another worker idles.
+  const size_t share = (common_.size() + live_workers_ - 1) / std::max<size_t>(live_workers_, 1);
+  for (size_t n = std::min(max - out.size(), std::max<size_t>(share, 1)); n > 0 && !common_.empty(); --n) {
+    out.push_back(std::move(common_.front()));
+    common_.pop_front();
+  }
+  if (out.empty()) wakers_.push_back(std::move(wake));
+  return out;
+}
+
+void closure_queue::resolve(queued_closure& c, caf::expected<values> result) {
+  {
+    std::lock_guard<std::mutex> guard(c.result->m);
+    c.result->result = std::move(result);
+  }
+  c.result->cv.notify_all();
+  --outstanding_;
+}
+
+void closure_queue::settle(queued_closure& c, caf::expected<values> result) {
+  std::unique_lock<std::mutex> lock(m_);
+  if (!result && !error_) {
+    error_ = result.error();
+    resolve(c, std::move(result));
+    cancel_queued(error_);
+  } else {
+    resolve(c, std::move(result));
+  }
+  changed_.notify_all();
+}
+
+void closure_queue::cancel_queued(const caf::error& why) {
+  auto cancelled = make_error(errc::internal, "cancelled: an earlier closure failed: " + describe(why));
+  for (auto& c : common_) resolve(c, cancelled);
+  common_.clear();
+  for (auto& [w, list] : pinned_) {
+    for (auto& c : list) resolve(c, cancelled);
+    list.clear();
+  }
+}
+
+void closure_queue::put_back(std::vector<queued_closure> lost) {
+  std::unique_lock<std::mutex> lock(m_);
+  for (auto i = lost.rbegin(); i != lost.rend(); ++i)
+    (i->worker < 0 ? common_ : pinned_[uint32_t(i->worker)]).push_front(std::move(*i));
+  wake_all(lock);
+}
+
+void closure_queue::worker_lost(uint32_t, const caf::error& why) {
+  std::unique_lock<std::mutex> lock(m_);
+  if (live_workers_ > 0) --live_workers_;
+  if (live_workers_ > 0) return;
+  if (!error_) error_ = make_error(errc::unreachable, "no worker left: " + describe(why));
+  cancel_queued(error_);
+  changed_.notify_all();
+}
+
+void closure_queue::wake_all(std::unique_lock<std::mutex>& lock) {
+  auto wakers = std::move(wakers_);
+  wakers_.clear();
+  lock.unlock();
+  for (auto& w : wakers) w();
+  lock.lock();
+}
+
+}  // namespace actorps

@@ -1,0 +1,95 @@
+// The coordinator's bounded queue of closures (TF's _CoordinatedClosureQueue):
+// the user's thread puts closures in (blocking while it is full), one proxy
+// per worker takes them out, and settles each with its result; a proxy
+// whose worker is lost puts its closures back, in front, to run elsewhere.
+//
+// Errors (TF's semantics): the first closure that fails latches its error;
+// every closure still queued is cancelled with it, closures already on a
+// worker finish normally, and closures put later fail at once — until
+// join() reports the error and clears it.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include <caf/expected.hpp>
+
+#include "messages/interfaces.hpp"
+
+namespace actorps {
+
+/// The future result of one scheduled closure (TF's RemoteValue).
+class remote_value {
+ public:
+  struct state {
+    std::mutex m;
+    std::condition_variable cv;
+    std::optional<caf::expected<values>> result;
+  };
+  remote_value() = default;
+  explicit remote_value(std::shared_ptr<state> s) : state_(std::move(s)) {}
+
+  bool ready() const;
+  void wait() const;
+  /// Waits, then the function's values (empty if the closure did not want
+  /// them) or its error: function, worker and message.
+  caf::expected<values> fetch() const;
+
+ private:
+  std::shared_ptr<state> state_;
+};
+
+struct queued_closure {
+  pb::Closure closure;
+  int worker = -1;  // -1: any worker; else only that one (SYNC rounds)
+  std::shared_ptr<remote_value::state> result;
+};
+
+class closure_queue {
+ public:
+  closure_queue(size_t capacity, size_t workers);
+
+  // ---- the user's side ----
+  /// Queues a closure (blocks while `capacity` closures are outstanding).
+  remote_value put(pb::Closure closure, int worker);
+  /// Blocks until nothing is queued or running; the first error since the
+  /// last join (cleared), or none.
+  caf::error join();
+  /// Nothing queued or running (and no error pending).
+  bool done();
+
+  // ---- the proxies' side ----
+  /// Up to `max` closures for `worker` — its own first, then a fair share of
+  /// the common ones. None: `wake` is called once more arrive.
+  std::vector<queued_closure> take(size_t max, uint32_t worker, std::function<void()> wake);
+  void settle(queued_closure& c, caf::expected<values> result);
+  /// A lost worker's closures go back to the front.
+  void put_back(std::vector<queued_closure> lost);
+  /// A worker stopped taking closures; with none left, everything queued fails.
+  void worker_lost(uint32_t worker, const caf::error& why);
+
+ private:
+  void cancel_queued(const caf::error& why);     // lock held
+  void resolve(queued_closure& c, caf::expected<values> result);  // lock held
+  void wake_all(std::unique_lock<std::mutex>& lock);
+
+  std::mutex m_;
+  std::condition_variable changed_;
+  const size_t capacity_;
+  size_t live_workers_;
+  std::deque<queued_closure> common_;
+  std::map<uint32_t, std::deque<queued_closure>> pinned_;
+  size_t outstanding_ = 0;  // queued + running
+  uint64_t next_id_ = 1;
+  caf::error error_;
+  std::vector<std::function<void()>> wakers_;
+};
+
+}  // namespace actorps

@@ -1,0 +1,183 @@
+#include "actors/coordinator/cluster_coordinator.hpp"
+
+#include <fmt/format.h>
+
+#include "actors/coordinator/worker_proxy.hpp"
+#include "actors/dial.hpp"
+#include "actors/request_now.hpp"
+#include "actors/train/wire_forms.hpp"
+
+namespace actorps {
+
+struct cluster_coordinator::impl {
+  impl(caf::actor_system& sys, cluster_spec s) : spec(std::move(s)), self(sys) {}
+
+  cluster_spec spec;
+  caf::scoped_actor self;
+  std::chrono::milliseconds timeout{spec.runtime.connect_timeout_ms};
+  shard_list shards;
+  std::vector<sharded_variable> vars;
+  int64_t input_size = 0;  // the model's, once variables exist
+  std::vector<node_actor> worker_nodes;
+  std::vector<caf::actor> proxies;
+  std::shared_ptr<closure_queue> queue;
+  size_t queue_capacity = 0;
+  pb::Consistency consistency;
+
+  template <class Reply, class Handle, class... Ts>
+  caf::expected<Reply> ask(const Handle& to, const Ts&... xs) {
+    return request_now<Reply>(self, to, std::max(timeout, std::chrono::milliseconds(60000)), xs...);
+  }
+
+  caf::expected<node_actor> dial(task_id task) {
+    auto* node = spec.node_of(task);
+    auto got = dial_node_now(self, spec, task_id{pb::COORDINATOR, 0}, size_t(node - spec.nodes.data()));
+    if (!got) return make_error(errc::unreachable, fmt::format("{}: {}", to_string(task), describe(got.error())));
+    return got;
+  }
+
+  std::vector<const sharded_variable*> view() const {
+    std::vector<const sharded_variable*> out;
+    for (auto& v : vars) out.push_back(&v);
+    return out;
+  }
+};
+
+cluster_coordinator::cluster_coordinator(std::unique_ptr<impl> p) : p_(std::move(p)) {}
+
+cluster_coordinator::~cluster_coordinator() {
+  for (auto& proxy : p_->proxies) p_->self->send_exit(proxy, caf::exit_reason::user_shutdown);
+}
+
+caf::expected<std::unique_ptr<cluster_coordinator>> cluster_coordinator::connect(caf::actor_system& sys,
+                                                                                 const cluster_spec& spec,
+                                                                                 const pb::Consistency& consistency,
+                                                                                 size_t queue_capacity) {
+  auto p = std::make_unique<impl>(sys, spec);
+  p->queue_capacity = queue_capacity;
+  p->consistency = consistency;
+  for (uint32_t i = 0; i < spec.count(pb::PS); ++i) {
+    const task_id task{pb::PS, i};
+    auto node = p->dial(task);
+    if (!node) return node.error();
+    pb::SpawnShard req;
+    req.set_shard(i);
+    *req.mutable_consistency() = consistency;
+    auto shard = p->ask<ps_shard_actor>(*node, req);
+    if (!shard) return make_error(errc::internal, fmt::format("{}: {}", to_string(task), describe(shard.error())));
+    p->shards.push_back(*shard);
+  }
+  return std::unique_ptr<cluster_coordinator>(new cluster_coordinator(std::move(p)));
+}
+
+caf::error cluster_coordinator::create_variables(const kernels::model_spec& model, uint64_t seed,
+                                                 const pb::Optimizer& optimizer, const partitioner& split) {
+  if (auto problem = model.check(); !problem.empty()) return make_error(errc::invalid_config, "model: " + problem);
+  kernels::sequential_model probe(model, kernels::reference_ops());
+  p_->input_size = probe.input_size();
+  p_->vars = model_variables(probe.parameters(), int(p_->shards.size()), split, seed, optimizer);
+  for (auto& [ps, req] : create_requests(p_->vars))
+    if (auto created = p_->ask<pb::Created>(p_->shards[size_t(ps)], req); !created)
+      return make_error(errc::internal, fmt::format("creating variables on ps:{}: {}", ps, describe(created.error())));
+  return caf::none;
+}
+
+caf::error cluster_coordinator::create_workers(const kernels::model_spec& model, uint32_t threads_per_worker) {
+  if (p_->vars.empty()) return make_error(errc::invalid_argument, "create_workers: create_variables first");
+  const auto workers = p_->spec.count(pb::WORKER);
+  p_->queue = std::make_shared<closure_queue>(p_->queue_capacity, workers);
+  for (uint32_t w = 0; w < workers; ++w) {
+    const task_id task{pb::WORKER, w};
+    auto node = p_->dial(task);
+    if (!node) return node.error();
+    pb::SpawnWorker sw;
+    sw.set_worker(w);
+    *sw.mutable_model() = train::to_proto(model);
+    for (auto& v : p_->vars) *sw.add_variables() = train::to_proto(v);
+    sw.set_threads(threads_per_worker);
+    sw.set_pull_ahead(p_->consistency.mode() == pb::Consistency::ASYNC);
+    auto worker = p_->ask<worker_actor>(*node, sw, p_->shards);
+    if (!worker) return make_error(errc::internal, fmt::format("{}: {}", to_string(task), describe(worker.error())));
+    p_->worker_nodes.push_back(*node);
+    p_->proxies.push_back(spawn_worker_proxy(p_->self->home_system(), p_->queue, w, *worker));
+  }
+  return caf::none;
+}
+
+caf::expected<pb::DatasetInfo> cluster_coordinator::create_per_worker_dataset(const std::string& name,
+                                                                             const pb::DatasetSpec& spec) {
+  if (p_->proxies.empty()) return make_error(errc::invalid_argument, "create_per_worker_dataset: create_workers first");
+  const auto workers = uint32_t(p_->worker_nodes.size());
+  pb::DatasetInfo first;
+  for (uint32_t w = 0; w < workers; ++w) {
+    const auto where = fmt::format("worker:{} dataset '{}'", w, name);
+    pb::SpawnDataset req;
+    req.set_worker(w);
+    req.set_name(name);
+    auto* mine = req.mutable_spec();
+    *mine = spec;
+    mine->clear_ops();
+    auto* shard = mine->add_ops()->mutable_shard();
+    shard->set_num_shards(workers);
+    shard->set_index(w);
+    for (auto& op : spec.ops()) *mine->add_ops() = op;
+    auto dataset = p_->ask<dataset_actor>(p_->worker_nodes[w], req);
+    if (!dataset) return make_error(errc::invalid_config, fmt::format("{}: {}", where, describe(dataset.error())));
+    auto info = p_->ask<pb::DatasetInfo>(*dataset, pb::DatasetInfoRequest{});
+    if (!info) return make_error(errc::invalid_config, fmt::format("{}: {}", where, describe(info.error())));
+    if (int64_t(info->features()) != p_->input_size)
+      return make_error(errc::invalid_config, fmt::format("{}: examples of {} features, the model takes {}", where,
+                                                          info->features(), p_->input_size));
+    if (w == 0) first = *info;
+    if (auto ok = p_->ask<bool>(p_->proxies[w], proxy_dataset_atom::value, name, *dataset); !ok) return ok.error();
+  }
+  return first;
+}
+
+remote_value cluster_coordinator::schedule(const std::string& function, values args, schedule_options options) {
+  pb::Closure c;
+  c.set_function(function);
+  for (auto& a : args) *c.add_args() = std::move(a);
+  c.set_want_result(options.want_result);
+  if (!p_->queue) {  // no workers: the closure fails at once
+    auto s = std::make_shared<remote_value::state>();
+    s->result = caf::expected<values>(make_error(errc::invalid_argument, "schedule: create_workers first"));
+    return remote_value(s);
+  }
+  return p_->queue->put(std::move(c), options.worker);
+}
+
+caf::error cluster_coordinator::join() { return p_->queue ? p_->queue->join() : caf::error{}; }
+
+bool cluster_coordinator::done() { return !p_->queue || p_->queue->done(); }
+
+size_t cluster_coordinator::num_workers() const { return p_->spec.count(pb::WORKER); }
+
+const std::vector<sharded_variable>& cluster_coordinator::variables() const { return p_->vars; }
+
+caf::expected<std::vector<std::vector<float>>> cluster_coordinator::pull_values() {
+  auto view = p_->view();
+  std::vector<std::vector<float>> values;
+  std::vector<float*> outs;
+  for (auto& v : p_->vars) values.emplace_back(size_t(v.size()));
+  for (auto& v : values) outs.push_back(v.data());
+  for (auto& [ps, pulls] : split_pull(view))
+    for (auto& pull : pulls) {
+      auto got = p_->ask<pb::Values>(p_->shards[size_t(ps)], pull);
+      if (!got) return got.error();
+      if (auto err = scatter_values(*got, view, outs)) return err;
+    }
+  return values;
+}
+
+caf::error cluster_coordinator::assign_values(const std::vector<const float*>& values) {
+  if (values.size() != p_->vars.size())
+    return make_error(errc::invalid_argument, fmt::format("assign_values: {} values for {} variables", values.size(),
+                                                          p_->vars.size()));
+  for (auto& [ps, msgs] : split_assign(p_->view(), values))
+    for (auto& m : msgs)
+      if (auto done = p_->ask<pb::Assigned>(p_->shards[size_t(ps)], m); !done) return done.error();
+  return caf::none;
+}
+
+}  // namespace actorps

@@ -1,0 +1,75 @@
+// The coordinator's facade (TF's ParameterServerStrategy + ClusterCoordinator)
+// for one thread of the coordinator process:
+//
+//   auto c = cluster_coordinator::connect(sys, spec, consistency);   // PS shards up
+//   c->create_variables(model, seed, optimizer);                     // round-robin over them
+//   c->create_workers(model, threads);                               // one proxy each
+//   c->create_per_worker_dataset("train", spec);                     // each worker its shard
+//   auto v = c->schedule("train_step", {per_worker_dataset("train"), integer(10)});
+//   c->join();  v.fetch();
+//
+// Setup calls block (each with the topology's connect timeout); schedule()
+// only queues, and blocks only while `queue_capacity` closures are
+// outstanding. Closures run on whichever worker is free, in queue order;
+// see closure_queue.hpp for what an error does to the others.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <caf/actor_system.hpp>
+#include <caf/scoped_actor.hpp>
+
+#include "actors/coordinator/closure_queue.hpp"
+#include "actors/ps_client.hpp"
+#include "config/cluster_spec.hpp"
+#include "kernels/model.hpp"
+
+namespace actorps {
+
+struct schedule_options {
+  bool want_result = true;  // false: the worker does not send the values back
+  int worker = -1;          // -1: any worker; else only that one
+};
+
+class cluster_coordinator {
+ public:
+  /// Dials the PS nodes and has each spawn its shard with `consistency`.
+  [[nodiscard]] static caf::expected<std::unique_ptr<cluster_coordinator>>
+  connect(caf::actor_system& sys, const cluster_spec& spec, const pb::Consistency& consistency,
+          size_t queue_capacity = 4096);
+  ~cluster_coordinator();
+  cluster_coordinator(const cluster_coordinator&) = delete;
+  cluster_coordinator& operator=(const cluster_coordinator&) = delete;
+
+  /// The model's parameters as variables on the shards (TF's variable
+  /// creation under strategy.scope()).
+  [[nodiscard]] caf::error create_variables(const kernels::model_spec& model, uint64_t seed,
+                                            const pb::Optimizer& optimizer, const partitioner& split = {});
+  /// A worker actor per worker task, over those variables.
+  [[nodiscard]] caf::error create_workers(const kernels::model_spec& model, uint32_t threads_per_worker);
+  /// On every worker, its dataset `name`: `spec` behind a leading shard op
+  /// (worker w of W reads examples w, w+W, ...). Checks the features
+  /// against the model; returns worker 0's DatasetInfo.
+  [[nodiscard]] caf::expected<pb::DatasetInfo> create_per_worker_dataset(const std::string& name,
+                                                                         const pb::DatasetSpec& spec);
+
+  remote_value schedule(const std::string& function, values args, schedule_options options = {});
+  [[nodiscard]] caf::error join();
+  bool done();
+
+  size_t num_workers() const;
+  const std::vector<sharded_variable>& variables() const;
+  /// The variables' current values, whole, in variables() order.
+  [[nodiscard]] caf::expected<std::vector<std::vector<float>>> pull_values();
+  /// Sets the variables (a checkpoint's values, in variables() order).
+  [[nodiscard]] caf::error assign_values(const std::vector<const float*>& values);
+
+ private:
+  struct impl;
+  explicit cluster_coordinator(std::unique_ptr<impl> p);
+  std::unique_ptr<impl> p_;
+};
+
+}  // namespace actorps

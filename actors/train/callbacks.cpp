@@ -1,0 +1,141 @@
+#include "actors/train/callbacks.hpp"
+
+#include <algorithm>
+#include <filesystem>
+#include <unistd.h>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "actors/train/checkpoint.hpp"
+
+namespace actorps::train {
+
+caf::error backup_and_restore::on_train_begin(cluster_coordinator& c, uint32_t& first_epoch, int64_t& step) {
+  auto restored = restore_latest(dir_);
+  for (auto& why : restored.skipped) spdlog::warn("train: skipped a damaged checkpoint: {}", why);
+  if (!restored.latest) return caf::none;
+  auto& ckpt = *restored.latest;
+  std::vector<const float*> values;
+  for (auto& v : c.variables()) {
+    auto saved = std::find_if(ckpt.variables.begin(), ckpt.variables.end(), [&](auto& s) { return s.name == v.name; });
+    if (saved == ckpt.variables.end() || saved->shape != v.shape)
+      return make_error(errc::invalid_config, fmt::format("{}: the checkpoint of step {} has no variable '{}' of the "
+                                                          "model's shape (another model? delete the directory)",
+                                                          dir_, ckpt.step, v.name));
+    values.push_back(saved->values.data());
+  }
+  if (auto err = c.assign_values(values)) return err;
+  step = ckpt.step;
+  first_epoch = uint32_t(ckpt.epoch) + 1;
+  fmt::print("restored the checkpoint of step {} (epoch {}) from {}\n", ckpt.step, ckpt.epoch, dir_);
+  return caf::none;
+}
+
+caf::error backup_and_restore::on_epoch_end(cluster_coordinator& c, const epoch_logs& logs, bool&) {
+  auto values = c.pull_values();
+  if (!values) return values.error();
+  checkpoint ckpt;
+  ckpt.step = logs.step;
+  ckpt.epoch = logs.epoch;
+  auto& vars = c.variables();
+  for (size_t i = 0; i < vars.size(); ++i) ckpt.variables.push_back({vars[i].name, vars[i].shape, std::move((*values)[i])});
+  return save_checkpoint(dir_, ckpt, int(keep_));
+}
+
+caf::expected<metrics_log> metrics_log::open(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return make_error(errc::io_error, "log_dir " + dir + ": " + ec.message());
+  auto events = event_log::create(dir);
+  if (!events) return events.error();
+  const std::string csv = dir + "/metrics.csv";
+  const bool fresh = !std::ifstream(csv);
+  std::ofstream out(csv, std::ios::app);
+  if (!out) return make_error(errc::io_error, "cannot write " + csv);
+  if (fresh) out << "epoch,step,seconds,train_loss,train_accuracy,test_loss,test_accuracy\n";
+  return metrics_log(std::move(*events), std::move(out));
+}
+
+caf::error metrics_log::on_epoch_end(cluster_coordinator&, const epoch_logs& logs, bool&) {
+  caf::error err;
+  (err = events_.scalar("train/loss", logs.step, float(logs.train_loss))) ||
+      (err = events_.scalar("train/accuracy", logs.step, float(logs.train_accuracy)));
+  if (!err && logs.test)
+    (err = events_.scalar("test/loss", logs.step, float(logs.test->loss))) ||
+        (err = events_.scalar("test/accuracy", logs.step, float(logs.test->accuracy)));
+  if (err) return err;
+  csv_ << fmt::format("{},{},{:.3f},{:.6f},{:.6f},", logs.epoch, logs.step, logs.seconds, logs.train_loss,
+                      logs.train_accuracy)
+       << (logs.test ? fmt::format("{:.6f},{:.6f}", logs.test->loss, logs.test->accuracy) : std::string(","))
+       << '\n'
+       << std::flush;
+  if (!csv_) return make_error(errc::io_error, "writing metrics.csv failed");
+  return caf::none;
+}
+
+caf::error early_stopping::on_epoch_end(cluster_coordinator&, const epoch_logs& logs, bool& stop) {
+  double value = logs.train_loss;
+  bool higher_is_better = false;
+  if (monitor_ != "train_loss") {
+    if (!logs.test) return make_error(errc::invalid_config, "early stopping on " + monitor_ + " needs an eval dataset");
+    higher_is_better = monitor_ == "test_accuracy";
+    value = higher_is_better ? logs.test->accuracy : logs.test->loss;
+  }
+  const double gain = !best_ ? 1.0 : (higher_is_better ? value - *best_ : *best_ - value);
+  if (!best_ || gain > min_delta_) {
+    best_ = value;
+    waited_ = 0;
+    return caf::none;
+  }
+  if (++waited_ >= patience_) {
+    fmt::print("early stopping: {} has not improved by more than {} for {} epoch(s) (best {:.4f})\n", monitor_,
+               min_delta_, patience_, *best_);
+    stop = true;
+  }
+  return caf::none;
+}
+
+progress_bar::progress_bar(uint32_t epochs, std::FILE* out)
+    : epochs_(epochs), out_(out), tty_(::isatty(::fileno(out)) == 1) {}
+
+void progress_bar::on_epoch_begin(uint32_t) {
+  epoch_start_ = std::chrono::steady_clock::now();
+  last_quarter_ = 0;
+}
+
+void progress_bar::on_steps(uint32_t epoch, uint32_t done, uint32_t steps, double loss) {
+  const auto now = std::chrono::steady_clock::now();
+  const double elapsed = std::chrono::duration<double>(now - epoch_start_).count();
+  const double rate = elapsed > 0 ? done / elapsed : 0;
+  const double eta = rate > 0 ? (steps - done) / rate : 0;
+  if (tty_) {
+    if (done < steps && now - last_draw_ < std::chrono::milliseconds(200)) return;
+    last_draw_ = now;
+    constexpr int width = 30;
+    const int filled = int(width * uint64_t(done) / std::max(steps, 1u));
+    fmt::print(out_, "\repoch {}/{} [{}{}] {}/{}  {:.0f} steps/s  loss {:.4f}  ETA {:.0f}s\x1b[K", epoch, epochs_,
+               std::string(size_t(filled), '='), std::string(size_t(width - filled), ' '), done, steps, rate, loss, eta);
+  } else {
+    const uint32_t quarter = uint32_t(4 * uint64_t(done) / std::max(steps, 1u));
+    if (quarter == last_quarter_ || quarter == 4) return;
+    last_quarter_ = quarter;
+    fmt::print(out_, "epoch {}/{}: step {}/{}, {:.0f} steps/s, loss {:.4f}, ETA {:.0f} s\n", epoch, epochs_, done, steps,
+               rate, loss, eta);
+  }
+  std::fflush(out_);
+}
+
+caf::error progress_bar::on_epoch_end(cluster_coordinator&, const epoch_logs& logs, bool&) {
+  const double per_s = logs.seconds > 0 ? 1 / logs.seconds : 0;
+  auto line = fmt::format("epoch {}/{}: {:.1f} s ({:.0f} samples/s), train loss {:.4f}, train accuracy {:.2f}%",
+                          logs.epoch, epochs_, logs.seconds, double(logs.train_examples) * per_s, logs.train_loss,
+                          100.0 * logs.train_accuracy);
+  if (logs.test)
+    line += fmt::format(", test loss {:.4f}, test accuracy {:.2f}%", logs.test->loss, 100.0 * logs.test->accuracy);
+  fmt::print(out_, "{}{}\n", tty_ ? "\r\x1b[K" : "", line);
+  std::fflush(out_);
+  return caf::none;
+}
+
+}  // namespace actorps::train

@@ -1,0 +1,76 @@
+// fit()'s epoch-level callbacks (Keras's): each one thing.
+#pragma once
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <optional>
+#include <string>
+
+#include "actors/train/event_log.hpp"
+#include "actors/train/fit.hpp"
+
+namespace actorps::train {
+
+/// TF's BackupAndRestore: restores the newest intact checkpoint of `dir`
+/// on start, writes one after every epoch (atomic, CRC-checked, the newest
+/// `keep` kept).
+class backup_and_restore : public fit_callback {
+ public:
+  backup_and_restore(std::string dir, uint32_t keep) : dir_(std::move(dir)), keep_(keep) {}
+  caf::error on_train_begin(cluster_coordinator& c, uint32_t& first_epoch, int64_t& step) override;
+  caf::error on_epoch_end(cluster_coordinator& c, const epoch_logs& logs, bool& stop) override;
+
+ private:
+  std::string dir_;
+  uint32_t keep_;
+};
+
+/// Appends every epoch to DIR/metrics.csv and to a TensorBoard event file.
+class metrics_log : public fit_callback {
+ public:
+  /// Creates DIR (its parent must exist) and the files.
+  [[nodiscard]] static caf::expected<metrics_log> open(const std::string& dir);
+  caf::error on_epoch_end(cluster_coordinator& c, const epoch_logs& logs, bool& stop) override;
+
+ private:
+  metrics_log(event_log events, std::ofstream csv) : events_(std::move(events)), csv_(std::move(csv)) {}
+  event_log events_;
+  std::ofstream csv_;
+};
+
+/// Keras's EarlyStopping: stops when `monitor` (test_loss, test_accuracy,
+/// train_loss) has not improved by more than min_delta for `patience` epochs.
+class early_stopping : public fit_callback {
+ public:
+  early_stopping(std::string monitor, uint32_t patience, double min_delta)
+      : monitor_(std::move(monitor)), patience_(patience), min_delta_(min_delta) {}
+  caf::error on_epoch_end(cluster_coordinator& c, const epoch_logs& logs, bool& stop) override;
+
+ private:
+  std::string monitor_;
+  uint32_t patience_;
+  double min_delta_;
+  std::optional<double> best_;
+  uint32_t waited_ = 0;
+};
+
+/// A progress bar on a terminal (epoch, step, steps/s, loss, ETA), redrawn
+/// at most 5 times a second; plain log lines at each quarter of an epoch
+/// when `out` is not a terminal. One summary line per epoch either way.
+class progress_bar : public fit_callback {
+ public:
+  progress_bar(uint32_t epochs, std::FILE* out);
+  void on_epoch_begin(uint32_t epoch) override;
+  void on_steps(uint32_t epoch, uint32_t done, uint32_t steps, double loss) override;
+  caf::error on_epoch_end(cluster_coordinator& c, const epoch_logs& logs, bool& stop) override;
+
+ private:
+  uint32_t epochs_;
+  std::FILE* out_;
+  bool tty_;
+  std::chrono::steady_clock::time_point epoch_start_, last_draw_;
+  uint32_t last_quarter_ = 0;
+};
+
+}  // namespace actorps::train

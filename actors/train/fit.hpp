@@ -1,0 +1,62 @@
+// Keras's model.fit over a cluster_coordinator: for each epoch, schedule
+// steps_per_epoch steps as closures of steps_per_execution steps (async
+// and bounded staleness: on whichever worker is free; SYNC: one closure per
+// worker per step, so each worker's k-th step is the job's step k), fetch
+// their results as they complete, then evaluate on the workers and call the
+// callbacks (checkpoints, metrics, early stopping, progress).
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "actors/coordinator/cluster_coordinator.hpp"
+#include "config/job_config.hpp"
+
+namespace actorps::train {
+
+struct evaluation {
+  double loss = 0, accuracy = 0;
+  int64_t examples = 0;
+};
+
+struct epoch_logs {
+  uint32_t epoch = 0;
+  int64_t step = 0;  // the job's steps so far
+  double seconds = 0;
+  double train_loss = 0, train_accuracy = 0;
+  int64_t train_examples = 0;
+  std::optional<evaluation> test;  // when the job has an eval dataset
+};
+
+class fit_callback {
+ public:
+  virtual ~fit_callback() = default;
+  /// Before the first epoch; a restore moves `first_epoch` and `step` on.
+  [[nodiscard]] virtual caf::error on_train_begin(cluster_coordinator&, uint32_t& first_epoch, int64_t& step);
+  virtual void on_epoch_begin(uint32_t epoch);
+  /// After each closure's result: steps of this epoch done, its mean loss.
+  virtual void on_steps(uint32_t epoch, uint32_t done, uint32_t steps, double loss);
+  /// After each epoch and its evaluation; `stop` ends training.
+  [[nodiscard]] virtual caf::error on_epoch_end(cluster_coordinator&, const epoch_logs&, bool& stop);
+};
+
+struct fit_result {
+  std::vector<epoch_logs> history;
+  uint32_t first_epoch = 1;  // > 1: resumed from a checkpoint
+  bool stopped_early = false;
+};
+
+/// Builds the job's cluster state: PS shards, variables, workers and each
+/// worker's "train" dataset. Bad data shapes fail here, before any step.
+[[nodiscard]] caf::expected<std::unique_ptr<cluster_coordinator>> connect_job(caf::actor_system& sys,
+                                                                              const job_spec& job);
+
+/// Trains `job` (set up by connect_job); callbacks run in order.
+[[nodiscard]] caf::expected<fit_result> fit(cluster_coordinator& c, const job_spec& job,
+                                            const std::vector<fit_callback*>& callbacks);
+
+/// Evaluates the variables on `eval`, cut into `parts` closures run on the
+/// workers; each part counts once whichever worker (or retry) ran it.
+[[nodiscard]] caf::expected<evaluation> evaluate(cluster_coordinator& c, const pb::DatasetSpec& eval, uint32_t parts);
+
+}  // namespace actorps::train

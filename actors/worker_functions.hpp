@@ -1,0 +1,75 @@
+// The functions a closure can call on a worker, registered by name (TF's
+// tf.functions scheduled with ClusterCoordinator.schedule). Built-in:
+//
+//   train_step(per_worker_dataset D, integer steps = 1)
+//       `steps` training steps (steps_per_execution), each: a batch from the
+//       worker's dataset D, pull, forward/backward, push (worker, step).
+//       Returns [real loss_sum, integer correct, integer examples, integer steps].
+//       Ends with out_of_range when D runs out mid-way (add repeat).
+//   eval_step(data spec, integer shard, integer shards)
+//       Pulls the variables once and evaluates shard `shard` of `shards` of
+//       the dataset (a serialized pb::DatasetSpec, read on the worker).
+//       Returns [real loss_sum, integer correct, integer examples].
+//   noop()
+//       Nothing: measures the scheduling path (actorps bench closures).
+//
+// An application linked against actorps registers its own before its nodes
+// start (register_function, then run the node) — every worker node of a job
+// must run a binary that registers the same functions.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <caf/expected.hpp>
+
+#include "kernels/model.hpp"
+#include "messages/wire.hpp"
+
+namespace actorps {
+
+/// What a function may use on the worker that runs it. The asynchronous
+/// calls answer on the worker's actor; a function must call `done` exactly
+/// once, and the worker runs its next closure only then.
+struct worker_context {
+  uint32_t worker = 0;
+  kernels::sequential_model* model = nullptr;
+  kernels::host_parameters* params = nullptr;  // pulled values, computed gradients
+
+  /// The dataset a per_worker_dataset argument names (error: no such dataset).
+  std::function<caf::expected<dataset_actor>(const pb::Value&)> dataset;
+  std::function<void(const dataset_actor&, std::function<void(caf::expected<pb::BatchData>)>)> next_batch;
+  /// Every variable into params->values; in SYNC mode waits for `step`.
+  std::function<void(int64_t step, std::function<void(caf::error)>)> pull;
+  /// The same for training step `step` of this worker: with pull_ahead
+  /// (ASYNC jobs) the values were pulled while step - 1 computed, and the
+  /// values of step + 1 are pulled now. `params` may point elsewhere after.
+  std::function<void(int64_t step, std::function<void(caf::error)>)> pull_for_step;
+  /// Sends params->grads as (worker, step) and calls back at once; the
+  /// closure is answered only once the shards acknowledged them.
+  std::function<void(int64_t step, std::function<void(caf::error)>)> push;
+  /// This worker's next step number (SYNC: its k-th step is the job's step k).
+  std::function<int64_t()> next_step;
+};
+
+using worker_function =
+    std::function<void(worker_context& ctx, const std::vector<pb::Value>& args, std::function<void(caf::expected<values>)> done)>;
+
+/// Adds (or replaces) a function for every worker actor of this process.
+/// Call before the node starts; not thread-safe against running workers.
+void register_function(const std::string& name, worker_function fn);
+
+/// The function of that name, or nullptr.
+const worker_function* find_function(const std::string& name);
+
+/// Every registered name, sorted (for error messages).
+std::string function_names();
+
+/// pb::Value constructors for closure arguments and results.
+pb::Value integer_value(int64_t x);
+pb::Value real_value(double x);
+pb::Value bytes_value(std::string bytes);
+pb::Value per_worker_dataset(std::string name);
+
+}  // namespace actorps

@@ -1,0 +1,118 @@
+// `actorps bench training`: samples/s of a job's distributed training (its
+// topology's node processes on this machine, this process coordinating, one
+// step per closure) beside single-process training of the same model on the
+// same data with the same kernels and optimizer, in the same run.
+#include <thread>
+
+#include <caf/actor_system.hpp>
+#include <fmt/format.h>
+
+#include "actors/data/pipeline.hpp"
+#include "actors/system_config.hpp"
+#include "actors/train/fit.hpp"
+#include "actors/worker_functions.hpp"
+#include "apps/bench_cluster.hpp"
+#include "apps/bench_util.hpp"
+#include "apps/commands.hpp"
+
+namespace actorps {
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+caf::expected<double> distributed_rate(cluster_coordinator& c, uint32_t steps) {
+  std::vector<remote_value> results;
+  auto start = clock_type::now();
+  for (uint32_t i = 0; i < steps; ++i) results.push_back(c.schedule("train_step", {per_worker_dataset("train")}));
+  if (auto err = c.join()) return err;
+  const double seconds = std::chrono::duration<double>(clock_type::now() - start).count();
+  int64_t examples = 0;
+  for (auto& r : results) examples += (*r.fetch())[2].integer();
+  return double(examples) / seconds;
+}
+
+// Plain SGD steps (or the job's optimizer, without slots' state beyond
+// what apply_dense keeps here) in this process over the whole dataset.
+caf::expected<std::vector<double>> single_process_rates(const job_spec& job, uint32_t steps, uint32_t repetitions) {
+  auto pipeline = data::pipeline::build(job.train);
+  if (!pipeline) return pipeline.error();
+  kernels::set_cpu_threads(int(std::thread::hardware_concurrency()));
+  kernels::sequential_model model(job.model, kernels::cpu_ops());
+  kernels::host_parameters p(model.initial_values(job.training.seed));
+  const auto kind = static_cast<kernels::optimizer_kind>(job.training.optimizer.kind());
+  kernels::optimizer_params params;
+  params.lr = job.training.optimizer.learning_rate();
+  params.momentum = job.training.optimizer.momentum();
+  std::vector<std::vector<float>> slots;
+  for (auto& v : p.values)
+    for (int s = 0; s < kernels::slot_count(kind); ++s) slots.emplace_back(v.size(), 0.0f);
+  data::batch b;
+  std::vector<double> rates;
+  for (uint32_t rep = 0; rep <= repetitions; ++rep) {  // the first: warm-up
+    int64_t examples = 0;
+    auto start = clock_type::now();
+    for (uint32_t i = 0; i < steps; ++i) {
+      if (!pipeline->next(b)) return make_error(errc::invalid_config, "the job's dataset ended (add repeat)");
+      model.train_step({b.size(), b.x.data(), nullptr, b.labels.data()}, p.params, p.grad_ptrs);
+      for (size_t v = 0, slot = 0; v < p.values.size(); ++v) {
+        float* s[2] = {nullptr, nullptr};
+        for (int k = 0; k < kernels::slot_count(kind); ++k) s[k] = slots[slot++].data();
+        kernels::cpu_ops().apply_dense(kind, params, int64_t(p.values[v].size()), p.value_ptrs[v], s, p.grad_views[v]);
+      }
+      examples += b.size();
+    }
+    if (rep > 0) rates.push_back(double(examples) / std::chrono::duration<double>(clock_type::now() - start).count());
+  }
+  return rates;
+}
+
+}  // namespace
+
+int run_bench_training(const training_bench_options& opts) {
+  auto fail = [](const std::string& what, const caf::error& err) {
+    fmt::print(stderr, "bench training: {}: {}\n", what, describe(err));
+    return 1;
+  };
+  auto loaded = load_job_file(opts.job);
+  if (!loaded) return fail(opts.job, loaded.error());
+  if (!*loaded) return fail(opts.job, make_error(errc::invalid_argument, "not a job file (no [training])"));
+  job_spec job = std::move(**loaded);
+  std::vector<std::string> roles, tasks;
+  std::map<int, int> next;
+  for (auto& node : job.cluster.nodes) {
+    auto role = node.tasks.front().role;
+    roles.push_back(to_string(role));
+    if (role != pb::COORDINATOR) tasks.push_back(to_string(task_id{role, uint32_t(next[role]++)}));
+  }
+  bench_cluster cluster(roles);
+  if (auto err = cluster.start(opts.self_exe, tasks)) return fail("nodes", err);
+  job.cluster = cluster.spec();
+  std::vector<double> distributed;
+  {
+    system_config cfg(job.cluster.runtime);
+    caf::actor_system sys(cfg);
+    auto c = train::connect_job(sys, job);
+    if (!c) return fail("setting up", c.error());
+    if (auto warm = distributed_rate(**c, 50); !warm) return fail("warm-up", warm.error());
+    for (uint32_t rep = 0; rep < opts.repetitions; ++rep) {
+      auto r = distributed_rate(**c, opts.steps);
+      if (!r) return fail("training", r.error());
+      distributed.push_back(*r);
+    }
+  }
+  (void)cluster.stop();  // the single process gets the machine to itself
+  auto single = single_process_rates(job, opts.steps, opts.repetitions);
+  if (!single) return fail("single-process training", single.error());
+  const double ours = median(distributed), one = median(*single);
+  fmt::print("{}: {} workers x {} thread(s), {} PS, one step per closure, async; medians of {} x {} steps\n", opts.job,
+             job.cluster.count(pb::WORKER), job.training.threads_per_worker, job.cluster.count(pb::PS), opts.repetitions,
+             opts.steps);
+  fmt::print("{:<52} {:>12}\n", "", "samples/s");
+  fmt::print("{:<52} {:>12.0f}\n", "actorps cluster (node processes on this machine)", ours);
+  fmt::print("{:<52} {:>12.0f}\n",
+             fmt::format("single process, same kernels, {} threads", std::thread::hardware_concurrency()), one);
+  fmt::print("target training_vs_single_process: {:.2f} x (goal >= 0.8)\n", ours / one);
+  return 0;
+}
+
+}  // namespace actorps
