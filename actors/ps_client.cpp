@@ -178,4 +178,61 @@ caf::error scatter_values(const pb::Values& values, const std::vector<const shar
   return caf::none;
 }
 
+namespace {
+
+// The shard of `var` holding whole-variable row `id`.
+size_t shard_of_row(const sharded_variable& var, int64_t id) {
+  size_t s = 0;
+  while (s + 1 < var.shards.size() && id >= var.shards[s + 1].first_row) ++s;
+  return s;
+}
+
+}  // namespace
+
+std::map<int, pb::SparsePull> split_sparse_pull(const sharded_variable& var, const std::vector<int64_t>& ids) {
+  std::map<int, pb::SparsePull> out;
+  for (auto id : ids) {
+    const size_t s = shard_of_row(var, id);
+    auto& pull = out[var.shards[s].ps_task];
+    pull.set_name(var.shard_name(s));
+    pull.add_ids(id - var.shards[s].first_row);
+  }
+  return out;
+}
+
+caf::error scatter_rows(const pb::Rows& rows, const sharded_variable& var, float* table) {
+  for (size_t s = 0; s < var.shards.size(); ++s) {
+    if (var.shard_name(s) != rows.name()) continue;
+    const auto& shard = var.shards[s];
+    if (rows.dim() != var.row_size() || int64_t(rows.data().size()) != int64_t(rows.ids_size()) * rows.dim() * 4)
+      return make_error(errc::bad_tensor, "rows of '" + rows.name() + "' do not have the variable's shape");
+    for (int i = 0; i < rows.ids_size(); ++i) {
+      if (rows.ids(i) < 0 || rows.ids(i) >= shard.shape[0])
+        return make_error(errc::out_of_range, "row " + std::to_string(rows.ids(i)) + " outside '" + rows.name() + "'");
+      std::memcpy(table + (shard.first_row + rows.ids(i)) * rows.dim(), rows.data().data() + size_t(i) * rows.dim() * 4,
+                  size_t(rows.dim()) * 4);
+    }
+    return caf::none;
+  }
+  return make_error(errc::unknown_variable, "rows of '" + rows.name() + "', not a shard of '" + var.name + "'");
+}
+
+std::map<int, pb::SparsePush> split_sparse_push(uint32_t worker, int64_t step, const sharded_variable& var,
+                                                const std::vector<int64_t>& ids, const float* rows) {
+  std::map<int, pb::SparsePush> out;
+  const auto dim = var.row_size();
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const size_t s = shard_of_row(var, ids[i]);
+    auto& push = out[var.shards[s].ps_task];
+    push.set_worker(worker);
+    push.set_step(step);
+    auto* g = push.mutable_gradient();
+    g->set_name(var.shard_name(s));
+    g->set_dim(int32_t(dim));
+    g->add_ids(ids[i] - var.shards[s].first_row);
+    g->mutable_data()->append(reinterpret_cast<const char*>(rows + int64_t(i) * dim), size_t(dim) * 4);
+  }
+  return out;
+}
+
 }  // namespace actorps

@@ -1,6 +1,7 @@
 #include "actors/worker_actor.hpp"
 
 #include <chrono>
+#include <algorithm>
 #include <deque>
 #include <memory>
 #include <optional>
@@ -43,7 +44,8 @@ struct worker_state {
   shard_list shards;
   std::unique_ptr<kernels::sequential_model> model;
   std::vector<sharded_variable> vars;
-  std::vector<const sharded_variable*> view;
+  std::vector<const sharded_variable*> view;  // the dense variables (pulled and pushed whole)
+  std::vector<size_t> dense, sparse;           // model parameter indices of each kind
   std::unique_ptr<kernels::host_parameters> buffers[2];  // values in use, values pulled ahead
   int current = 0;
   bool pull_ahead = false;
@@ -91,8 +93,10 @@ void pull_into(worker_ptr self, int buffer, int64_t step, std::function<void(caf
       self->request(st.shards[size_t(ps)], caf::infinite, p)
           .then(
               [self, c, buffer](const pb::Values& v) {
-                auto& into = self->state.buffers[buffer]->value_ptrs;
-                if (auto err = scatter_values(v, self->state.view, into)) return c->fail(err);
+                auto& st = self->state;
+                std::vector<float*> into;
+                for (auto i : st.dense) into.push_back(st.buffers[buffer]->value_ptrs[i]);
+                if (auto err = scatter_values(v, st.view, into)) return c->fail(err);
                 c->ok();
               },
               [c](caf::error& err) { c->fail(std::move(err)); });
@@ -158,20 +162,27 @@ void push(worker_ptr self, int64_t step, std::function<void(caf::error)> then) {
   auto& st = self->state;
   auto* batch = running_batch(st);
   const uint64_t seq = batch->seq;
-  for (auto& [ps, list] : split_push(st.index, step, st.view, st.buffers[st.current]->grad_views))
-    for (auto& m : list) {
-      ++batch->unacked;
-      auto acked = [self, seq](caf::error err) {
-        for (auto& b : self->state.queue)
-          if (b.seq == seq) {
-            --b.unacked;
-            if (err && !b.push_failed) b.push_failed = std::move(err);
-          }
-        answer_finished(self);
-      };
-      self->request(st.shards[size_t(ps)], caf::infinite, std::move(m))
-          .then([acked](const pb::PushAck&) { acked(caf::none); }, [acked](caf::error& err) { acked(std::move(err)); });
-    }
+  auto acked = [self, seq](caf::error err) {
+    for (auto& b : self->state.queue)
+      if (b.seq == seq) {
+        --b.unacked;
+        if (err && !b.push_failed) b.push_failed = std::move(err);
+      }
+    answer_finished(self);
+  };
+  auto send = [&](int ps, auto msg) {
+    ++batch->unacked;
+    self->request(st.shards[size_t(ps)], caf::infinite, std::move(msg))
+        .then([acked](const pb::PushAck&) { acked(caf::none); }, [acked](caf::error& err) { acked(std::move(err)); });
+  };
+  std::vector<const float*> grads;
+  for (auto i : st.dense) grads.push_back(st.buffers[st.current]->grad_views[i]);
+  for (auto& [ps, list] : split_push(st.index, step, st.view, grads))
+    for (auto& m : list) send(ps, std::move(m));
+  for (auto i : st.sparse) {
+    auto& g = st.model->sparse_gradient(i);
+    for (auto& [ps, m] : split_sparse_push(st.index, step, st.vars[i], g.ids, g.rows.data())) send(ps, std::move(m));
+  }
   then(caf::none);
 }
 
@@ -187,6 +198,38 @@ void request_batch(worker_ptr self, const dataset_actor& d) {
   };
   self->request(d, caf::infinite, pb::NextBatch{})
       .then([arrived](pb::BatchData& b) { arrived(std::move(b)); }, [arrived](caf::error& err) { arrived(std::move(err)); });
+}
+
+// The rows of every sparse parameter (embedding table) that `ids` name.
+void pull_rows(worker_ptr self, const std::vector<int64_t>& ids, std::function<void(caf::error)> then) {
+  auto& st = self->state;
+  std::vector<int64_t> unique;
+  for (auto id : ids)
+    if (id >= 0) unique.push_back(id);  // negative: padding
+  std::sort(unique.begin(), unique.end());
+  unique.erase(std::unique(unique.begin(), unique.end()), unique.end());
+  std::vector<std::pair<size_t, std::map<int, pb::SparsePull>>> pulls;
+  int total = 0;
+  for (auto i : st.sparse) {
+    auto& var = st.vars[i];
+    if (!unique.empty() && unique.back() >= var.shape[0])
+      return then(make_error(errc::out_of_range, fmt::format("id {} outside the {} rows of '{}'", unique.back(),
+                                                             var.shape[0], var.name)));
+    pulls.emplace_back(i, split_sparse_pull(var, unique));
+    total += int(pulls.back().second.size());
+  }
+  if (total == 0) return then(caf::none);
+  auto c = std::make_shared<countdown>(countdown{total, std::move(then)});
+  for (auto& [i, by_ps] : pulls)
+    for (auto& [ps, req] : by_ps)
+      self->request(st.shards[size_t(ps)], caf::infinite, std::move(req))
+          .then(
+              [self, c, i = i](const pb::Rows& rows) {
+                auto& st = self->state;
+                if (auto err = scatter_rows(rows, st.vars[i], st.buffers[st.current]->value_ptrs[i])) return c->fail(err);
+                c->ok();
+              },
+              [c](caf::error& err) { c->fail(std::move(err)); });
 }
 
 void next_batch(worker_ptr self, const dataset_actor& d, std::function<void(caf::expected<pb::BatchData>)> then) {
@@ -269,9 +312,11 @@ worker_actor::behavior_type worker_behavior(worker_ptr self, pb::SpawnWorker spe
   st.model = std::make_unique<kernels::sequential_model>(train::from_proto(spec.model()), kernels::cpu_ops());
   for (auto& v : spec.variables()) st.vars.push_back(train::from_proto(v));
   std::vector<std::vector<float>> zeros;
-  for (auto& v : st.vars) {
-    st.view.push_back(&v);
-    zeros.emplace_back(size_t(v.size()));
+  auto& params = st.model->parameters();
+  for (size_t i = 0; i < st.vars.size(); ++i) {
+    (params[i].sparse ? st.sparse : st.dense).push_back(i);
+    if (!params[i].sparse) st.view.push_back(&st.vars[i]);
+    zeros.emplace_back(size_t(st.vars[i].size()));
   }
   for (auto& b : st.buffers) b = std::make_unique<kernels::host_parameters>(zeros);
   st.pull_ahead = spec.pull_ahead();
@@ -290,6 +335,9 @@ worker_actor::behavior_type worker_behavior(worker_ptr self, pb::SpawnWorker spe
   };
   ctx.pull_for_step = [self](int64_t step, std::function<void(caf::error)> then) {
     pull_for_step(self, step, std::move(then));
+  };
+  ctx.pull_rows = [self](const std::vector<int64_t>& ids, std::function<void(caf::error)> then) {
+    pull_rows(self, ids, std::move(then));
   };
   ctx.push = [self](int64_t step, std::function<void(caf::error)> then) { push(self, step, std::move(then)); };
   ctx.next_step = [self] { return self->state.step++; };
@@ -326,14 +374,15 @@ caf::expected<worker_actor> spawn_worker(caf::actor_system& sys, const pb::Spawn
     auto& v = spec.variables(int(i));
     if (std::vector<int64_t>(v.shape().begin(), v.shape().end()) != params[i].shape)
       return make_error(errc::bad_tensor, "variable '" + v.name() + "' does not have the shape of " + params[i].name);
-    if (params[i].sparse) return make_error(errc::invalid_config, "embedding models are not trained by workers yet");
     for (auto& s : v.shards())
       if (s.ps_task() >= shards.size())
         return make_error(errc::invalid_config, "variable '" + v.name() + "' lives on ps:" +
                                                     std::to_string(s.ps_task()) + ", the job has " +
                                                     std::to_string(shards.size()) + " shards");
   }
-  return sys.spawn<caf::detached>(worker_behavior, spec, std::move(shards));  // its steps block a thread
+  // Not detached: CAF 0.17 can hang at shutdown waiting for a detached
+  // actor (actor-framework#1196, fixed in 0.18); a step holds one scheduler thread.
+  return sys.spawn(worker_behavior, spec, std::move(shards));
 }
 
 }  // namespace actorps

@@ -23,6 +23,10 @@ caf::error arity(const char* fn, const std::vector<pb::Value>& args, size_t min,
   return make_error(errc::invalid_argument, fmt::format("{} takes {} to {} arguments, got {}", fn, min, max, args.size()));
 }
 
+bool takes_ids(const kernels::sequential_model& m) {
+  return !m.spec().layers.empty() && m.spec().layers.front().kind == kernels::layer_kind::embedding;
+}
+
 // train_step: `steps` steps over the worker's dataset; see the header.
 struct train_run {
   worker_context* ctx;
@@ -32,6 +36,7 @@ struct train_run {
   int64_t correct = 0, examples = 0;
   pb::BatchData batch;
   std::vector<float> x;
+  std::vector<int64_t> ids;
   std::vector<int32_t> labels;
   std::function<void(caf::expected<values>)> done;
 
@@ -49,26 +54,43 @@ struct train_run {
         return run->done(make_error(errc::bad_tensor, fmt::format("batches of {} features, the model takes {}",
                                                                   b->features(), features)));
       run->batch = std::move(*b);
+      run->unpack();
       const int64_t step = run->ctx->next_step();
       run->ctx->pull_for_step(step, [run, step](caf::error err) {
         if (err) return run->done(std::move(err));
-        compute(*run);
-        run->ctx->push(step, [run](caf::error err) {
+        if (run->ids.empty()) return compute_and_push(run, step);
+        run->ctx->pull_rows(run->ids, [run, step](caf::error err) {
           if (err) return run->done(std::move(err));
-          ++run->ran;
-          next(run);
+          compute_and_push(run, step);
         });
       });
     });
   }
 
+  static void compute_and_push(std::shared_ptr<train_run> run, int64_t step) {
+    compute(*run);
+    run->ctx->push(step, [run](caf::error err) {
+      if (err) return run->done(std::move(err));
+      ++run->ran;
+      next(run);
+    });
+  }
+
+  // The batch's inputs: floats, or ids for a model that starts with an embedding.
+  void unpack() {
+    x.resize(batch.x().size() / sizeof(float));
+    std::memcpy(x.data(), batch.x().data(), x.size() * sizeof(float));
+    labels.assign(batch.labels().begin(), batch.labels().end());
+    ids.clear();
+    if (takes_ids(*ctx->model)) ids.assign(x.begin(), x.end());
+  }
+
   static void compute(train_run& run) {
     auto& b = run.batch;
-    run.x.resize(b.x().size() / sizeof(float));
-    std::memcpy(run.x.data(), b.x().data(), run.x.size() * sizeof(float));
-    run.labels.assign(b.labels().begin(), b.labels().end());
     auto& p = *run.ctx->params;
-    auto r = run.ctx->model->train_step({b.size(), run.x.data(), nullptr, run.labels.data()}, p.params, p.grad_ptrs);
+    const kernels::batch_view view{b.size(), run.ids.empty() ? run.x.data() : nullptr,
+                                   run.ids.empty() ? nullptr : run.ids.data(), run.labels.data()};
+    auto r = run.ctx->model->train_step(view, p.params, p.grad_ptrs);
     run.loss_sum += r.loss;
     run.correct += r.correct;
     run.examples += b.size();
@@ -90,7 +112,42 @@ void train_step(worker_context& ctx, const std::vector<pb::Value>& args, std::fu
   train_run::next(run);
 }
 
-// eval_step: one shard of a dataset read here, against freshly pulled values.
+// eval_step: one shard of a dataset read here, against freshly pulled values
+// (and, for an embedding model, the rows each batch needs).
+struct eval_run {
+  worker_context* ctx;
+  data::pipeline pipeline;
+  data::batch b;
+  std::vector<int64_t> ids;
+  double loss_sum;
+  int64_t correct, examples;
+  std::function<void(caf::expected<values>)> done;
+
+  static void next(std::shared_ptr<eval_run> run) {
+    while (run->pipeline.next(run->b)) {
+      if (!takes_ids(*run->ctx->model)) {
+        run->evaluate();
+        continue;
+      }
+      run->ids.assign(run->b.x.begin(), run->b.x.end());
+      return run->ctx->pull_rows(run->ids, [run](caf::error err) {
+        if (err) return run->done(std::move(err));
+        run->evaluate();
+        next(run);
+      });
+    }
+    run->done(values{real_value(run->loss_sum), integer_value(run->correct), integer_value(run->examples)});
+  }
+
+  void evaluate() {
+    const kernels::batch_view view{b.size(), ids.empty() ? b.x.data() : nullptr, ids.empty() ? nullptr : ids.data(),
+                                   b.labels.data()};
+    auto r = ctx->model->evaluate(view, ctx->params->params);
+    loss_sum += double(r.loss) * b.size();
+    correct += r.correct;
+    examples += b.size();
+  }
+};
 void eval_step(worker_context& ctx, const std::vector<pb::Value>& args, std::function<void(caf::expected<values>)> done) {
   if (auto err = arity("eval_step", args, 3, 3)) return done(err);
   auto shard = integer_arg(args, 1, "shard", 0), shards = integer_arg(args, 2, "shards", 1);
@@ -112,19 +169,10 @@ void eval_step(worker_context& ctx, const std::vector<pb::Value>& args, std::fun
   if (pipeline->features() != ctx.model->input_size())
     return done(make_error(errc::bad_tensor, fmt::format("eval data has {} features, the model takes {}",
                                                          pipeline->features(), ctx.model->input_size())));
-  auto p = std::make_shared<data::pipeline>(std::move(*pipeline));
-  ctx.pull(0, [&ctx, p, done = std::move(done)](caf::error err) {
-    if (err) return done(std::move(err));
-    data::batch b;
-    double loss_sum = 0;
-    int64_t correct = 0, examples = 0;
-    while (p->next(b)) {
-      auto r = ctx.model->evaluate({b.size(), b.x.data(), nullptr, b.labels.data()}, ctx.params->params);
-      loss_sum += double(r.loss) * b.size();
-      correct += r.correct;
-      examples += b.size();
-    }
-    done(values{real_value(loss_sum), integer_value(correct), integer_value(examples)});
+  auto run = std::make_shared<eval_run>(eval_run{&ctx, std::move(*pipeline), {}, {}, 0, 0, 0, std::move(done)});
+  ctx.pull(0, [run](caf::error err) {
+    if (err) return run->done(std::move(err));
+    eval_run::next(run);
   });
 }
 

@@ -82,6 +82,17 @@ struct ps_bench_options {
 /// sparse pushes, between this process and PS node processes.
 int run_bench_ps(const ps_bench_options& opts);
 
+struct categorical_data_options {
+  std::string out = "data/categorical";
+  uint32_t vocabulary = 5000;
+  uint32_t features = 4;   // tokens per example
+  uint32_t train = 100000, test = 10000;
+  uint64_t seed = 1;
+};
+
+/// `actorps data categorical`: tokens with hidden weights, label = their sum > 0.
+int run_data_categorical(const categorical_data_options& opts);
+
 struct closures_bench_options {
   std::string self_exe;     // to start the node processes
   uint32_t closures = 20000;  // per repetition

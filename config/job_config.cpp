@@ -2,6 +2,8 @@
 
 #include <filesystem>
 
+#include <unistd.h>
+
 #include "config/dataset_config.hpp"
 #include "config/model_config.hpp"
 #include "config/toml_reader.hpp"
@@ -37,7 +39,8 @@ caf::expected<std::optional<job_spec>> load_job_file(const std::string& path) {
                                              "replicas_to_aggregate", "staleness", "seed", "threads_per_worker",
                                              "target_accuracy", "checkpoint_dir", "checkpoint_keep", "log_dir",
                                              "early_stopping_patience", "early_stopping_monitor",
-                                             "early_stopping_min_delta"}))
+                                             "early_stopping_min_delta", "partitioner", "num_shards",
+                                             "min_shard_bytes", "max_shard_bytes", "max_shards"}))
     return err;
   if (!t.contains("steps_per_epoch")) return r.fail(t, "training", "missing required key 'steps_per_epoch' (as in TF)");
   pb::Optimizer::Kind kind = pb::Optimizer::SGD;
@@ -70,15 +73,26 @@ caf::expected<std::optional<job_spec>> load_job_file(const std::string& path) {
                       {std::pair{"test_loss", std::string("test_loss")},
                        std::pair{"test_accuracy", std::string("test_accuracy")},
                        std::pair{"train_loss", std::string("train_loss")}})) ||
-      (err = r.get(t, "training", "early_stopping_min_delta", o.early_stopping_min_delta));
+      (err = r.get(t, "training", "early_stopping_min_delta", o.early_stopping_min_delta)) ||
+      (err = r.choose(t, "training", "partitioner", o.variable_partitioner.type,
+                      {std::pair{"none", partitioner::kind::none}, std::pair{"fixed", partitioner::kind::fixed_shards},
+                       std::pair{"min_size", partitioner::kind::min_size},
+                       std::pair{"max_size", partitioner::kind::max_size}})) ||
+      (err = r.get(t, "training", "num_shards", o.variable_partitioner.num_shards, 1, 1 << 20)) ||
+      (err = r.get(t, "training", "min_shard_bytes", o.variable_partitioner.min_shard_bytes, 1, INT64_MAX)) ||
+      (err = r.get(t, "training", "max_shard_bytes", o.variable_partitioner.max_shard_bytes, 1, INT64_MAX)) ||
+      (err = r.get(t, "training", "max_shards", o.variable_partitioner.max_shards, 0, 1 << 20));
   if (err) return err;
   if (lr <= 0) return r.fail(*t.get("learning_rate"), "training.learning_rate", "expected a number > 0");
-  for (auto key : {"checkpoint_dir", "log_dir"}) {  // created on demand, under a parent that exists
+  for (auto key : {"checkpoint_dir", "log_dir"}) {  // created on demand: the nearest existing ancestor must allow it
     auto* dir = t.get(key);
     if (dir == nullptr) continue;
-    auto parent = std::filesystem::path(dir->value_or(std::string{})).parent_path();
-    if (!parent.empty() && !std::filesystem::is_directory(parent))
-      return r.fail(*dir, std::string("training.") + key, "the directory " + parent.string() + " does not exist");
+    auto at = std::filesystem::absolute(dir->value_or(std::string{}));
+    while (!std::filesystem::exists(at) && at.has_parent_path() && at != at.parent_path()) at = at.parent_path();
+    if (!std::filesystem::is_directory(at))
+      return r.fail(*dir, std::string("training.") + key, at.string() + " is not a directory");
+    if (::access(at.c_str(), W_OK) != 0)
+      return r.fail(*dir, std::string("training.") + key, "cannot create directories in " + at.string());
   }
   o.optimizer.set_kind(kind);
   o.optimizer.set_learning_rate(lr);
@@ -90,6 +104,10 @@ caf::expected<std::optional<job_spec>> load_job_file(const std::string& path) {
   o.consistency.set_replicas_to_aggregate(replicas == 0 ? workers : replicas);
   o.consistency.set_staleness(staleness);
   o.target_accuracy = target;
+  if (o.variable_partitioner.type == partitioner::kind::max_size && o.variable_partitioner.max_shard_bytes == 0)
+    return r.fail(t, "training", "partitioner \"max_size\" needs 'max_shard_bytes'");
+  if (o.variable_partitioner.type == partitioner::kind::min_size && !t.contains("max_shards"))
+    o.variable_partitioner.max_shards = int64_t(job.cluster.count(pb::PS));  // TF's usual: at most one shard per PS
   if (workers == 0 || job.cluster.count(pb::PS) == 0)
     return make_error(errc::invalid_config, path + ": a training job needs at least one worker and one ps task");
   return std::optional<job_spec>{std::move(job)};

@@ -9,6 +9,7 @@
 #include <caf/expected.hpp>
 
 #include "config/cluster_spec.hpp"
+#include "config/partitioner.hpp"
 #include "kernels/model.hpp"
 #include "messages/data.pb.h"
 #include "messages/ps.pb.h"
@@ -21,6 +22,7 @@ struct training_options {
   uint32_t steps_per_execution = 10; // steps per closure
   pb::Optimizer optimizer;           // kind, learning_rate, momentum, ...
   pb::Consistency consistency;       // async by default
+  partitioner variable_partitioner;  // TF's variable_partitioner; none by default
   uint64_t seed = 1;                 // variable initializers
   uint32_t threads_per_worker = 0;   // CPU kernel threads; 0 = all cores
   double target_accuracy = 0;        // > 0: exit 1 when the last evaluation is below it

@@ -7,6 +7,7 @@
 #include <caf/actor_system.hpp>
 #include <caf/send.hpp>
 
+#include "actors/ps_client.hpp"
 #include "actors/ps_shard.hpp"
 #include "actors/system_config.hpp"
 #include "kernels/ops.hpp"
@@ -258,4 +259,45 @@ BOOST_FIXTURE_TEST_CASE(assign_and_ranged_reads, fixture) {
   BOOST_REQUIRE(v);
   BOOST_TEST(floats(v->tensors(0).data()) == std::vector<float>({initial[1], 5, 6}));
   BOOST_TEST(v->versions(0) == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(sparse_rows_of_a_table_split_over_two_shards_travel_with_shard_local_ids) {
+  runtime_options rt;
+  system_config cfg{rt};
+  caf::actor_system sys{cfg};
+  caf::scoped_actor self{sys};
+  sharded_variable table;
+  table.name = "emb";
+  table.shape = {10, 3};
+  table.shards = *placement(2).place(table.shape, 4, partitioner::fixed(2));  // rows 0-4 on ps:0, 5-9 on ps:1
+  table.optimizer.set_learning_rate(1.0f);
+  std::vector<ps_shard_actor> shards;
+  for (auto& [ps, req] : create_requests({table})) {
+    shards.push_back(spawn_ps_shard(sys, uint32_t(ps), mode(pb::Consistency::ASYNC)));
+    BOOST_REQUIRE(call<pb::Created>(self, shards.back(), req));
+  }
+  // Gradient rows 1, 7 and 8 (whole-table ids): each shard gets its own, by local id.
+  const std::vector<int64_t> ids{1, 7, 8};
+  const std::vector<float> rows{1, 2, 3, 4, 5, 6, 7, 8, 9};
+  auto pushes = split_sparse_push(0, 0, table, ids, rows.data());
+  BOOST_REQUIRE(pushes.size() == 2u);
+  BOOST_TEST(std::vector<int64_t>(pushes[1].gradient().ids().begin(), pushes[1].gradient().ids().end()) ==
+             std::vector<int64_t>({2, 3}));
+  for (auto& [ps, push] : pushes) BOOST_REQUIRE(call<pb::PushAck>(self, shards[size_t(ps)], push));
+  // Pulling rows 1, 2, 7 and 8 fills exactly those rows of the whole table.
+  std::vector<float> whole(30, 99.0f);
+  for (auto& [ps, pull] : split_sparse_pull(table, {1, 2, 7, 8})) {
+    auto got = call<pb::Rows>(self, shards[size_t(ps)], pull);
+    BOOST_REQUIRE(got);
+    BOOST_REQUIRE(!scatter_rows(*got, table, whole.data()));
+  }
+  std::vector<float> expected(30, 99.0f);
+  for (int c = 0; c < 3; ++c) {
+    expected[size_t(3 + c)] = -rows[size_t(c)];      // row 1
+    expected[size_t(6 + c)] = 0;                     // row 2: pulled, never pushed
+    expected[size_t(21 + c)] = -rows[size_t(3 + c)];  // row 7
+    expected[size_t(24 + c)] = -rows[size_t(6 + c)];  // row 8
+  }
+  BOOST_TEST(whole == expected, boost::test_tools::per_element());
+  for (auto& s : shards) caf::anon_send_exit(s, caf::exit_reason::user_shutdown);
 }

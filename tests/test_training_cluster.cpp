@@ -9,6 +9,7 @@
 
 #include "actors/coordinator/cluster_coordinator.hpp"
 #include "actors/train/checkpoint.hpp"
+#include "actors/train/callbacks.hpp"
 #include "actors/train/fit.hpp"
 #include "actors/worker_functions.hpp"
 #include "actors/train/event_log.hpp"
@@ -233,6 +234,79 @@ BOOST_AUTO_TEST_CASE(sync_training_equals_single_process_sgd_on_the_same_batches
   }
 }
 
+BOOST_AUTO_TEST_CASE(sync_save_restore_continue_equals_an_uninterrupted_run) {
+  // Each worker reads its 128 examples in order, 16 batches of 8: an epoch of
+  // 16 SYNC steps is one pass, so a restarted dataset sees what the
+  // uninterrupted run sees in its second epoch.
+  pb::DatasetSpec fixed = learnable(256, 4, false);
+  fixed.add_ops()->mutable_repeat()->set_count(-1);
+  fixed.add_ops()->mutable_batch()->set_size(8);
+  auto train_for = [&](uint32_t epochs, const std::string& checkpoints) {
+    local_cluster cluster({"coordinator", "worker", "worker", "ps", "ps"});
+    for (auto& t : cluster.tasks)
+      if (t != "coordinator:0") cluster.start(t);
+    cluster_client client(cluster.config);
+    job_spec job;
+    job.cluster = client.spec;
+    job.model = small_model();
+    job.train = fixed;
+    auto& t = job.training;
+    t.epochs = epochs;
+    t.steps_per_epoch = 16;
+    t.steps_per_execution = 1;
+    t.optimizer.set_learning_rate(0.1f);
+    t.consistency.set_mode(pb::Consistency::SYNC);
+    t.consistency.set_num_workers(2);
+    t.consistency.set_replicas_to_aggregate(2);
+    t.threads_per_worker = 1;
+    auto c = train::connect_job(client.sys, job);
+    BOOST_REQUIRE_MESSAGE(c, (c ? "" : why(c.error())));
+    train::backup_and_restore backup(checkpoints, 3);
+    auto fitted = train::fit(**c, job, {&backup});
+    BOOST_REQUIRE_MESSAGE(fitted, (fitted ? "" : why(fitted.error())));
+    auto values = (*c)->pull_values();
+    BOOST_REQUIRE(values);
+    return std::pair{*values, fitted->first_epoch};
+  };
+  auto dir = make_temp_dir("test");
+  auto [uninterrupted, from_a] = train_for(2, dir + "/a");
+  train_for(1, dir + "/b");                              // stops after epoch 1 ...
+  auto [resumed, from_b] = train_for(2, dir + "/b");     // ... a new cluster resumes from its checkpoint
+  BOOST_TEST(from_a == 1u);
+  BOOST_TEST(from_b == 2u);
+  BOOST_REQUIRE(uninterrupted.size() == resumed.size());
+  for (size_t i = 0; i < resumed.size(); ++i) {
+    size_t differ = 0;
+    for (size_t e = 0; e < resumed[i].size(); ++e) differ += resumed[i][e] != uninterrupted[i][e];
+    BOOST_TEST(differ == 0u, "variable " << i << ": " << differ << " of " << resumed[i].size() << " differ");
+  }
+}
+
+BOOST_AUTO_TEST_CASE(the_embedding_job_trains_sparse_rows_over_two_ps_processes) {
+  // config/embedding_job.toml on a smaller generated data set, free ports.
+  auto dir = make_temp_dir("test");
+  auto gen = run_command({ACTORPS_BIN, "data", "categorical", "--out", dir, "--vocabulary", "1000", "--train", "20000",
+                          "--test", "2000"},
+                         60s, dir + "/cli.log");
+  BOOST_REQUIRE(gen);
+  BOOST_REQUIRE(gen->exit_code == 0);
+  std::ifstream shipped(std::string(ACTORPS_SOURCE_DIR) + "/config/embedding_job.toml");
+  std::string job((std::istreambuf_iterator<char>(shipped)), std::istreambuf_iterator<char>());
+  auto replace = [&](const std::string& from, const std::string& to) {
+    for (size_t at; (at = job.find(from)) != std::string::npos;) job.replace(at, from.size(), to);
+  };
+  replace("data/categorical", dir);
+  for (int port = 23470; port <= 23474; ++port) replace(std::to_string(port), std::to_string(free_port()));
+  replace("epochs = 5", "epochs = 3");
+  replace("steps_per_epoch = 782", "steps_per_epoch = 150");
+  replace("target_accuracy = 0.90", "target_accuracy = 0.85");
+  std::ofstream(dir + "/job.toml") << job;
+  auto res = run_command({ACTORPS_BIN, "local", dir + "/job.toml", "--log", dir + "/nodes.log"}, 120s, dir + "/cli.log");
+  BOOST_REQUIRE(res);
+  BOOST_TEST(res->exit_code == 0, res->out);  // 0: the test accuracy reached 85%
+  BOOST_TEST(res->out.find("(2000 examples)") != std::string::npos, res->out);
+}
+
 namespace {
 
 // A job on this machine: a CSV of 2,000 learnable rows, a small dense model,
@@ -305,8 +379,8 @@ BOOST_AUTO_TEST_CASE(a_bad_job_fails_before_any_node_starts) {
   auto dir = make_temp_dir("test");
   for (auto& c : std::vector<bad_job>{
            {"[[model.layers]]\ntype = \"lstm\"\n", "", "model.layers[1].type: expected one of"},
-           {"", "checkpoint_dir = \"" + dir + "/nope/ckpt\"\n",
-            "training.checkpoint_dir: the directory " + dir + "/nope does not exist"}}) {
+           {"", "checkpoint_dir = \"" + dir + "/job.toml/ckpt\"\n",
+            "training.checkpoint_dir: " + dir + "/job.toml is not a directory"}}) {
     auto job = write_job(dir, c.model, c.training);
     auto started = std::chrono::steady_clock::now();
     auto res = run_command({ACTORPS_BIN, "local", job, "--log", dir + "/nodes.log"}, 30s, dir + "/cli.log");
@@ -402,6 +476,17 @@ BOOST_AUTO_TEST_CASE(checkpoints_restore_and_metrics_are_written) {
       }
     }
   BOOST_TEST(scalars == 8);  // 4 per epoch, over the two runs
+  // tools/plot_metrics.py draws the CSV.
+  auto plot = run_command({"/usr/bin/python3", std::string(ACTORPS_SOURCE_DIR) + "/tools/plot_metrics.py",
+                           dir + "/logs/metrics.csv", dir + "/metrics.png"},
+                          60s, dir + "/cli.log");
+  BOOST_REQUIRE(plot);
+  BOOST_TEST(plot->exit_code == 0, plot->out);
+  BOOST_TEST(plot->out.find("(2 epochs)") != std::string::npos, plot->out);
+  std::ifstream png(dir + "/metrics.png", std::ios::binary);
+  char magic[8] = {};
+  png.read(magic, 8);
+  BOOST_TEST(std::string(magic + 1, 3) == "PNG");
   // The sidecar evaluator reads the same checkpoint and finds the same accuracy.
   auto eval = run_command({ACTORPS_BIN, "eval", dir + "/job.toml"}, 60s, dir + "/cli.log");
   BOOST_REQUIRE(eval);

