@@ -174,7 +174,7 @@ caf::result<worker_actor> on_spawn_worker(node_ptr self, const pb::SpawnWorker& 
   const task_id task{pb::WORKER, req.worker()};
   if (auto err = check_spawn(self, task, "workers")) return err;
   auto& st = self->state;
-  auto worker = spawn_worker(self->home_system(), req, shards);
+  auto worker = spawn_worker(self->home_system(), req, shards, st.spec);
   if (!worker) return worker.error();
   if (auto old = st.workers.find(req.worker()); old != st.workers.end()) {
     self->unlink_from(old->second);

@@ -10,6 +10,9 @@
 #include <caf/typed_event_based_actor.hpp>
 #include <fmt/format.h>
 
+#include <spdlog/spdlog.h>
+
+#include "actors/dial.hpp"
 #include "actors/ps_client.hpp"
 #include "actors/train/wire_forms.hpp"
 #include "actors/worker_functions.hpp"
@@ -26,7 +29,7 @@ struct batch_run {
   pb::ClosuresDone done;
   std::chrono::steady_clock::time_point started;
   int unacked = 0;  // pushes sent while it ran, not yet acknowledged
-  caf::error push_failed;
+  caf::error link_failed;  // a push or a pull lost its shard: the batch fails whole (its steps run again)
   bool finished() const { return done.results_size() == request.closures_size(); }
 };
 
@@ -166,7 +169,7 @@ void push(worker_ptr self, int64_t step, std::function<void(caf::error)> then) {
     for (auto& b : self->state.queue)
       if (b.seq == seq) {
         --b.unacked;
-        if (err && !b.push_failed) b.push_failed = std::move(err);
+        if (err && !b.link_failed) b.link_failed = std::move(err);
       }
     answer_finished(self);
   };
@@ -251,6 +254,9 @@ void settle(worker_ptr self, const pb::Closure& closure, caf::expected<values> r
   auto& run = *running_batch(self->state);
   auto* r = run.done.add_results();
   r->set_id(closure.id());
+  if (!result && result.error().category() != caf::atom("actorps") && !run.link_failed) {
+    run.link_failed = result.error();  // a transport error, not the function's: the proxy takes the worker as lost
+  }
   if (!result) {
     r->set_error_code(result.error().category() == caf::atom("actorps") ? result.error().code()
                                                                           : uint8_t(errc::internal));
@@ -266,13 +272,15 @@ void settle(worker_ptr self, const pb::Closure& closure, caf::expected<values> r
 }
 
 // Answers, in order, the batches whose closures finished and whose pushes
-// were acknowledged (a failed push fails its batch: its steps run again).
+// were acknowledged. A lost link to a shard (a failed push, a pull whose
+// receiver is down) fails the whole batch instead: the proxy re-queues its
+// closures and respawns this worker, which dials the PS nodes afresh.
 void answer_finished(worker_ptr self) {
   auto& q = self->state.queue;
   while (!q.empty() && q.front().finished() && q.front().unacked == 0) {
     auto& b = q.front();
-    if (b.push_failed)
-      b.promise.deliver(std::move(b.push_failed));
+    if (b.link_failed)
+      b.promise.deliver(std::move(b.link_failed));
     else
       b.promise.deliver(std::move(b.done));
     q.pop_front();
@@ -305,7 +313,23 @@ caf::expected<dataset_actor> dataset_of(worker_ptr self, const pb::Value& arg) {
                                 arg.per_worker_dataset()));
 }
 
-worker_actor::behavior_type worker_behavior(worker_ptr self, pb::SpawnWorker spec, shard_list shards) {
+// Direct connections to the PS nodes (see spawn_worker).
+void dial_ps_nodes(worker_ptr self, const cluster_spec& cluster) {
+  for (size_t n = 0; n < cluster.nodes.size(); ++n) {
+    auto& tasks = cluster.nodes[n].tasks;
+    if (std::none_of(tasks.begin(), tasks.end(), [](const task_id& t) { return t.role == pb::PS; })) continue;
+    dial_node(self, cluster, task_id{pb::WORKER, self->state.index}, n,
+              [self, address = cluster.nodes[n].address()](caf::expected<node_actor> node) {
+                if (!node)
+                  spdlog::warn("worker:{}: no direct connection to {} ({}); its shards are reached through the "
+                               "coordinator",
+                               self->state.index, address, describe(node.error()));
+              });
+  }
+}
+
+worker_actor::behavior_type worker_behavior(worker_ptr self, pb::SpawnWorker spec, shard_list shards,
+                                            cluster_spec cluster) {
   auto& st = self->state;
   st.index = spec.worker();
   st.shards = std::move(shards);
@@ -320,8 +344,10 @@ worker_actor::behavior_type worker_behavior(worker_ptr self, pb::SpawnWorker spe
   }
   for (auto& b : st.buffers) b = std::make_unique<kernels::host_parameters>(zeros);
   st.pull_ahead = spec.pull_ahead();
+  st.step = spec.first_step();
   st.pulls = split_pull(st.view);
   if (spec.threads() > 0) kernels::set_cpu_threads(int(spec.threads()));
+  dial_ps_nodes(self, cluster);
   auto& ctx = st.ctx;
   ctx.worker = st.index;
   ctx.model = st.model.get();
@@ -361,7 +387,8 @@ worker_actor::behavior_type worker_behavior(worker_ptr self, pb::SpawnWorker spe
 
 }  // namespace
 
-caf::expected<worker_actor> spawn_worker(caf::actor_system& sys, const pb::SpawnWorker& spec, shard_list shards) {
+caf::expected<worker_actor> spawn_worker(caf::actor_system& sys, const pb::SpawnWorker& spec, shard_list shards,
+                                         const cluster_spec& cluster) {
   auto model = train::from_proto(spec.model());
   auto problem = model.check();
   if (!problem.empty()) return make_error(errc::invalid_config, "worker model: " + problem);
@@ -382,7 +409,7 @@ caf::expected<worker_actor> spawn_worker(caf::actor_system& sys, const pb::Spawn
   }
   // Not detached: CAF 0.17 can hang at shutdown waiting for a detached
   // actor (actor-framework#1196, fixed in 0.18); a step holds one scheduler thread.
-  return sys.spawn(worker_behavior, spec, std::move(shards));
+  return sys.spawn(worker_behavior, spec, std::move(shards), cluster);
 }
 
 }  // namespace actorps

@@ -10,11 +10,16 @@
 
 #include <caf/actor_system.hpp>
 
+#include "config/cluster_spec.hpp"
 #include "messages/wire.hpp"
 
 namespace actorps {
 
-/// Checks the spec's model and variables; spawns the worker.
-caf::expected<worker_actor> spawn_worker(caf::actor_system& sys, const pb::SpawnWorker& spec, shard_list shards);
+/// Checks the spec's model and variables; spawns the worker. It dials the
+/// PS nodes of `cluster` itself: CAF (automatic connections off) would
+/// otherwise route every pull and push through the coordinator's process,
+/// the node the shard handles came from.
+caf::expected<worker_actor> spawn_worker(caf::actor_system& sys, const pb::SpawnWorker& spec, shard_list shards,
+                                         const cluster_spec& cluster);
 
 }  // namespace actorps

@@ -59,6 +59,10 @@ struct worker_context {
 using worker_function =
     std::function<void(worker_context& ctx, const std::vector<pb::Value>& args, std::function<void(caf::expected<values>)> done)>;
 
+/// A function fails with an actorps error (make_error(errc::..., message)):
+/// that closure's error, reported by join(). A CAF system error (a request
+/// whose receiver is down, a lost link) means the worker lost a shard: its
+/// closures then run again elsewhere and the worker is respawned.
 /// Adds (or replaces) a function for every worker actor of this process.
 /// Call before the node starts; not thread-safe against running workers.
 void register_function(const std::string& name, worker_function fn);

@@ -1,12 +1,16 @@
 // `actorps local`: starts every node of a topology as a child process on
 // this machine, runs the job against them (training, or one status round
-// for a plain topology), stops them. SIGINT/SIGTERM (Ctrl-C) stop every
-// child the same way and exit 130: the coordinator is interrupted between
-// writes, and a checkpoint is renamed into place only when complete, so the
-// last complete one stays intact.
+// for a plain topology), stops them. While the job runs, a supervisor
+// restarts a node that dies (as an operator or a process manager would on a
+// real host); the coordinator then respawns what lived there. SIGINT and
+// SIGTERM (Ctrl-C) stop every child the same way and exit 130: the
+// coordinator is interrupted between writes, and a checkpoint is renamed
+// into place only when complete, so the last complete one stays intact.
 #include <csignal>
 #include <cstdlib>
+#include <condition_variable>
 #include <mutex>
+#include <utility>
 #include <thread>
 
 #include <fmt/format.h>
@@ -19,24 +23,86 @@
 namespace actorps {
 namespace {
 
-// SIGTERM to every node, then each gets 10 s to exit 0; a node that does
-// not is named and killed.
-int stop_nodes(std::vector<child_process>& nodes, const std::vector<std::string>& tasks) {
-  for (auto& n : nodes) n.signal(SIGTERM);
-  int rc = 0;
-  for (size_t i = 0; i < nodes.size(); ++i) {
-    auto code = nodes[i].wait(std::chrono::seconds(10));
-    if (!code) {
-      spdlog::error("local: node {} did not exit 10 s after SIGTERM; killing it", tasks[i]);
-      nodes[i].signal(SIGKILL);
-      (void)nodes[i].wait(std::chrono::seconds(5));
-    } else if (*code != 0) {
-      spdlog::error("local: node {} exited with {}", tasks[i], *code);
-    }
-    if (!code || *code != 0) rc = 1;
+constexpr int kMaxRestarts = 10;  // per node: a node that keeps dying is left down
+
+class node_set {
+ public:
+  node_set(std::string config, std::string self_exe, std::string log)
+      : config_(std::move(config)), self_exe_(std::move(self_exe)), log_(std::move(log)) {}
+
+  caf::error start(const std::string& task) {
+    auto child = launch(task);
+    if (!child) return child.error();
+    nodes_.push_back(std::move(*child));
+    tasks_.push_back(task);
+    restarts_.push_back(0);
+    return caf::none;
   }
-  return rc;
-}
+
+  // Restarts the nodes that exited, until stop(); polls every 100 ms.
+  void supervise() {
+    std::unique_lock<std::mutex> lock(m_);
+    while (!stopping_) {
+      for (size_t i = 0; i < nodes_.size(); ++i) {
+        auto code = nodes_[i].wait(std::chrono::milliseconds(0));
+        if (!code) continue;  // still running (or already given up)
+        if (++restarts_[i] > kMaxRestarts) {
+          spdlog::error("local: node {} exited ({}) {} times; leaving it down", tasks_[i], *code, kMaxRestarts);
+          continue;
+        }
+        spdlog::warn("local: node {} exited ({}); restarting it", tasks_[i], *code);
+        auto child = launch(tasks_[i]);
+        if (child) nodes_[i] = std::move(*child);
+        else spdlog::error("local: cannot restart node {}: {}", tasks_[i], describe(child.error()));
+      }
+      wake_.wait_for(lock, std::chrono::milliseconds(100));
+    }
+  }
+
+  // SIGTERM to every node, then each gets 10 s to exit 0; a node that does
+  // not is named and killed. 0 when all exited cleanly.
+  int stop() {
+    std::lock_guard<std::mutex> guard(m_);
+    if (std::exchange(stopping_, true)) return 0;  // the other path (signal or end) stops them
+    wake_.notify_all();
+    for (auto& n : nodes_) n.signal(SIGTERM);
+    int rc = 0;
+    for (size_t i = 0; i < nodes_.size(); ++i) {
+      auto code = nodes_[i].wait(std::chrono::seconds(10));
+      if (!code) {
+        spdlog::error("local: node {} did not exit 10 s after SIGTERM; killing it", tasks_[i]);
+        nodes_[i].signal(SIGKILL);
+        (void)nodes_[i].wait(std::chrono::seconds(5));
+      } else if (*code != 0) {
+        spdlog::error("local: node {} exited with {}", tasks_[i], *code);
+      }
+      if (!code || *code != 0) rc = 1;
+    }
+    return rc;
+  }
+
+  size_t size() const { return nodes_.size(); }
+
+ private:
+  caf::expected<child_process> launch(const std::string& task) {
+    auto child = child_process::spawn({self_exe_, "node", "--config", config_, "--task", task}, log_);
+    if (!child) return child.error();
+    auto ready = child->wait_for_line("actorps node ready", std::chrono::seconds(20));
+    if (!ready) return make_error(errc::unreachable, "node " + task + " did not start (see " + log_ + "): " +
+                                                         describe(ready.error()));
+    fmt::print("{}\n", *ready);
+    std::fflush(stdout);
+    return child;
+  }
+
+  std::string config_, self_exe_, log_;
+  std::mutex m_;
+  std::condition_variable wake_;
+  bool stopping_ = false;
+  std::vector<child_process> nodes_;
+  std::vector<std::string> tasks_;
+  std::vector<int> restarts_;
+};
 
 }  // namespace
 
@@ -49,39 +115,24 @@ int run_local(const std::string& config_path, const cluster_spec& spec, const st
   sigaddset(&stop_signals, SIGINT);
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
-  std::vector<child_process> nodes;
-  std::vector<std::string> tasks;
-  for (auto& node : spec.nodes) {
-    auto task = to_string(node.tasks.front());
-    auto child = child_process::spawn({self_exe, "node", "--config", config_path, "--task", task}, log_path);
-    if (!child) {
-      spdlog::error("local: cannot start node {}: {}", task, describe(child.error()));
-      stop_nodes(nodes, tasks);
+  node_set nodes(config_path, self_exe, log_path);
+  for (auto& node : spec.nodes)
+    if (auto err = nodes.start(to_string(node.tasks.front()))) {
+      spdlog::error("local: {}", describe(err));
+      nodes.stop();
       return 1;
     }
-    auto ready = child->wait_for_line("actorps node ready", std::chrono::seconds(20));
-    nodes.push_back(std::move(*child));
-    tasks.push_back(task);
-    if (!ready) {
-      spdlog::error("local: node {} did not start (see {}): {}", task, log_path, describe(ready.error()));
-      stop_nodes(nodes, tasks);
-      return 1;
-    }
-    fmt::print("{}\n", *ready);
-  }
-  std::fflush(stdout);
-  static std::mutex stopping;  // one of the two paths below stops the nodes
-  std::thread([&nodes, &tasks, stop_signals] {
+  std::thread([&nodes, stop_signals] {
     int sig = 0;
     sigwait(&stop_signals, &sig);
-    std::lock_guard<std::mutex> guard(stopping);
     spdlog::warn("local: {} received: stopping the nodes", sig == SIGINT ? "SIGINT" : "SIGTERM");
-    stop_nodes(nodes, tasks);
+    nodes.stop();
     std::_Exit(130);
   }).detach();
+  std::thread supervisor([&nodes] { nodes.supervise(); });
   int rc = job ? run_training(*job) : run_status(spec, false);
-  std::lock_guard<std::mutex> guard(stopping);  // held until exit
-  int stop_rc = stop_nodes(nodes, tasks);
+  int stop_rc = nodes.stop();
+  supervisor.join();
   spdlog::info("local: {} nodes stopped; their logs are in {}", nodes.size(), log_path);
   return rc != 0 ? rc : stop_rc;
 }

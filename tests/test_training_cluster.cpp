@@ -17,6 +17,7 @@
 
 #include <filesystem>
 #include "tests/cluster_harness.hpp"
+#include "tests/job_files.hpp"
 
 using namespace actorps;
 using namespace actorps::test;
@@ -307,49 +308,6 @@ BOOST_AUTO_TEST_CASE(the_embedding_job_trains_sparse_rows_over_two_ps_processes)
   BOOST_TEST(res->out.find("(2000 examples)") != std::string::npos, res->out);
 }
 
-namespace {
-
-// A job on this machine: a CSV of 2,000 learnable rows, a small dense model,
-// 2 workers, 2 PS, 200 steps.
-std::string write_job(const std::string& dir, const std::string& extra_model = "", const std::string& extra_training = "",
-                      int epochs = 2, const std::string& model_header = "[model]\ninput = [1, 1, 4]\n") {
-  {
-    std::ofstream csv(dir + "/train.csv");
-    csv << "a,b,c,d,label\n";
-    std::mt19937 gen(11);
-    std::uniform_real_distribution<float> u(0, 1);
-    for (int i = 0; i < 2000; ++i) {
-      float x[4] = {u(gen), u(gen), u(gen), u(gen)};
-      csv << x[0] << "," << x[1] << "," << x[2] << "," << x[3] << "," << (x[0] + x[1] > x[2] + x[3] ? 1 : 0) << "\n";
-    }
-  }
-  std::string csv_source = "source = \"csv\"\nfiles = [\"" + dir + "/train.csv\"]\nheader = true\n";
-  for (auto name : {"a", "b", "c", "d"}) {
-    csv_source += std::string("[[DS.columns]]\nname = \"") + name + "\"\n";
-  }
-  csv_source += "[[DS.columns]]\nname = \"label\"\nkind = \"label\"\n";
-  auto dataset = [&](const std::string& table) {
-    std::string s = csv_source;
-    for (size_t at; (at = s.find("DS.")) != std::string::npos;) s.replace(at, 2, table);
-    return "[" + table + "]\n" + s;
-  };
-  std::ofstream job(dir + "/job.toml");
-  job << "[cluster]\nname = \"job-test\"\n";
-  for (auto role : {"coordinator", "worker", "worker", "ps", "ps"})
-    job << "[[cluster.nodes]]\nhost = \"127.0.0.1\"\nport = " << free_port() << "\nroles = [\"" << role << "\"]\n";
-  job << model_header << "[[model.layers]]\ntype = \"dense\"\nunits = 16\nactivation = \"relu\"\n"
-      << extra_model << "[[model.layers]]\ntype = \"dense\"\nunits = 2\n"
-      << dataset("dataset")
-      << "[[dataset.ops]]\ntype = \"shuffle\"\nbuffer_size = 1000\n[[dataset.ops]]\ntype = \"repeat\"\n"
-         "[[dataset.ops]]\ntype = \"batch\"\nsize = 32\n"
-      << dataset("eval_dataset") << "[[eval_dataset.ops]]\ntype = \"batch\"\nsize = 500\n"
-      << "[training]\nepochs = " << epochs << "\nsteps_per_epoch = 100\nsteps_per_execution = 5\nlearning_rate = 0.1\n"
-         "threads_per_worker = 1\ntarget_accuracy = 0.85\n"
-      << extra_training;
-  return dir + "/job.toml";
-}
-
-}  // namespace
 
 BOOST_AUTO_TEST_CASE(actorps_local_trains_a_job_end_to_end) {
   auto dir = make_temp_dir("test");
@@ -407,6 +365,30 @@ BOOST_AUTO_TEST_CASE(data_that_does_not_fit_the_model_stops_every_node) {
              errors);
   BOOST_TEST(errors.find("local: 5 nodes stopped") != std::string::npos, errors);
   BOOST_TEST(res->out.find("epoch 1/1") == std::string::npos);  // no step ran
+}
+
+BOOST_AUTO_TEST_CASE(early_stopping_ends_training_and_eval_needs_a_checkpoint) {
+  auto dir = make_temp_dir("test");
+  // No epoch can improve the train loss by 10: training stops after the patience of 1.
+  auto job = write_job(dir, "",
+                       "early_stopping_patience = 1\nearly_stopping_monitor = \"train_loss\"\n"
+                       "early_stopping_min_delta = 10.0\n",
+                       5);
+  auto res = run_command({ACTORPS_BIN, "local", job, "--log", dir + "/nodes.log"}, 120s, dir + "/cli.log");
+  BOOST_REQUIRE(res);
+  BOOST_TEST(res->exit_code == 0, res->out);
+  BOOST_TEST(res->out.find("early stopping: train_loss has not improved by more than 10 for 1 epoch(s)") !=
+                 std::string::npos,
+             res->out);
+  BOOST_TEST(res->out.find("trained epochs 1..2 in") != std::string::npos, res->out);
+  BOOST_TEST(res->out.find("epoch 3/5") == std::string::npos, res->out);
+  // The sidecar evaluator without a checkpoint to read: a clear error.
+  auto eval = run_command({ACTORPS_BIN, "eval", job, "--checkpoint", dir + "/none"}, 30s, dir + "/eval.log");
+  BOOST_REQUIRE(eval);
+  BOOST_TEST(eval->exit_code == 2);
+  std::ifstream log(dir + "/eval.log");
+  const std::string errors((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  BOOST_TEST(errors.find("eval: no intact checkpoint in " + dir + "/none") != std::string::npos, errors);
 }
 
 BOOST_AUTO_TEST_CASE(ctrl_c_stops_every_node_and_keeps_the_last_checkpoint) {

@@ -22,7 +22,8 @@ caf::expected<values> remote_value::fetch() const {
   return *state_->result;
 }
 
-closure_queue::closure_queue(size_t capacity, size_t workers) : capacity_(std::max<size_t>(capacity, 1)), live_workers_(workers) {}
+closure_queue::closure_queue(size_t capacity, size_t workers)
+    : capacity_(std::max<size_t>(capacity, 1)), workers_(workers), live_workers_(workers) {}
 
 remote_value closure_queue::put(pb::Closure closure, int worker) {
   auto result = std::make_shared<remote_value::state>();
@@ -108,10 +109,19 @@ void closure_queue::put_back(std::vector<queued_closure> lost) {
   wake_all(lock);
 }
 
-void closure_queue::worker_lost(uint32_t, const caf::error& why) {
-  std::unique_lock<std::mutex> lock(m_);
+void closure_queue::worker_lost(uint32_t) {
+  std::lock_guard<std::mutex> guard(m_);
   if (live_workers_ > 0) --live_workers_;
-  if (live_workers_ > 0) return;
+}
+
+void closure_queue::worker_back(uint32_t) {
+  std::lock_guard<std::mutex> guard(m_);
+  ++live_workers_;
+}
+
+void closure_queue::worker_gone(uint32_t, const caf::error& why) {
+  std::unique_lock<std::mutex> lock(m_);
+  if (++gone_workers_ < workers_) return;
   if (!error_) error_ = make_error(errc::unreachable, "no worker left: " + describe(why));
   cancel_queued(error_);
   changed_.notify_all();

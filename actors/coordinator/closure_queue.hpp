@@ -72,8 +72,12 @@ class closure_queue {
   void settle(queued_closure& c, caf::expected<values> result);
   /// A lost worker's closures go back to the front.
   void put_back(std::vector<queued_closure> lost);
-  /// A worker stopped taking closures; with none left, everything queued fails.
-  void worker_lost(uint32_t worker, const caf::error& why);
+  /// A worker stopped taking closures (lost; its proxy tries to respawn it).
+  void worker_lost(uint32_t worker);
+  /// It takes closures again (respawned).
+  void worker_back(uint32_t worker);
+  /// Its proxy gave up on it; with every worker gone, everything queued fails.
+  void worker_gone(uint32_t worker, const caf::error& why);
 
  private:
   void cancel_queued(const caf::error& why);     // lock held
@@ -83,7 +87,8 @@ class closure_queue {
   std::mutex m_;
   std::condition_variable changed_;
   const size_t capacity_;
-  size_t live_workers_;
+  const size_t workers_;
+  size_t live_workers_, gone_workers_ = 0;
   std::deque<queued_closure> common_;
   std::map<uint32_t, std::deque<queued_closure>> pinned_;
   size_t outstanding_ = 0;  // queued + running

@@ -99,7 +99,8 @@ caf::error cluster_coordinator::create_workers(const kernels::model_spec& model,
     auto worker = p_->ask<worker_actor>(*node, sw, p_->shards);
     if (!worker) return make_error(errc::internal, fmt::format("{}: {}", to_string(task), describe(worker.error())));
     p_->worker_nodes.push_back(*node);
-    p_->proxies.push_back(spawn_worker_proxy(p_->self->home_system(), p_->queue, w, *worker));
+    respawn_plan plan{p_->spec, size_t(p_->spec.node_of(task) - p_->spec.nodes.data()), sw, p_->shards};
+    p_->proxies.push_back(spawn_worker_proxy(p_->self->home_system(), p_->queue, w, *worker, std::move(plan)));
   }
   return caf::none;
 }
@@ -129,7 +130,7 @@ caf::expected<pb::DatasetInfo> cluster_coordinator::create_per_worker_dataset(co
       return make_error(errc::invalid_config, fmt::format("{}: examples of {} features, the model takes {}", where,
                                                           info->features(), p_->input_size));
     if (w == 0) first = *info;
-    if (auto ok = p_->ask<bool>(p_->proxies[w], proxy_dataset_atom::value, name, *dataset); !ok) return ok.error();
+    if (auto ok = p_->ask<bool>(p_->proxies[w], proxy_dataset_atom::value, name, *dataset, req); !ok) return ok.error();
   }
   return first;
 }

@@ -7,6 +7,7 @@
 #include <caf/stateful_actor.hpp>
 #include <spdlog/spdlog.h>
 
+#include "actors/dial.hpp"
 #include "messages/wire.hpp"
 
 namespace actorps {
@@ -21,6 +22,10 @@ struct proxy_state {
   worker_actor worker;
   pb::RunClosures names;  // datasets only
   std::vector<dataset_actor> datasets;
+  std::vector<pb::SpawnDataset> dataset_specs;  // how each was built (rebuilt on respawn)
+  respawn_plan plan;
+  uint32_t incarnation = 0;
+  std::chrono::steady_clock::time_point lost_at;
   std::map<uint64_t, std::vector<queued_closure>> in_flight;  // by batch
   uint64_t next_batch = 0;
   size_t running = 0, window = kMinWindow;
@@ -75,8 +80,58 @@ void lose_worker(proxy_ptr self, const caf::error& why) {
   st.in_flight.clear();
   st.running = 0;
   st.worker = nullptr;
+  st.waiting = false;
   st.queue->put_back(std::move(back));
-  st.queue->worker_lost(st.index, why);
+  st.queue->worker_lost(st.index);
+  st.lost_at = std::chrono::steady_clock::now();
+  self->delayed_send(self, kRespawnRetry, proxy_respawn_atom::value);
+}
+
+void retry_later(proxy_ptr self, const caf::error& why) {
+  auto& st = self->state;
+  if (std::chrono::steady_clock::now() - st.lost_at > kRecoveryTimeout) {
+    spdlog::error("coordinator: worker:{} did not come back in {} s ({}); giving up on it", st.index,
+                  std::chrono::duration_cast<std::chrono::seconds>(kRecoveryTimeout).count(), describe(why));
+    st.queue->worker_gone(st.index, why);
+    return;
+  }
+  self->delayed_send(self, kRespawnRetry, proxy_respawn_atom::value);
+}
+
+// On the worker's node (back up): its datasets, then a new worker actor.
+void respawn_on(proxy_ptr self, node_actor node) {
+  auto& st = self->state;
+  const auto timeout = std::chrono::seconds(30);
+  auto spawn_worker = [self, node, timeout] {
+    auto& st = self->state;
+    auto spawn = st.plan.spawn;
+    spawn.set_first_step(int64_t(++st.incarnation) << 32);
+    self->request(node, timeout, spawn, st.plan.shards)
+        .then(
+            [self](const worker_actor& worker) {
+              auto& st = self->state;
+              st.worker = worker;
+              self->monitor(worker);
+              st.queue->worker_back(st.index);
+              spdlog::warn("coordinator: worker:{} respawned after {:.2f} s", st.index,
+                           std::chrono::duration<double>(std::chrono::steady_clock::now() - st.lost_at).count());
+              dispatch(self);
+            },
+            [self](caf::error& err) { retry_later(self, err); });
+  };
+  if (st.dataset_specs.empty()) return spawn_worker();
+  auto left = std::make_shared<size_t>(st.dataset_specs.size());
+  auto failed = std::make_shared<bool>(false);
+  for (size_t i = 0; i < st.dataset_specs.size(); ++i)
+    self->request(node, timeout, st.dataset_specs[i])
+        .then(
+            [self, i, left, spawn_worker](const dataset_actor& d) {
+              self->state.datasets[i] = d;
+              if (--*left == 0) spawn_worker();
+            },
+            [self, failed](caf::error& err) {
+              if (!std::exchange(*failed, true)) retry_later(self, err);
+            });
 }
 
 void dispatch(proxy_ptr self) {
@@ -96,15 +151,19 @@ void dispatch(proxy_ptr self) {
     st.in_flight.emplace(id, std::move(batch));
     self->request(st.worker, caf::infinite, std::move(msg), st.datasets)
         .then([self, id](const pb::ClosuresDone& done) { on_done(self, id, done); },
-              [self](caf::error& err) { lose_worker(self, err); });
+              [self, to = st.worker](caf::error& err) {
+                if (to == self->state.worker) lose_worker(self, err);  // else: the lost one's, already handled
+              });
   }
 }
 
-caf::behavior proxy_behavior(proxy_ptr self, std::shared_ptr<closure_queue> queue, uint32_t index, worker_actor worker) {
+caf::behavior proxy_behavior(proxy_ptr self, std::shared_ptr<closure_queue> queue, uint32_t index, worker_actor worker,
+                             respawn_plan plan) {
   auto& st = self->state;
   st.queue = std::move(queue);
   st.index = index;
   st.worker = std::move(worker);
+  st.plan = std::move(plan);
   self->monitor(st.worker);
   self->set_down_handler([self](const caf::down_msg& msg) {
     if (self->state.worker && msg.source == self->state.worker.address()) lose_worker(self, msg.reason);
@@ -115,15 +174,26 @@ caf::behavior proxy_behavior(proxy_ptr self, std::shared_ptr<closure_queue> queu
         self->state.waiting = false;
         dispatch(self);
       },
-      [self](proxy_dataset_atom, const std::string& name, const dataset_actor& dataset) {
+      [self](proxy_respawn_atom) {
+        auto& st = self->state;
+        if (st.worker) return;
+        dial_node(self, st.plan.spec, task_id{pb::COORDINATOR, 0}, st.plan.node,
+                  [self](caf::expected<node_actor> node) {
+                    if (!node) return retry_later(self, node.error());
+                    respawn_on(self, *node);
+                  });
+      },
+      [self](proxy_dataset_atom, const std::string& name, const dataset_actor& dataset, const pb::SpawnDataset& how) {
         auto& st = self->state;
         for (int i = 0; i < st.names.datasets_size(); ++i)
           if (st.names.datasets(i) == name) {
             st.datasets[size_t(i)] = dataset;
+            st.dataset_specs[size_t(i)] = how;
             return true;
           }
         st.names.add_datasets(name);
         st.datasets.push_back(dataset);
+        st.dataset_specs.push_back(how);
         return true;
       },
   };
@@ -132,8 +202,8 @@ caf::behavior proxy_behavior(proxy_ptr self, std::shared_ptr<closure_queue> queu
 }  // namespace
 
 caf::actor spawn_worker_proxy(caf::actor_system& sys, std::shared_ptr<closure_queue> queue, uint32_t index,
-                              worker_actor worker) {
-  return sys.spawn(proxy_behavior, std::move(queue), index, std::move(worker));
+                              worker_actor worker, respawn_plan plan) {
+  return sys.spawn(proxy_behavior, std::move(queue), index, std::move(worker), std::move(plan));
 }
 
 }  // namespace actorps

@@ -4,7 +4,11 @@
 // never waits for the next one; up to 256 tiny ones in one message), learnt
 // from the worker's busy time. When the worker is lost (down, or its
 // connection fails) its closures in flight go back to the queue and run
-// elsewhere; the proxy then waits for a respawned worker.
+// elsewhere, and the proxy respawns it: it dials the worker's node every
+// kRespawnRetry until the node is back (restarted by `actorps local` or an
+// operator), rebuilds the worker's datasets there and spawns a new worker
+// actor, whose pushes are numbered from a new incarnation (so shards never
+// take them for retries of the old one's). After kRecoveryTimeout it gives up.
 #pragma once
 
 #include <chrono>
@@ -15,18 +19,31 @@
 #include <caf/actor_system.hpp>
 
 #include "actors/coordinator/closure_queue.hpp"
+#include "config/cluster_spec.hpp"
+#include "messages/wire.hpp"
 
 namespace actorps {
 
 constexpr auto kQueuedWork = std::chrono::milliseconds(2);
+constexpr auto kRespawnRetry = std::chrono::milliseconds(250);
+constexpr auto kRecoveryTimeout = std::chrono::seconds(120);
 
 using proxy_dataset_atom = caf::atom_constant<caf::atom("pxdataset")>;
 using proxy_wake_atom = caf::atom_constant<caf::atom("pxwake")>;
+using proxy_respawn_atom = caf::atom_constant<caf::atom("pxrespawn")>;
 
-/// A local actor. Requests: (proxy_dataset_atom, name, dataset_actor) ->
-/// bool (the worker's dataset of that name, added or replaced; closures
-/// sent afterwards see it).
+/// How to bring a worker back: its node and what spawned it there.
+struct respawn_plan {
+  cluster_spec spec;
+  size_t node = 0;  // index into spec.nodes
+  pb::SpawnWorker spawn;
+  shard_list shards;
+};
+
+/// A local actor. Requests: (proxy_dataset_atom, name, dataset_actor,
+/// SpawnDataset) -> bool (the worker's dataset of that name and how it was
+/// built, added or replaced; closures sent afterwards see it).
 caf::actor spawn_worker_proxy(caf::actor_system& sys, std::shared_ptr<closure_queue> queue, uint32_t index,
-                              worker_actor worker);
+                              worker_actor worker, respawn_plan plan);
 
 }  // namespace actorps

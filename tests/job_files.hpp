@@ -1,0 +1,56 @@
+// Job files for the multi-process tests that run `actorps local`.
+#pragma once
+
+#include <fstream>
+#include <random>
+#include <string>
+
+#include "apps/subprocess.hpp"
+
+namespace actorps::test {
+
+// A job on this machine: a CSV of 2,000 learnable rows, a small dense model,
+// 2 workers, 2 PS, `epochs` x `steps` steps (5 per closure) of plain SGD; extra TOML
+// lines go into [model] and [training].
+inline std::string write_job(const std::string& dir, const std::string& extra_model = "",
+                             const std::string& extra_training = "", int epochs = 2,
+                             const std::string& model_header = "[model]\ninput = [1, 1, 4]\n", int steps = 100,
+                             double learning_rate = 0.1) {
+  {
+    std::ofstream csv(dir + "/train.csv");
+    csv << "a,b,c,d,label\n";
+    std::mt19937 gen(11);
+    std::uniform_real_distribution<float> u(0, 1);
+    for (int i = 0; i < 2000; ++i) {
+      float x[4] = {u(gen), u(gen), u(gen), u(gen)};
+      csv << x[0] << "," << x[1] << "," << x[2] << "," << x[3] << "," << (x[0] + x[1] > x[2] + x[3] ? 1 : 0) << "\n";
+    }
+  }
+  std::string csv_source = "source = \"csv\"\nfiles = [\"" + dir + "/train.csv\"]\nheader = true\n";
+  for (auto name : {"a", "b", "c", "d"}) {
+    csv_source += std::string("[[DS.columns]]\nname = \"") + name + "\"\n";
+  }
+  csv_source += "[[DS.columns]]\nname = \"label\"\nkind = \"label\"\n";
+  auto dataset = [&](const std::string& table) {
+    std::string s = csv_source;
+    for (size_t at; (at = s.find("DS.")) != std::string::npos;) s.replace(at, 2, table);
+    return "[" + table + "]\n" + s;
+  };
+  std::ofstream job(dir + "/job.toml");
+  job << "[cluster]\nname = \"job-test\"\n";
+  for (auto role : {"coordinator", "worker", "worker", "ps", "ps"})
+    job << "[[cluster.nodes]]\nhost = \"127.0.0.1\"\nport = " << free_port() << "\nroles = [\"" << role << "\"]\n";
+  job << model_header << "[[model.layers]]\ntype = \"dense\"\nunits = 16\nactivation = \"relu\"\n"
+      << extra_model << "[[model.layers]]\ntype = \"dense\"\nunits = 2\n"
+      << dataset("dataset")
+      << "[[dataset.ops]]\ntype = \"shuffle\"\nbuffer_size = 1000\n[[dataset.ops]]\ntype = \"repeat\"\n"
+         "[[dataset.ops]]\ntype = \"batch\"\nsize = 32\n"
+      << dataset("eval_dataset") << "[[eval_dataset.ops]]\ntype = \"batch\"\nsize = 500\n"
+      << "[training]\nepochs = " << epochs << "\nsteps_per_epoch = " << steps << "\nsteps_per_execution = 5\nlearning_rate = " << learning_rate << "\n"
+         "threads_per_worker = 1\ntarget_accuracy = 0.85\n"
+      << extra_training;
+  return dir + "/job.toml";
+}
+
+
+}  // namespace actorps::test

@@ -1,0 +1,117 @@
+// Failure injection across real processes: `actorps local` runs a job while
+// the test kills a node, as an operator's `kill -9` would.
+#define BOOST_TEST_MODULE faults
+#include <boost/test/unit_test.hpp>
+
+#include <csignal>
+#include <functional>
+#include <random>
+#include <thread>
+
+#include "tests/cluster_harness.hpp"
+#include "tests/job_files.hpp"
+
+using namespace actorps;
+using namespace actorps::test;
+
+namespace {
+
+struct run_result {
+  int exit_code = -1;
+  std::string out, log;
+  double accuracy = 0;
+};
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// Waits until `needle` shows in the file; false after `timeout`.
+bool wait_for_text(const std::string& path, const std::string& needle, std::chrono::milliseconds timeout) {
+  for (auto end = std::chrono::steady_clock::now() + timeout; std::chrono::steady_clock::now() < end;
+       std::this_thread::sleep_for(20ms))
+    if (read_file(path).find(needle) != std::string::npos) return true;
+  return false;
+}
+
+// Runs `actorps local JOB`; once all nodes are up, `inject` gets the pid of
+// `victim` and the path of the coordinator's log.
+run_result run_job(const std::string& dir, const std::string& job, const std::string& victim = "",
+                   std::function<void(pid_t, const std::string&)> inject = {}) {
+  const std::string log = dir + "/cli-" + std::to_string(std::rand()) + ".log";
+  auto local = child_process::spawn({ACTORPS_BIN, "local", job, "--log", dir + "/nodes.log"}, log);
+  BOOST_REQUIRE(local);
+  run_result r;
+  pid_t victim_pid = 0;
+  for (int i = 0; i < 5; ++i) {
+    auto line = local->wait_for_line("actorps node ready", 30s);
+    BOOST_REQUIRE(line);
+    r.out += *line + "\n";
+    if (!victim.empty() && line->find(" " + victim + " at ") != std::string::npos)
+      victim_pid = pid_t(std::stol(line->substr(line->rfind("pid ") + 4)));
+  }
+  if (inject) {
+    BOOST_REQUIRE(victim_pid > 0);
+    inject(victim_pid, log);
+  }
+  auto rest = local->read_all(120s);
+  BOOST_REQUIRE(rest);
+  r.out += *rest;
+  auto code = local->wait(30s);
+  BOOST_REQUIRE(code);
+  r.exit_code = *code;
+  r.log = read_file(log);
+  auto at = r.out.rfind("test accuracy ");
+  BOOST_REQUIRE_MESSAGE(at != std::string::npos, r.out << r.log);
+  r.accuracy = std::stod(r.out.substr(at + 14));
+  return r;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_killed_worker_is_respawned_and_the_job_completes) {
+  auto dir = make_temp_dir("test");
+  // 4 epochs of 3,000 steps: a few seconds, long enough to be killed mid-way;
+  // a small learning rate, so that runs end within a point of each other.
+  auto job = write_job(dir, "", "", 4, "[model]\ninput = [1, 1, 4]\n", 3000, 0.02);
+  auto clean = run_job(dir, job);
+  BOOST_REQUIRE_MESSAGE(clean.exit_code == 0, clean.out << clean.log);
+  for (unsigned seed : {1u, 2u, 3u}) {
+    std::mt19937 gen(seed);
+    const auto after = std::chrono::milliseconds(std::uniform_int_distribution<int>(300, 1500)(gen));
+    BOOST_TEST_MESSAGE("seed " << seed << ": SIGKILL worker:1 " << after.count() << " ms after start");
+    auto faulty = run_job(dir, job, "worker:1", [&](pid_t pid, const std::string&) {
+      std::this_thread::sleep_for(after);
+      BOOST_REQUIRE(::kill(pid, SIGKILL) == 0);
+    });
+    BOOST_TEST(faulty.exit_code == 0, faulty.out << faulty.log);
+    BOOST_TEST(faulty.log.find("local: node worker:1 exited (137); restarting it") != std::string::npos, faulty.log);
+    BOOST_TEST(faulty.log.find("coordinator: worker:1 lost") != std::string::npos, faulty.log);
+    BOOST_TEST(faulty.log.find("coordinator: worker:1 respawned after") != std::string::npos, faulty.log);
+    BOOST_TEST(faulty.out.find("trained epochs 1..4") != std::string::npos, faulty.out);
+    BOOST_TEST_MESSAGE("accuracy " << faulty.accuracy << "% vs " << clean.accuracy << "% fault-free");
+    BOOST_TEST(faulty.accuracy >= clean.accuracy - 1.0);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_stopped_worker_is_detected_and_rejoins_after_sigcont) {
+  auto dir = make_temp_dir("test");
+  auto job = write_job(dir, "", "", 12, "[model]\ninput = [1, 1, 4]\n", 3000, 0.02);  // ~20 s
+  double detected_s = 0;
+  auto r = run_job(dir, job, "worker:1", [&](pid_t pid, const std::string& log) {
+    std::this_thread::sleep_for(500ms);
+    BOOST_REQUIRE(::kill(pid, SIGSTOP) == 0);
+    auto stopped = std::chrono::steady_clock::now();
+    BOOST_TEST(wait_for_text(log, "coordinator: worker:1 lost", 5s));
+    detected_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - stopped).count();
+    std::this_thread::sleep_until(stopped + 10s);
+    BOOST_TEST(read_file(log).find("worker:1 respawned") == std::string::npos);  // still stopped
+    BOOST_REQUIRE(::kill(pid, SIGCONT) == 0);
+    BOOST_TEST(wait_for_text(log, "coordinator: worker:1 respawned", 10s));
+  });
+  BOOST_TEST_MESSAGE("SIGSTOP detected after " << detected_s << " s");
+  BOOST_TEST(detected_s < 3.0);
+  BOOST_TEST(r.exit_code == 0, r.out << r.log);
+  BOOST_TEST(r.out.find("trained epochs 1..12") != std::string::npos, r.out);
+}
