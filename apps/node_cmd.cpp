@@ -15,6 +15,7 @@
 #include "actors/node_actor.hpp"
 #include "actors/system_config.hpp"
 #include "apps/commands.hpp"
+#include "kernels/ops.hpp"
 
 namespace actorps {
 namespace {
@@ -45,6 +46,11 @@ int run_node(const cluster_spec& spec, const task_id& task) {
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
+  // A node without workers only applies optimizer updates: one kernel
+  // thread, so that OpenMP teams (and their spinning) leave the cores to
+  // the workers on a shared machine; updates are memory-bound anyway.
+  if (std::none_of(node->tasks.begin(), node->tasks.end(), [](const task_id& t) { return t.role == pb::WORKER; }))
+    kernels::set_cpu_threads(1);
   system_config cfg(spec.runtime);
   caf::actor_system sys(cfg);
   // PS nodes also serve the bulk lane for large tensors (destroyed before sys).
