@@ -479,6 +479,14 @@ ps_shard_actor::behavior_type shard_behavior(shard_actor self, uint32_t index, p
       [self](const pb::SparsePull& req) { return on_sparse_pull(self, req); },
       [self](const pb::SparsePush& req) { return on_sparse_push(self, req); },
       [self](const pb::Assign& req) { return on_assign(self, req); },
+      [self](const pb::SetLearningRate& req) -> caf::result<pb::LearningRateSet> {
+        if (!(req.learning_rate() > 0))
+          return fail(self, errc::invalid_argument, "learning_rate must be > 0, got " + std::to_string(req.learning_rate()));
+        pb::LearningRateSet out;
+        for (auto& [name, v] : self->state.vars) v.params.lr = req.learning_rate();
+        out.set_variables(uint32_t(self->state.vars.size()));
+        return out;
+      },
       [self](const pb::ShardStatsRequest&) { return on_stats(self); },
   };
 }

@@ -40,7 +40,8 @@ caf::expected<std::optional<job_spec>> load_job_file(const std::string& path) {
                                              "target_accuracy", "checkpoint_dir", "checkpoint_keep", "log_dir",
                                              "early_stopping_patience", "early_stopping_monitor",
                                              "early_stopping_min_delta", "partitioner", "num_shards",
-                                             "min_shard_bytes", "max_shard_bytes", "max_shards"}))
+                                             "min_shard_bytes", "max_shard_bytes", "max_shards",
+                                             "learning_rate_decay"}))
     return err;
   if (!t.contains("steps_per_epoch")) return r.fail(t, "training", "missing required key 'steps_per_epoch' (as in TF)");
   pb::Optimizer::Kind kind = pb::Optimizer::SGD;
@@ -81,9 +82,12 @@ caf::expected<std::optional<job_spec>> load_job_file(const std::string& path) {
       (err = r.get(t, "training", "num_shards", o.variable_partitioner.num_shards, 1, 1 << 20)) ||
       (err = r.get(t, "training", "min_shard_bytes", o.variable_partitioner.min_shard_bytes, 1, INT64_MAX)) ||
       (err = r.get(t, "training", "max_shard_bytes", o.variable_partitioner.max_shard_bytes, 1, INT64_MAX)) ||
-      (err = r.get(t, "training", "max_shards", o.variable_partitioner.max_shards, 0, 1 << 20));
+      (err = r.get(t, "training", "max_shards", o.variable_partitioner.max_shards, 0, 1 << 20)) ||
+      (err = r.get(t, "training", "learning_rate_decay", o.learning_rate_decay));
   if (err) return err;
   if (lr <= 0) return r.fail(*t.get("learning_rate"), "training.learning_rate", "expected a number > 0");
+  if (!(o.learning_rate_decay > 0 && o.learning_rate_decay <= 1))
+    return r.fail(*t.get("learning_rate_decay"), "training.learning_rate_decay", "expected a number in (0, 1]");
   for (auto key : {"checkpoint_dir", "log_dir"}) {  // created on demand: the nearest existing ancestor must allow it
     auto* dir = t.get(key);
     if (dir == nullptr) continue;

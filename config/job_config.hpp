@@ -21,6 +21,7 @@ struct training_options {
   uint32_t steps_per_epoch = 0;      // required, as in TF
   uint32_t steps_per_execution = 10; // steps per closure
   pb::Optimizer optimizer;           // kind, learning_rate, momentum, ...
+  float learning_rate_decay = 1;     // epoch e trains with learning_rate * decay^(e-1) (Keras ExponentialDecay per epoch)
   pb::Consistency consistency;       // async by default
   partitioner variable_partitioner;  // TF's variable_partitioner; none by default
   uint64_t seed = 1;                 // variable initializers

@@ -16,7 +16,7 @@
 namespace actorps {
 
 /// Bumped whenever a change to messages/*.proto breaks compatibility.
-constexpr uint32_t kProtocolVersion = 3;
+constexpr uint32_t kProtocolVersion = 4;
 
 /// Registers every wire type and the error category. Every node must call
 /// this: a type registered on one side only makes typed connects fail.
@@ -44,6 +44,8 @@ CAF_BEGIN_TYPE_ID_BLOCK(actorps, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(actorps, (actorps::pb::SparsePush))
   CAF_ADD_TYPE_ID(actorps, (actorps::pb::Assign))
   CAF_ADD_TYPE_ID(actorps, (actorps::pb::Assigned))
+  CAF_ADD_TYPE_ID(actorps, (actorps::pb::SetLearningRate))
+  CAF_ADD_TYPE_ID(actorps, (actorps::pb::LearningRateSet))
   CAF_ADD_TYPE_ID(actorps, (actorps::pb::ShardStatsRequest))
   CAF_ADD_TYPE_ID(actorps, (actorps::pb::ShardStats))
   CAF_ADD_TYPE_ID(actorps, (actorps::ps_shard_actor))

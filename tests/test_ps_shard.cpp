@@ -74,6 +74,22 @@ BOOST_FIXTURE_TEST_CASE(async_sgd_is_the_closed_form_and_retries_apply_once, fix
   BOOST_TEST(stats().duplicates() == 1u);
 }
 
+BOOST_FIXTURE_TEST_CASE(a_learning_rate_schedule_step_applies_to_every_later_push, fixture) {
+  start(mode(pb::Consistency::ASYNC), {variable_spec("w", {2}), variable_spec("b", {1})});  // lr 0.5
+  call<pb::PushAck>(self, shard, push(0, 0, {slice("w", {1, 2})}));
+  pb::SetLearningRate quarter;
+  quarter.set_learning_rate(0.25f);
+  auto set = call<pb::LearningRateSet>(self, shard, quarter);
+  BOOST_REQUIRE(set);
+  BOOST_TEST(set->variables() == 2u);
+  call<pb::PushAck>(self, shard, push(0, 1, {slice("w", {1, 2})}));
+  BOOST_TEST(value("w") == std::vector<float>({-0.75f, -1.5f}));  // 0.5 x g, then 0.25 x g
+  pb::SetLearningRate zero;
+  auto refused = call<pb::LearningRateSet>(self, shard, zero);
+  BOOST_REQUIRE(!refused);
+  BOOST_TEST(error_of(refused.error()).find("learning_rate must be > 0") != std::string::npos);
+}
+
 BOOST_FIXTURE_TEST_CASE(optimizer_slots_live_on_the_shard, fixture) {
   auto adam = variable_spec("a", {3}, pb::Optimizer::ADAM, 0.1f);
   auto nesterov = variable_spec("m", {3}, pb::Optimizer::MOMENTUM, 0.1f);

@@ -171,6 +171,14 @@ caf::expected<std::vector<std::vector<float>>> cluster_coordinator::pull_values(
   return values;
 }
 
+caf::error cluster_coordinator::set_learning_rate(float learning_rate) {
+  pb::SetLearningRate req;
+  req.set_learning_rate(learning_rate);
+  for (auto& shard : p_->shards)
+    if (auto set = p_->ask<pb::LearningRateSet>(shard, req); !set) return set.error();
+  return caf::none;
+}
+
 caf::error cluster_coordinator::assign_values(const std::vector<const float*>& values) {
   if (values.size() != p_->vars.size())
     return make_error(errc::invalid_argument, fmt::format("assign_values: {} values for {} variables", values.size(),

@@ -63,6 +63,8 @@ class cluster_coordinator {
   const std::vector<sharded_variable>& variables() const;
   /// The variables' current values, whole, in variables() order.
   [[nodiscard]] caf::expected<std::vector<std::vector<float>>> pull_values();
+  /// Every variable's learning rate from now on (a schedule's step).
+  [[nodiscard]] caf::error set_learning_rate(float learning_rate);
   /// Sets the variables (a checkpoint's values, in variables() order).
   [[nodiscard]] caf::error assign_values(const std::vector<const float*>& values);
 

@@ -1,6 +1,7 @@
 #include "actors/train/fit.hpp"
 
 #include <chrono>
+#include <cmath>
 
 #include <fmt/format.h>
 
@@ -64,6 +65,10 @@ caf::expected<fit_result> fit(cluster_coordinator& c, const job_spec& job, const
     if (auto err = cb->on_train_begin(c, out.first_epoch, step)) return err;
   for (uint32_t epoch = out.first_epoch; epoch <= t.epochs && !out.stopped_early; ++epoch) {
     const auto started = clock_type::now();
+    if (t.learning_rate_decay != 1) {
+      const float lr = t.optimizer.learning_rate() * std::pow(t.learning_rate_decay, float(epoch - 1));
+      if (auto err = c.set_learning_rate(lr)) return err;
+    }
     for (auto* cb : callbacks) cb->on_epoch_begin(epoch);
     // Closures of steps_per_execution steps; SYNC: one per worker per step.
     std::vector<std::pair<remote_value, uint32_t>> closures;  // and the job steps it completes
