@@ -27,7 +27,8 @@ int run_training(const job_spec& job) {
   auto& c = **coordinator;
   std::vector<std::unique_ptr<train::fit_callback>> owned;
   if (!t.checkpoint_dir.empty())
-    owned.push_back(std::make_unique<train::backup_and_restore>(t.checkpoint_dir, t.checkpoint_keep));
+    owned.push_back(
+        std::make_unique<train::backup_and_restore>(t.checkpoint_dir, t.checkpoint_keep, t.checkpoint_steps));
   if (!t.log_dir.empty()) {
     auto log = train::metrics_log::open(t.log_dir);
     if (!log) return fail("log_dir", log.error());

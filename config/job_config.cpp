@@ -41,7 +41,7 @@ caf::expected<std::optional<job_spec>> load_job_file(const std::string& path) {
                                              "early_stopping_patience", "early_stopping_monitor",
                                              "early_stopping_min_delta", "partitioner", "num_shards",
                                              "min_shard_bytes", "max_shard_bytes", "max_shards",
-                                             "learning_rate_decay"}))
+                                             "learning_rate_decay", "checkpoint_steps"}))
     return err;
   if (!t.contains("steps_per_epoch")) return r.fail(t, "training", "missing required key 'steps_per_epoch' (as in TF)");
   pb::Optimizer::Kind kind = pb::Optimizer::SGD;
@@ -68,6 +68,7 @@ caf::expected<std::optional<job_spec>> load_job_file(const std::string& path) {
       (err = r.get(t, "training", "target_accuracy", target)) ||
       (err = r.get(t, "training", "checkpoint_dir", o.checkpoint_dir)) ||
       (err = r.get(t, "training", "checkpoint_keep", o.checkpoint_keep, 1, 1000)) ||
+      (err = r.get(t, "training", "checkpoint_steps", o.checkpoint_steps, 0, 1 << 30)) ||
       (err = r.get(t, "training", "log_dir", o.log_dir)) ||
       (err = r.get(t, "training", "early_stopping_patience", o.early_stopping_patience, 0, 100000)) ||
       (err = r.choose(t, "training", "early_stopping_monitor", o.early_stopping_monitor,

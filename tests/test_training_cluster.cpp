@@ -235,39 +235,59 @@ BOOST_AUTO_TEST_CASE(sync_training_equals_single_process_sgd_on_the_same_batches
   }
 }
 
-BOOST_AUTO_TEST_CASE(sync_save_restore_continue_equals_an_uninterrupted_run) {
-  // Each worker reads its 128 examples in order, 16 batches of 8: an epoch of
-  // 16 SYNC steps is one pass, so a restarted dataset sees what the
-  // uninterrupted run sees in its second epoch.
+namespace {
+
+// Each worker reads its 128 examples in order, 16 batches of 8: an epoch of
+// 16 SYNC steps is one pass, so a restarted dataset sees what an
+// uninterrupted run sees in its second epoch.
+pb::DatasetSpec one_pass_per_epoch() {
   pb::DatasetSpec fixed = learnable(256, 4, false);
   fixed.add_ops()->mutable_repeat()->set_count(-1);
   fixed.add_ops()->mutable_batch()->set_size(8);
-  auto train_for = [&](uint32_t epochs, const std::string& checkpoints) {
-    local_cluster cluster({"coordinator", "worker", "worker", "ps", "ps"});
-    for (auto& t : cluster.tasks)
-      if (t != "coordinator:0") cluster.start(t);
-    cluster_client client(cluster.config);
-    job_spec job;
-    job.cluster = client.spec;
-    job.model = small_model();
-    job.train = fixed;
-    auto& t = job.training;
-    t.epochs = epochs;
-    t.steps_per_epoch = 16;
-    t.steps_per_execution = 1;
-    t.optimizer.set_learning_rate(0.1f);
-    t.consistency.set_mode(pb::Consistency::SYNC);
-    t.consistency.set_num_workers(2);
-    t.consistency.set_replicas_to_aggregate(2);
-    t.threads_per_worker = 1;
-    auto c = train::connect_job(client.sys, job);
-    BOOST_REQUIRE_MESSAGE(c, (c ? "" : why(c.error())));
-    train::backup_and_restore backup(checkpoints, 3);
-    auto fitted = train::fit(**c, job, {&backup});
-    BOOST_REQUIRE_MESSAGE(fitted, (fitted ? "" : why(fitted.error())));
-    auto values = (*c)->pull_values();
-    BOOST_REQUIRE(values);
-    return std::pair{*values, fitted->first_epoch};
+  return fixed;
+}
+
+struct fit_outcome {
+  std::vector<std::vector<float>> values;
+  train::fit_result result;
+};
+
+// A SYNC job of `epochs` x 16 steps on a fresh cluster, checkpointing into
+// `checkpoints` (also every `every_steps` steps when > 0).
+fit_outcome sync_fit(uint32_t epochs, const std::string& checkpoints, uint32_t every_steps = 0) {
+  local_cluster cluster({"coordinator", "worker", "worker", "ps", "ps"});
+  for (auto& t : cluster.tasks)
+    if (t != "coordinator:0") cluster.start(t);
+  cluster_client client(cluster.config);
+  job_spec job;
+  job.cluster = client.spec;
+  job.model = small_model();
+  job.train = one_pass_per_epoch();
+  auto& t = job.training;
+  t.epochs = epochs;
+  t.steps_per_epoch = 16;
+  t.steps_per_execution = 1;
+  t.optimizer.set_learning_rate(0.1f);
+  t.consistency.set_mode(pb::Consistency::SYNC);
+  t.consistency.set_num_workers(2);
+  t.consistency.set_replicas_to_aggregate(2);
+  t.threads_per_worker = 1;
+  auto c = train::connect_job(client.sys, job);
+  BOOST_REQUIRE_MESSAGE(c, (c ? "" : why(c.error())));
+  train::backup_and_restore backup(checkpoints, 10, every_steps);
+  auto fitted = train::fit(**c, job, {&backup});
+  BOOST_REQUIRE_MESSAGE(fitted, (fitted ? "" : why(fitted.error())));
+  auto values = (*c)->pull_values();
+  BOOST_REQUIRE(values);
+  return {*values, *fitted};
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(sync_save_restore_continue_equals_an_uninterrupted_run) {
+  auto train_for = [](uint32_t epochs, const std::string& checkpoints) {
+    auto out = sync_fit(epochs, checkpoints);
+    return std::pair{out.values, out.result.first_epoch};
   };
   auto dir = make_temp_dir("test");
   auto [uninterrupted, from_a] = train_for(2, dir + "/a");
@@ -478,4 +498,18 @@ BOOST_AUTO_TEST_CASE(checkpoints_restore_and_metrics_are_written) {
   const auto accuracy = second.substr(reported, second.find('%', reported) - reported + 1);
   BOOST_TEST(eval->out.find("checkpoint of step 200 (epoch 2)") != std::string::npos, eval->out);
   BOOST_TEST(eval->out.find(accuracy) != std::string::npos, eval->out << " vs " << accuracy);
+}
+
+BOOST_AUTO_TEST_CASE(checkpoints_every_n_steps_resume_mid_epoch) {
+  auto dir = make_temp_dir("test");
+  auto first = sync_fit(1, dir + "/ckpt", 5);
+  for (int step : {5, 10, 15, 16}) BOOST_TEST(std::ifstream(dir + "/ckpt/ckpt-" + std::to_string(step) + ".tfrecord").good(), step);
+  for (int step : {15, 16}) std::filesystem::remove(dir + "/ckpt/ckpt-" + std::to_string(step) + ".tfrecord");
+  // The newest left is step 10, mid-epoch 1: a new run does that epoch's last 6 steps.
+  auto resumed = sync_fit(1, dir + "/ckpt", 5);
+  BOOST_TEST(resumed.result.first_epoch == 1u);
+  BOOST_REQUIRE(resumed.result.history.size() == 1u);
+  BOOST_TEST(resumed.result.history[0].step == 16);
+  BOOST_TEST(resumed.result.history[0].train_examples == 6 * 2 * 8);
+  BOOST_TEST(first.result.history[0].train_examples == 16 * 2 * 8);
 }

@@ -26,21 +26,33 @@ caf::error backup_and_restore::on_train_begin(cluster_coordinator& c, uint32_t& 
     values.push_back(saved->values.data());
   }
   if (auto err = c.assign_values(values)) return err;
-  step = ckpt.step;
+  step = last_saved_ = ckpt.step;
   first_epoch = uint32_t(ckpt.epoch) + 1;
   fmt::print("restored the checkpoint of step {} (epoch {}) from {}\n", ckpt.step, ckpt.epoch, dir_);
   return caf::none;
 }
 
-caf::error backup_and_restore::on_epoch_end(cluster_coordinator& c, const epoch_logs& logs, bool&) {
+caf::error backup_and_restore::save(cluster_coordinator& c, int64_t step, uint32_t epochs_done) {
+  if (step == last_saved_) return caf::none;
   auto values = c.pull_values();
   if (!values) return values.error();
   checkpoint ckpt;
-  ckpt.step = logs.step;
-  ckpt.epoch = logs.epoch;
+  ckpt.step = step;
+  ckpt.epoch = epochs_done;
   auto& vars = c.variables();
   for (size_t i = 0; i < vars.size(); ++i) ckpt.variables.push_back({vars[i].name, vars[i].shape, std::move((*values)[i])});
+  last_saved_ = step;
   return save_checkpoint(dir_, ckpt, int(keep_));
+}
+
+caf::error backup_and_restore::on_steps(cluster_coordinator& c, const step_progress& p) {
+  if (every_steps_ == 0 || p.done == p.steps || p.job_step / every_steps_ == last_saved_ / every_steps_)
+    return caf::none;  // the epoch's end saves anyway
+  return save(c, p.job_step, p.epoch - 1);
+}
+
+caf::error backup_and_restore::on_epoch_end(cluster_coordinator& c, const epoch_logs& logs, bool&) {
+  return save(c, logs.step, logs.epoch);
 }
 
 caf::expected<metrics_log> metrics_log::open(const std::string& dir) {
@@ -104,26 +116,28 @@ void progress_bar::on_epoch_begin(uint32_t) {
   last_quarter_ = 0;
 }
 
-void progress_bar::on_steps(uint32_t epoch, uint32_t done, uint32_t steps, double loss) {
+caf::error progress_bar::on_steps(cluster_coordinator&, const step_progress& p) {
+  const auto done = p.done, steps = p.steps;
   const auto now = std::chrono::steady_clock::now();
   const double elapsed = std::chrono::duration<double>(now - epoch_start_).count();
   const double rate = elapsed > 0 ? done / elapsed : 0;
   const double eta = rate > 0 ? (steps - done) / rate : 0;
   if (tty_) {
-    if (done < steps && now - last_draw_ < std::chrono::milliseconds(200)) return;
+    if (done < steps && now - last_draw_ < std::chrono::milliseconds(200)) return caf::none;
     last_draw_ = now;
     constexpr int width = 30;
     const int filled = int(width * uint64_t(done) / std::max(steps, 1u));
-    fmt::print(out_, "\repoch {}/{} [{}{}] {}/{}  {:.0f} steps/s  loss {:.4f}  ETA {:.0f}s\x1b[K", epoch, epochs_,
-               std::string(size_t(filled), '='), std::string(size_t(width - filled), ' '), done, steps, rate, loss, eta);
+    fmt::print(out_, "\repoch {}/{} [{}{}] {}/{}  {:.0f} steps/s  loss {:.4f}  ETA {:.0f}s\x1b[K", p.epoch, epochs_,
+               std::string(size_t(filled), '='), std::string(size_t(width - filled), ' '), done, steps, rate, p.loss, eta);
   } else {
     const uint32_t quarter = uint32_t(4 * uint64_t(done) / std::max(steps, 1u));
-    if (quarter == last_quarter_ || quarter == 4) return;
+    if (quarter == last_quarter_ || quarter == 4) return caf::none;
     last_quarter_ = quarter;
-    fmt::print(out_, "epoch {}/{}: step {}/{}, {:.0f} steps/s, loss {:.4f}, ETA {:.0f} s\n", epoch, epochs_, done, steps,
-               rate, loss, eta);
+    fmt::print(out_, "epoch {}/{}: step {}/{}, {:.0f} steps/s, loss {:.4f}, ETA {:.0f} s\n", p.epoch, epochs_, done, steps,
+               rate, p.loss, eta);
   }
   std::fflush(out_);
+  return caf::none;
 }
 
 caf::error progress_bar::on_epoch_end(cluster_coordinator&, const epoch_logs& logs, bool&) {

@@ -13,17 +13,22 @@
 namespace actorps::train {
 
 /// TF's BackupAndRestore: restores the newest intact checkpoint of `dir`
-/// on start, writes one after every epoch (atomic, CRC-checked, the newest
-/// `keep` kept).
+/// on start, writes one after every epoch and, with `every_steps` > 0,
+/// every that many steps (atomic, CRC-checked, the newest `keep` kept). A
+/// mid-epoch checkpoint resumes mid-epoch (the dataset starts afresh).
 class backup_and_restore : public fit_callback {
  public:
-  backup_and_restore(std::string dir, uint32_t keep) : dir_(std::move(dir)), keep_(keep) {}
+  backup_and_restore(std::string dir, uint32_t keep, uint32_t every_steps = 0)
+      : dir_(std::move(dir)), keep_(keep), every_steps_(every_steps) {}
   caf::error on_train_begin(cluster_coordinator& c, uint32_t& first_epoch, int64_t& step) override;
+  caf::error on_steps(cluster_coordinator& c, const step_progress& p) override;
   caf::error on_epoch_end(cluster_coordinator& c, const epoch_logs& logs, bool& stop) override;
 
  private:
+  caf::error save(cluster_coordinator& c, int64_t step, uint32_t epochs_done);
   std::string dir_;
-  uint32_t keep_;
+  uint32_t keep_, every_steps_;
+  int64_t last_saved_ = -1;
 };
 
 /// Appends every epoch to DIR/metrics.csv and to a TensorBoard event file.
@@ -62,7 +67,7 @@ class progress_bar : public fit_callback {
  public:
   progress_bar(uint32_t epochs, std::FILE* out);
   void on_epoch_begin(uint32_t epoch) override;
-  void on_steps(uint32_t epoch, uint32_t done, uint32_t steps, double loss) override;
+  caf::error on_steps(cluster_coordinator& c, const step_progress& p) override;
   caf::error on_epoch_end(cluster_coordinator& c, const epoch_logs& logs, bool& stop) override;
 
  private:

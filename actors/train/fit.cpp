@@ -1,6 +1,7 @@
 #include "actors/train/fit.hpp"
 
 #include <chrono>
+#include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -19,7 +20,7 @@ int64_t integer_at(const values& v, size_t i) { return i < v.size() ? v[i].integ
 
 caf::error fit_callback::on_train_begin(cluster_coordinator&, uint32_t&, int64_t&) { return caf::none; }
 void fit_callback::on_epoch_begin(uint32_t) {}
-void fit_callback::on_steps(uint32_t, uint32_t, uint32_t, double) {}
+caf::error fit_callback::on_steps(cluster_coordinator&, const step_progress&) { return caf::none; }
 caf::error fit_callback::on_epoch_end(cluster_coordinator&, const epoch_logs&, bool&) { return caf::none; }
 
 caf::expected<std::unique_ptr<cluster_coordinator>> connect_job(caf::actor_system& sys, const job_spec& job) {
@@ -72,7 +73,10 @@ caf::expected<fit_result> fit(cluster_coordinator& c, const job_spec& job, const
     for (auto* cb : callbacks) cb->on_epoch_begin(epoch);
     // Closures of steps_per_execution steps; SYNC: one per worker per step.
     std::vector<std::pair<remote_value, uint32_t>> closures;  // and the job steps it completes
-    for (uint32_t s = 0; s < t.steps_per_epoch;) {
+    // A mid-epoch restore: this epoch's steps before the checkpoint are done.
+    const uint32_t skipped = uint32_t(std::clamp<int64_t>(step - int64_t(epoch - 1) * t.steps_per_epoch, 0,
+                                                          t.steps_per_epoch));
+    for (uint32_t s = skipped; s < t.steps_per_epoch;) {
       const uint32_t n = std::min(t.steps_per_execution, t.steps_per_epoch - s);
       if (sync) {
         for (uint32_t w = 0; w < workers; ++w)
@@ -87,7 +91,8 @@ caf::expected<fit_result> fit(cluster_coordinator& c, const job_spec& job, const
     logs.epoch = epoch;
     double loss_sum = 0;
     int64_t correct = 0, worker_steps = 0;
-    uint32_t done = 0;
+    uint32_t done = skipped;
+    caf::error callback_failed;
     for (auto& [result, steps] : closures) {
       auto v = result.fetch();
       if (!v) break;  // join() below reports the first error
@@ -96,10 +101,14 @@ caf::expected<fit_result> fit(cluster_coordinator& c, const job_spec& job, const
       logs.train_examples += integer_at(*v, 2);
       worker_steps += integer_at(*v, 3);
       done += steps;
-      for (auto* cb : callbacks) cb->on_steps(epoch, done, t.steps_per_epoch, loss_sum / double(worker_steps));
+      const step_progress progress{epoch, done, t.steps_per_epoch, int64_t(epoch - 1) * t.steps_per_epoch + done,
+                                   loss_sum / double(std::max<int64_t>(worker_steps, 1))};
+      for (auto* cb : callbacks)
+        if (!callback_failed) callback_failed = cb->on_steps(c, progress);
     }
     if (auto err = c.join()) return make_error(errc::internal, fmt::format("epoch {}: {}", epoch, describe(err)));
-    step += t.steps_per_epoch;
+    if (callback_failed) return callback_failed;
+    step = int64_t(epoch) * t.steps_per_epoch;
     logs.step = step;
     logs.seconds = std::chrono::duration<double>(clock_type::now() - started).count();
     logs.train_loss = loss_sum / double(std::max<int64_t>(worker_steps, 1));

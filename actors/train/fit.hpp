@@ -28,14 +28,22 @@ struct epoch_logs {
   std::optional<evaluation> test;  // when the job has an eval dataset
 };
 
+struct step_progress {
+  uint32_t epoch = 0;
+  uint32_t done = 0, steps = 0;  // of this epoch
+  int64_t job_step = 0;          // the job's steps so far
+  double loss = 0;               // mean over this epoch so far
+};
+
 class fit_callback {
  public:
   virtual ~fit_callback() = default;
-  /// Before the first epoch; a restore moves `first_epoch` and `step` on.
+  /// Before the first epoch; a restore moves `first_epoch` and `step` on
+  /// (mid-epoch: the first epoch then runs only its remaining steps).
   [[nodiscard]] virtual caf::error on_train_begin(cluster_coordinator&, uint32_t& first_epoch, int64_t& step);
   virtual void on_epoch_begin(uint32_t epoch);
-  /// After each closure's result: steps of this epoch done, its mean loss.
-  virtual void on_steps(uint32_t epoch, uint32_t done, uint32_t steps, double loss);
+  /// After each closure's result.
+  [[nodiscard]] virtual caf::error on_steps(cluster_coordinator&, const step_progress&);
   /// After each epoch and its evaluation; `stop` ends training.
   [[nodiscard]] virtual caf::error on_epoch_end(cluster_coordinator&, const epoch_logs&, bool& stop);
 };
