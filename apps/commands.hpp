@@ -15,7 +15,7 @@
 namespace actorps {
 
 /// `actorps node`: serves the node hosting `task` until SIGINT/SIGTERM.
-int run_node(const cluster_spec& spec, const task_id& task);
+int run_node(const cluster_spec& spec, const task_id& task, bool exit_with_parent = false);
 
 /// `actorps local`: starts one child process per node of the topology in
 /// `config_path` (stderr appended to `log_path`), runs the job (a status

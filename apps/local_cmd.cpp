@@ -85,7 +85,7 @@ class node_set {
 
  private:
   caf::expected<child_process> launch(const std::string& task) {
-    auto child = child_process::spawn({self_exe_, "node", "--config", config_, "--task", task}, log_);
+    auto child = child_process::spawn({self_exe_, "node", "--config", config_, "--task", task, "--exit-with-parent"}, log_);
     if (!child) return child.error();
     auto ready = child->wait_for_line("actorps node ready", std::chrono::seconds(20));
     if (!ready) return make_error(errc::unreachable, "node " + task + " did not start (see " + log_ + "): " +

@@ -60,6 +60,9 @@ int main(int argc, char** argv) {
   auto* node = app.add_subcommand("node", "serve one node of the cluster until SIGINT/SIGTERM");
   node->add_option("--config", config_path, "cluster topology (TOML); default: TF_CONFIG");
   node->add_option("--task", task_text, "the task this node hosts, e.g. worker:0; default: TF_CONFIG's task");
+  bool exit_with_parent = false;
+  node->add_flag("--exit-with-parent", exit_with_parent,
+                 "stop (as on SIGTERM) when the process that started this one dies (actorps local sets it)");
 
   auto* local = app.add_subcommand("local", "start every node of a topology on this machine, run, stop");
   std::string local_config;
@@ -196,5 +199,5 @@ int main(int argc, char** argv) {
     task = *parsed;
   }
   if (!task) return fail(make_error(errc::invalid_argument, "which task? pass --task ROLE:INDEX or set TF_CONFIG's task"));
-  return run_node(*spec, *task);
+  return run_node(*spec, *task, exit_with_parent);
 }

@@ -9,6 +9,7 @@
 #include <caf/io/middleman.hpp>
 #include <caf/send.hpp>
 #include <spdlog/spdlog.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include "actors/bulk_lane.hpp"
@@ -31,7 +32,7 @@ const char* bind_address(const std::string& host) {
 
 }  // namespace
 
-int run_node(const cluster_spec& spec, const task_id& task) {
+int run_node(const cluster_spec& spec, const task_id& task, bool exit_with_parent) {
   auto* node = spec.node_of(task);
   if (node == nullptr) {
     spdlog::error("task {} is not in the cluster (it has {} {} task(s))", to_string(task), spec.count(task.role),
@@ -45,6 +46,13 @@ int run_node(const cluster_spec& spec, const task_id& task) {
   sigaddset(&stop_signals, SIGINT);
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  // A launcher killed outright (SIGKILL) cannot stop its nodes: they stop
+  // themselves, so a rerun finds the ports free.
+  if (exit_with_parent) {
+    const pid_t parent = ::getppid();
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (::getppid() != parent) return 0;  // it died before prctl
+  }
 
   // A node without workers only applies optimizer updates: one kernel
   // thread, so that OpenMP teams (and their spinning) leave the cores to

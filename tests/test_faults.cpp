@@ -8,6 +8,7 @@
 #include <random>
 #include <thread>
 
+#include "actors/train/checkpoint.hpp"
 #include "tests/cluster_harness.hpp"
 #include "tests/job_files.hpp"
 
@@ -114,4 +115,36 @@ BOOST_AUTO_TEST_CASE(a_stopped_worker_is_detected_and_rejoins_after_sigcont) {
   BOOST_TEST(detected_s < 3.0);
   BOOST_TEST(r.exit_code == 0, r.out << r.log);
   BOOST_TEST(r.out.find("trained epochs 1..12") != std::string::npos, r.out);
+}
+
+BOOST_AUTO_TEST_CASE(a_killed_coordinator_reruns_from_its_latest_checkpoint) {
+  auto dir = make_temp_dir("test");
+  auto job = write_job(dir, "", "checkpoint_dir = \"" + dir + "/ckpt\"\ncheckpoint_steps = 500\n", 4,
+                       "[model]\ninput = [1, 1, 4]\n", 3000, 0.02);
+  auto local = child_process::spawn({ACTORPS_BIN, "local", job, "--log", dir + "/nodes.log"}, dir + "/first.log");
+  BOOST_REQUIRE(local);
+  std::vector<pid_t> nodes;
+  for (int i = 0; i < 5; ++i) {
+    auto line = local->wait_for_line("actorps node ready", 30s);
+    BOOST_REQUIRE(line);
+    nodes.push_back(pid_t(std::stol(line->substr(line->rfind("pid ") + 4))));
+  }
+  auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (!train::restore_latest(dir + "/ckpt").latest && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(20ms);
+  local->signal(SIGKILL);  // the coordinator dies without a word
+  BOOST_REQUIRE(local->wait(10s));
+  // Its nodes notice (their parent died) and stop: the ports are free again.
+  for (auto pid : nodes) {
+    auto gone = std::chrono::steady_clock::now() + 10s;
+    while (::kill(pid, 0) == 0 && std::chrono::steady_clock::now() < gone) std::this_thread::sleep_for(20ms);
+    BOOST_TEST(::kill(pid, 0) != 0, "node pid " << pid << " still runs");
+  }
+  auto saved = train::restore_latest(dir + "/ckpt");
+  BOOST_REQUIRE(saved.latest);
+  // The same command again resumes from the newest checkpoint and finishes.
+  auto rerun = run_job(dir, job);
+  BOOST_TEST(rerun.exit_code == 0, rerun.out << rerun.log);
+  BOOST_TEST(rerun.out.find("restored the checkpoint of step ") != std::string::npos, rerun.out);
+  BOOST_TEST(rerun.out.find("trained epochs") != std::string::npos, rerun.out);
 }
