@@ -148,3 +148,23 @@ BOOST_AUTO_TEST_CASE(a_killed_coordinator_reruns_from_its_latest_checkpoint) {
   BOOST_TEST(rerun.out.find("restored the checkpoint of step ") != std::string::npos, rerun.out);
   BOOST_TEST(rerun.out.find("trained epochs") != std::string::npos, rerun.out);
 }
+
+BOOST_AUTO_TEST_CASE(a_killed_ps_is_restored_from_the_latest_checkpoint_and_the_job_completes) {
+  auto dir = make_temp_dir("test");
+  auto job = write_job(dir, "", "checkpoint_dir = \"" + dir + "/ckpt\"\ncheckpoint_steps = 500\n", 4,
+                       "[model]\ninput = [1, 1, 4]\n", 3000, 0.02);
+  auto r = run_job(dir, job, "ps:0", [&](pid_t pid, const std::string&) {
+    auto deadline = std::chrono::steady_clock::now() + 60s;
+    while (!train::restore_latest(dir + "/ckpt").latest && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(20ms);
+    BOOST_REQUIRE(::kill(pid, SIGKILL) == 0);
+  });
+  BOOST_TEST(r.exit_code == 0, r.out << r.log);
+  BOOST_TEST(r.log.find("local: node ps:0 exited (137); restarting it") != std::string::npos, r.log);
+  BOOST_TEST(r.log.find("coordinator: ps:0 lost") != std::string::npos, r.log);
+  auto restored = r.log.find("coordinator: ps:0 restored from the checkpoint of step ");
+  BOOST_REQUIRE_MESSAGE(restored != std::string::npos, r.log);
+  BOOST_TEST_MESSAGE(r.log.substr(restored, r.log.find('\n', restored) - restored));
+  BOOST_TEST(r.out.find("trained epochs 1..4") != std::string::npos, r.out);
+  BOOST_TEST(r.accuracy >= 85.0);
+}

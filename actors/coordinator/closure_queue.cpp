@@ -127,6 +127,13 @@ void closure_queue::worker_gone(uint32_t, const caf::error& why) {
   changed_.notify_all();
 }
 
+void closure_queue::abort(const caf::error& why) {
+  std::unique_lock<std::mutex> lock(m_);
+  if (!error_) error_ = why;
+  cancel_queued(error_);
+  changed_.notify_all();
+}
+
 void closure_queue::wake_all(std::unique_lock<std::mutex>& lock) {
   auto wakers = std::move(wakers_);
   wakers_.clear();

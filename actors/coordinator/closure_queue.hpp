@@ -78,6 +78,8 @@ class closure_queue {
   void worker_back(uint32_t worker);
   /// Its proxy gave up on it; with every worker gone, everything queued fails.
   void worker_gone(uint32_t worker, const caf::error& why);
+  /// The job cannot go on (a PS that never came back): everything queued fails.
+  void abort(const caf::error& why);
 
  private:
   void cancel_queued(const caf::error& why);     // lock held

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "actors/coordinator/ps_keeper.hpp"
 #include "actors/coordinator/worker_proxy.hpp"
 #include "actors/dial.hpp"
 #include "actors/request_now.hpp"
@@ -15,8 +16,9 @@ struct cluster_coordinator::impl {
   cluster_spec spec;
   caf::scoped_actor self;
   std::chrono::milliseconds timeout{spec.runtime.connect_timeout_ms};
-  shard_list shards;
   std::vector<sharded_variable> vars;
+  std::shared_ptr<ps_layout> layout = std::make_shared<ps_layout>();  // shared with the keeper
+  caf::actor keeper;
   int64_t input_size = 0;  // the model's, once variables exist
   std::vector<node_actor> worker_nodes;
   std::vector<caf::actor> proxies;
@@ -36,6 +38,13 @@ struct cluster_coordinator::impl {
     return got;
   }
 
+  // The shards, once none is being restored (the keeper replaces a lost one).
+  shard_list shards() {
+    std::unique_lock<std::mutex> lock(layout->m);
+    layout->restored.wait_for(lock, kRecoveryTimeout, [&] { return layout->restoring == 0; });
+    return layout->shards;
+  }
+
   std::vector<const sharded_variable*> view() const {
     std::vector<const sharded_variable*> out;
     for (auto& v : vars) out.push_back(&v);
@@ -47,6 +56,7 @@ cluster_coordinator::cluster_coordinator(std::unique_ptr<impl> p) : p_(std::move
 
 cluster_coordinator::~cluster_coordinator() {
   for (auto& proxy : p_->proxies) p_->self->send_exit(proxy, caf::exit_reason::user_shutdown);
+  if (p_->keeper) p_->self->send_exit(p_->keeper, caf::exit_reason::user_shutdown);
 }
 
 caf::expected<std::unique_ptr<cluster_coordinator>> cluster_coordinator::connect(caf::actor_system& sys,
@@ -65,8 +75,12 @@ caf::expected<std::unique_ptr<cluster_coordinator>> cluster_coordinator::connect
     *req.mutable_consistency() = consistency;
     auto shard = p->ask<ps_shard_actor>(*node, req);
     if (!shard) return make_error(errc::internal, fmt::format("{}: {}", to_string(task), describe(shard.error())));
-    p->shards.push_back(*shard);
+    p->layout->shards.push_back(*shard);
   }
+  p->layout->spec = spec;
+  p->layout->consistency = consistency;
+  p->keeper = spawn_ps_keeper(sys, p->layout);
+  if (auto watching = p->ask<bool>(p->keeper, keeper_watch_atom::value); !watching) return watching.error();
   return std::unique_ptr<cluster_coordinator>(new cluster_coordinator(std::move(p)));
 }
 
@@ -75,9 +89,14 @@ caf::error cluster_coordinator::create_variables(const kernels::model_spec& mode
   if (auto problem = model.check(); !problem.empty()) return make_error(errc::invalid_config, "model: " + problem);
   kernels::sequential_model probe(model, kernels::reference_ops());
   p_->input_size = probe.input_size();
-  p_->vars = model_variables(probe.parameters(), int(p_->shards.size()), split, seed, optimizer);
+  auto shards = p_->shards();
+  p_->vars = model_variables(probe.parameters(), int(shards.size()), split, seed, optimizer);
+  {
+    std::lock_guard<std::mutex> guard(p_->layout->m);
+    p_->layout->vars = p_->vars;
+  }
   for (auto& [ps, req] : create_requests(p_->vars))
-    if (auto created = p_->ask<pb::Created>(p_->shards[size_t(ps)], req); !created)
+    if (auto created = p_->ask<pb::Created>(shards[size_t(ps)], req); !created)
       return make_error(errc::internal, fmt::format("creating variables on ps:{}: {}", ps, describe(created.error())));
   return caf::none;
 }
@@ -86,6 +105,7 @@ caf::error cluster_coordinator::create_workers(const kernels::model_spec& model,
   if (p_->vars.empty()) return make_error(errc::invalid_argument, "create_workers: create_variables first");
   const auto workers = p_->spec.count(pb::WORKER);
   p_->queue = std::make_shared<closure_queue>(p_->queue_capacity, workers);
+  const auto shards = p_->shards();
   for (uint32_t w = 0; w < workers; ++w) {
     const task_id task{pb::WORKER, w};
     auto node = p_->dial(task);
@@ -96,12 +116,15 @@ caf::error cluster_coordinator::create_workers(const kernels::model_spec& model,
     for (auto& v : p_->vars) *sw.add_variables() = train::to_proto(v);
     sw.set_threads(threads_per_worker);
     sw.set_pull_ahead(p_->consistency.mode() == pb::Consistency::ASYNC);
-    auto worker = p_->ask<worker_actor>(*node, sw, p_->shards);
+    auto worker = p_->ask<worker_actor>(*node, sw, shards);
     if (!worker) return make_error(errc::internal, fmt::format("{}: {}", to_string(task), describe(worker.error())));
     p_->worker_nodes.push_back(*node);
-    respawn_plan plan{p_->spec, size_t(p_->spec.node_of(task) - p_->spec.nodes.data()), sw, p_->shards};
+    respawn_plan plan{p_->spec, size_t(p_->spec.node_of(task) - p_->spec.nodes.data()), sw, shards};
     p_->proxies.push_back(spawn_worker_proxy(p_->self->home_system(), p_->queue, w, *worker, std::move(plan)));
   }
+  std::lock_guard<std::mutex> guard(p_->layout->m);
+  p_->layout->proxies = p_->proxies;
+  p_->layout->queue = p_->queue;
   return caf::none;
 }
 
@@ -162,19 +185,29 @@ caf::expected<std::vector<std::vector<float>>> cluster_coordinator::pull_values(
   std::vector<float*> outs;
   for (auto& v : p_->vars) values.emplace_back(size_t(v.size()));
   for (auto& v : values) outs.push_back(v.data());
+  auto shards = p_->shards();
   for (auto& [ps, pulls] : split_pull(view))
     for (auto& pull : pulls) {
-      auto got = p_->ask<pb::Values>(p_->shards[size_t(ps)], pull);
+      auto got = p_->ask<pb::Values>(shards[size_t(ps)], pull);
       if (!got) return got.error();
       if (auto err = scatter_values(*got, view, outs)) return err;
     }
   return values;
 }
 
+void cluster_coordinator::restore_lost_shards_from(const std::string& checkpoint_dir) {
+  std::lock_guard<std::mutex> guard(p_->layout->m);
+  p_->layout->checkpoint_dir = checkpoint_dir;
+}
+
 caf::error cluster_coordinator::set_learning_rate(float learning_rate) {
   pb::SetLearningRate req;
   req.set_learning_rate(learning_rate);
-  for (auto& shard : p_->shards)
+  {
+    std::lock_guard<std::mutex> guard(p_->layout->m);
+    p_->layout->learning_rate = learning_rate;  // a shard restored later gets it from the keeper
+  }
+  for (auto& shard : p_->shards())
     if (auto set = p_->ask<pb::LearningRateSet>(shard, req); !set) return set.error();
   return caf::none;
 }
@@ -183,9 +216,10 @@ caf::error cluster_coordinator::assign_values(const std::vector<const float*>& v
   if (values.size() != p_->vars.size())
     return make_error(errc::invalid_argument, fmt::format("assign_values: {} values for {} variables", values.size(),
                                                           p_->vars.size()));
+  auto shards = p_->shards();
   for (auto& [ps, msgs] : split_assign(p_->view(), values))
     for (auto& m : msgs)
-      if (auto done = p_->ask<pb::Assigned>(p_->shards[size_t(ps)], m); !done) return done.error();
+      if (auto done = p_->ask<pb::Assigned>(shards[size_t(ps)], m); !done) return done.error();
   return caf::none;
 }
 

@@ -63,6 +63,10 @@ class cluster_coordinator {
   const std::vector<sharded_variable>& variables() const;
   /// The variables' current values, whole, in variables() order.
   [[nodiscard]] caf::expected<std::vector<std::vector<float>>> pull_values();
+  /// Where a PS shard that was lost and comes back gets its variables from:
+  /// the newest intact checkpoint there (default: their initial values).
+  /// See actors/coordinator/ps_keeper.hpp.
+  void restore_lost_shards_from(const std::string& checkpoint_dir);
   /// Every variable's learning rate from now on (a schedule's step).
   [[nodiscard]] caf::error set_learning_rate(float learning_rate);
   /// Sets the variables (a checkpoint's values, in variables() order).

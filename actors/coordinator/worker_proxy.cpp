@@ -31,6 +31,7 @@ struct proxy_state {
   size_t running = 0, window = kMinWindow;
   double micros_per_closure = 0;  // learnt from the worker's busy time
   bool waiting = false;           // a wake-up is registered with the queue
+  bool paused = false;            // a PS shard is being restored
 };
 
 using proxy_ptr = caf::stateful_actor<proxy_state>*;
@@ -84,7 +85,7 @@ void lose_worker(proxy_ptr self, const caf::error& why) {
   st.queue->put_back(std::move(back));
   st.queue->worker_lost(st.index);
   st.lost_at = std::chrono::steady_clock::now();
-  self->delayed_send(self, kRespawnRetry, proxy_respawn_atom::value);
+  self->send(self, proxy_respawn_atom::value);  // at once: the node may be up (a lost link, new shards)
 }
 
 void retry_later(proxy_ptr self, const caf::error& why) {
@@ -136,7 +137,7 @@ void respawn_on(proxy_ptr self, node_actor node) {
 
 void dispatch(proxy_ptr self) {
   auto& st = self->state;
-  while (st.worker && st.running < st.window && !st.waiting) {
+  while (st.worker && !st.paused && st.running < st.window && !st.waiting) {
     auto batch = st.queue->take(st.window - st.running, st.index, [weak = self->address()] {
       if (auto proxy = caf::actor_cast<caf::actor>(weak)) caf::anon_send(proxy, proxy_wake_atom::value);
     });
@@ -174,9 +175,21 @@ caf::behavior proxy_behavior(proxy_ptr self, std::shared_ptr<closure_queue> queu
         self->state.waiting = false;
         dispatch(self);
       },
+      [self](proxy_pause_atom) { self->state.paused = true; },
+      [self](proxy_shards_atom, const shard_list& shards) {
+        auto& st = self->state;
+        st.plan.shards = shards;
+        st.paused = false;
+        if (st.worker) {
+          self->send_exit(st.worker, caf::exit_reason::user_shutdown);  // it holds the old shard handles
+          lose_worker(self, make_error(errc::internal, "the PS shards changed"));
+        } else {
+          self->send(self, proxy_respawn_atom::value);
+        }
+      },
       [self](proxy_respawn_atom) {
         auto& st = self->state;
-        if (st.worker) return;
+        if (st.worker || st.paused) return;
         dial_node(self, st.plan.spec, task_id{pb::COORDINATOR, 0}, st.plan.node,
                   [self](caf::expected<node_actor> node) {
                     if (!node) return retry_later(self, node.error());

@@ -31,6 +31,8 @@ constexpr auto kRecoveryTimeout = std::chrono::seconds(120);
 using proxy_dataset_atom = caf::atom_constant<caf::atom("pxdataset")>;
 using proxy_wake_atom = caf::atom_constant<caf::atom("pxwake")>;
 using proxy_respawn_atom = caf::atom_constant<caf::atom("pxrespawn")>;
+using proxy_pause_atom = caf::atom_constant<caf::atom("pxpause")>;    // a PS shard is being restored
+using proxy_shards_atom = caf::atom_constant<caf::atom("pxshards")>;  // (.., shard_list): resume over these
 
 /// How to bring a worker back: its node and what spawned it there.
 struct respawn_plan {
@@ -42,7 +44,9 @@ struct respawn_plan {
 
 /// A local actor. Requests: (proxy_dataset_atom, name, dataset_actor,
 /// SpawnDataset) -> bool (the worker's dataset of that name and how it was
-/// built, added or replaced; closures sent afterwards see it).
+/// built, added or replaced; closures sent afterwards see it). Messages:
+/// proxy_pause_atom (no dispatching, no respawning), (proxy_shards_atom,
+/// shard_list) (the PS shards changed: respawn the worker over them, resume).
 caf::actor spawn_worker_proxy(caf::actor_system& sys, std::shared_ptr<closure_queue> queue, uint32_t index,
                               worker_actor worker, respawn_plan plan);
 

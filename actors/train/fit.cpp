@@ -32,6 +32,7 @@ caf::expected<std::unique_ptr<cluster_coordinator>> connect_job(caf::actor_syste
       (err = (*c)->create_workers(job.model, t.threads_per_worker));
   if (err) return err;
   if (auto info = (*c)->create_per_worker_dataset("train", job.train); !info) return info.error();
+  if (!t.checkpoint_dir.empty()) (*c)->restore_lost_shards_from(t.checkpoint_dir);
   return c;
 }
 
