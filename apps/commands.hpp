@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <atomic>
 #include <optional>
 #include <string>
 #include <vector>
@@ -20,12 +21,15 @@ int run_node(const cluster_spec& spec, const task_id& task, bool exit_with_paren
 /// `actorps local`: starts one child process per node of the topology in
 /// `config_path` (stderr appended to `log_path`), runs the job (a status
 /// round when the file holds no [training]), stops them.
+/// With `chaos_seed`, also carries out the job's [[faults]] (`actorps chaos`).
 int run_local(const std::string& config_path, const cluster_spec& spec, const std::optional<job_spec>& job,
-              const std::string& self_exe, const std::string& log_path);
+              const std::string& self_exe, const std::string& log_path,
+              std::optional<uint64_t> chaos_seed = std::nullopt);
 
 /// `actorps train`: runs a job's training against its running nodes, as the
 /// coordinator; exit 1 on failure or when the target accuracy is missed.
-int run_training(const job_spec& job);
+/// `steps_done`, when given, follows the job's progress (chaos at_step).
+int run_training(const job_spec& job, std::atomic<int64_t>* steps_done = nullptr);
 
 /// `actorps eval JOB`: the newest checkpoint of `checkpoint_dir` (default:
 /// the job's) evaluated on the job's eval dataset in this process.

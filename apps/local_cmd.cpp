@@ -9,6 +9,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <condition_variable>
+#include <atomic>
 #include <mutex>
 #include <utility>
 #include <thread>
@@ -83,6 +84,17 @@ class node_set {
 
   size_t size() const { return nodes_.size(); }
 
+  // Sends `sig` to the node hosting `task`; its pid, or 0.
+  pid_t signal(const std::string& task, int sig) {
+    std::lock_guard<std::mutex> guard(m_);
+    for (size_t i = 0; i < tasks_.size(); ++i)
+      if (tasks_[i] == task && !stopping_) {
+        nodes_[i].signal(sig);
+        return nodes_[i].pid();
+      }
+    return 0;
+  }
+
  private:
   caf::expected<child_process> launch(const std::string& task) {
     auto child = child_process::spawn({self_exe_, "node", "--config", config_, "--task", task, "--exit-with-parent"}, log_);
@@ -104,10 +116,46 @@ class node_set {
   std::vector<int> restarts_;
 };
 
+// Carries out a fault plan against the nodes; every event logged with the
+// time since the nodes came up. Pauses end with SIGCONT on time.
+void run_chaos(node_set& nodes, const std::vector<planned_fault>& plan, const std::atomic<int64_t>& steps,
+               const std::atomic<bool>& done) {
+  using clock_type = std::chrono::steady_clock;
+  const auto start = clock_type::now();
+  auto since = [&] { return std::chrono::duration<double>(clock_type::now() - start).count(); };
+  std::vector<std::pair<double, std::string>> resumes;  // (time, task) of pending SIGCONTs
+  auto due_resumes = [&] {
+    for (auto i = resumes.begin(); i != resumes.end();)
+      if (i->first <= since()) {
+        auto pid = nodes.signal(i->second, SIGCONT);
+        spdlog::warn("chaos: t={:.2f} s: SIGCONT {} (pid {})", since(), i->second, pid);
+        i = resumes.erase(i);
+      } else {
+        ++i;
+      }
+  };
+  for (auto& f : plan) {
+    while (!done && (f.at_step >= 0 ? steps.load() < f.at_step : since() < f.at)) {
+      due_resumes();
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    if (done) break;
+    const auto task = to_string(f.task);
+    const auto pid = nodes.signal(task, f.what == fault::kind::kill ? SIGKILL : SIGSTOP);
+    spdlog::warn("chaos: t={:.2f} s, step {}: {} {} (pid {})", since(), steps.load(),
+                 f.what == fault::kind::kill ? "SIGKILL" : "SIGSTOP", task, pid);
+    if (f.what == fault::kind::pause) resumes.emplace_back(since() + f.duration, task);
+  }
+  while (!resumes.empty()) {  // a paused node always resumes (even after the job ended)
+    due_resumes();
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
 }  // namespace
 
 int run_local(const std::string& config_path, const cluster_spec& spec, const std::optional<job_spec>& job,
-              const std::string& self_exe, const std::string& log_path) {
+              const std::string& self_exe, const std::string& log_path, std::optional<uint64_t> chaos_seed) {
   // Signals wait for the thread below (blocked before any other thread starts;
   // the nodes inherit the mask and take them with sigwait themselves).
   sigset_t stop_signals;
@@ -130,7 +178,21 @@ int run_local(const std::string& config_path, const cluster_spec& spec, const st
     std::_Exit(130);
   }).detach();
   std::thread supervisor([&nodes] { nodes.supervise(); });
-  int rc = job ? run_training(*job) : run_status(spec, false);
+  std::atomic<int64_t> steps{0};
+  std::atomic<bool> done{false};
+  std::thread chaos;
+  if (job && !job->faults.empty()) {
+    if (!chaos_seed) {
+      spdlog::warn("local: the job's [[faults]] run only under `actorps chaos`");
+    } else {
+      auto plan = plan_faults(job->faults, *chaos_seed);
+      for (auto& f : plan) spdlog::warn("chaos: seed {}: plan: {}", *chaos_seed, to_string(f));
+      chaos = std::thread([&nodes, plan, &steps, &done] { run_chaos(nodes, plan, steps, done); });
+    }
+  }
+  int rc = job ? run_training(*job, &steps) : run_status(spec, false);
+  done = true;
+  if (chaos.joinable()) chaos.join();
   int stop_rc = nodes.stop();
   supervisor.join();
   spdlog::info("local: {} nodes stopped; their logs are in {}", nodes.size(), log_path);

@@ -70,6 +70,15 @@ int main(int argc, char** argv) {
   local->add_option("config", local_config, "cluster topology (TOML)")->required();
   local->add_option("--log", log_path, "file the nodes' logs are appended to");
 
+  auto* chaos = app.add_subcommand("chaos", "like local, and carry out the job's [[faults]] (failure injection)");
+  std::string chaos_job;
+  uint64_t chaos_seed = 1;
+  bool plan_only = false;
+  chaos->add_option("job", chaos_job, "job file with [[faults]]")->required();
+  chaos->add_option("--seed", chaos_seed, "draws the fault times (the same seed, the same plan)");
+  chaos->add_option("--log", log_path, "file the nodes' logs are appended to");
+  chaos->add_flag("--plan-only", plan_only, "print the plan and exit");
+
   std::string job_path;
   auto* train = app.add_subcommand("train", "run a job's training against its running nodes (as the coordinator)");
   train->add_option("job", job_path, "job file (TOML: [cluster], [model], [dataset], [eval_dataset], [training])")
@@ -182,6 +191,18 @@ int main(int argc, char** argv) {
     return *train ? run_training(**job) : run_eval(**job, checkpoint_dir);
   }
   if (*local) config_path = local_config;
+  if (*chaos) {
+    auto job = load_job_file(chaos_job);
+    if (!job) return fail(job.error());
+    if (!*job || (*job)->faults.empty())
+      return fail(make_error(errc::invalid_config, chaos_job + ": no [[faults]] (see config/chaos_job.toml)"));
+    if (plan_only) {
+      for (auto& f : plan_faults((*job)->faults, chaos_seed)) std::printf("%s\n", to_string(f).c_str());
+      return 0;
+    }
+    spdlog::set_level(spdlog::level::from_str((*job)->cluster.runtime.log_level));
+    return run_local(chaos_job, (*job)->cluster, *job, self_exe(), log_path, chaos_seed);
+  }
   auto spec = load_cluster(config_path, std::getenv("TF_CONFIG"));
   if (!spec) return fail(spec.error());
   spdlog::set_level(spdlog::level::from_str(spec->runtime.log_level));

@@ -13,8 +13,24 @@
 #include "apps/commands.hpp"
 
 namespace actorps {
+namespace {
 
-int run_training(const job_spec& job) {
+// Publishes the job's steps (for `actorps chaos` faults at a step).
+class step_probe : public train::fit_callback {
+ public:
+  explicit step_probe(std::atomic<int64_t>& steps) : steps_(steps) {}
+  caf::error on_steps(cluster_coordinator&, const train::step_progress& p) override {
+    steps_ = p.job_step;
+    return caf::none;
+  }
+
+ private:
+  std::atomic<int64_t>& steps_;
+};
+
+}  // namespace
+
+int run_training(const job_spec& job, std::atomic<int64_t>* steps_done) {
   auto fail = [](const std::string& what, const caf::error& err) {
     spdlog::error("train: {}: {}", what, describe(err));
     return exit_code(err);
@@ -35,6 +51,7 @@ int run_training(const job_spec& job) {
     owned.push_back(std::make_unique<train::metrics_log>(std::move(*log)));
   }
   owned.push_back(std::make_unique<train::progress_bar>(t.epochs, stdout));
+  if (steps_done != nullptr) owned.push_back(std::make_unique<step_probe>(*steps_done));
   if (t.early_stopping_patience > 0)
     owned.push_back(std::make_unique<train::early_stopping>(t.early_stopping_monitor, t.early_stopping_patience,
                                                             t.early_stopping_min_delta));

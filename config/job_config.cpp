@@ -113,6 +113,9 @@ caf::expected<std::optional<job_spec>> load_job_file(const std::string& path) {
     return r.fail(t, "training", "partitioner \"max_size\" needs 'max_shard_bytes'");
   if (o.variable_partitioner.type == partitioner::kind::min_size && !t.contains("max_shards"))
     o.variable_partitioner.max_shards = int64_t(job.cluster.count(pb::PS));  // TF's usual: at most one shard per PS
+  auto faults = parse_faults(*text, path, job.cluster);
+  if (!faults) return faults.error();
+  job.faults = std::move(*faults);
   if (workers == 0 || job.cluster.count(pb::PS) == 0)
     return make_error(errc::invalid_config, path + ": a training job needs at least one worker and one ps task");
   return std::optional<job_spec>{std::move(job)};

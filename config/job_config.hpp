@@ -9,6 +9,7 @@
 #include <caf/expected.hpp>
 
 #include "config/cluster_spec.hpp"
+#include "config/fault_plan.hpp"
 #include "config/partitioner.hpp"
 #include "kernels/model.hpp"
 #include "messages/data.pb.h"
@@ -41,6 +42,7 @@ struct job_spec {
   kernels::model_spec model;
   pb::DatasetSpec train, eval;
   training_options training;
+  std::vector<fault> faults;  // [[faults]]: run by `actorps chaos`
 };
 
 /// The job of a file, or none when it holds no [training] table (a plain

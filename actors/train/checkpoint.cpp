@@ -77,9 +77,9 @@ caf::expected<checkpoint> load(const fs::path& path) {
 
 caf::error save_checkpoint(const std::string& dir, const checkpoint& c, int keep_max) {
   std::error_code ec;
-  fs::create_directory(dir, ec);
+  fs::create_directories(dir, ec);
   if (!fs::is_directory(dir))
-    return make_error(errc::io_error, "checkpoint directory " + dir + " cannot be created (does its parent exist?)");
+    return make_error(errc::io_error, "checkpoint directory " + dir + " cannot be created: " + ec.message());
   pb::CheckpointHeader header;
   header.set_step(c.step);
   header.set_epoch(c.epoch);

@@ -29,7 +29,7 @@ struct checkpoint {
   pb::SplitStatus splits;
 };
 
-/// Writes `c` into `dir` (created if its parent exists), then deletes the
+/// Writes `c` into `dir` (created with its parents), then deletes the
 /// oldest checkpoints beyond `keep_max` (>= 1).
 [[nodiscard]] caf::error save_checkpoint(const std::string& dir, const checkpoint& c, int keep_max);
 

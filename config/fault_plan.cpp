@@ -1,0 +1,90 @@
+#include "config/fault_plan.hpp"
+
+#include <algorithm>
+#include <random>
+
+#include <fmt/format.h>
+
+#include "config/toml_reader.hpp"
+
+namespace actorps {
+namespace {
+
+// A number, or [low, high] to draw from.
+caf::error read_range(const reader& r, const toml::table& t, const std::string& p, const char* key, double& lo,
+                      double& hi) {
+  auto* n = t.get(key);
+  if (n == nullptr) return caf::none;
+  if (auto v = n->value<double>()) {
+    lo = hi = *v;
+  } else if (auto* a = n->as_array(); a != nullptr && a->size() == 2 && a->get(0)->value<double>() &&
+                                      a->get(1)->value<double>()) {
+    lo = *a->get(0)->value<double>();
+    hi = *a->get(1)->value<double>();
+  } else {
+    return r.fail(*n, p + "." + key, "expected a number of seconds or [low, high]");
+  }
+  if (lo < 0 || hi < lo) return r.fail(*n, p + "." + key, "expected 0 <= low <= high");
+  return caf::none;
+}
+
+}  // namespace
+
+caf::expected<std::vector<fault>> parse_faults(std::string_view text, std::string_view path, const cluster_spec& spec) {
+  auto doc = parse_document(text, path);
+  if (!doc) return doc.error();
+  std::vector<fault> out;
+  auto* node = doc->get("faults");
+  if (node == nullptr) return out;
+  reader r(path);
+  auto* list = node->as_array();
+  if (list == nullptr) return r.fail(*node, "faults", "expected [[faults]] tables");
+  for (size_t i = 0; i < list->size(); ++i) {
+    const std::string p = "faults[" + std::to_string(i) + "]";
+    auto* t = list->get(i)->as_table();
+    if (t == nullptr) return r.fail(*list->get(i), p, "expected a table");
+    if (auto err = r.only_keys(*t, p, {"kind", "task", "at", "at_step", "duration"})) return err;
+    fault f;
+    std::string task;
+    caf::error err;
+    (err = r.choose(*t, p, "kind", f.what, {std::pair{"kill", fault::kind::kill}, std::pair{"pause", fault::kind::pause}})) ||
+        (err = r.get(*t, p, "task", task)) || (err = r.get(*t, p, "at_step", f.at_step, 0, INT64_MAX)) ||
+        (err = read_range(r, *t, p, "at", f.at_lo, f.at_hi)) ||
+        (err = read_range(r, *t, p, "duration", f.duration_lo, f.duration_hi));
+    if (err) return err;
+    if (!t->contains("kind") || !t->contains("task")) return r.fail(*t, p, "needs 'kind' and 'task'");
+    if (t->contains("at") == t->contains("at_step")) return r.fail(*t, p, "needs exactly one of 'at' and 'at_step'");
+    if (f.what == fault::kind::pause && !t->contains("duration")) return r.fail(*t, p, "a pause needs 'duration'");
+    auto parsed = parse_task(task);
+    if (!parsed || spec.node_of(*parsed) == nullptr)
+      return r.fail(*t->get("task"), p + ".task", "\"" + task + "\" is not a task of the cluster");
+    if (parsed->role == pb::COORDINATOR)
+      return r.fail(*t->get("task"), p + ".task", "the coordinator runs the plan (kill `actorps chaos` itself instead)");
+    f.task = *parsed;
+    out.push_back(f);
+  }
+  return out;
+}
+
+std::vector<planned_fault> plan_faults(const std::vector<fault>& faults, uint64_t seed) {
+  std::mt19937_64 gen(seed);
+  auto draw = [&](double lo, double hi) { return lo == hi ? lo : std::uniform_real_distribution<double>(lo, hi)(gen); };
+  std::vector<planned_fault> out;
+  for (auto& f : faults) {
+    planned_fault p{f.what, f.task, draw(f.at_lo, f.at_hi), f.at_step, 0};
+    p.duration = draw(f.duration_lo, f.duration_hi);
+    out.push_back(p);
+  }
+  std::stable_sort(out.begin(), out.end(), [](auto& a, auto& b) {
+    return a.at_step != b.at_step ? a.at_step < b.at_step : a.at < b.at;
+  });
+  return out;
+}
+
+std::string to_string(const planned_fault& f) {
+  auto when = f.at_step >= 0 ? fmt::format("at step {}", f.at_step) : fmt::format("at {:.2f} s", f.at);
+  if (f.what == fault::kind::kill) return fmt::format("SIGKILL {} {}", to_string(f.task), when);
+  return fmt::format("SIGSTOP {} {} for {:.2f} s", to_string(f.task), when, f.duration);
+}
+
+}  // namespace actorps

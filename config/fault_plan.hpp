@@ -1,0 +1,56 @@
+// Failure injection a user declares in a job file (`actorps chaos JOB`):
+//
+//   [[faults]]
+//   kind = "kill"            # SIGKILL the task's node process ...
+//   task = "worker:1"
+//   at = [1.0, 4.0]          # ... at a time drawn from this range (seconds
+//                            # after the nodes are up; a number: exactly then)
+//   # at_step = 500          # ... or once the job has done this many steps
+//
+//   [[faults]]
+//   kind = "pause"           # SIGSTOP, then SIGCONT after `duration` seconds
+//   task = "ps:1"
+//   at = 2.0
+//   duration = [5.0, 10.0]
+//
+// The same seed gives the same plan.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <caf/expected.hpp>
+
+#include "config/cluster_spec.hpp"
+
+namespace actorps {
+
+struct fault {
+  enum class kind { kill, pause };
+  kind what = kind::kill;
+  task_id task;
+  double at_lo = 0, at_hi = 0;        // seconds after the nodes are up
+  int64_t at_step = -1;               // >= 0: once the job has done this many steps instead
+  double duration_lo = 0, duration_hi = 0;  // pause only
+};
+
+struct planned_fault {
+  fault::kind what = fault::kind::kill;
+  task_id task;
+  double at = 0;         // seconds (when at_step < 0)
+  int64_t at_step = -1;
+  double duration = 0;   // pause
+};
+
+/// The [[faults]] of a job file's text; every task must be one of `spec`'s.
+[[nodiscard]] caf::expected<std::vector<fault>> parse_faults(std::string_view text, std::string_view path,
+                                                              const cluster_spec& spec);
+
+/// Draws the times of `faults` from `seed`, in order of time.
+std::vector<planned_fault> plan_faults(const std::vector<fault>& faults, uint64_t seed);
+
+std::string to_string(const planned_fault& f);
+
+}  // namespace actorps
