@@ -7,6 +7,7 @@
 
 #include <caf/actor_system.hpp>
 #include <caf/event_based_actor.hpp>
+#include <caf/send.hpp>
 #include <caf/stateful_actor.hpp>
 #include <caf/io/middleman.hpp>
 #include <caf/io/typed_broker.hpp>
@@ -54,7 +55,8 @@ using node_broker = caf::io::typed_broker<caf::replies_to<pb::Hello>::with<pb::W
                                           caf::replies_to<pb::StatusRequest>::with<pb::NodeStatus>,
                                           caf::replies_to<pb::SpawnShard>::with<ps_shard_actor>,
                                           caf::replies_to<pb::SpawnDataset>::with<dataset_actor>,
-                                          caf::replies_to<pb::SpawnWorker, shard_list>::with<worker_actor>>;
+                                          caf::replies_to<pb::SpawnWorker, shard_list>::with<worker_actor>,
+                                          caf::replies_to<pb::InjectFault>::with<pb::FaultInjected>>;
 using node_ptr = caf::stateful_actor<node_state, node_broker>*;
 
 // Admission check for every request but Hello: the sender's node said Hello.
@@ -239,6 +241,14 @@ node_broker::behavior_type node_behavior(node_ptr self, cluster_spec spec, size_
       [self](const pb::SpawnShard& req) { return on_spawn_shard(self, req); },
       [self](const pb::SpawnDataset& req) { return on_spawn_dataset(self, req); },
       [self](const pb::SpawnWorker& req, const shard_list& shards) { return on_spawn_worker(self, req, shards); },
+      [self](const pb::InjectFault& req) -> caf::result<pb::FaultInjected> {
+        if (auto err = check_spawn(self, task_id{pb::WORKER, req.worker()}, "faults")) return err;
+        auto worker = self->state.workers.find(req.worker());
+        if (worker == self->state.workers.end())
+          return make_error(errc::invalid_argument, "worker:" + std::to_string(req.worker()) + " runs no worker actor");
+        caf::anon_send(worker->second, req);
+        return pb::FaultInjected{};
+      },
   };
 }
 

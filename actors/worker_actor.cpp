@@ -5,6 +5,7 @@
 #include <deque>
 #include <memory>
 #include <optional>
+#include <random>
 
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
@@ -67,10 +68,44 @@ struct worker_state {
   // one's gradients are still on their way (its pulls queue behind them).
   std::deque<batch_run> queue;
   uint64_t next_seq = 0;
+  // Injected faults (actorps chaos): requests to a PS task dropped before
+  // they leave, each sent again after kDropRetry (a lossy link's timeout).
+  struct {
+    uint32_t ps = 0;
+    double drop = 0;
+    std::chrono::steady_clock::time_point until;
+    std::mt19937 gen{7};
+    uint64_t dropped = 0;
+  } fault;
+  std::map<uint64_t, std::function<void()>> timers;
+  uint64_t next_timer = 0;
   std::map<caf::actor_addr, prefetch> prefetched;
 };
 
 using worker_ptr = worker_actor::stateful_pointer<worker_state>;
+
+constexpr auto kDropRetry = std::chrono::milliseconds(500);
+
+void after(worker_ptr self, std::chrono::milliseconds delay, std::function<void()> fn) {
+  auto& st = self->state;
+  st.timers.emplace(st.next_timer, std::move(fn));
+  self->delayed_send(self, delay, worker_timer_atom::value, st.next_timer++);
+}
+
+// A request to PS task `ps`; an injected drop holds it back and sends it
+// again after kDropRetry (as a lost message's retry would).
+template <class Reply, class Msg, class Ok, class Fail>
+void ask_shard(worker_ptr self, int ps, Msg msg, Ok ok, Fail fail) {
+  auto& f = self->state.fault;
+  if (f.drop > 0 && uint32_t(ps) == f.ps && std::chrono::steady_clock::now() < f.until &&
+      std::bernoulli_distribution(f.drop)(f.gen)) {
+    ++f.dropped;
+    auto held = std::make_shared<Msg>(std::move(msg));
+    return after(self, kDropRetry, [self, ps, held, ok, fail] { ask_shard<Reply>(self, ps, std::move(*held), ok, fail); });
+  }
+  self->request(self->state.shards[size_t(ps)], caf::infinite, std::move(msg))
+      .then([ok](Reply& r) { ok(r); }, [fail](caf::error& err) { fail(std::move(err)); });
+}
 
 // Calls `then` once `count` replies are in, or with the first error.
 struct countdown {
@@ -93,16 +128,16 @@ void pull_into(worker_ptr self, int buffer, int64_t step, std::function<void(caf
     for (auto& p : list) {
       p.set_worker(st.index);
       p.set_step(step);
-      self->request(st.shards[size_t(ps)], caf::infinite, p)
-          .then(
-              [self, c, buffer](const pb::Values& v) {
-                auto& st = self->state;
-                std::vector<float*> into;
-                for (auto i : st.dense) into.push_back(st.buffers[buffer]->value_ptrs[i]);
-                if (auto err = scatter_values(v, st.view, into)) return c->fail(err);
-                c->ok();
-              },
-              [c](caf::error& err) { c->fail(std::move(err)); });
+      ask_shard<pb::Values>(
+          self, ps, p,
+          [self, c, buffer](const pb::Values& v) {
+            auto& st = self->state;
+            std::vector<float*> into;
+            for (auto i : st.dense) into.push_back(st.buffers[buffer]->value_ptrs[i]);
+            if (auto err = scatter_values(v, st.view, into)) return c->fail(err);
+            c->ok();
+          },
+          [c](caf::error err) { c->fail(std::move(err)); });
     }
 }
 
@@ -175,8 +210,9 @@ void push(worker_ptr self, int64_t step, std::function<void(caf::error)> then) {
   };
   auto send = [&](int ps, auto msg) {
     ++batch->unacked;
-    self->request(st.shards[size_t(ps)], caf::infinite, std::move(msg))
-        .then([acked](const pb::PushAck&) { acked(caf::none); }, [acked](caf::error& err) { acked(std::move(err)); });
+    ask_shard<pb::PushAck>(
+        self, ps, std::move(msg), [acked](const pb::PushAck&) { acked(caf::none); },
+        [acked](caf::error err) { acked(std::move(err)); });
   };
   std::vector<const float*> grads;
   for (auto i : st.dense) grads.push_back(st.buffers[st.current]->grad_views[i]);
@@ -225,14 +261,14 @@ void pull_rows(worker_ptr self, const std::vector<int64_t>& ids, std::function<v
   auto c = std::make_shared<countdown>(countdown{total, std::move(then)});
   for (auto& [i, by_ps] : pulls)
     for (auto& [ps, req] : by_ps)
-      self->request(st.shards[size_t(ps)], caf::infinite, std::move(req))
-          .then(
-              [self, c, i = i](const pb::Rows& rows) {
-                auto& st = self->state;
-                if (auto err = scatter_rows(rows, st.vars[i], st.buffers[st.current]->value_ptrs[i])) return c->fail(err);
-                c->ok();
-              },
-              [c](caf::error& err) { c->fail(std::move(err)); });
+      ask_shard<pb::Rows>(
+          self, ps, std::move(req),
+          [self, c, i = i](const pb::Rows& rows) {
+            auto& st = self->state;
+            if (auto err = scatter_rows(rows, st.vars[i], st.buffers[st.current]->value_ptrs[i])) return c->fail(err);
+            c->ok();
+          },
+          [c](caf::error err) { c->fail(std::move(err)); });
 }
 
 void next_batch(worker_ptr self, const dataset_actor& d, std::function<void(caf::expected<pb::BatchData>)> then) {
@@ -381,6 +417,22 @@ worker_actor::behavior_type worker_behavior(worker_ptr self, pb::SpawnWorker spe
         if (idle) run_next(self);
         answer_finished(self);  // an empty batch
         return promise;
+      },
+      [self](const pb::InjectFault& req) {
+        auto& f = self->state.fault;
+        f.ps = req.ps();
+        f.drop = std::clamp(req.drop(), 0.0, 1.0);
+        f.until = std::chrono::steady_clock::now() + std::chrono::milliseconds(req.duration_ms());
+        spdlog::warn("worker:{}: dropping {:.0f}% of its requests to ps:{} for {} ms (injected)", self->state.index,
+                     100 * f.drop, f.ps, req.duration_ms());
+        return pb::FaultInjected{};
+      },
+      [self](worker_timer_atom, uint64_t id) {
+        auto i = self->state.timers.find(id);
+        if (i == self->state.timers.end()) return;
+        auto fn = std::move(i->second);
+        self->state.timers.erase(i);
+        fn();
       },
   };
 }

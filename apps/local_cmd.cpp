@@ -17,6 +17,9 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "actors/dial.hpp"
+#include "actors/request_now.hpp"
+#include "actors/system_config.hpp"
 #include "apps/commands.hpp"
 #include "apps/subprocess.hpp"
 #include "messages/errors.hpp"
@@ -116,10 +119,26 @@ class node_set {
   std::vector<int> restarts_;
 };
 
+// Has the worker of a drop fault lose requests (through its node).
+caf::error inject_drop(const cluster_spec& spec, const planned_fault& f) {
+  system_config cfg(spec.runtime);
+  caf::actor_system sys(cfg);
+  caf::scoped_actor self(sys);
+  auto node = dial_node_now(self, spec, task_id{pb::COORDINATOR, 0}, size_t(spec.node_of(f.task) - spec.nodes.data()));
+  if (!node) return node.error();
+  pb::InjectFault req;
+  req.set_worker(f.task.index);
+  req.set_ps(f.peer.index);
+  req.set_drop(f.fraction);
+  req.set_duration_ms(uint32_t(f.duration * 1000));
+  auto done = request_now<pb::FaultInjected>(self, *node, std::chrono::seconds(5), req);
+  return done ? caf::none : done.error();
+}
+
 // Carries out a fault plan against the nodes; every event logged with the
 // time since the nodes came up. Pauses end with SIGCONT on time.
-void run_chaos(node_set& nodes, const std::vector<planned_fault>& plan, const std::atomic<int64_t>& steps,
-               const std::atomic<bool>& done) {
+void run_chaos(node_set& nodes, const cluster_spec& spec, const std::vector<planned_fault>& plan,
+               const std::atomic<int64_t>& steps, const std::atomic<bool>& done) {
   using clock_type = std::chrono::steady_clock;
   const auto start = clock_type::now();
   auto since = [&] { return std::chrono::duration<double>(clock_type::now() - start).count(); };
@@ -141,6 +160,12 @@ void run_chaos(node_set& nodes, const std::vector<planned_fault>& plan, const st
     }
     if (done) break;
     const auto task = to_string(f.task);
+    if (f.what == fault::kind::drop) {
+      auto err = inject_drop(spec, f);
+      spdlog::warn("chaos: t={:.2f} s, step {}: {}{}", since(), steps.load(), to_string(f),
+                   err ? " failed: " + describe(err) : std::string());
+      continue;
+    }
     const auto pid = nodes.signal(task, f.what == fault::kind::kill ? SIGKILL : SIGSTOP);
     spdlog::warn("chaos: t={:.2f} s, step {}: {} {} (pid {})", since(), steps.load(),
                  f.what == fault::kind::kill ? "SIGKILL" : "SIGSTOP", task, pid);
@@ -187,7 +212,7 @@ int run_local(const std::string& config_path, const cluster_spec& spec, const st
     } else {
       auto plan = plan_faults(job->faults, *chaos_seed);
       for (auto& f : plan) spdlog::warn("chaos: seed {}: plan: {}", *chaos_seed, to_string(f));
-      chaos = std::thread([&nodes, plan, &steps, &done] { run_chaos(nodes, plan, steps, done); });
+      chaos = std::thread([&nodes, &spec, plan, &steps, &done] { run_chaos(nodes, spec, plan, steps, done); });
     }
   }
   int rc = job ? run_training(*job, &steps) : run_status(spec, false);

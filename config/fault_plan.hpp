@@ -13,6 +13,14 @@
 //   at = 2.0
 //   duration = [5.0, 10.0]
 //
+//   [[faults]]
+//   kind = "drop"            # the worker loses `fraction` of its requests to
+//   task = "worker:0"        # `peer` for `duration` seconds (each is sent
+//   peer = "ps:0"            # again after a timeout, as over a lossy link)
+//   fraction = 0.05
+//   at = 1.0
+//   duration = 30.0
+//
 // The same seed gives the same plan.
 #pragma once
 
@@ -28,9 +36,11 @@
 namespace actorps {
 
 struct fault {
-  enum class kind { kill, pause };
+  enum class kind { kill, pause, drop };
   kind what = kind::kill;
   task_id task;
+  task_id peer;           // drop: the PS task
+  double fraction = 0;    // drop
   double at_lo = 0, at_hi = 0;        // seconds after the nodes are up
   int64_t at_step = -1;               // >= 0: once the job has done this many steps instead
   double duration_lo = 0, duration_hi = 0;  // pause only
@@ -38,10 +48,11 @@ struct fault {
 
 struct planned_fault {
   fault::kind what = fault::kind::kill;
-  task_id task;
+  task_id task, peer;
+  double fraction = 0;
   double at = 0;         // seconds (when at_step < 0)
   int64_t at_step = -1;
-  double duration = 0;   // pause
+  double duration = 0;   // pause, drop
 };
 
 /// The [[faults]] of a job file's text; every task must be one of `spec`'s.

@@ -2,6 +2,7 @@
 // schemas in *.proto, the whole contract of what crosses the wire.
 #pragma once
 
+#include <caf/atom.hpp>
 #include <caf/replies_to.hpp>
 #include <caf/typed_actor.hpp>
 
@@ -34,10 +35,15 @@ using split_dispatcher_actor = caf::typed_actor<caf::replies_to<pb::SplitRequest
                                                 caf::replies_to<pb::WorkerLost>::with<pb::SplitStatus>,
                                                 caf::replies_to<pb::SplitStatusRequest>::with<pb::SplitStatus>>;
 
+/// A worker's own timers (held-back requests of an injected fault).
+using worker_timer_atom = caf::atom_constant<caf::atom("wtimer")>;
+
 /// A worker (actors/worker_actor.hpp): runs closures, handed its datasets
 /// (named by RunClosures.datasets) with each batch of them.
 using worker_actor =
-    caf::typed_actor<caf::replies_to<pb::RunClosures, std::vector<dataset_actor>>::with<pb::ClosuresDone>>;
+    caf::typed_actor<caf::replies_to<pb::RunClosures, std::vector<dataset_actor>>::with<pb::ClosuresDone>,
+                     caf::replies_to<pb::InjectFault>::with<pb::FaultInjected>,
+                     caf::reacts_to<worker_timer_atom, uint64_t>>;
 
 /// What a closure's function takes and returns (messages/train.proto).
 using values = std::vector<pb::Value>;
@@ -51,6 +57,7 @@ using node_actor = caf::typed_actor<caf::replies_to<pb::Hello>::with<pb::Welcome
                                     caf::replies_to<pb::StatusRequest>::with<pb::NodeStatus>,
                                     caf::replies_to<pb::SpawnShard>::with<ps_shard_actor>,
                                     caf::replies_to<pb::SpawnDataset>::with<dataset_actor>,
-                                    caf::replies_to<pb::SpawnWorker, shard_list>::with<worker_actor>>;
+                                    caf::replies_to<pb::SpawnWorker, shard_list>::with<worker_actor>,
+                                    caf::replies_to<pb::InjectFault>::with<pb::FaultInjected>>;
 
 }  // namespace actorps

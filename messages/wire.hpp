@@ -16,7 +16,7 @@
 namespace actorps {
 
 /// Bumped whenever a change to messages/*.proto breaks compatibility.
-constexpr uint32_t kProtocolVersion = 4;
+constexpr uint32_t kProtocolVersion = 5;
 
 /// Registers every wire type and the error category. Every node must call
 /// this: a type registered on one side only makes typed connects fail.
@@ -67,6 +67,8 @@ CAF_BEGIN_TYPE_ID_BLOCK(actorps, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(actorps, (actorps::pb::RunClosures))
   CAF_ADD_TYPE_ID(actorps, (actorps::pb::ClosuresDone))
   CAF_ADD_TYPE_ID(actorps, (std::vector<actorps::dataset_actor>))
+  CAF_ADD_TYPE_ID(actorps, (actorps::pb::InjectFault))
+  CAF_ADD_TYPE_ID(actorps, (actorps::pb::FaultInjected))
   CAF_ADD_TYPE_ID(actorps, (actorps::worker_actor))
   CAF_ADD_TYPE_ID(actorps, (actorps::shard_list))
 CAF_END_TYPE_ID_BLOCK(actorps)

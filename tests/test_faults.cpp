@@ -199,3 +199,22 @@ BOOST_AUTO_TEST_CASE(actorps_chaos_carries_out_a_seeded_fault_plan) {
     BOOST_TEST(log.find(line) != std::string::npos, line << "\n" << log);
   BOOST_TEST(res->out.find("trained epochs 1..4") != std::string::npos, res->out);
 }
+
+BOOST_AUTO_TEST_CASE(dropped_worker_to_ps_messages_are_sent_again_and_the_job_completes) {
+  auto dir = make_temp_dir("test");
+  auto job = write_job(dir, "", "", 4, "[model]\ninput = [1, 1, 4]\n", 3000, 0.02);
+  std::ofstream(job, std::ios::app)
+      << "[[faults]]\nkind = \"drop\"\ntask = \"worker:0\"\npeer = \"ps:0\"\nfraction = 0.05\nat = 0.3\nduration = 5.0\n"
+         "[[faults]]\nkind = \"drop\"\ntask = \"worker:1\"\npeer = \"ps:1\"\nfraction = 0.05\nat = 0.3\nduration = 5.0\n";
+  auto res = run_command({ACTORPS_BIN, "chaos", job, "--log", dir + "/nodes.log"}, 180s, dir + "/chaos.log");
+  BOOST_REQUIRE(res);
+  std::ifstream in(dir + "/chaos.log");
+  const std::string log((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  BOOST_TEST(res->exit_code == 0, res->out << log);
+  BOOST_TEST(log.find("drop 5% of worker:0 -> ps:0 at 0.30 s for 5.00 s") != std::string::npos, log);
+  std::ifstream nodes_in(dir + "/nodes.log");
+  const std::string nodes((std::istreambuf_iterator<char>(nodes_in)), std::istreambuf_iterator<char>());
+  BOOST_TEST(nodes.find("worker:1: dropping 5% of its requests to ps:1 for 5000 ms (injected)") != std::string::npos,
+             nodes);
+  BOOST_TEST(res->out.find("trained epochs 1..4") != std::string::npos, res->out);
+}
