@@ -73,6 +73,7 @@ struct worker_state {
   struct {
     uint32_t ps = 0;
     double drop = 0;
+    std::chrono::milliseconds delay{0};
     std::chrono::steady_clock::time_point until;
     std::mt19937 gen{7};
     uint64_t dropped = 0;
@@ -92,16 +93,20 @@ void after(worker_ptr self, std::chrono::milliseconds delay, std::function<void(
   self->delayed_send(self, delay, worker_timer_atom::value, st.next_timer++);
 }
 
-// A request to PS task `ps`; an injected drop holds it back and sends it
-// again after kDropRetry (as a lost message's retry would).
+// A request to PS task `ps`. An injected fault holds it back: a dropped
+// one is sent again after kDropRetry (as a lost message's retry would), a
+// delayed one after the delay.
 template <class Reply, class Msg, class Ok, class Fail>
-void ask_shard(worker_ptr self, int ps, Msg msg, Ok ok, Fail fail) {
+void ask_shard(worker_ptr self, int ps, Msg msg, Ok ok, Fail fail, bool delayed = false) {
   auto& f = self->state.fault;
-  if (f.drop > 0 && uint32_t(ps) == f.ps && std::chrono::steady_clock::now() < f.until &&
-      std::bernoulli_distribution(f.drop)(f.gen)) {
-    ++f.dropped;
-    auto held = std::make_shared<Msg>(std::move(msg));
-    return after(self, kDropRetry, [self, ps, held, ok, fail] { ask_shard<Reply>(self, ps, std::move(*held), ok, fail); });
+  if (!delayed && uint32_t(ps) == f.ps && std::chrono::steady_clock::now() < f.until) {
+    const bool drop = f.drop > 0 && std::bernoulli_distribution(f.drop)(f.gen);
+    if (drop || f.delay.count() > 0) {
+      f.dropped += drop;
+      auto held = std::make_shared<Msg>(std::move(msg));
+      return after(self, drop ? kDropRetry : f.delay,
+                   [self, ps, held, ok, fail, drop] { ask_shard<Reply>(self, ps, std::move(*held), ok, fail, !drop); });
+    }
   }
   self->request(self->state.shards[size_t(ps)], caf::infinite, std::move(msg))
       .then([ok](Reply& r) { ok(r); }, [fail](caf::error& err) { fail(std::move(err)); });
@@ -422,9 +427,11 @@ worker_actor::behavior_type worker_behavior(worker_ptr self, pb::SpawnWorker spe
         auto& f = self->state.fault;
         f.ps = req.ps();
         f.drop = std::clamp(req.drop(), 0.0, 1.0);
+        f.delay = std::chrono::milliseconds(req.delay_ms());
         f.until = std::chrono::steady_clock::now() + std::chrono::milliseconds(req.duration_ms());
-        spdlog::warn("worker:{}: dropping {:.0f}% of its requests to ps:{} for {} ms (injected)", self->state.index,
-                     100 * f.drop, f.ps, req.duration_ms());
+        spdlog::warn("worker:{}: dropping {:.0f}% of its requests to ps:{} and delaying the rest {} ms, for {} ms "
+                     "(injected)",
+                     self->state.index, 100 * f.drop, f.ps, req.delay_ms(), req.duration_ms());
         return pb::FaultInjected{};
       },
       [self](worker_timer_atom, uint64_t id) {

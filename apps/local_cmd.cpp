@@ -119,7 +119,7 @@ class node_set {
   std::vector<int> restarts_;
 };
 
-// Has the worker of a drop fault lose requests (through its node).
+// Has the worker of a drop or delay fault lose or hold back requests (through its node).
 caf::error inject_drop(const cluster_spec& spec, const planned_fault& f) {
   system_config cfg(spec.runtime);
   caf::actor_system sys(cfg);
@@ -130,6 +130,7 @@ caf::error inject_drop(const cluster_spec& spec, const planned_fault& f) {
   req.set_worker(f.task.index);
   req.set_ps(f.peer.index);
   req.set_drop(f.fraction);
+  req.set_delay_ms(f.delay_ms);
   req.set_duration_ms(uint32_t(f.duration * 1000));
   auto done = request_now<pb::FaultInjected>(self, *node, std::chrono::seconds(5), req);
   return done ? caf::none : done.error();
@@ -160,7 +161,7 @@ void run_chaos(node_set& nodes, const cluster_spec& spec, const std::vector<plan
     }
     if (done) break;
     const auto task = to_string(f.task);
-    if (f.what == fault::kind::drop) {
+    if (f.what == fault::kind::drop || f.what == fault::kind::delay) {
       auto err = inject_drop(spec, f);
       spdlog::warn("chaos: t={:.2f} s, step {}: {}{}", since(), steps.load(), to_string(f),
                    err ? " failed: " + describe(err) : std::string());

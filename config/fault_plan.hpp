@@ -21,6 +21,14 @@
 //   at = 1.0
 //   duration = 30.0
 //
+//   [[faults]]
+//   kind = "delay"           # ... or holds each back `delay_ms`
+//   task = "worker:1"
+//   peer = "ps:1"
+//   delay_ms = 50
+//   at = 1.0
+//   duration = 10.0
+//
 // The same seed gives the same plan.
 #pragma once
 
@@ -36,11 +44,12 @@
 namespace actorps {
 
 struct fault {
-  enum class kind { kill, pause, drop };
+  enum class kind { kill, pause, drop, delay };
   kind what = kind::kill;
   task_id task;
   task_id peer;           // drop: the PS task
   double fraction = 0;    // drop
+  uint32_t delay_ms = 0;  // delay
   double at_lo = 0, at_hi = 0;        // seconds after the nodes are up
   int64_t at_step = -1;               // >= 0: once the job has done this many steps instead
   double duration_lo = 0, duration_hi = 0;  // pause only
@@ -50,6 +59,7 @@ struct planned_fault {
   fault::kind what = fault::kind::kill;
   task_id task, peer;
   double fraction = 0;
+  uint32_t delay_ms = 0;
   double at = 0;         // seconds (when at_step < 0)
   int64_t at_step = -1;
   double duration = 0;   // pause, drop

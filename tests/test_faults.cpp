@@ -200,12 +200,13 @@ BOOST_AUTO_TEST_CASE(actorps_chaos_carries_out_a_seeded_fault_plan) {
   BOOST_TEST(res->out.find("trained epochs 1..4") != std::string::npos, res->out);
 }
 
-BOOST_AUTO_TEST_CASE(dropped_worker_to_ps_messages_are_sent_again_and_the_job_completes) {
+BOOST_AUTO_TEST_CASE(dropped_and_delayed_worker_to_ps_messages_do_not_stop_the_job) {
   auto dir = make_temp_dir("test");
   auto job = write_job(dir, "", "", 4, "[model]\ninput = [1, 1, 4]\n", 3000, 0.02);
   std::ofstream(job, std::ios::app)
       << "[[faults]]\nkind = \"drop\"\ntask = \"worker:0\"\npeer = \"ps:0\"\nfraction = 0.05\nat = 0.3\nduration = 5.0\n"
-         "[[faults]]\nkind = \"drop\"\ntask = \"worker:1\"\npeer = \"ps:1\"\nfraction = 0.05\nat = 0.3\nduration = 5.0\n";
+         "[[faults]]\nkind = \"drop\"\ntask = \"worker:1\"\npeer = \"ps:1\"\nfraction = 0.05\nat = 0.3\nduration = 5.0\n"
+         "[[faults]]\nkind = \"delay\"\ntask = \"worker:1\"\npeer = \"ps:0\"\ndelay_ms = 20\nat = 6.0\nduration = 2.0\n";
   auto res = run_command({ACTORPS_BIN, "chaos", job, "--log", dir + "/nodes.log"}, 180s, dir + "/chaos.log");
   BOOST_REQUIRE(res);
   std::ifstream in(dir + "/chaos.log");
@@ -214,7 +215,12 @@ BOOST_AUTO_TEST_CASE(dropped_worker_to_ps_messages_are_sent_again_and_the_job_co
   BOOST_TEST(log.find("drop 5% of worker:0 -> ps:0 at 0.30 s for 5.00 s") != std::string::npos, log);
   std::ifstream nodes_in(dir + "/nodes.log");
   const std::string nodes((std::istreambuf_iterator<char>(nodes_in)), std::istreambuf_iterator<char>());
-  BOOST_TEST(nodes.find("worker:1: dropping 5% of its requests to ps:1 for 5000 ms (injected)") != std::string::npos,
+  BOOST_TEST(nodes.find("worker:1: dropping 5% of its requests to ps:1 and delaying the rest 0 ms, for 5000 ms") !=
+                 std::string::npos,
              nodes);
+  BOOST_TEST(log.find("delay worker:1 -> ps:0 by 20 ms at 6.00 s for 2.00 s") != std::string::npos, log);
+  BOOST_TEST(nodes.find("worker:1: dropping 0% of its requests to ps:0 and delaying the rest 20 ms, for 2000 ms") !=
+                 std::string::npos,
+             nodes);  // the drops slow the job enough for the delay at 6 s to happen
   BOOST_TEST(res->out.find("trained epochs 1..4") != std::string::npos, res->out);
 }
