@@ -72,6 +72,18 @@ void dial_node(Self* self, const cluster_spec& spec, task_id from, size_t node,
           [done](const caf::error& err) { done(err); });
 }
 
+/// Why a dial of a node that was lost failed, from the error's code (never
+/// its text): the process is gone (the port refuses), restarting, hung or
+/// cut off (no answer before the deadline), or it answers but refuses us.
+inline const char* dial_failure_cause(const caf::error& err) {
+  if (err == caf::sec::cannot_connect_to_node) return "exited (the port refuses connections)";
+  if (err == caf::sec::request_timeout || err == caf::sec::connection_timeout) return "hung or cut off (no answer)";
+  if (err == caf::sec::disconnect_during_handshake) return "restarting (dropped the handshake)";
+  if (err == errc::not_admitted || err == errc::protocol_mismatch || err == errc::device_filter)
+    return "up, but refuses us";
+  return "unreachable";
+}
+
 /// Blocking dial for set-up code (tools, tests), never for hot paths: the
 /// admission lasts as long as `self` lives. Same errors as dial_node; the
 /// node's Welcome goes to `welcome` when given.

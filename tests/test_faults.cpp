@@ -90,6 +90,9 @@ BOOST_AUTO_TEST_CASE(a_killed_worker_is_respawned_and_the_job_completes) {
     BOOST_TEST(faulty.log.find("local: node worker:1 exited (137); restarting it") != std::string::npos, faulty.log);
     BOOST_TEST(faulty.log.find("coordinator: worker:1 lost") != std::string::npos, faulty.log);
     BOOST_TEST(faulty.log.find("coordinator: worker:1 respawned after") != std::string::npos, faulty.log);
+    BOOST_TEST((faulty.log.find("worker:1's node exited (the port refuses connections)") != std::string::npos ||
+                faulty.log.find("worker:1's node restarting") != std::string::npos),
+               faulty.log);  // the cause, from the error code
     BOOST_TEST(faulty.out.find("trained epochs 1..4") != std::string::npos, faulty.out);
     BOOST_TEST_MESSAGE("accuracy " << faulty.accuracy << "% vs " << clean.accuracy << "% fault-free");
     BOOST_TEST(faulty.accuracy >= clean.accuracy - 1.0);
@@ -112,6 +115,7 @@ BOOST_AUTO_TEST_CASE(a_stopped_worker_is_detected_and_rejoins_after_sigcont) {
     BOOST_TEST(wait_for_text(log, "coordinator: worker:1 respawned", 10s));
   });
   BOOST_TEST_MESSAGE("SIGSTOP detected after " << detected_s << " s");
+  BOOST_TEST(r.log.find("coordinator: worker:1's node hung or cut off (no answer)") != std::string::npos, r.log);
   BOOST_TEST(detected_s < 3.0);
   BOOST_TEST(r.exit_code == 0, r.out << r.log);
   BOOST_TEST(r.out.find("trained epochs 1..12") != std::string::npos, r.out);

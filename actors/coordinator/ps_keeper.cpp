@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <map>
+#include <set>
 
 #include <caf/event_based_actor.hpp>
 #include <caf/stateful_actor.hpp>
@@ -23,6 +24,7 @@ struct keeper_state {
   std::shared_ptr<ps_layout> layout;
   std::map<caf::actor_addr, uint32_t> watched;  // shard -> ps task
   std::map<uint32_t, clock_type::time_point> lost_at;
+  std::set<uint32_t> cause_logged;  // why its node did not answer, once per loss
 };
 
 using keeper_ptr = caf::stateful_actor<keeper_state>*;
@@ -38,6 +40,9 @@ void fail_recovery(keeper_ptr self, uint32_t ps, const caf::error& why) {
 }
 
 void retry_later(keeper_ptr self, uint32_t ps, const caf::error& why) {
+  if (self->state.cause_logged.insert(ps).second)
+    spdlog::warn("coordinator: ps:{}'s node {} ({}); retrying every {} ms", ps, dial_failure_cause(why), describe(why),
+                 kRespawnRetry.count());
   if (clock_type::now() - self->state.lost_at[ps] > kRecoveryTimeout) return fail_recovery(self, ps, why);
   self->delayed_send(self, kRespawnRetry, keeper_retry_atom::value, ps);
 }
@@ -147,6 +152,7 @@ caf::behavior keeper_behavior(keeper_ptr self, std::shared_ptr<ps_layout> layout
     const uint32_t ps = i->second;
     st.watched.erase(i);
     st.lost_at[ps] = clock_type::now();
+    st.cause_logged.erase(ps);
     spdlog::warn("coordinator: ps:{} lost ({}); pausing the workers while it is restored", ps, to_string(msg.reason));
     std::vector<caf::actor> proxies;
     {

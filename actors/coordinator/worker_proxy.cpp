@@ -26,6 +26,7 @@ struct proxy_state {
   respawn_plan plan;
   uint32_t incarnation = 0;
   std::chrono::steady_clock::time_point lost_at;
+  bool cause_logged = false;  // why the node did not answer, once per loss
   std::map<uint64_t, std::vector<queued_closure>> in_flight;  // by batch
   uint64_t next_batch = 0;
   size_t running = 0, window = kMinWindow;
@@ -85,11 +86,15 @@ void lose_worker(proxy_ptr self, const caf::error& why) {
   st.queue->put_back(std::move(back));
   st.queue->worker_lost(st.index);
   st.lost_at = std::chrono::steady_clock::now();
+  st.cause_logged = false;
   self->send(self, proxy_respawn_atom::value);  // at once: the node may be up (a lost link, new shards)
 }
 
 void retry_later(proxy_ptr self, const caf::error& why) {
   auto& st = self->state;
+  if (!std::exchange(st.cause_logged, true))
+    spdlog::warn("coordinator: worker:{}'s node {} ({}); retrying every {} ms", st.index, dial_failure_cause(why),
+                 describe(why), kRespawnRetry.count());
   if (std::chrono::steady_clock::now() - st.lost_at > kRecoveryTimeout) {
     spdlog::error("coordinator: worker:{} did not come back in {} s ({}); giving up on it", st.index,
                   std::chrono::duration_cast<std::chrono::seconds>(kRecoveryTimeout).count(), describe(why));
