@@ -5,9 +5,38 @@
 #include <random>
 #include <string>
 
+#include <thread>
+#include <vector>
+
+#include <boost/test/unit_test.hpp>
+
+#include "actors/train/checkpoint.hpp"
 #include "apps/subprocess.hpp"
 
 namespace actorps::test {
+
+inline std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+/// The pids of the `count` nodes `actorps local` reports ready.
+inline std::vector<pid_t> node_pids(child_process& local, int count = 5) {
+  std::vector<pid_t> pids;
+  for (int i = 0; i < count; ++i) {
+    auto line = local.wait_for_line("actorps node ready", std::chrono::seconds(30));
+    BOOST_REQUIRE(line);
+    pids.push_back(pid_t(std::stol(line->substr(line->rfind("pid ") + 4))));
+  }
+  return pids;
+}
+
+/// Waits (up to a minute) until `dir` holds an intact checkpoint.
+inline void wait_for_checkpoint(const std::string& dir) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!train::restore_latest(dir).latest && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+}
 
 // A job on this machine: a CSV of 2,000 learnable rows, a small dense model,
 // 2 workers, 2 PS, `epochs` x `steps` steps (5 per closure) of plain SGD; extra TOML

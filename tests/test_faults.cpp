@@ -23,11 +23,6 @@ struct run_result {
   double accuracy = 0;
 };
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
 // Waits until `needle` shows in the file; false after `timeout`.
 bool wait_for_text(const std::string& path, const std::string& needle, std::chrono::milliseconds timeout) {
   for (auto end = std::chrono::steady_clock::now() + timeout; std::chrono::steady_clock::now() < end;
@@ -127,15 +122,8 @@ BOOST_AUTO_TEST_CASE(a_killed_coordinator_reruns_from_its_latest_checkpoint) {
                        "[model]\ninput = [1, 1, 4]\n", 3000, 0.02);
   auto local = child_process::spawn({ACTORPS_BIN, "local", job, "--log", dir + "/nodes.log"}, dir + "/first.log");
   BOOST_REQUIRE(local);
-  std::vector<pid_t> nodes;
-  for (int i = 0; i < 5; ++i) {
-    auto line = local->wait_for_line("actorps node ready", 30s);
-    BOOST_REQUIRE(line);
-    nodes.push_back(pid_t(std::stol(line->substr(line->rfind("pid ") + 4))));
-  }
-  auto deadline = std::chrono::steady_clock::now() + 60s;
-  while (!train::restore_latest(dir + "/ckpt").latest && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(20ms);
+  auto nodes = node_pids(*local);
+  wait_for_checkpoint(dir + "/ckpt");
   local->signal(SIGKILL);  // the coordinator dies without a word
   BOOST_REQUIRE(local->wait(10s));
   // Its nodes notice (their parent died) and stop: the ports are free again.
@@ -158,9 +146,7 @@ BOOST_AUTO_TEST_CASE(a_killed_ps_is_restored_from_the_latest_checkpoint_and_the_
   auto job = write_job(dir, "", "checkpoint_dir = \"" + dir + "/ckpt\"\ncheckpoint_steps = 500\n", 4,
                        "[model]\ninput = [1, 1, 4]\n", 3000, 0.02);
   auto r = run_job(dir, job, "ps:0", [&](pid_t pid, const std::string&) {
-    auto deadline = std::chrono::steady_clock::now() + 60s;
-    while (!train::restore_latest(dir + "/ckpt").latest && std::chrono::steady_clock::now() < deadline)
-      std::this_thread::sleep_for(20ms);
+    wait_for_checkpoint(dir + "/ckpt");
     BOOST_REQUIRE(::kill(pid, SIGKILL) == 0);
   });
   BOOST_TEST(r.exit_code == 0, r.out << r.log);
@@ -194,8 +180,7 @@ BOOST_AUTO_TEST_CASE(actorps_chaos_carries_out_a_seeded_fault_plan) {
   auto res = run_command({ACTORPS_BIN, "chaos", job, "--seed", "3", "--log", dir + "/nodes.log"}, 180s,
                          dir + "/chaos.log");
   BOOST_REQUIRE(res);
-  std::ifstream in(dir + "/chaos.log");
-  const std::string log((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string log = read_file(dir + "/chaos.log");
   BOOST_TEST(res->exit_code == 0, res->out << log);
   for (auto line : {"chaos: seed 3: plan: SIGKILL worker:0 at ", ": SIGKILL worker:0 (pid ", ": SIGSTOP ps:1 (pid ",
                     ": SIGCONT ps:1 (pid ", "coordinator: worker:0 respawned", "coordinator: ps:1 lost",
@@ -213,12 +198,10 @@ BOOST_AUTO_TEST_CASE(dropped_and_delayed_worker_to_ps_messages_do_not_stop_the_j
          "[[faults]]\nkind = \"delay\"\ntask = \"worker:1\"\npeer = \"ps:0\"\ndelay_ms = 20\nat = 6.0\nduration = 2.0\n";
   auto res = run_command({ACTORPS_BIN, "chaos", job, "--log", dir + "/nodes.log"}, 180s, dir + "/chaos.log");
   BOOST_REQUIRE(res);
-  std::ifstream in(dir + "/chaos.log");
-  const std::string log((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string log = read_file(dir + "/chaos.log");
   BOOST_TEST(res->exit_code == 0, res->out << log);
   BOOST_TEST(log.find("drop 5% of worker:0 -> ps:0 at 0.30 s for 5.00 s") != std::string::npos, log);
-  std::ifstream nodes_in(dir + "/nodes.log");
-  const std::string nodes((std::istreambuf_iterator<char>(nodes_in)), std::istreambuf_iterator<char>());
+  const std::string nodes = read_file(dir + "/nodes.log");
   BOOST_TEST(nodes.find("worker:1: dropping 5% of its requests to ps:1 and delaying the rest 0 ms, for 5000 ms") !=
                  std::string::npos,
              nodes);

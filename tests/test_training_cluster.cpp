@@ -379,8 +379,7 @@ BOOST_AUTO_TEST_CASE(data_that_does_not_fit_the_model_stops_every_node) {
   auto res = run_command({ACTORPS_BIN, "local", job, "--log", dir + "/nodes.log"}, 60s, dir + "/cli.log");
   BOOST_REQUIRE(res);
   BOOST_TEST(res->exit_code == 2);
-  std::ifstream log(dir + "/cli.log");
-  const std::string errors((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  const std::string errors = read_file(dir + "/cli.log");
   BOOST_TEST(errors.find("worker:0 dataset 'train': examples of 4 features, the model takes 5") != std::string::npos,
              errors);
   BOOST_TEST(errors.find("local: 5 nodes stopped") != std::string::npos, errors);
@@ -406,8 +405,7 @@ BOOST_AUTO_TEST_CASE(early_stopping_ends_training_and_eval_needs_a_checkpoint) {
   auto eval = run_command({ACTORPS_BIN, "eval", job, "--checkpoint", dir + "/none"}, 30s, dir + "/eval.log");
   BOOST_REQUIRE(eval);
   BOOST_TEST(eval->exit_code == 2);
-  std::ifstream log(dir + "/eval.log");
-  const std::string errors((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  const std::string errors = read_file(dir + "/eval.log");
   BOOST_TEST(errors.find("eval: no intact checkpoint in " + dir + "/none") != std::string::npos, errors);
 }
 
@@ -416,15 +414,8 @@ BOOST_AUTO_TEST_CASE(ctrl_c_stops_every_node_and_keeps_the_last_checkpoint) {
   auto job = write_job(dir, "", "checkpoint_dir = \"" + dir + "/ckpt\"\n", 1000);
   auto local = child_process::spawn({ACTORPS_BIN, "local", job, "--log", dir + "/nodes.log"}, dir + "/cli.log");
   BOOST_REQUIRE(local);
-  std::vector<pid_t> nodes;
-  for (int i = 0; i < 5; ++i) {
-    auto line = local->wait_for_line("actorps node ready", 30s);
-    BOOST_REQUIRE(line);
-    nodes.push_back(pid_t(std::stol(line->substr(line->rfind("pid ") + 4))));
-  }
-  auto deadline = std::chrono::steady_clock::now() + 60s;
-  while (!train::restore_latest(dir + "/ckpt").latest && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(50ms);
+  auto nodes = node_pids(*local);
+  wait_for_checkpoint(dir + "/ckpt");
   std::this_thread::sleep_for(300ms);  // mid-epoch, mid-write or between: any moment
   local->signal(SIGINT);
   auto code = local->wait(30s);
