@@ -123,13 +123,19 @@ std::map<int, std::vector<pb::Push>> split_push(uint32_t worker, int64_t step,
 }
 
 std::map<int, std::vector<pb::Assign>> split_assign(const std::vector<const sharded_variable*>& vars,
-                                                    const std::vector<const float*>& values, int64_t chunk_bytes) {
+                                                    const std::vector<const float*>& values, int64_t chunk_bytes,
+                                                    uint32_t slot) {
   return pack_slices<pb::Assign>(
-      vars, values, chunk_bytes, [](pb::Assign&) {}, [](pb::Assign& m) { return m.add_values(); });
+      vars, values, chunk_bytes, [](pb::Assign&) {},
+      [slot](pb::Assign& m) {
+        auto* t = m.add_values();
+        t->set_slot(slot);
+        return t;
+      });
 }
 
 std::map<int, std::vector<pb::Pull>> split_pull(const std::vector<const sharded_variable*>& vars,
-                                                int64_t chunk_bytes) {
+                                                int64_t chunk_bytes, uint32_t slot) {
   const int64_t chunk = std::max<int64_t>(1, chunk_bytes / 4);
   std::map<int, std::vector<pb::Pull>> out;
   std::map<int, pb::Pull> small;  // whole small shards, batched per PS task
@@ -157,6 +163,8 @@ std::map<int, std::vector<pb::Pull>> split_pull(const std::vector<const sharded_
     }
   for (auto& [ps, p] : small)
     if (p.names_size() > 0) out[ps].push_back(std::move(p));
+  for (auto& [ps, list] : out)
+    for (auto& p : list) p.set_slot(slot);
   return out;
 }
 

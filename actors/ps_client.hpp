@@ -53,15 +53,16 @@ std::map<int, std::vector<pb::Push>> split_push(uint32_t worker, int64_t step,
                                                 const std::vector<const float*>& grads,
                                                 int64_t chunk_bytes = kDefaultChunkBytes);
 
-/// Assign messages per PS task setting whole variables to values[i]
-/// (checkpoint restore).
+/// Assign messages per PS task setting whole variables (or their optimizer
+/// slot `slot` - 1 when slot > 0) to values[i] (checkpoint restore).
 std::map<int, std::vector<pb::Assign>> split_assign(const std::vector<const sharded_variable*>& vars,
                                                     const std::vector<const float*>& values,
-                                                    int64_t chunk_bytes = kDefaultChunkBytes);
+                                                    int64_t chunk_bytes = kDefaultChunkBytes, uint32_t slot = 0);
 
-/// Pull messages per PS task that together read every element of `vars`.
+/// Pull messages per PS task that together read every element of `vars`
+/// (of their optimizer slot `slot` - 1 when slot > 0).
 std::map<int, std::vector<pb::Pull>> split_pull(const std::vector<const sharded_variable*>& vars,
-                                                int64_t chunk_bytes = kDefaultChunkBytes);
+                                                int64_t chunk_bytes = kDefaultChunkBytes, uint32_t slot = 0);
 
 /// SparsePull per PS task reading rows `ids` (whole-variable row numbers,
 /// unique, ascending) of `var` (an embedding table, split by rows).

@@ -205,6 +205,10 @@ caf::expected<pb::Values> read_values(shard_actor self, const pb::Pull& p) {
   if (ranged && chosen.size() != 1) return fail(self, errc::out_of_range, "a ranged pull names exactly one variable");
   pb::Values out;
   for (auto* v : chosen) {
+    if (p.slot() > uint32_t(kernels::slot_count(v->kind)))
+      return fail(self, errc::out_of_range, "'" + v->spec.name() + "': its optimizer has " +
+                                                std::to_string(kernels::slot_count(v->kind)) + " slot(s), slot " +
+                                                std::to_string(p.slot()) + " asked");
     const int64_t offset = p.offset(), count = p.count() == 0 ? v->size() - offset : p.count();
     if (offset < 0 || count < 1 || offset + count > v->size())
       return fail(self, errc::out_of_range,
@@ -215,7 +219,9 @@ caf::expected<pb::Values> read_values(shard_actor self, const pb::Pull& p) {
     t->set_dtype(pb::FLOAT32);
     t->set_offset(offset);
     t->set_count(count);
-    t->set_data(reinterpret_cast<const char*>(v->value.data() + offset), size_t(count) * 4);
+    const float* from = p.slot() == 0 ? v->value.data() : v->slot(int(p.slot()) - 1);
+    t->set_data(reinterpret_cast<const char*>(from + offset), size_t(count) * 4);
+    t->set_slot(p.slot());
     out.add_versions(v->version);
   }
   out.set_step(visible_step(self));
@@ -436,12 +442,19 @@ caf::result<pb::PushAck> on_sparse_push(shard_actor self, const pb::SparsePush& 
 }
 
 caf::result<pb::Assigned> on_assign(shard_actor self, const pb::Assign& req) {
-  for (auto& s : req.values())
+  for (auto& s : req.values()) {
     if (auto err = check_slice(self, s)) return err;
+    auto& v = self->state.vars.at(s.name());
+    if (s.slot() > uint32_t(kernels::slot_count(v.kind)))
+      return fail(self, errc::out_of_range, "'" + s.name() + "': its optimizer has " +
+                                                std::to_string(kernels::slot_count(v.kind)) + " slot(s), slot " +
+                                                std::to_string(s.slot()) + " assigned");
+  }
   for (auto& s : req.values()) {
     auto& v = self->state.vars.at(s.name());
-    std::memcpy(v.value.data() + s.offset(), s.data().data(), s.data().size());
-    ++v.version;
+    float* into = s.slot() == 0 ? v.value.data() : v.slot(int(s.slot()) - 1);
+    std::memcpy(into + s.offset(), s.data().data(), s.data().size());
+    if (s.slot() == 0) ++v.version;
   }
   pb::Assigned out;
   out.set_count(uint32_t(req.values_size()));

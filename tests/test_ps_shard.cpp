@@ -90,6 +90,28 @@ BOOST_FIXTURE_TEST_CASE(a_learning_rate_schedule_step_applies_to_every_later_pus
   BOOST_TEST(error_of(refused.error()).find("learning_rate must be > 0") != std::string::npos);
 }
 
+BOOST_FIXTURE_TEST_CASE(optimizer_slots_are_pulled_and_assigned_for_checkpoints, fixture) {
+  auto momentum = variable_spec("m", {3}, pb::Optimizer::MOMENTUM, 0.5f);
+  momentum.mutable_optimizer()->set_momentum(0.5f);
+  start(mode(pb::Consistency::ASYNC), {momentum});
+  call<pb::PushAck>(self, shard, push(0, 0, {slice("m", {2, 4, 8})}));  // velocity = -lr g (Keras)
+  pb::Pull velocity;
+  velocity.add_names("m");
+  velocity.set_slot(1);
+  auto got = call<pb::Values>(self, shard, velocity);
+  BOOST_REQUIRE(got);
+  BOOST_TEST(floats(got->tensors(0).data()) == std::vector<float>({-1, -2, -4}));
+  pb::Assign set;
+  *set.add_values() = slice("m", {1, 1, 1});
+  set.mutable_values(0)->set_slot(1);
+  BOOST_REQUIRE(call<pb::Assigned>(self, shard, set));
+  BOOST_TEST(floats(call<pb::Values>(self, shard, velocity)->tensors(0).data()) == std::vector<float>({1, 1, 1}));
+  velocity.set_slot(2);  // momentum has one slot
+  auto refused = call<pb::Values>(self, shard, velocity);
+  BOOST_REQUIRE(!refused);
+  BOOST_TEST(error_of(refused.error()).find("its optimizer has 1 slot(s), slot 2 asked") != std::string::npos);
+}
+
 BOOST_FIXTURE_TEST_CASE(optimizer_slots_live_on_the_shard, fixture) {
   auto adam = variable_spec("a", {3}, pb::Optimizer::ADAM, 0.1f);
   auto nesterov = variable_spec("m", {3}, pb::Optimizer::MOMENTUM, 0.1f);

@@ -179,14 +179,19 @@ size_t cluster_coordinator::num_workers() const { return p_->spec.count(pb::WORK
 
 const std::vector<sharded_variable>& cluster_coordinator::variables() const { return p_->vars; }
 
-caf::expected<std::vector<std::vector<float>>> cluster_coordinator::pull_values() {
+uint32_t cluster_coordinator::slot_count() const {
+  if (p_->vars.empty()) return 0;
+  return uint32_t(kernels::slot_count(static_cast<kernels::optimizer_kind>(p_->vars.front().optimizer.kind())));
+}
+
+caf::expected<std::vector<std::vector<float>>> cluster_coordinator::pull_values(uint32_t slot) {
   auto view = p_->view();
   std::vector<std::vector<float>> values;
   std::vector<float*> outs;
   for (auto& v : p_->vars) values.emplace_back(size_t(v.size()));
   for (auto& v : values) outs.push_back(v.data());
   auto shards = p_->shards();
-  for (auto& [ps, pulls] : split_pull(view))
+  for (auto& [ps, pulls] : split_pull(view, kDefaultChunkBytes, slot))
     for (auto& pull : pulls) {
       auto got = p_->ask<pb::Values>(shards[size_t(ps)], pull);
       if (!got) return got.error();
@@ -212,12 +217,12 @@ caf::error cluster_coordinator::set_learning_rate(float learning_rate) {
   return caf::none;
 }
 
-caf::error cluster_coordinator::assign_values(const std::vector<const float*>& values) {
+caf::error cluster_coordinator::assign_values(const std::vector<const float*>& values, uint32_t slot) {
   if (values.size() != p_->vars.size())
     return make_error(errc::invalid_argument, fmt::format("assign_values: {} values for {} variables", values.size(),
                                                           p_->vars.size()));
   auto shards = p_->shards();
-  for (auto& [ps, msgs] : split_assign(p_->view(), values))
+  for (auto& [ps, msgs] : split_assign(p_->view(), values, kDefaultChunkBytes, slot))
     for (auto& m : msgs)
       if (auto done = p_->ask<pb::Assigned>(shards[size_t(ps)], m); !done) return done.error();
   return caf::none;

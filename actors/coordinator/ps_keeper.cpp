@@ -56,15 +56,26 @@ std::vector<pb::Assign> restore_messages(ps_layout& l, uint32_t ps, int64_t& ste
   if (!restored.latest) return {};
   std::vector<const sharded_variable*> view;
   std::vector<const float*> values;
+  std::vector<const train::saved_variable*> saved_of;
   for (auto& v : l.vars)
     for (auto& saved : restored.latest->variables)
       if (saved.name == v.name && saved.shape == v.shape) {
         view.push_back(&v);
         values.push_back(saved.values.data());
+        saved_of.push_back(&saved);
       }
   step = restored.latest->step;
-  auto all = split_assign(view, values);
-  return all.count(int(ps)) ? all[int(ps)] : std::vector<pb::Assign>{};
+  auto out = split_assign(view, values)[int(ps)];
+  // The optimizer's slots too, when the checkpoint has them for every variable.
+  const size_t slots = saved_of.empty() ? 0 : saved_of.front()->slots.size();
+  for (size_t k = 0; k < slots; ++k) {
+    std::vector<const float*> slot_values;
+    for (auto* s : saved_of)
+      if (k < s->slots.size()) slot_values.push_back(s->slots[k].data());
+    if (slot_values.size() != view.size()) break;
+    for (auto& m : split_assign(view, slot_values, kDefaultChunkBytes, uint32_t(k + 1))[int(ps)]) out.push_back(std::move(m));
+  }
+  return out;
 }
 
 void resume(keeper_ptr self, uint32_t ps, ps_shard_actor shard, int64_t step) {

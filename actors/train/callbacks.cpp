@@ -17,6 +17,7 @@ caf::error backup_and_restore::on_train_begin(cluster_coordinator& c, uint32_t& 
   if (!restored.latest) return caf::none;
   auto& ckpt = *restored.latest;
   std::vector<const float*> values;
+  std::vector<std::vector<const float*>> slots(c.slot_count());
   for (auto& v : c.variables()) {
     auto saved = std::find_if(ckpt.variables.begin(), ckpt.variables.end(), [&](auto& s) { return s.name == v.name; });
     if (saved == ckpt.variables.end() || saved->shape != v.shape)
@@ -24,8 +25,12 @@ caf::error backup_and_restore::on_train_begin(cluster_coordinator& c, uint32_t& 
                                                           "model's shape (another model? delete the directory)",
                                                           dir_, ckpt.step, v.name));
     values.push_back(saved->values.data());
+    for (size_t k = 0; k < slots.size() && k < saved->slots.size(); ++k) slots[k].push_back(saved->slots[k].data());
   }
   if (auto err = c.assign_values(values)) return err;
+  for (size_t k = 0; k < slots.size(); ++k)  // a checkpoint of another optimizer (or none) leaves them fresh
+    if (slots[k].size() == values.size())
+      if (auto err = c.assign_values(slots[k], uint32_t(k + 1))) return err;
   step = last_saved_ = ckpt.step;
   first_epoch = uint32_t(ckpt.epoch) + 1;
   fmt::print("restored the checkpoint of step {} (epoch {}) from {}\n", ckpt.step, ckpt.epoch, dir_);
@@ -40,7 +45,12 @@ caf::error backup_and_restore::save(cluster_coordinator& c, int64_t step, uint32
   ckpt.step = step;
   ckpt.epoch = epochs_done;
   auto& vars = c.variables();
-  for (size_t i = 0; i < vars.size(); ++i) ckpt.variables.push_back({vars[i].name, vars[i].shape, std::move((*values)[i])});
+  for (size_t i = 0; i < vars.size(); ++i) ckpt.variables.push_back({vars[i].name, vars[i].shape, std::move((*values)[i]), {}});
+  for (uint32_t k = 1; k <= c.slot_count(); ++k) {
+    auto slot = c.pull_values(k);
+    if (!slot) return slot.error();
+    for (size_t i = 0; i < vars.size(); ++i) ckpt.variables[i].slots.push_back(std::move((*slot)[i]));
+  }
   last_saved_ = step;
   return save_checkpoint(dir_, ckpt, int(keep_));
 }

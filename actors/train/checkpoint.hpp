@@ -20,6 +20,7 @@ struct saved_variable {
   std::string name;
   std::vector<int64_t> shape;
   std::vector<float> values;
+  std::vector<std::vector<float>> slots;  // the optimizer's, each shaped like values
 };
 
 struct checkpoint {
