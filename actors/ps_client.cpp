@@ -169,8 +169,9 @@ std::map<int, std::vector<pb::Pull>> split_pull(const std::vector<const sharded_
 }
 
 caf::error scatter_values(const pb::Values& values, const std::vector<const sharded_variable*>& vars,
-                          const std::vector<float*>& outs) {
-  for (auto& t : values.tensors()) {
+                          const std::vector<float*>& outs, std::vector<uint64_t>* versions) {
+  for (int i = 0; i < values.tensors_size(); ++i) {
+    auto& t = values.tensors(i);
     bool placed = false;
     for (size_t v = 0; v < vars.size() && !placed; ++v)
       for (size_t s = 0; s < vars[v]->shards.size() && !placed; ++s) {
@@ -179,11 +180,22 @@ caf::error scatter_values(const pb::Values& values, const std::vector<const shar
             int64_t(t.data().size()) != t.count() * 4)
           return make_error(errc::bad_tensor, "pull answer for '" + t.name() + "' overruns the shard");
         std::memcpy(outs[v] + shard_first(*vars[v], s) + t.offset(), t.data().data(), t.data().size());
+        if (versions != nullptr && i < values.versions_size()) (*versions)[v] = std::max((*versions)[v], values.versions(i));
         placed = true;
       }
     if (!placed) return make_error(errc::unknown_variable, "pull answer names unknown shard '" + t.name() + "'");
   }
   return caf::none;
+}
+
+void set_versions(std::map<int, std::vector<pb::Assign>>& msgs, const std::vector<const sharded_variable*>& vars,
+                  const std::vector<uint64_t>& versions) {
+  for (auto& [ps, list] : msgs)
+    for (auto& m : list)
+      for (auto& t : *m.mutable_values())
+        for (size_t v = 0; v < vars.size(); ++v)
+          for (size_t s = 0; s < vars[v]->shards.size(); ++s)
+            if (vars[v]->shard_name(s) == t.name()) t.set_version(versions[v]);
 }
 
 namespace {

@@ -77,8 +77,13 @@ std::map<int, pb::SparsePush> split_sparse_push(uint32_t worker, int64_t step, c
                                                 const std::vector<int64_t>& ids, const float* rows);
 
 /// Copies the tensors of one Values answer into outs[i] (vars[i]'s shape).
-/// An answer that names an unknown shard or overruns it is an error.
+/// An answer that names an unknown shard or overruns it is an error. With
+/// `versions`, versions[i] becomes the highest update count seen for vars[i].
 caf::error scatter_values(const pb::Values& values, const std::vector<const sharded_variable*>& vars,
-                          const std::vector<float*>& outs);
+                          const std::vector<float*>& outs, std::vector<uint64_t>* versions = nullptr);
+
+/// Sets the update count of every Assign slice of values (not slots).
+void set_versions(std::map<int, std::vector<pb::Assign>>& msgs, const std::vector<const sharded_variable*>& vars,
+                  const std::vector<uint64_t>& versions);
 
 }  // namespace actorps

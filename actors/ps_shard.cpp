@@ -454,7 +454,7 @@ caf::result<pb::Assigned> on_assign(shard_actor self, const pb::Assign& req) {
     auto& v = self->state.vars.at(s.name());
     float* into = s.slot() == 0 ? v.value.data() : v.slot(int(s.slot()) - 1);
     std::memcpy(into + s.offset(), s.data().data(), s.data().size());
-    if (s.slot() == 0) ++v.version;
+    if (s.slot() == 0) v.version = s.version() > 0 ? s.version() : v.version + 1;
   }
   pb::Assigned out;
   out.set_count(uint32_t(req.values_size()));

@@ -290,11 +290,11 @@ fit_outcome sync_fit(uint32_t epochs, const std::string& checkpoints, uint32_t e
 }  // namespace
 
 BOOST_DATA_TEST_CASE(sync_save_restore_continue_equals_an_uninterrupted_run,
-                     boost::unit_test::data::make({pb::Optimizer::SGD, pb::Optimizer::MOMENTUM, pb::Optimizer::ADAGRAD}),
+                     boost::unit_test::data::make({pb::Optimizer::SGD, pb::Optimizer::MOMENTUM, pb::Optimizer::ADAGRAD,
+                                                   pb::Optimizer::ADAM}),
                      optimizer) {
-  // Momentum and Adagrad carry state across steps: equal only if the
-  // checkpoint holds the optimizer's slots. (Adam's step count is not
-  // checkpointed yet: its bias correction restarts after a restore.)
+  // Momentum, Adagrad and Adam carry state across steps: equal only if the
+  // checkpoint holds the optimizer's slots (and Adam's step count).
   auto train_for = [&](uint32_t epochs, const std::string& checkpoints) {
     auto out = sync_fit(epochs, checkpoints, 0, optimizer);
     return std::pair{out.values, out.result.first_epoch};

@@ -184,7 +184,9 @@ uint32_t cluster_coordinator::slot_count() const {
   return uint32_t(kernels::slot_count(static_cast<kernels::optimizer_kind>(p_->vars.front().optimizer.kind())));
 }
 
-caf::expected<std::vector<std::vector<float>>> cluster_coordinator::pull_values(uint32_t slot) {
+caf::expected<std::vector<std::vector<float>>> cluster_coordinator::pull_values(uint32_t slot,
+                                                                                std::vector<uint64_t>* versions) {
+  if (versions != nullptr) versions->assign(p_->vars.size(), 0);
   auto view = p_->view();
   std::vector<std::vector<float>> values;
   std::vector<float*> outs;
@@ -195,7 +197,7 @@ caf::expected<std::vector<std::vector<float>>> cluster_coordinator::pull_values(
     for (auto& pull : pulls) {
       auto got = p_->ask<pb::Values>(shards[size_t(ps)], pull);
       if (!got) return got.error();
-      if (auto err = scatter_values(*got, view, outs)) return err;
+      if (auto err = scatter_values(*got, view, outs, versions)) return err;
     }
   return values;
 }
@@ -217,12 +219,16 @@ caf::error cluster_coordinator::set_learning_rate(float learning_rate) {
   return caf::none;
 }
 
-caf::error cluster_coordinator::assign_values(const std::vector<const float*>& values, uint32_t slot) {
+caf::error cluster_coordinator::assign_values(const std::vector<const float*>& values, uint32_t slot,
+                                              const std::vector<uint64_t>* versions) {
   if (values.size() != p_->vars.size())
     return make_error(errc::invalid_argument, fmt::format("assign_values: {} values for {} variables", values.size(),
                                                           p_->vars.size()));
   auto shards = p_->shards();
-  for (auto& [ps, msgs] : split_assign(p_->view(), values, kDefaultChunkBytes, slot))
+  auto view = p_->view();
+  auto by_ps = split_assign(view, values, kDefaultChunkBytes, slot);
+  if (versions != nullptr && versions->size() == view.size()) set_versions(by_ps, view, *versions);
+  for (auto& [ps, msgs] : by_ps)
     for (auto& m : msgs)
       if (auto done = p_->ask<pb::Assigned>(shards[size_t(ps)], m); !done) return done.error();
   return caf::none;

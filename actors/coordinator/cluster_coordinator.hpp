@@ -64,8 +64,9 @@ class cluster_coordinator {
   /// Optimizer slots per variable (0 for SGD, 1 for momentum and Adagrad, 2 for Adam).
   uint32_t slot_count() const;
   /// The variables' current values, whole, in variables() order (slot k > 0:
-  /// their optimizer slot k - 1).
-  [[nodiscard]] caf::expected<std::vector<std::vector<float>>> pull_values(uint32_t slot = 0);
+  /// their optimizer slot k - 1); `versions` gets their update counts.
+  [[nodiscard]] caf::expected<std::vector<std::vector<float>>> pull_values(uint32_t slot = 0,
+                                                                          std::vector<uint64_t>* versions = nullptr);
   /// Where a PS shard that was lost and comes back gets its variables from:
   /// the newest intact checkpoint there (default: their initial values).
   /// See actors/coordinator/ps_keeper.hpp.
@@ -73,8 +74,10 @@ class cluster_coordinator {
   /// Every variable's learning rate from now on (a schedule's step).
   [[nodiscard]] caf::error set_learning_rate(float learning_rate);
   /// Sets the variables (a checkpoint's values, in variables() order), or
-  /// with slot k > 0 their optimizer slot k - 1.
-  [[nodiscard]] caf::error assign_values(const std::vector<const float*>& values, uint32_t slot = 0);
+  /// with slot k > 0 their optimizer slot k - 1; `versions`, when given,
+  /// their update counts (Adam's step).
+  [[nodiscard]] caf::error assign_values(const std::vector<const float*>& values, uint32_t slot = 0,
+                                         const std::vector<uint64_t>* versions = nullptr);
 
  private:
   struct impl;

@@ -65,7 +65,11 @@ std::vector<pb::Assign> restore_messages(ps_layout& l, uint32_t ps, int64_t& ste
         saved_of.push_back(&saved);
       }
   step = restored.latest->step;
-  auto out = split_assign(view, values)[int(ps)];
+  std::vector<uint64_t> versions;
+  for (auto* s : saved_of) versions.push_back(s->version);
+  auto all = split_assign(view, values);
+  set_versions(all, view, versions);
+  auto out = all[int(ps)];
   // The optimizer's slots too, when the checkpoint has them for every variable.
   const size_t slots = saved_of.empty() ? 0 : saved_of.front()->slots.size();
   for (size_t k = 0; k < slots; ++k) {

@@ -17,6 +17,7 @@ caf::error backup_and_restore::on_train_begin(cluster_coordinator& c, uint32_t& 
   if (!restored.latest) return caf::none;
   auto& ckpt = *restored.latest;
   std::vector<const float*> values;
+  std::vector<uint64_t> versions;
   std::vector<std::vector<const float*>> slots(c.slot_count());
   for (auto& v : c.variables()) {
     auto saved = std::find_if(ckpt.variables.begin(), ckpt.variables.end(), [&](auto& s) { return s.name == v.name; });
@@ -25,9 +26,10 @@ caf::error backup_and_restore::on_train_begin(cluster_coordinator& c, uint32_t& 
                                                           "model's shape (another model? delete the directory)",
                                                           dir_, ckpt.step, v.name));
     values.push_back(saved->values.data());
+    versions.push_back(saved->version);
     for (size_t k = 0; k < slots.size() && k < saved->slots.size(); ++k) slots[k].push_back(saved->slots[k].data());
   }
-  if (auto err = c.assign_values(values)) return err;
+  if (auto err = c.assign_values(values, 0, &versions)) return err;
   for (size_t k = 0; k < slots.size(); ++k)  // a checkpoint of another optimizer (or none) leaves them fresh
     if (slots[k].size() == values.size())
       if (auto err = c.assign_values(slots[k], uint32_t(k + 1))) return err;
@@ -39,13 +41,15 @@ caf::error backup_and_restore::on_train_begin(cluster_coordinator& c, uint32_t& 
 
 caf::error backup_and_restore::save(cluster_coordinator& c, int64_t step, uint32_t epochs_done) {
   if (step == last_saved_) return caf::none;
-  auto values = c.pull_values();
+  std::vector<uint64_t> versions;
+  auto values = c.pull_values(0, &versions);
   if (!values) return values.error();
   checkpoint ckpt;
   ckpt.step = step;
   ckpt.epoch = epochs_done;
   auto& vars = c.variables();
-  for (size_t i = 0; i < vars.size(); ++i) ckpt.variables.push_back({vars[i].name, vars[i].shape, std::move((*values)[i]), {}});
+  for (size_t i = 0; i < vars.size(); ++i)
+    ckpt.variables.push_back({vars[i].name, vars[i].shape, std::move((*values)[i]), {}, versions[i]});
   for (uint32_t k = 1; k <= c.slot_count(); ++k) {
     auto slot = c.pull_values(k);
     if (!slot) return slot.error();

@@ -68,6 +68,7 @@ caf::expected<checkpoint> load(const fs::path& path) {
     for (auto d : s.shape) elements *= d;
     if (int64_t(v.data().size()) != elements * 4) return bad("variable '" + v.name() + "': size does not match its shape");
     std::memcpy(s.values.data(), v.data().data(), v.data().size());
+    s.version = v.version();
     for (auto& slot : v.slots()) {
       if (slot.size() != v.data().size()) return bad("variable '" + v.name() + "': a slot's size does not match");
       auto& into = s.slots.emplace_back(slot.size() / 4);
@@ -102,6 +103,7 @@ caf::error save_checkpoint(const std::string& dir, const checkpoint& c, int keep
       for (auto d : v.shape) record.add_shape(d);
       record.set_data(reinterpret_cast<const char*>(v.values.data()), v.values.size() * 4);
       for (auto& slot : v.slots) record.add_slots(reinterpret_cast<const char*>(slot.data()), slot.size() * 4);
+      record.set_version(v.version);
       out << data::tfrecord_frame(record.SerializeAsString());
     }
     if (!out.flush()) return make_error(errc::io_error, tmp + ": write failed (disk full?)");

@@ -21,6 +21,7 @@ struct saved_variable {
   std::vector<int64_t> shape;
   std::vector<float> values;
   std::vector<std::vector<float>> slots;  // the optimizer's, each shaped like values
+  uint64_t version = 0;                   // updates applied (Adam's step count); 0: unknown
 };
 
 struct checkpoint {
