@@ -13,6 +13,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "actors/countdown.hpp"
 #include "actors/dial.hpp"
 #include "actors/ps_client.hpp"
 #include "actors/train/wire_forms.hpp"
@@ -51,6 +52,10 @@ struct worker_state {
   std::vector<const sharded_variable*> view;  // the dense variables (pulled and pushed whole)
   std::vector<size_t> dense, sparse;           // model parameter indices of each kind
   std::unique_ptr<kernels::host_parameters> buffers[2];  // values in use, values pulled ahead
+  // Per buffer, the dense variables' value and gradient pointers in view
+  // order (what ps_client takes), built once.
+  std::vector<float*> dense_values[2];
+  std::vector<const float*> dense_grads[2];
   int current = 0;
   bool pull_ahead = false;
   struct {
@@ -112,23 +117,11 @@ void ask_shard(worker_ptr self, int ps, Msg msg, Ok ok, Fail fail, bool delayed 
       .then([ok](Reply& r) { ok(r); }, [fail](caf::error& err) { fail(std::move(err)); });
 }
 
-// Calls `then` once `count` replies are in, or with the first error.
-struct countdown {
-  int left;
-  std::function<void(caf::error)> then;
-  void ok() {
-    if (then && --left == 0) std::exchange(then, nullptr)(caf::none);
-  }
-  void fail(caf::error err) {
-    if (then) std::exchange(then, nullptr)(std::move(err));
-  }
-};
-
 void pull_into(worker_ptr self, int buffer, int64_t step, std::function<void(caf::error)> then) {
   auto& st = self->state;
   int total = 0;
   for (auto& [ps, list] : st.pulls) total += int(list.size());
-  auto c = std::make_shared<countdown>(countdown{total, std::move(then)});
+  auto c = std::make_shared<countdown>(countdown{size_t(total), std::move(then)});
   for (auto& [ps, list] : st.pulls)
     for (auto& p : list) {
       p.set_worker(st.index);
@@ -137,9 +130,7 @@ void pull_into(worker_ptr self, int buffer, int64_t step, std::function<void(caf
           self, ps, p,
           [self, c, buffer](const pb::Values& v) {
             auto& st = self->state;
-            std::vector<float*> into;
-            for (auto i : st.dense) into.push_back(st.buffers[buffer]->value_ptrs[i]);
-            if (auto err = scatter_values(v, st.view, into)) return c->fail(err);
+            if (auto err = scatter_values(v, st.view, st.dense_values[buffer])) return c->fail(err);
             c->ok();
           },
           [c](caf::error err) { c->fail(std::move(err)); });
@@ -219,9 +210,7 @@ void push(worker_ptr self, int64_t step, std::function<void(caf::error)> then) {
         self, ps, std::move(msg), [acked](const pb::PushAck&) { acked(caf::none); },
         [acked](caf::error err) { acked(std::move(err)); });
   };
-  std::vector<const float*> grads;
-  for (auto i : st.dense) grads.push_back(st.buffers[st.current]->grad_views[i]);
-  for (auto& [ps, list] : split_push(st.index, step, st.view, grads))
+  for (auto& [ps, list] : split_push(st.index, step, st.view, st.dense_grads[st.current]))
     for (auto& m : list) send(ps, std::move(m));
   for (auto i : st.sparse) {
     auto& g = st.model->sparse_gradient(i);
@@ -263,7 +252,7 @@ void pull_rows(worker_ptr self, const std::vector<int64_t>& ids, std::function<v
     total += int(pulls.back().second.size());
   }
   if (total == 0) return then(caf::none);
-  auto c = std::make_shared<countdown>(countdown{total, std::move(then)});
+  auto c = std::make_shared<countdown>(countdown{size_t(total), std::move(then)});
   for (auto& [i, by_ps] : pulls)
     for (auto& [ps, req] : by_ps)
       ask_shard<pb::Rows>(
@@ -383,7 +372,13 @@ worker_actor::behavior_type worker_behavior(worker_ptr self, pb::SpawnWorker spe
     if (!params[i].sparse) st.view.push_back(&st.vars[i]);
     zeros.emplace_back(size_t(st.vars[i].size()));
   }
-  for (auto& b : st.buffers) b = std::make_unique<kernels::host_parameters>(zeros);
+  for (int b = 0; b < 2; ++b) {
+    st.buffers[b] = std::make_unique<kernels::host_parameters>(zeros);
+    for (auto i : st.dense) {
+      st.dense_values[b].push_back(st.buffers[b]->value_ptrs[i]);
+      st.dense_grads[b].push_back(st.buffers[b]->grad_views[i]);
+    }
+  }
   st.pull_ahead = spec.pull_ahead();
   st.step = spec.first_step();
   st.pulls = split_pull(st.view);

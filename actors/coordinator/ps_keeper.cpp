@@ -10,6 +10,7 @@
 #include <spdlog/spdlog.h>
 
 #include "actors/coordinator/worker_proxy.hpp"
+#include "actors/countdown.hpp"
 #include "actors/dial.hpp"
 #include "actors/train/checkpoint.hpp"
 
@@ -128,20 +129,23 @@ void restore_on(keeper_ptr self, uint32_t ps, node_actor node) {
                         lr = self->state.layout->learning_rate;
                         return restore_messages(*self->state.layout, ps, step);
                       }();
-                      if (lr > 0) {
+                      const size_t replies = assigns.size() + (lr > 0);
+                      if (replies == 0) return resume(self, ps, shard, step);
+                      auto c = std::make_shared<countdown>(
+                          countdown{replies, [self, ps, shard, step](caf::error err) {
+                                      if (err) return retry_later(self, ps, err);
+                                      resume(self, ps, shard, step);
+                                    }});
+                      if (lr > 0) {  // sent first: the shard takes it before the assigns and any push
                         pb::SetLearningRate rate;
                         rate.set_learning_rate(lr);
-                        self->send(shard, rate);  // ahead of the assigns and of any push
+                        self->request(shard, timeout, rate)
+                            .then([c](const pb::LearningRateSet&) { c->ok(); },
+                                  [c](caf::error& err) { c->fail(std::move(err)); });
                       }
-                      if (assigns.empty()) return resume(self, ps, shard, step);
-                      auto left = std::make_shared<size_t>(assigns.size());
                       for (auto& a : assigns)
                         self->request(shard, timeout, a)
-                            .then(
-                                [self, ps, shard, step, left](const pb::Assigned&) {
-                                  if (--*left == 0) resume(self, ps, shard, step);
-                                },
-                                [self, ps](caf::error& err) { retry_later(self, ps, err); });
+                            .then([c](const pb::Assigned&) { c->ok(); }, [c](caf::error& err) { c->fail(std::move(err)); });
                     },
                     [self, ps](caf::error& err) { retry_later(self, ps, err); });
           },

@@ -7,6 +7,7 @@
 #include <caf/stateful_actor.hpp>
 #include <spdlog/spdlog.h>
 
+#include "actors/countdown.hpp"
 #include "actors/dial.hpp"
 #include "messages/wire.hpp"
 
@@ -126,18 +127,18 @@ void respawn_on(proxy_ptr self, node_actor node) {
             [self](caf::error& err) { retry_later(self, err); });
   };
   if (st.dataset_specs.empty()) return spawn_worker();
-  auto left = std::make_shared<size_t>(st.dataset_specs.size());
-  auto failed = std::make_shared<bool>(false);
+  auto c = std::make_shared<countdown>(countdown{st.dataset_specs.size(), [self, spawn_worker](caf::error err) {
+                                                  if (err) return retry_later(self, err);
+                                                  spawn_worker();
+                                                }});
   for (size_t i = 0; i < st.dataset_specs.size(); ++i)
     self->request(node, timeout, st.dataset_specs[i])
         .then(
-            [self, i, left, spawn_worker](const dataset_actor& d) {
+            [self, i, c](const dataset_actor& d) {
               self->state.datasets[i] = d;
-              if (--*left == 0) spawn_worker();
+              c->ok();
             },
-            [self, failed](caf::error& err) {
-              if (!std::exchange(*failed, true)) retry_later(self, err);
-            });
+            [c](caf::error& err) { c->fail(std::move(err)); });
 }
 
 void dispatch(proxy_ptr self) {
