@@ -1,4 +1,5 @@
 #include "actors/ps_shard.hpp"
+#include "messages/tensor_bytes.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -143,15 +144,7 @@ caf::error check_slice(shard_actor self, const pb::TensorSlice& s) {
   return caf::none;
 }
 
-// The floats of a payload: in place when the bytes are aligned (heap
-// strings are), else through an aligned copy.
-const float* floats(shard_actor self, const std::string& bytes) {
-  if (reinterpret_cast<uintptr_t>(bytes.data()) % alignof(float) == 0) return reinterpret_cast<const float*>(bytes.data());
-  auto& scratch = self->state.scratch;
-  scratch.resize(bytes.size() / 4);
-  std::memcpy(scratch.data(), bytes.data(), bytes.size());
-  return scratch.data();
-}
+const float* floats(shard_actor self, const std::string& bytes) { return float_view(bytes, self->state.scratch); }
 
 // ---- applying ----
 

@@ -1,12 +1,12 @@
 #include "actors/worker_functions.hpp"
 
-#include <cstring>
 #include <map>
 #include <memory>
 
 #include <fmt/format.h>
 
 #include "actors/data/pipeline.hpp"
+#include "messages/tensor_bytes.hpp"
 
 namespace actorps {
 namespace {
@@ -35,9 +35,9 @@ struct train_run {
   double loss_sum = 0;
   int64_t correct = 0, examples = 0;
   pb::BatchData batch;
-  std::vector<float> x;
+  const float* x = nullptr;     // the batch's inputs, in place when aligned
+  std::vector<float> x_copy;    // ... else here
   std::vector<int64_t> ids;
-  std::vector<int32_t> labels;
   std::function<void(caf::expected<values>)> done;
 
   static void next(std::shared_ptr<train_run> run) {
@@ -78,18 +78,16 @@ struct train_run {
 
   // The batch's inputs: floats, or ids for a model that starts with an embedding.
   void unpack() {
-    x.resize(batch.x().size() / sizeof(float));
-    std::memcpy(x.data(), batch.x().data(), x.size() * sizeof(float));
-    labels.assign(batch.labels().begin(), batch.labels().end());
+    x = float_view(batch.x(), x_copy);
     ids.clear();
-    if (takes_ids(*ctx->model)) ids.assign(x.begin(), x.end());
+    if (takes_ids(*ctx->model)) ids.assign(x, x + batch.x().size() / sizeof(float));
   }
 
   static void compute(train_run& run) {
     auto& b = run.batch;
     auto& p = *run.ctx->params;
-    const kernels::batch_view view{b.size(), run.ids.empty() ? run.x.data() : nullptr,
-                                   run.ids.empty() ? nullptr : run.ids.data(), run.labels.data()};
+    const kernels::batch_view view{b.size(), run.ids.empty() ? run.x : nullptr,
+                                   run.ids.empty() ? nullptr : run.ids.data(), b.labels().data()};
     auto r = run.ctx->model->train_step(view, p.params, p.grad_ptrs);
     run.loss_sum += r.loss;
     run.correct += r.correct;

@@ -30,12 +30,9 @@ int run_eval(const job_spec& job, const std::string& checkpoint_dir) {
   kernels::sequential_model model(job.model, kernels::cpu_ops());
   std::vector<const float*> params;
   for (auto& p : model.parameters()) {
-    auto saved = std::find_if(ckpt.variables.begin(), ckpt.variables.end(), [&](auto& v) { return v.name == p.name; });
-    if (saved == ckpt.variables.end() || saved->shape != p.shape)
-      return fail(make_error(errc::invalid_config, fmt::format("{}: the checkpoint of step {} has no variable '{}' of "
-                                                               "the model's shape",
-                                                               dir, ckpt.step, p.name)));
-    params.push_back(saved->values.data());
+    auto saved = train::find_variable(ckpt, dir, p.name, p.shape);
+    if (!saved) return fail(saved.error());
+    params.push_back((*saved)->values.data());
   }
   auto pipeline = data::pipeline::build(job.eval);
   if (!pipeline) return fail(pipeline.error());

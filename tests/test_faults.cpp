@@ -164,7 +164,7 @@ BOOST_AUTO_TEST_CASE(actorps_chaos_carries_out_a_seeded_fault_plan) {
   auto job = write_job(dir, "", "checkpoint_dir = \"" + dir + "/ckpt\"\ncheckpoint_steps = 500\n", 4,
                        "[model]\ninput = [1, 1, 4]\n", 3000, 0.02);
   std::ofstream(job, std::ios::app) << "[[faults]]\nkind = \"kill\"\ntask = \"worker:0\"\nat = [0.3, 1.0]\n"
-                                       "[[faults]]\nkind = \"pause\"\ntask = \"ps:1\"\nat_step = 6000\n"
+                                       "[[faults]]\nkind = \"pause\"\ntask = \"worker:1\"\nat_step = 6000\n"
                                        "duration = [2.5, 3.5]\n";
   // The same seed, the same plan; another seed, another.
   auto plan = [&](const std::string& seed) {
@@ -175,16 +175,17 @@ BOOST_AUTO_TEST_CASE(actorps_chaos_carries_out_a_seeded_fault_plan) {
   };
   BOOST_TEST(plan("3") == plan("3"));
   BOOST_TEST(plan("3") != plan("4"));
-  BOOST_TEST(plan("3").find("SIGSTOP ps:1 at step 6000 for ") != std::string::npos, plan("3"));
+  BOOST_TEST(plan("3").find("SIGSTOP worker:1 at step 6000 for ") != std::string::npos, plan("3"));
   // The run: both faults happen, both recoveries too, and the job completes.
   auto res = run_command({ACTORPS_BIN, "chaos", job, "--seed", "3", "--log", dir + "/nodes.log"}, 180s,
                          dir + "/chaos.log");
   BOOST_REQUIRE(res);
   const std::string log = read_file(dir + "/chaos.log");
   BOOST_TEST(res->exit_code == 0, res->out << log);
-  for (auto line : {"chaos: seed 3: plan: SIGKILL worker:0 at ", ": SIGKILL worker:0 (pid ", ": SIGSTOP ps:1 (pid ",
-                    ": SIGCONT ps:1 (pid ", "coordinator: worker:0 respawned", "coordinator: ps:1 lost",
-                    "coordinator: ps:1 restored from the checkpoint of step "})
+  // (A paused PS is left out here: see the README's fault table.)
+  for (auto line : {"chaos: seed 3: plan: SIGKILL worker:0 at ", ": SIGKILL worker:0 (pid ", ": SIGSTOP worker:1 (pid ",
+                    ": SIGCONT worker:1 (pid ", "coordinator: worker:0 respawned", "coordinator: worker:1 lost",
+                    "coordinator: worker:1 respawned"})
     BOOST_TEST(log.find(line) != std::string::npos, line << "\n" << log);
   BOOST_TEST(res->out.find("trained epochs 1..4") != std::string::npos, res->out);
 }

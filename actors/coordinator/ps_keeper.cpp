@@ -59,12 +59,11 @@ std::vector<pb::Assign> restore_messages(ps_layout& l, uint32_t ps, int64_t& ste
   std::vector<const float*> values;
   std::vector<const train::saved_variable*> saved_of;
   for (auto& v : l.vars)
-    for (auto& saved : restored.latest->variables)
-      if (saved.name == v.name && saved.shape == v.shape) {
-        view.push_back(&v);
-        values.push_back(saved.values.data());
-        saved_of.push_back(&saved);
-      }
+    if (auto saved = train::find_variable(*restored.latest, l.checkpoint_dir, v.name, v.shape)) {
+      view.push_back(&v);
+      values.push_back((*saved)->values.data());
+      saved_of.push_back(*saved);
+    }
   step = restored.latest->step;
   std::vector<uint64_t> versions;
   for (auto* s : saved_of) versions.push_back(s->version);

@@ -20,11 +20,9 @@ caf::error backup_and_restore::on_train_begin(cluster_coordinator& c, uint32_t& 
   std::vector<uint64_t> versions;
   std::vector<std::vector<const float*>> slots(c.slot_count());
   for (auto& v : c.variables()) {
-    auto saved = std::find_if(ckpt.variables.begin(), ckpt.variables.end(), [&](auto& s) { return s.name == v.name; });
-    if (saved == ckpt.variables.end() || saved->shape != v.shape)
-      return make_error(errc::invalid_config, fmt::format("{}: the checkpoint of step {} has no variable '{}' of the "
-                                                          "model's shape (another model? delete the directory)",
-                                                          dir_, ckpt.step, v.name));
+    auto found = find_variable(ckpt, dir_, v.name, v.shape);
+    if (!found) return found.error();
+    auto* saved = *found;
     values.push_back(saved->values.data());
     versions.push_back(saved->version);
     for (size_t k = 0; k < slots.size() && k < saved->slots.size(); ++k) slots[k].push_back(saved->slots[k].data());

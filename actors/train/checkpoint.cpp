@@ -81,6 +81,15 @@ caf::expected<checkpoint> load(const fs::path& path) {
 
 }  // namespace
 
+caf::expected<const saved_variable*> find_variable(const checkpoint& c, const std::string& dir,
+                                                   const std::string& name, const std::vector<int64_t>& shape) {
+  for (auto& v : c.variables)
+    if (v.name == name && v.shape == shape) return &v;
+  return make_error(errc::invalid_config, dir + ": the checkpoint of step " + std::to_string(c.step) +
+                                              " has no variable '" + name +
+                                              "' of the model's shape (another model? delete the directory)");
+}
+
 caf::error save_checkpoint(const std::string& dir, const checkpoint& c, int keep_max) {
   std::error_code ec;
   fs::create_directories(dir, ec);

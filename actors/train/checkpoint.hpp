@@ -31,6 +31,12 @@ struct checkpoint {
   pb::SplitStatus splits;
 };
 
+/// The variable `name` of `shape` in `c` (read from `dir`), or an error
+/// naming them: the checkpoint belongs to another model.
+[[nodiscard]] caf::expected<const saved_variable*> find_variable(const checkpoint& c, const std::string& dir,
+                                                                 const std::string& name,
+                                                                 const std::vector<int64_t>& shape);
+
 /// Writes `c` into `dir` (created with its parents), then deletes the
 /// oldest checkpoints beyond `keep_max` (>= 1).
 [[nodiscard]] caf::error save_checkpoint(const std::string& dir, const checkpoint& c, int keep_max);

@@ -1,0 +1,20 @@
+// Tensors cross the wire as bytes fields of float32 values. Reading them
+// needs no copy when the bytes are aligned (heap strings are).
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace actorps {
+
+/// The floats of `bytes`: in place when aligned, else copied into `scratch`.
+inline const float* float_view(const std::string& bytes, std::vector<float>& scratch) {
+  if (reinterpret_cast<uintptr_t>(bytes.data()) % alignof(float) == 0) return reinterpret_cast<const float*>(bytes.data());
+  scratch.resize(bytes.size() / sizeof(float));
+  std::memcpy(scratch.data(), bytes.data(), scratch.size() * sizeof(float));
+  return scratch.data();
+}
+
+}  // namespace actorps
