@@ -47,13 +47,18 @@ struct waiting_push {
   caf::typed_response_promise<pb::PushAck> promise;
 };
 
+// step -> (variable, offset) applied.
+using steps_seen = std::map<int64_t, std::set<std::pair<std::string, int64_t>>>;
+
 struct shard_state {
   static inline const char* name = "ps_shard";
   uint32_t index = 0;
   pb::Consistency consistency;
   std::map<std::string, variable> vars;  // ordered: "all variables" come back in name order
-  // (worker) -> step -> (variable, offset) already applied; pruned to recent steps.
-  std::unordered_map<uint32_t, std::map<int64_t, std::set<std::pair<std::string, int64_t>>>> seen;
+  // Slices already applied, by push key (see pb::ClosureStep): per closure
+  // (the most recent ones) or per worker, then per step (the most recent ones).
+  std::map<uint64_t, steps_seen> seen_closures;
+  std::unordered_map<uint32_t, steps_seen> seen_workers;
   int64_t step = 0;             // SYNC: the step being aggregated
   std::vector<int64_t> clocks;  // BOUNDED_STALENESS: per worker, last pushed step + 1
   std::vector<waiting_pull> pulls;
@@ -64,7 +69,8 @@ struct shard_state {
 
 using shard_actor = ps_shard_actor::stateful_pointer<shard_state>;
 
-constexpr int64_t kRememberedSteps = 64;  // per worker, for duplicate detection
+constexpr int64_t kRememberedSteps = 64;      // per worker or closure, for duplicate detection
+constexpr size_t kRememberedClosures = 4096;  // closures in flight are far fewer
 
 std::string where(shard_actor self) { return "ps shard " + std::to_string(self->state.index) + ": "; }
 
@@ -156,11 +162,28 @@ void apply(variable& v, int64_t offset, int64_t count, const float* grad) {
   kernels::cpu_ops().apply_dense(v.kind, v.params, count, v.value.data() + offset, slots, grad);
 }
 
-bool seen_before(shard_actor self, uint32_t worker, int64_t step, const std::string& name, int64_t offset) {
-  auto& steps = self->state.seen[worker];
-  if (!steps.empty() && step < steps.rbegin()->first - kRememberedSteps) return true;  // too old to be new
-  bool fresh = steps[step].emplace(name, offset).second;
-  while (steps.size() > size_t(kRememberedSteps)) steps.erase(steps.begin());
+// Whether `push` (a Push or SparsePush) already brought the slice at
+// (name, offset) of its key; counts the key's examples when it is new here.
+template <class Push>
+bool seen_before(shard_actor self, const Push& push, const std::string& name, int64_t offset) {
+  auto& st = self->state;
+  steps_seen* steps = nullptr;
+  int64_t step = push.step();
+  if (push.has_closure_step()) {
+    const auto& key = push.closure_step();
+    auto& closures = st.seen_closures;
+    // Closure ids grow: one older than every remembered closure was applied long ago.
+    if (closures.size() >= kRememberedClosures && key.closure() < closures.begin()->first) return true;
+    steps = &closures[key.closure()];
+    while (closures.size() > kRememberedClosures) closures.erase(closures.begin());
+    step = key.step();
+    if (steps->count(step) == 0) st.stats.set_examples_applied(st.stats.examples_applied() + key.examples());
+  } else {
+    steps = &st.seen_workers[push.worker()];
+  }
+  if (!steps->empty() && step < steps->rbegin()->first - kRememberedSteps) return true;  // too old to be new
+  bool fresh = (*steps)[step].emplace(name, offset).second;
+  while (steps->size() > size_t(kRememberedSteps)) steps->erase(steps->begin());
   return !fresh;
 }
 
@@ -256,7 +279,7 @@ pb::PushAck apply_push(shard_actor self, const pb::Push& push) {
     return ack;
   }
   for (auto& g : push.gradients()) {
-    if (seen_before(self, push.worker(), push.step(), g.name(), g.offset())) {
+    if (seen_before(self, push, g.name(), g.offset())) {
       ack.set_duplicates(ack.duplicates() + 1);
       continue;
     }
@@ -413,7 +436,7 @@ caf::result<pb::PushAck> on_sparse_push(shard_actor self, const pb::SparsePush& 
       return fail(self, errc::out_of_range,
                   "'" + g.name() + "': row " + std::to_string(id) + " outside [0, " + std::to_string((*v)->rows()) + ")");
   pb::PushAck ack;
-  if (seen_before(self, req.worker(), req.step(), g.name(), -1)) {
+  if (seen_before(self, req, g.name(), -1)) {
     ack.set_duplicates(1);
     self->state.stats.set_duplicates(self->state.stats.duplicates() + 1);
     return ack;

@@ -66,6 +66,8 @@ struct worker_state {
   } ahead;  // the pull of the next step, into buffers[1 - current]
   std::map<int, std::vector<pb::Pull>> pulls;  // by ps task; step set per call
   int64_t step = 0;                            // this worker's steps so far
+  int64_t closure_step = 0;                    // the running closure's steps so far
+  caf::duration deadline = caf::infinite;      // per request to a shard
   worker_context ctx;
   // Batches in arrival order. Closures run one at a time, from the first
   // unfinished batch; a batch is answered once its closures finished and
@@ -91,6 +93,7 @@ struct worker_state {
 using worker_ptr = worker_actor::stateful_pointer<worker_state>;
 
 constexpr auto kDropRetry = std::chrono::milliseconds(500);
+constexpr int kShardTries = 3;  // a request to a shard unanswered by its deadline is sent again
 
 void after(worker_ptr self, std::chrono::milliseconds delay, std::function<void()> fn) {
   auto& st = self->state;
@@ -98,23 +101,40 @@ void after(worker_ptr self, std::chrono::milliseconds delay, std::function<void(
   self->delayed_send(self, delay, worker_timer_atom::value, st.next_timer++);
 }
 
-// A request to PS task `ps`. An injected fault holds it back: a dropped
-// one is sent again after kDropRetry (as a lost message's retry would), a
-// delayed one after the delay.
+// A request to PS task `ps`, with the worker's deadline: one unanswered
+// in time is sent again (pushes are keyed, so a resent one applies once),
+// up to kShardTries times; then its error fails the batch (the shard's link
+// counts as lost). An injected fault holds it back: a dropped one is sent
+// again after kDropRetry (as a lost message's retry would), a delayed one
+// after the delay.
 template <class Reply, class Msg, class Ok, class Fail>
-void ask_shard(worker_ptr self, int ps, Msg msg, Ok ok, Fail fail, bool delayed = false) {
+void ask_shard(worker_ptr self, int ps, Msg msg, Ok ok, Fail fail, bool delayed = false, int tries = kShardTries) {
   auto& f = self->state.fault;
   if (!delayed && uint32_t(ps) == f.ps && std::chrono::steady_clock::now() < f.until) {
     const bool drop = f.drop > 0 && std::bernoulli_distribution(f.drop)(f.gen);
     if (drop || f.delay.count() > 0) {
       f.dropped += drop;
       auto held = std::make_shared<Msg>(std::move(msg));
-      return after(self, drop ? kDropRetry : f.delay,
-                   [self, ps, held, ok, fail, drop] { ask_shard<Reply>(self, ps, std::move(*held), ok, fail, !drop); });
+      return after(self, drop ? kDropRetry : f.delay, [self, ps, held, ok, fail, drop, tries] {
+        ask_shard<Reply>(self, ps, std::move(*held), ok, fail, !drop, tries);
+      });
     }
   }
-  self->request(self->state.shards[size_t(ps)], caf::infinite, std::move(msg))
-      .then([ok](Reply& r) { ok(r); }, [fail](caf::error& err) { fail(std::move(err)); });
+  auto& st = self->state;
+  if (!st.deadline.valid() || tries <= 1) {
+    self->request(st.shards[size_t(ps)], st.deadline, std::move(msg))
+        .then([ok](Reply& r) { ok(r); }, [fail](caf::error& err) { fail(std::move(err)); });
+    return;
+  }
+  auto held = std::make_shared<Msg>(msg);
+  self->request(st.shards[size_t(ps)], st.deadline, std::move(msg))
+      .then([ok](Reply& r) { ok(r); },
+            [self, ps, held, ok, fail, tries](caf::error& err) {
+              if (err != caf::sec::request_timeout) return fail(std::move(err));
+              spdlog::warn("worker:{}: a request to ps:{} went unanswered for {}; sent again", self->state.index, ps,
+                           caf::to_string(self->state.deadline));
+              ask_shard<Reply>(self, ps, std::move(*held), ok, fail, false, tries - 1);
+            });
 }
 
 void pull_into(worker_ptr self, int buffer, int64_t step, std::function<void(caf::error)> then) {
@@ -192,10 +212,14 @@ void answer_finished(worker_ptr self);
 
 // Sends the gradients and returns at once; the running batch waits for
 // the acknowledgements before it answers.
-void push(worker_ptr self, int64_t step, std::function<void(caf::error)> then) {
+void push(worker_ptr self, int64_t step, int32_t examples, std::function<void(caf::error)> then) {
   auto& st = self->state;
   auto* batch = running_batch(st);
   const uint64_t seq = batch->seq;
+  pb::ClosureStep key;
+  key.set_closure(batch->request.closures(batch->done.results_size()).id());
+  key.set_step(st.closure_step++);
+  key.set_examples(examples);
   auto acked = [self, seq](caf::error err) {
     for (auto& b : self->state.queue)
       if (b.seq == seq) {
@@ -205,6 +229,7 @@ void push(worker_ptr self, int64_t step, std::function<void(caf::error)> then) {
     answer_finished(self);
   };
   auto send = [&](int ps, auto msg) {
+    *msg.mutable_closure_step() = key;
     ++batch->unacked;
     ask_shard<pb::PushAck>(
         self, ps, std::move(msg), [acked](const pb::PushAck&) { acked(caf::none); },
@@ -322,6 +347,7 @@ void run_next(worker_ptr self) {
   auto* run = running_batch(self->state);
   if (run == nullptr) return;
   if (run->done.results_size() == 0) run->started = std::chrono::steady_clock::now();
+  self->state.closure_step = 0;
   auto& closure = run->request.closures(run->done.results_size());
   auto* fn = find_function(closure.function());
   if (fn == nullptr)
@@ -381,6 +407,7 @@ worker_actor::behavior_type worker_behavior(worker_ptr self, pb::SpawnWorker spe
   }
   st.pull_ahead = spec.pull_ahead();
   st.step = spec.first_step();
+  if (spec.request_timeout_ms() > 0) st.deadline = caf::duration{std::chrono::milliseconds(spec.request_timeout_ms())};
   st.pulls = split_pull(st.view);
   if (spec.threads() > 0) kernels::set_cpu_threads(int(spec.threads()));
   dial_ps_nodes(self, cluster);
@@ -401,7 +428,9 @@ worker_actor::behavior_type worker_behavior(worker_ptr self, pb::SpawnWorker spe
   ctx.pull_rows = [self](const std::vector<int64_t>& ids, std::function<void(caf::error)> then) {
     pull_rows(self, ids, std::move(then));
   };
-  ctx.push = [self](int64_t step, std::function<void(caf::error)> then) { push(self, step, std::move(then)); };
+  ctx.push = [self](int64_t step, int32_t examples, std::function<void(caf::error)> then) {
+    push(self, step, examples, std::move(then));
+  };
   ctx.next_step = [self] { return self->state.step++; };
   return {
       [self](pb::RunClosures& req, std::vector<dataset_actor>& datasets) -> caf::typed_response_promise<pb::ClosuresDone> {

@@ -69,7 +69,7 @@ struct train_run {
 
   static void compute_and_push(std::shared_ptr<train_run> run, int64_t step) {
     compute(*run);
-    run->ctx->push(step, [run](caf::error err) {
+    run->ctx->push(step, run->batch.size(), [run](caf::error err) {
       if (err) return run->done(std::move(err));
       ++run->ran;
       next(run);

@@ -3,7 +3,7 @@
 //
 //   train_step(per_worker_dataset D, integer steps = 1)
 //       `steps` training steps (steps_per_execution), each: a batch from the
-//       worker's dataset D, pull, forward/backward, push (worker, step).
+//       worker's dataset D, pull, forward/backward, push.
 //       Returns [real loss_sum, integer correct, integer examples, integer steps].
 //       Ends with out_of_range when D runs out mid-way (add repeat).
 //   eval_step(data spec, integer shard, integer shards)
@@ -49,9 +49,12 @@ struct worker_context {
   /// Rows `ids` (negative: padding) of every sparse parameter (embedding
   /// table) into params->values; an id outside a table is an error.
   std::function<void(const std::vector<int64_t>& ids, std::function<void(caf::error)>)> pull_rows;
-  /// Sends params->grads (dense) and the model's sparse gradients (rows) as (worker, step) and calls back at once; the
-  /// closure is answered only once the shards acknowledged them.
-  std::function<void(int64_t step, std::function<void(caf::error)>)> push;
+  /// Sends params->grads (dense) and the model's sparse gradients (rows) of
+  /// step `step`, a batch of `examples`, and calls back at once; the closure
+  /// is answered only once the shards acknowledged them. Each push carries
+  /// the running closure's id and its step count so far, so a re-run of the
+  /// closure elsewhere is applied once (pb::ClosureStep).
+  std::function<void(int64_t step, int32_t examples, std::function<void(caf::error)>)> push;
   /// This worker's next step number (SYNC: its k-th step is the job's step k).
   std::function<int64_t()> next_step;
 };

@@ -74,6 +74,32 @@ BOOST_FIXTURE_TEST_CASE(async_sgd_is_the_closed_form_and_retries_apply_once, fix
   BOOST_TEST(stats().duplicates() == 1u);
 }
 
+BOOST_FIXTURE_TEST_CASE(a_closure_rerun_on_another_worker_applies_each_step_once, fixture) {
+  start(mode(pb::Consistency::ASYNC), {variable_spec("w", {2}), variable_spec("b", {1})});  // lr 0.5
+  auto keyed = [](pb::Push p, uint64_t closure, int64_t step) {
+    p.mutable_closure_step()->set_closure(closure);
+    p.mutable_closure_step()->set_step(step);
+    p.mutable_closure_step()->set_examples(64);
+    return p;
+  };
+  // Worker 0 runs closure 100: step 0 reaches the shard whole, step 1 only
+  // its "w" slice before the worker dies.
+  call<pb::PushAck>(self, shard, keyed(push(0, 7, {slice("w", {2, 2}), slice("b", {2})}), 100, 0));
+  call<pb::PushAck>(self, shard, keyed(push(0, 8, {slice("w", {2, 2})}), 100, 1));
+  // Worker 1 re-runs closure 100 with its own (worker, step) numbers.
+  auto first = call<pb::PushAck>(self, shard, keyed(push(1, 3, {slice("w", {4, 4}), slice("b", {4})}), 100, 0));
+  BOOST_TEST(first->duplicates() == 2u);
+  auto second = call<pb::PushAck>(self, shard, keyed(push(1, 4, {slice("w", {4, 4}), slice("b", {4})}), 100, 1));
+  BOOST_TEST(second->duplicates() == 1u);  // "w" of step 1 came from worker 0
+  BOOST_TEST(second->applied() == 1u);     // "b" of step 1 had not
+  BOOST_TEST(value("w") == std::vector<float>({-2.0f, -2.0f}));
+  BOOST_TEST(value("b") == std::vector<float>({-3.0f}));
+  // Closure 101: a new key, applied.
+  call<pb::PushAck>(self, shard, keyed(push(1, 5, {slice("b", {2})}), 101, 0));
+  BOOST_TEST(value("b") == std::vector<float>({-4.0f}));
+  BOOST_TEST(stats().examples_applied() == 3 * 64);  // (100, 0), (100, 1), (101, 0): each once
+}
+
 BOOST_FIXTURE_TEST_CASE(a_learning_rate_schedule_step_applies_to_every_later_push, fixture) {
   start(mode(pb::Consistency::ASYNC), {variable_spec("w", {2}), variable_spec("b", {1})});  // lr 0.5
   call<pb::PushAck>(self, shard, push(0, 0, {slice("w", {1, 2})}));

@@ -94,7 +94,10 @@ class closure_queue {
   std::deque<queued_closure> common_;
   std::map<uint32_t, std::deque<queued_closure>> pinned_;
   size_t outstanding_ = 0;  // queued + running
-  uint64_t next_id_ = 1;
+  // Ids grow across coordinator runs too (they start at the clock's
+  // microseconds): shards key pushes by closure and take an id below every
+  // one they remember for an old one (pb::ClosureStep).
+  uint64_t next_id_;
   caf::error error_;
   std::vector<std::function<void()>> wakers_;
 };

@@ -115,7 +115,9 @@ caf::error cluster_coordinator::create_workers(const kernels::model_spec& model,
     *sw.mutable_model() = train::to_proto(model);
     for (auto& v : p_->vars) *sw.add_variables() = train::to_proto(v);
     sw.set_threads(threads_per_worker);
-    sw.set_pull_ahead(p_->consistency.mode() == pb::Consistency::ASYNC);
+    const bool async = p_->consistency.mode() == pb::Consistency::ASYNC;
+    sw.set_pull_ahead(async);
+    sw.set_request_timeout_ms(async ? p_->spec.runtime.request_timeout_ms : 0);
     auto worker = p_->ask<worker_actor>(*node, sw, shards);
     if (!worker) return make_error(errc::internal, fmt::format("{}: {}", to_string(task), describe(worker.error())));
     p_->worker_nodes.push_back(*node);

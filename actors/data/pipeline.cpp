@@ -152,45 +152,6 @@ class shard_stage : public stage {
   uint64_t n_, index_, seen_ = 0;
 };
 
-// tf.data's shuffle: a buffer of buffer_size examples; each output is a
-// random one of them, replaced by the next input. Each pass (epoch) draws
-// with seed + epoch.
-class shuffle_stage : public stage {
- public:
-  shuffle_stage(std::unique_ptr<stage> in, uint32_t size, uint64_t seed)
-      : in_(std::move(in)), size_(size), seed_(seed), gen_(seed) {}
-  bool next(example& out) override {
-    while (!done_ && buffer_.size() < size_) {
-      example e;
-      if (!in_->next(e)) {
-        done_ = true;
-        break;
-      }
-      buffer_.push_back(std::move(e));
-    }
-    if (buffer_.empty()) return false;
-    const size_t pick = size_t(gen_() % buffer_.size());
-    std::swap(buffer_[pick], buffer_.back());
-    out = std::move(buffer_.back());
-    buffer_.pop_back();
-    return true;
-  }
-  void reset() override {
-    in_->reset();
-    buffer_.clear();
-    done_ = false;
-    gen_.seed(seed_ + ++epoch_);
-  }
-
- private:
-  std::unique_ptr<stage> in_;
-  size_t size_;
-  uint64_t seed_, epoch_ = 0;
-  std::mt19937_64 gen_;
-  std::vector<example> buffer_;
-  bool done_ = false;
-};
-
 class repeat_stage : public stage {
  public:
   repeat_stage(std::unique_ptr<stage> in, int64_t count) : in_(std::move(in)), count_(count) {}
@@ -259,6 +220,48 @@ caf::expected<std::unique_ptr<indexed_source>> open_source(const pb::DatasetSpec
 
 }  // namespace
 
+// tf.data's shuffle: a buffer of buffer_size examples; each output is a
+// random one of them, replaced by the next input. Each pass (epoch) draws
+// with seed + epoch; a split (read_range) with seed and the split's start.
+class shuffle_stage : public stage {
+ public:
+  shuffle_stage(std::unique_ptr<stage> in, uint32_t size, uint64_t seed)
+      : in_(std::move(in)), size_(size), seed_(seed), gen_(seed) {}
+  bool next(example& out) override {
+    while (!done_ && buffer_.size() < size_) {
+      example e;
+      if (!in_->next(e)) {
+        done_ = true;
+        break;
+      }
+      buffer_.push_back(std::move(e));
+    }
+    if (buffer_.empty()) return false;
+    const size_t pick = size_t(gen_() % buffer_.size());
+    std::swap(buffer_[pick], buffer_.back());
+    out = std::move(buffer_.back());
+    buffer_.pop_back();
+    return true;
+  }
+  void reset() override {
+    in_->reset();
+    buffer_.clear();
+    done_ = false;
+    gen_.seed(seed_ + ++epoch_);
+  }
+  /// Draws as a fresh pipeline would for the split starting at `begin`:
+  /// every worker shuffles a split the same way, whatever it read before.
+  void reseed_for_split(int64_t begin) { gen_.seed(seed_ * 1000003u + uint64_t(begin)); }
+
+ private:
+  std::unique_ptr<stage> in_;
+  size_t size_;
+  uint64_t seed_, epoch_ = 0;
+  std::mt19937_64 gen_;
+  std::vector<example> buffer_;
+  bool done_ = false;
+};
+
 caf::expected<pipeline> pipeline::build(const pb::DatasetSpec& spec) {
   pipeline p;
   auto source = open_source(spec);
@@ -295,6 +298,7 @@ caf::expected<pipeline> pipeline::build(const pb::DatasetSpec& spec) {
       case pb::DatasetOp::kShuffle:
         if (op.shuffle().buffer_size() == 0) return bad(where + "shuffle needs buffer_size > 0");
         s = std::make_unique<shuffle_stage>(std::move(s), op.shuffle().buffer_size(), op.shuffle().seed());
+        p.shuffles_.push_back(static_cast<shuffle_stage*>(s.get()));
         break;
       case pb::DatasetOp::kRepeat:
         if (op.repeat().count() == 0 || op.repeat().count() < -1)
@@ -318,6 +322,7 @@ caf::expected<pipeline> pipeline::build(const pb::DatasetSpec& spec) {
 void pipeline::read_range(int64_t begin, int64_t end) {
   source_->restrict_to(begin, end);
   head_->reset();
+  for (auto* s : shuffles_) s->reseed_for_split(begin);
 }
 
 bool pipeline::next(batch& out) {

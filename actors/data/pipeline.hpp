@@ -63,6 +63,8 @@ class indexed_source : public stage {
   int64_t size_, begin_ = 0, end_, at_ = 0;
 };
 
+class shuffle_stage;
+
 class pipeline {
  public:
   /// Opens the source and checks the ops; errors name the file or the op
@@ -72,7 +74,8 @@ class pipeline {
   /// The next batch (batches of 1 without a batch op), or false at the end.
   bool next(batch& out);
   /// From now on only source indices [begin, end), every stage starting
-  /// afresh (exactly-once splits; batches never span two calls).
+  /// afresh (exactly-once splits; batches never span two calls). Shuffles
+  /// draw from (seed, begin): the same batches on every worker.
   void read_range(int64_t begin, int64_t end);
   int features() const { return features_; }
   int64_t examples_at_source() const { return source_size_; }
@@ -81,6 +84,7 @@ class pipeline {
  private:
   std::unique_ptr<stage> head_;
   indexed_source* source_ = nullptr;  // the first stage, owned through head_
+  std::vector<shuffle_stage*> shuffles_;  // owned through head_ too
   int features_ = 0;
   int64_t source_size_ = 0;
   uint32_t batch_size_ = 1;
