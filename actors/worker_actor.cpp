@@ -38,6 +38,7 @@ struct batch_run {
 // One batch requested ahead per dataset, so the next step's input is
 // built while this one computes.
 struct prefetch {
+  uint64_t generation = 0;  // a ReadSplit starts a new one: replies of the last are dropped
   bool in_flight = false;
   std::optional<caf::expected<pb::BatchData>> ready;
   std::function<void(caf::expected<pb::BatchData>)> waiting;
@@ -245,9 +246,11 @@ void push(worker_ptr self, int64_t step, int32_t examples, std::function<void(ca
 }
 
 void request_batch(worker_ptr self, const dataset_actor& d) {
-  self->state.prefetched[d.address()].in_flight = true;
-  auto arrived = [self, d](caf::expected<pb::BatchData> b) {
+  auto& slot = self->state.prefetched[d.address()];
+  slot.in_flight = true;
+  auto arrived = [self, d, generation = slot.generation](caf::expected<pb::BatchData> b) {
     auto& slot = self->state.prefetched[d.address()];
+    if (slot.generation != generation) return;  // read before a ReadSplit
     slot.in_flight = false;
     if (!slot.waiting) return void(slot.ready = std::move(b));
     auto then = std::exchange(slot.waiting, nullptr);
@@ -256,6 +259,22 @@ void request_batch(worker_ptr self, const dataset_actor& d) {
   };
   self->request(d, caf::infinite, pb::NextBatch{})
       .then([arrived](pb::BatchData& b) { arrived(std::move(b)); }, [arrived](caf::error& err) { arrived(std::move(err)); });
+}
+
+// Has `d` read only source examples [begin, end) from now on; batches
+// prefetched before are dropped.
+void read_split(worker_ptr self, const dataset_actor& d, int64_t begin, int64_t end,
+                std::function<void(caf::error)> then) {
+  auto& slot = self->state.prefetched[d.address()];
+  ++slot.generation;
+  slot.in_flight = false;
+  slot.ready.reset();
+  slot.waiting = nullptr;
+  pb::ReadSplit split;
+  split.set_begin(begin);
+  split.set_end_index(end);
+  self->request(d, caf::infinite, std::move(split))
+      .then([then](pb::SplitAccepted&) { then(caf::none); }, [then](caf::error& err) { then(std::move(err)); });
 }
 
 // The rows of every sparse parameter (embedding table) that `ids` name.
@@ -418,6 +437,9 @@ worker_actor::behavior_type worker_behavior(worker_ptr self, pb::SpawnWorker spe
   ctx.dataset = [self](const pb::Value& arg) { return dataset_of(self, arg); };
   ctx.next_batch = [self](const dataset_actor& d, std::function<void(caf::expected<pb::BatchData>)> then) {
     next_batch(self, d, std::move(then));
+  };
+  ctx.read_split = [self](const dataset_actor& d, int64_t begin, int64_t end, std::function<void(caf::error)> then) {
+    read_split(self, d, begin, end, std::move(then));
   };
   ctx.pull = [self](int64_t step, std::function<void(caf::error)> then) {
     pull_into(self, self->state.current, step, std::move(then));

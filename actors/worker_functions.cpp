@@ -31,7 +31,7 @@ bool takes_ids(const kernels::sequential_model& m) {
 struct train_run {
   worker_context* ctx;
   dataset_actor dataset;
-  int64_t steps = 0, ran = 0;
+  int64_t steps = 0, ran = 0;  // steps < 0: until the dataset ends (a split)
   double loss_sum = 0;
   int64_t correct = 0, examples = 0;
   pb::BatchData batch;
@@ -41,10 +41,10 @@ struct train_run {
   std::function<void(caf::expected<values>)> done;
 
   static void next(std::shared_ptr<train_run> run) {
-    if (run->ran == run->steps)
-      return run->done(values{real_value(run->loss_sum), integer_value(run->correct), integer_value(run->examples), integer_value(run->ran)});
+    if (run->ran == run->steps) return run->finish();
     run->ctx->next_batch(run->dataset, [run](caf::expected<pb::BatchData> b) {
       if (!b) return run->done(b.error());
+      if (b->end() && run->steps < 0) return run->finish();
       if (b->end())
         return run->done(make_error(errc::out_of_range,
                                     fmt::format("the dataset ended after {} of {} steps (add repeat to the dataset)",
@@ -76,6 +76,10 @@ struct train_run {
     });
   }
 
+  void finish() {
+    done(values{real_value(loss_sum), integer_value(correct), integer_value(examples), integer_value(ran)});
+  }
+
   // The batch's inputs: floats, or ids for a model that starts with an embedding.
   void unpack() {
     x = float_view(batch.x(), x_copy);
@@ -95,6 +99,16 @@ struct train_run {
   }
 };
 
+void train(worker_context& ctx, const dataset_actor& dataset, int64_t steps,
+           std::function<void(caf::expected<values>)> done) {
+  auto run = std::make_shared<train_run>();
+  run->ctx = &ctx;
+  run->dataset = dataset;
+  run->steps = steps;
+  run->done = std::move(done);
+  train_run::next(run);
+}
+
 void train_step(worker_context& ctx, const std::vector<pb::Value>& args, std::function<void(caf::expected<values>)> done) {
   if (auto err = arity("train_step", args, 1, 2)) return done(err);
   auto dataset = ctx.dataset(args[0]);
@@ -102,12 +116,22 @@ void train_step(worker_context& ctx, const std::vector<pb::Value>& args, std::fu
   auto steps = integer_arg(args, 1, "steps", 1);
   if (!steps) return done(steps.error());
   if (*steps < 1) return done(make_error(errc::invalid_argument, "train_step: steps must be >= 1"));
-  auto run = std::make_shared<train_run>();
-  run->ctx = &ctx;
-  run->dataset = *dataset;
-  run->steps = *steps;
-  run->done = std::move(done);
-  train_run::next(run);
+  train(ctx, *dataset, *steps, std::move(done));
+}
+
+void train_split(worker_context& ctx, const std::vector<pb::Value>& args, std::function<void(caf::expected<values>)> done) {
+  if (auto err = arity("train_split", args, 3, 3)) return done(err);
+  auto dataset = ctx.dataset(args[0]);
+  if (!dataset) return done(dataset.error());
+  auto begin = integer_arg(args, 1, "begin", 0), end = integer_arg(args, 2, "end", 0);
+  if (!begin) return done(begin.error());
+  if (!end) return done(end.error());
+  if (*begin < 0 || *end <= *begin)
+    return done(make_error(errc::invalid_argument, fmt::format("train_split: empty split [{}, {})", *begin, *end)));
+  ctx.read_split(*dataset, *begin, *end, [&ctx, d = *dataset, done = std::move(done)](caf::error err) mutable {
+    if (err) return done(std::move(err));
+    train(ctx, d, -1, std::move(done));
+  });
 }
 
 // eval_step: one shard of a dataset read here, against freshly pulled values
@@ -177,6 +201,7 @@ void eval_step(worker_context& ctx, const std::vector<pb::Value>& args, std::fun
 std::map<std::string, worker_function>& registry() {
   static std::map<std::string, worker_function> functions{
       {"train_step", train_step},
+      {"train_split", train_split},
       {"eval_step", eval_step},
       {"noop", [](worker_context&, const std::vector<pb::Value>&, std::function<void(caf::expected<values>)> done) {
          done(values{});

@@ -6,6 +6,10 @@
 //       worker's dataset D, pull, forward/backward, push.
 //       Returns [real loss_sum, integer correct, integer examples, integer steps].
 //       Ends with out_of_range when D runs out mid-way (add repeat).
+//   train_split(per_worker_dataset D, integer begin, integer end)
+//       One exactly-once split: D reads source examples [begin, end) (the
+//       same on every worker) and the worker trains a step per batch until
+//       they end. Returns what train_step returns.
 //   eval_step(data spec, integer shard, integer shards)
 //       Pulls the variables once and evaluates shard `shard` of `shards` of
 //       the dataset (a serialized pb::DatasetSpec, read on the worker).
@@ -40,6 +44,9 @@ struct worker_context {
   /// The dataset a per_worker_dataset argument names (error: no such dataset).
   std::function<caf::expected<dataset_actor>(const pb::Value&)> dataset;
   std::function<void(const dataset_actor&, std::function<void(caf::expected<pb::BatchData>)>)> next_batch;
+  /// The dataset reads only source examples [begin, end) from now on (its
+  /// batches then end with the range); see pb::ReadSplit.
+  std::function<void(const dataset_actor&, int64_t begin, int64_t end, std::function<void(caf::error)>)> read_split;
   /// Every variable into params->values; in SYNC mode waits for `step`.
   std::function<void(int64_t step, std::function<void(caf::error)>)> pull;
   /// The same for training step `step` of this worker: with pull_ahead

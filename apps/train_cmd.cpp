@@ -66,6 +66,14 @@ int run_training(const job_spec& job, std::atomic<int64_t>* steps_done) {
     for (auto& e : result->history) seconds += e.seconds;
     fmt::print("trained epochs {}..{} in {:.1f} s{}\n", result->first_epoch, result->history.back().epoch, seconds,
                result->stopped_early ? " (stopped early)" : "");
+    if (t.exactly_once) {  // every shard took each example of this run's splits once (a restored shard: since then)
+      auto stats = c.shard_stats();
+      if (!stats) return fail("reading the shards' counters", stats.error());
+      std::string counts;
+      for (size_t ps = 0; ps < stats->size(); ++ps)
+        counts += fmt::format("{}ps:{} {}", ps == 0 ? "" : ", ", ps, (*stats)[ps].examples_applied());
+      fmt::print("examples applied: {} (this run's splits hold {})\n", counts, result->split_examples);
+    }
   } else if (job.eval.source_case() != pb::DatasetSpec::SOURCE_NOT_SET) {
     auto eval = train::evaluate(c, job.eval, uint32_t(2 * c.num_workers()));
     if (!eval) return fail("evaluation", eval.error());

@@ -41,16 +41,28 @@ caf::expected<std::optional<job_spec>> load_job_file(const std::string& path) {
                                              "early_stopping_patience", "early_stopping_monitor",
                                              "early_stopping_min_delta", "partitioner", "num_shards",
                                              "min_shard_bytes", "max_shard_bytes", "max_shards",
-                                             "learning_rate_decay", "checkpoint_steps"}))
+                                             "learning_rate_decay", "checkpoint_steps", "exactly_once", "split_size"}))
     return err;
-  if (!t.contains("steps_per_epoch")) return r.fail(t, "training", "missing required key 'steps_per_epoch' (as in TF)");
+  caf::error err;
+  if ((err = r.get(t, "training", "exactly_once", o.exactly_once))) return err;
+  if (o.exactly_once) {
+    if (!t.contains("split_size")) return r.fail(t, "training", "exactly_once needs 'split_size' (examples per split)");
+    for (auto& op : job.train.ops())
+      if (op.has_repeat() || (op.has_batch() && op.batch().drop_remainder()))
+        return r.fail(*t.get("exactly_once"), "training.exactly_once",
+                      "reads every example once: the [dataset] may not repeat or drop a batch's remainder");
+    if (auto* s = t.get("steps_per_epoch"))
+      return r.fail(*s, "training.steps_per_epoch", "exactly_once epochs end with the data: remove it");
+  } else if (!t.contains("steps_per_epoch")) {
+    return r.fail(t, "training", "missing required key 'steps_per_epoch' (as in TF)");
+  }
   pb::Optimizer::Kind kind = pb::Optimizer::SGD;
   pb::Consistency::Mode mode = pb::Consistency::ASYNC;
   float lr = 0.01f, momentum = 0.9f, target = 0;
   bool nesterov = false;
   uint32_t replicas = 0, staleness = 0;
-  caf::error err;
   (err = r.get(t, "training", "epochs", o.epochs, 1, 100000)) ||
+      (err = r.get(t, "training", "split_size", o.split_size, 1, 1 << 30)) ||
       (err = r.get(t, "training", "steps_per_epoch", o.steps_per_epoch, 1, 100000000)) ||
       (err = r.get(t, "training", "steps_per_execution", o.steps_per_execution, 1, 100000)) ||
       (err = r.choose(t, "training", "optimizer", kind,
@@ -109,6 +121,9 @@ caf::expected<std::optional<job_spec>> load_job_file(const std::string& path) {
   o.consistency.set_replicas_to_aggregate(replicas == 0 ? workers : replicas);
   o.consistency.set_staleness(staleness);
   o.target_accuracy = target;
+  if (o.exactly_once && mode == pb::Consistency::SYNC)
+    return r.fail(*t.get("exactly_once"), "training.exactly_once",
+                  "needs consistency \"async\" or \"bounded_staleness\" (SYNC steps are pinned to workers)");
   if (o.variable_partitioner.type == partitioner::kind::max_size && o.variable_partitioner.max_shard_bytes == 0)
     return r.fail(t, "training", "partitioner \"max_size\" needs 'max_shard_bytes'");
   if (o.variable_partitioner.type == partitioner::kind::min_size && !t.contains("max_shards"))

@@ -19,7 +19,15 @@ namespace actorps {
 
 struct training_options {
   uint32_t epochs = 1;
-  uint32_t steps_per_epoch = 0;      // required, as in TF
+  uint32_t steps_per_epoch = 0;      // required, as in TF (exactly_once: the data's batches, set by fit)
+  // Exactly-once epochs (tf.data service's distributed_epoch): every worker
+  // holds the whole dataset; each epoch is cut into splits of `split_size`
+  // consecutive source examples, one closure each (train_split), in an
+  // order shuffled per epoch. A lost worker's splits run again elsewhere and
+  // their steps apply once (pb::ClosureStep); checkpoints hold the finished
+  // splits, so a rerun resumes mid-epoch.
+  bool exactly_once = false;
+  uint32_t split_size = 0;
   uint32_t steps_per_execution = 10; // steps per closure
   pb::Optimizer optimizer;           // kind, learning_rate, momentum, ...
   float learning_rate_decay = 1;     // epoch e trains with learning_rate * decay^(e-1) (Keras ExponentialDecay per epoch)

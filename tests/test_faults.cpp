@@ -64,15 +64,33 @@ run_result run_job(const std::string& dir, const std::string& job, const std::st
   return r;
 }
 
+// The "examples applied: ps:0 A, ps:1 B (this run's splits hold C)" line of
+// an exactly_once job: {A, B, C}.
+std::vector<int64_t> examples_applied(const std::string& out) {
+  auto at = out.find("examples applied: ");
+  BOOST_REQUIRE_MESSAGE(at != std::string::npos, out);
+  std::vector<int64_t> n;
+  for (auto key : {"ps:0 ", "ps:1 ", "splits hold "}) {
+    at = out.find(key, at);
+    BOOST_REQUIRE(at != std::string::npos);
+    at += std::string(key).size();
+    n.push_back(std::stoll(out.substr(at)));
+  }
+  return n;
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(a_killed_worker_is_respawned_and_the_job_completes) {
   auto dir = make_temp_dir("test");
-  // 4 epochs of 3,000 steps: a few seconds, long enough to be killed mid-way;
-  // a small learning rate, so that runs end within a point of each other.
-  auto job = write_job(dir, "", "", 4, "[model]\ninput = [1, 1, 4]\n", 3000, 0.02);
+  // Exactly-once epochs of the 2,000 examples, splits of 100: a few seconds,
+  // long enough to be killed mid-way; a small learning rate, so that runs
+  // end within a point of each other.
+  const int epochs = 150;
+  auto job = write_exactly_once_job(dir, epochs, 100);
   auto clean = run_job(dir, job);
   BOOST_REQUIRE_MESSAGE(clean.exit_code == 0, clean.out << clean.log);
+  BOOST_TEST(examples_applied(clean.out) == std::vector<int64_t>(3, epochs * 2000LL), clean.out);
   for (unsigned seed : {1u, 2u, 3u}) {
     std::mt19937 gen(seed);
     const auto after = std::chrono::milliseconds(std::uniform_int_distribution<int>(300, 1500)(gen));
@@ -88,7 +106,9 @@ BOOST_AUTO_TEST_CASE(a_killed_worker_is_respawned_and_the_job_completes) {
     BOOST_TEST((faulty.log.find("worker:1's node exited (the port refuses connections)") != std::string::npos ||
                 faulty.log.find("worker:1's node restarting") != std::string::npos),
                faulty.log);  // the cause, from the error code
-    BOOST_TEST(faulty.out.find("trained epochs 1..4") != std::string::npos, faulty.out);
+    BOOST_TEST(faulty.out.find("trained epochs 1..150") != std::string::npos, faulty.out);
+    // The lost worker's splits ran again elsewhere; each shard applied every example once.
+    BOOST_TEST(examples_applied(faulty.out) == std::vector<int64_t>(3, epochs * 2000LL), faulty.out);
     BOOST_TEST_MESSAGE("accuracy " << faulty.accuracy << "% vs " << clean.accuracy << "% fault-free");
     BOOST_TEST(faulty.accuracy >= clean.accuracy - 1.0);
   }
@@ -116,10 +136,10 @@ BOOST_AUTO_TEST_CASE(a_stopped_worker_is_detected_and_rejoins_after_sigcont) {
   BOOST_TEST(r.out.find("trained epochs 1..12") != std::string::npos, r.out);
 }
 
-BOOST_AUTO_TEST_CASE(a_killed_coordinator_reruns_from_its_latest_checkpoint) {
+BOOST_AUTO_TEST_CASE(a_killed_coordinator_reruns_from_its_latest_checkpoint_mid_epoch) {
   auto dir = make_temp_dir("test");
-  auto job = write_job(dir, "", "checkpoint_dir = \"" + dir + "/ckpt\"\ncheckpoint_steps = 500\n", 4,
-                       "[model]\ninput = [1, 1, 4]\n", 3000, 0.02);
+  // Exactly-once epochs of 63 steps, a checkpoint every 40: most land mid-epoch.
+  auto job = write_exactly_once_job(dir, 30, 100, "checkpoint_dir = \"" + dir + "/ckpt\"\ncheckpoint_steps = 40\n");
   auto local = child_process::spawn({ACTORPS_BIN, "local", job, "--log", dir + "/nodes.log"}, dir + "/first.log");
   BOOST_REQUIRE(local);
   auto nodes = node_pids(*local);
@@ -134,11 +154,20 @@ BOOST_AUTO_TEST_CASE(a_killed_coordinator_reruns_from_its_latest_checkpoint) {
   }
   auto saved = train::restore_latest(dir + "/ckpt");
   BOOST_REQUIRE(saved.latest);
-  // The same command again resumes from the newest checkpoint and finishes.
+  const auto& ckpt = *saved.latest;
+  int64_t done = ckpt.epoch * 2000;  // examples of finished epochs, then of the finished splits
+  for (auto id : ckpt.splits.finished()) done += std::min<int64_t>(100, 2000 - int64_t(id) * 100);
+  BOOST_TEST_MESSAGE("killed after step " << ckpt.step << ": epoch " << ckpt.epoch + 1 << ", "
+                                          << ckpt.splits.finished_size() << " splits done");
+  // The same command again resumes from the newest checkpoint and trains
+  // exactly the examples it had not: each once.
   auto rerun = run_job(dir, job);
   BOOST_TEST(rerun.exit_code == 0, rerun.out << rerun.log);
-  BOOST_TEST(rerun.out.find("restored the checkpoint of step ") != std::string::npos, rerun.out);
-  BOOST_TEST(rerun.out.find("trained epochs") != std::string::npos, rerun.out);
+  BOOST_TEST(rerun.out.find("restored the checkpoint of step " + std::to_string(ckpt.step)) != std::string::npos,
+             rerun.out);
+  BOOST_TEST(rerun.out.find("trained epochs " + std::to_string(ckpt.epoch + 1) + "..30") != std::string::npos,
+             rerun.out);
+  BOOST_TEST(examples_applied(rerun.out) == std::vector<int64_t>(3, 30 * 2000 - done), rerun.out);
 }
 
 BOOST_AUTO_TEST_CASE(a_killed_ps_is_restored_from_the_latest_checkpoint_and_the_job_completes) {

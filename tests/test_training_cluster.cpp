@@ -171,7 +171,7 @@ BOOST_AUTO_TEST_CASE(join_reports_the_first_error_and_cancels_what_was_queued) {
   BOOST_TEST(j.c->schedule("noop", {}).fetch().engaged());
   // An unknown function and a missing per-worker dataset are the closures' errors.
   auto unknown = j.c->schedule("nope", {});
-  BOOST_TEST(why(j.c->join()) == "worker:0: nope: no function 'nope' on this worker (registered: eval_step, noop, train_step)");
+  BOOST_TEST(why(j.c->join()) == "worker:0: nope: no function 'nope' on this worker (registered: eval_step, noop, train_split, train_step)");
   BOOST_TEST(!unknown.fetch());
   j.c->schedule("train_step", {per_worker_dataset("eval")});
   BOOST_TEST(why(j.c->join()) ==
@@ -368,7 +368,10 @@ BOOST_AUTO_TEST_CASE(a_bad_job_fails_before_any_node_starts) {
   for (auto& c : std::vector<bad_job>{
            {"[[model.layers]]\ntype = \"lstm\"\n", "", "model.layers[1].type: expected one of"},
            {"", "checkpoint_dir = \"" + dir + "/job.toml/ckpt\"\n",
-            "training.checkpoint_dir: " + dir + "/job.toml is not a directory"}}) {
+            "training.checkpoint_dir: " + dir + "/job.toml is not a directory"},
+           {"", "exactly_once = true\nsplit_size = 100\n",  // write_job's dataset repeats
+            "training.exactly_once: reads every example once: the [dataset] may not repeat"},
+           {"", "exactly_once = true\n", "training: exactly_once needs 'split_size'"}}) {
     auto job = write_job(dir, c.model, c.training);
     auto started = std::chrono::steady_clock::now();
     auto res = run_command({ACTORPS_BIN, "local", job, "--log", dir + "/nodes.log"}, 30s, dir + "/cli.log");

@@ -1,5 +1,7 @@
 #include "actors/coordinator/cluster_coordinator.hpp"
 
+#include <map>
+
 #include <fmt/format.h>
 
 #include "actors/coordinator/ps_keeper.hpp"
@@ -25,6 +27,7 @@ struct cluster_coordinator::impl {
   std::shared_ptr<closure_queue> queue;
   size_t queue_capacity = 0;
   pb::Consistency consistency;
+  std::map<std::string, pb::DatasetInfo> datasets;  // by name, as created
 
   template <class Reply, class Handle, class... Ts>
   caf::expected<Reply> ask(const Handle& to, const Ts&... xs) {
@@ -131,7 +134,7 @@ caf::error cluster_coordinator::create_workers(const kernels::model_spec& model,
 }
 
 caf::expected<pb::DatasetInfo> cluster_coordinator::create_per_worker_dataset(const std::string& name,
-                                                                             const pb::DatasetSpec& spec) {
+                                                                             const pb::DatasetSpec& spec, bool whole) {
   if (p_->proxies.empty()) return make_error(errc::invalid_argument, "create_per_worker_dataset: create_workers first");
   const auto workers = uint32_t(p_->worker_nodes.size());
   pb::DatasetInfo first;
@@ -142,11 +145,13 @@ caf::expected<pb::DatasetInfo> cluster_coordinator::create_per_worker_dataset(co
     req.set_name(name);
     auto* mine = req.mutable_spec();
     *mine = spec;
-    mine->clear_ops();
-    auto* shard = mine->add_ops()->mutable_shard();
-    shard->set_num_shards(workers);
-    shard->set_index(w);
-    for (auto& op : spec.ops()) *mine->add_ops() = op;
+    if (!whole) {
+      mine->clear_ops();
+      auto* shard = mine->add_ops()->mutable_shard();
+      shard->set_num_shards(workers);
+      shard->set_index(w);
+      for (auto& op : spec.ops()) *mine->add_ops() = op;
+    }
     auto dataset = p_->ask<dataset_actor>(p_->worker_nodes[w], req);
     if (!dataset) return make_error(errc::invalid_config, fmt::format("{}: {}", where, describe(dataset.error())));
     auto info = p_->ask<pb::DatasetInfo>(*dataset, pb::DatasetInfoRequest{});
@@ -157,7 +162,13 @@ caf::expected<pb::DatasetInfo> cluster_coordinator::create_per_worker_dataset(co
     if (w == 0) first = *info;
     if (auto ok = p_->ask<bool>(p_->proxies[w], proxy_dataset_atom::value, name, *dataset, req); !ok) return ok.error();
   }
+  p_->datasets[name] = first;
   return first;
+}
+
+const pb::DatasetInfo* cluster_coordinator::dataset_info(const std::string& name) const {
+  auto i = p_->datasets.find(name);
+  return i == p_->datasets.end() ? nullptr : &i->second;
 }
 
 remote_value cluster_coordinator::schedule(const std::string& function, values args, schedule_options options) {
@@ -207,6 +218,16 @@ caf::expected<std::vector<std::vector<float>>> cluster_coordinator::pull_values(
 void cluster_coordinator::restore_lost_shards_from(const std::string& checkpoint_dir) {
   std::lock_guard<std::mutex> guard(p_->layout->m);
   p_->layout->checkpoint_dir = checkpoint_dir;
+}
+
+caf::expected<std::vector<pb::ShardStats>> cluster_coordinator::shard_stats() {
+  std::vector<pb::ShardStats> out;
+  for (auto& shard : p_->shards()) {
+    auto stats = p_->ask<pb::ShardStats>(shard, pb::ShardStatsRequest{});
+    if (!stats) return stats.error();
+    out.push_back(std::move(*stats));
+  }
+  return out;
 }
 
 caf::error cluster_coordinator::set_learning_rate(float learning_rate) {

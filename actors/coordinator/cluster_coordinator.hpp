@@ -50,10 +50,15 @@ class cluster_coordinator {
   /// A worker actor per worker task, over those variables.
   [[nodiscard]] caf::error create_workers(const kernels::model_spec& model, uint32_t threads_per_worker);
   /// On every worker, its dataset `name`: `spec` behind a leading shard op
-  /// (worker w of W reads examples w, w+W, ...). Checks the features
-  /// against the model; returns worker 0's DatasetInfo.
+  /// (worker w of W reads examples w, w+W, ...), or with `whole` the same
+  /// `spec` everywhere (exactly-once splits pick ranges of it). Checks the
+  /// features against the model; returns worker 0's DatasetInfo.
   [[nodiscard]] caf::expected<pb::DatasetInfo> create_per_worker_dataset(const std::string& name,
-                                                                         const pb::DatasetSpec& spec);
+                                                                         const pb::DatasetSpec& spec,
+                                                                         bool whole = false);
+
+  /// What create_per_worker_dataset returned for `name`, or nullptr.
+  const pb::DatasetInfo* dataset_info(const std::string& name) const;
 
   remote_value schedule(const std::string& function, values args, schedule_options options = {});
   [[nodiscard]] caf::error join();
@@ -71,6 +76,8 @@ class cluster_coordinator {
   /// the newest intact checkpoint there (default: their initial values).
   /// See actors/coordinator/ps_keeper.hpp.
   void restore_lost_shards_from(const std::string& checkpoint_dir);
+  /// Each PS shard's counters, in ps task order.
+  [[nodiscard]] caf::expected<std::vector<pb::ShardStats>> shard_stats();
   /// Every variable's learning rate from now on (a schedule's step).
   [[nodiscard]] caf::error set_learning_rate(float learning_rate);
   /// Sets the variables (a checkpoint's values, in variables() order), or

@@ -11,7 +11,7 @@
 
 namespace actorps::train {
 
-caf::error backup_and_restore::on_train_begin(cluster_coordinator& c, uint32_t& first_epoch, int64_t& step) {
+caf::error backup_and_restore::on_train_begin(cluster_coordinator& c, fit_start& start) {
   auto restored = restore_latest(dir_);
   for (auto& why : restored.skipped) spdlog::warn("train: skipped a damaged checkpoint: {}", why);
   if (!restored.latest) return caf::none;
@@ -31,13 +31,15 @@ caf::error backup_and_restore::on_train_begin(cluster_coordinator& c, uint32_t& 
   for (size_t k = 0; k < slots.size(); ++k)  // a checkpoint of another optimizer (or none) leaves them fresh
     if (slots[k].size() == values.size())
       if (auto err = c.assign_values(slots[k], uint32_t(k + 1))) return err;
-  step = last_saved_ = ckpt.step;
-  first_epoch = uint32_t(ckpt.epoch) + 1;
+  start.step = last_saved_ = ckpt.step;
+  start.epoch = uint32_t(ckpt.epoch) + 1;
+  start.splits = ckpt.splits;
   fmt::print("restored the checkpoint of step {} (epoch {}) from {}\n", ckpt.step, ckpt.epoch, dir_);
   return caf::none;
 }
 
-caf::error backup_and_restore::save(cluster_coordinator& c, int64_t step, uint32_t epochs_done) {
+caf::error backup_and_restore::save(cluster_coordinator& c, int64_t step, uint32_t epochs_done,
+                                    const pb::SplitStatus* splits) {
   if (step == last_saved_) return caf::none;
   std::vector<uint64_t> versions;
   auto values = c.pull_values(0, &versions);
@@ -45,6 +47,7 @@ caf::error backup_and_restore::save(cluster_coordinator& c, int64_t step, uint32
   checkpoint ckpt;
   ckpt.step = step;
   ckpt.epoch = epochs_done;
+  if (splits != nullptr) ckpt.splits = *splits;
   auto& vars = c.variables();
   for (size_t i = 0; i < vars.size(); ++i)
     ckpt.variables.push_back({vars[i].name, vars[i].shape, std::move((*values)[i]), {}, versions[i]});
@@ -60,7 +63,7 @@ caf::error backup_and_restore::save(cluster_coordinator& c, int64_t step, uint32
 caf::error backup_and_restore::on_steps(cluster_coordinator& c, const step_progress& p) {
   if (every_steps_ == 0 || p.done == p.steps || p.job_step / every_steps_ == last_saved_ / every_steps_)
     return caf::none;  // the epoch's end saves anyway
-  return save(c, p.job_step, p.epoch - 1);
+  return save(c, p.job_step, p.epoch - 1, p.splits);
 }
 
 caf::error backup_and_restore::on_epoch_end(cluster_coordinator& c, const epoch_logs& logs, bool&) {

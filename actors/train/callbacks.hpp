@@ -20,12 +20,12 @@ class backup_and_restore : public fit_callback {
  public:
   backup_and_restore(std::string dir, uint32_t keep, uint32_t every_steps = 0)
       : dir_(std::move(dir)), keep_(keep), every_steps_(every_steps) {}
-  caf::error on_train_begin(cluster_coordinator& c, uint32_t& first_epoch, int64_t& step) override;
+  caf::error on_train_begin(cluster_coordinator& c, fit_start& start) override;
   caf::error on_steps(cluster_coordinator& c, const step_progress& p) override;
   caf::error on_epoch_end(cluster_coordinator& c, const epoch_logs& logs, bool& stop) override;
 
  private:
-  caf::error save(cluster_coordinator& c, int64_t step, uint32_t epochs_done);
+  caf::error save(cluster_coordinator& c, int64_t step, uint32_t epochs_done, const pb::SplitStatus* splits = nullptr);
   std::string dir_;
   uint32_t keep_, every_steps_;
   int64_t last_saved_ = -1;

@@ -1,7 +1,8 @@
 // Keras's model.fit over a cluster_coordinator: for each epoch, schedule
 // steps_per_epoch steps as closures of steps_per_execution steps (async
 // and bounded staleness: on whichever worker is free; SYNC: one closure per
-// worker per step, so each worker's k-th step is the job's step k), fetch
+// worker per step, so each worker's k-th step is the job's step k; with
+// exactly_once: one train_split closure per split, in a shuffled order), fetch
 // their results as they complete, then evaluate on the workers and call the
 // callbacks (checkpoints, metrics, early stopping, progress).
 #pragma once
@@ -33,14 +34,22 @@ struct step_progress {
   uint32_t done = 0, steps = 0;  // of this epoch
   int64_t job_step = 0;          // the job's steps so far
   double loss = 0;               // mean over this epoch so far
+  const pb::SplitStatus* splits = nullptr;  // exactly_once: this epoch's plan and finished splits
+};
+
+/// Where training starts; a restore moves it on (mid-epoch: the first
+/// epoch then runs only its remaining steps, or its unfinished splits).
+struct fit_start {
+  uint32_t epoch = 1;
+  int64_t step = 0;         // the job's steps before it
+  pb::SplitStatus splits;   // exactly_once: the first epoch's finished splits
 };
 
 class fit_callback {
  public:
   virtual ~fit_callback() = default;
-  /// Before the first epoch; a restore moves `first_epoch` and `step` on
-  /// (mid-epoch: the first epoch then runs only its remaining steps).
-  [[nodiscard]] virtual caf::error on_train_begin(cluster_coordinator&, uint32_t& first_epoch, int64_t& step);
+  /// Before the first epoch; a restore moves `start` on.
+  [[nodiscard]] virtual caf::error on_train_begin(cluster_coordinator&, fit_start& start);
   virtual void on_epoch_begin(uint32_t epoch);
   /// After each closure's result.
   [[nodiscard]] virtual caf::error on_steps(cluster_coordinator&, const step_progress&);
@@ -52,6 +61,7 @@ struct fit_result {
   std::vector<epoch_logs> history;
   uint32_t first_epoch = 1;  // > 1: resumed from a checkpoint
   bool stopped_early = false;
+  int64_t split_examples = 0;  // exactly_once: examples of the splits this run trained (each applied once)
 };
 
 /// Builds the job's cluster state: PS shards, variables, workers and each
