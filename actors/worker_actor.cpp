@@ -430,6 +430,15 @@ worker_actor::behavior_type worker_behavior(worker_ptr self, pb::SpawnWorker spe
   st.pulls = split_pull(st.view);
   if (spec.threads() > 0) kernels::set_cpu_threads(int(spec.threads()));
   dial_ps_nodes(self, cluster);
+  // A shard whose link died answers nothing more (its requests would wait
+  // for their deadlines): stop, and the proxy re-runs this worker's closures
+  // elsewhere and respawns it, dialing the PS nodes afresh.
+  for (auto& shard : st.shards) self->monitor(shard);
+  self->set_down_handler([self](const caf::down_msg& msg) {
+    spdlog::warn("worker:{}: lost a PS shard ({}); stopping (the coordinator respawns it)", self->state.index,
+                 caf::to_string(msg.reason));
+    self->quit(msg.reason);
+  });
   auto& ctx = st.ctx;
   ctx.worker = st.index;
   ctx.model = st.model.get();

@@ -22,9 +22,11 @@ int run_node(const cluster_spec& spec, const task_id& task, bool exit_with_paren
 /// `config_path` (stderr appended to `log_path`), runs the job (a status
 /// round when the file holds no [training]), stops them.
 /// With `chaos_seed`, also carries out the job's [[faults]] (`actorps chaos`).
-int run_local(const std::string& config_path, const cluster_spec& spec, const std::optional<job_spec>& job,
+/// With `netns`, each host runs in its own network namespace when this
+/// machine allows it (apps/netns.hpp), else on the topology's addresses.
+int run_local(const std::string& config_path, const cluster_spec& spec, std::optional<job_spec> job,
               const std::string& self_exe, const std::string& log_path,
-              std::optional<uint64_t> chaos_seed = std::nullopt);
+              std::optional<uint64_t> chaos_seed = std::nullopt, bool netns = false);
 
 /// `actorps train`: runs a job's training against its running nodes, as the
 /// coordinator; exit 1 on failure or when the target accuracy is missed.

@@ -7,6 +7,7 @@
 // coordinator is interrupted between writes, and a checkpoint is renamed
 // into place only when complete, so the last complete one stays intact.
 #include <csignal>
+#include <functional>
 #include <cstdlib>
 #include <condition_variable>
 #include <atomic>
@@ -21,6 +22,7 @@
 #include "actors/request_now.hpp"
 #include "actors/system_config.hpp"
 #include "apps/commands.hpp"
+#include "apps/netns.hpp"
 #include "apps/subprocess.hpp"
 #include "messages/errors.hpp"
 
@@ -31,8 +33,9 @@ constexpr int kMaxRestarts = 10;  // per node: a node that keeps dying is left d
 
 class node_set {
  public:
-  node_set(std::string config, std::string self_exe, std::string log)
-      : config_(std::move(config)), self_exe_(std::move(self_exe)), log_(std::move(log)) {}
+  node_set(std::string config, std::string self_exe, std::string log, const cluster_spec& spec,
+           const host_namespaces* hosts)
+      : config_(std::move(config)), self_exe_(std::move(self_exe)), log_(std::move(log)), spec_(spec), hosts_(hosts) {}
 
   caf::error start(const std::string& task) {
     auto child = launch(task);
@@ -99,8 +102,14 @@ class node_set {
   }
 
  private:
+  // The node's command: in its host's namespace, told the hosts' addresses there.
   caf::expected<child_process> launch(const std::string& task) {
-    auto child = child_process::spawn({self_exe_, "node", "--config", config_, "--task", task, "--exit-with-parent"}, log_);
+    std::vector<std::string> argv;
+    if (hosts_ != nullptr) argv = hosts_->prefix(spec_.node_of(*parse_task(task))->host);
+    argv.insert(argv.end(), {self_exe_, "node", "--config", config_, "--task", task, "--exit-with-parent"});
+    if (hosts_ != nullptr)
+      for (auto& [host, address] : hosts_->addresses()) argv.insert(argv.end(), {"--host-map", host + "=" + address});
+    auto child = child_process::spawn(argv, log_);
     if (!child) return child.error();
     auto ready = child->wait_for_line("actorps node ready", std::chrono::seconds(20));
     if (!ready) return make_error(errc::unreachable, "node " + task + " did not start (see " + log_ + "): " +
@@ -111,6 +120,8 @@ class node_set {
   }
 
   std::string config_, self_exe_, log_;
+  const cluster_spec& spec_;          // as written in the file
+  const host_namespaces* hosts_;      // nullptr: the nodes run here
   std::mutex m_;
   std::condition_variable wake_;
   bool stopping_ = false;
@@ -138,17 +149,17 @@ caf::error inject_drop(const cluster_spec& spec, const planned_fault& f) {
 
 // Carries out a fault plan against the nodes; every event logged with the
 // time since the nodes came up. Pauses end with SIGCONT on time.
-void run_chaos(node_set& nodes, const cluster_spec& spec, const std::vector<planned_fault>& plan,
+void run_chaos(node_set& nodes, const cluster_spec& spec, host_namespaces* hosts, const std::vector<planned_fault>& plan,
                const std::atomic<int64_t>& steps, const std::atomic<bool>& done) {
   using clock_type = std::chrono::steady_clock;
   const auto start = clock_type::now();
   auto since = [&] { return std::chrono::duration<double>(clock_type::now() - start).count(); };
-  std::vector<std::pair<double, std::string>> resumes;  // (time, task) of pending SIGCONTs
+  // Ends of pauses (SIGCONT) and partitions (heal), by time.
+  std::vector<std::pair<double, std::function<void()>>> resumes;
   auto due_resumes = [&] {
     for (auto i = resumes.begin(); i != resumes.end();)
       if (i->first <= since()) {
-        auto pid = nodes.signal(i->second, SIGCONT);
-        spdlog::warn("chaos: t={:.2f} s: SIGCONT {} (pid {})", since(), i->second, pid);
+        i->second();
         i = resumes.erase(i);
       } else {
         ++i;
@@ -161,8 +172,24 @@ void run_chaos(node_set& nodes, const cluster_spec& spec, const std::vector<plan
     }
     if (done) break;
     const auto task = to_string(f.task);
-    if (f.what == fault::kind::drop || f.what == fault::kind::delay) {
-      auto err = inject_drop(spec, f);
+    if (f.what == fault::kind::partition && hosts != nullptr) {
+      auto cut = [&, f](bool heal) {
+        auto err = hosts->partition(f.task, f.peer, heal);
+        spdlog::warn("chaos: t={:.2f} s, step {}: {} the hosts of {} and {}{}", since(), steps.load(),
+                     heal ? "healed the partition between" : "partitioned", to_string(f.task), to_string(f.peer),
+                     err ? " failed: " + describe(err) : std::string());
+      };
+      cut(false);
+      resumes.emplace_back(since() + f.duration, [cut] { cut(true); });
+      continue;
+    }
+    if (f.what == fault::kind::partition || f.what == fault::kind::drop || f.what == fault::kind::delay) {
+      // Without namespaces a partition cuts what our transport can: a worker's requests to a PS.
+      planned_fault cut = f;
+      if (cut.task.role == pb::PS) std::swap(cut.task, cut.peer);
+      auto err = cut.task.role == pb::WORKER && cut.peer.role == pb::PS
+                     ? inject_drop(spec, cut)
+                     : make_error(errc::invalid_argument, "only between a worker and a PS without --netns");
       spdlog::warn("chaos: t={:.2f} s, step {}: {}{}", since(), steps.load(), to_string(f),
                    err ? " failed: " + describe(err) : std::string());
       continue;
@@ -170,9 +197,13 @@ void run_chaos(node_set& nodes, const cluster_spec& spec, const std::vector<plan
     const auto pid = nodes.signal(task, f.what == fault::kind::kill ? SIGKILL : SIGSTOP);
     spdlog::warn("chaos: t={:.2f} s, step {}: {} {} (pid {})", since(), steps.load(),
                  f.what == fault::kind::kill ? "SIGKILL" : "SIGSTOP", task, pid);
-    if (f.what == fault::kind::pause) resumes.emplace_back(since() + f.duration, task);
+    if (f.what == fault::kind::pause)
+      resumes.emplace_back(since() + f.duration, [&, task] {
+        auto pid = nodes.signal(task, SIGCONT);
+        spdlog::warn("chaos: t={:.2f} s: SIGCONT {} (pid {})", since(), task, pid);
+      });
   }
-  while (!resumes.empty()) {  // a paused node always resumes (even after the job ended)
+  while (!resumes.empty()) {  // a paused node always resumes, a partition heals (even after the job ended)
     due_resumes();
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
@@ -180,8 +211,9 @@ void run_chaos(node_set& nodes, const cluster_spec& spec, const std::vector<plan
 
 }  // namespace
 
-int run_local(const std::string& config_path, const cluster_spec& spec, const std::optional<job_spec>& job,
-              const std::string& self_exe, const std::string& log_path, std::optional<uint64_t> chaos_seed) {
+int run_local(const std::string& config_path, const cluster_spec& file_spec, std::optional<job_spec> job,
+              const std::string& self_exe, const std::string& log_path, std::optional<uint64_t> chaos_seed,
+              bool netns) {
   // Signals wait for the thread below (blocked before any other thread starts;
   // the nodes inherit the mask and take them with sigwait themselves).
   sigset_t stop_signals;
@@ -189,18 +221,35 @@ int run_local(const std::string& config_path, const cluster_spec& spec, const st
   sigaddset(&stop_signals, SIGINT);
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
-  node_set nodes(config_path, self_exe, log_path);
+  std::unique_ptr<host_namespaces> hosts;
+  cluster_spec spec = file_spec;
+  if (netns) {
+    auto made = host_namespaces::create(file_spec);
+    if (made) {
+      hosts = std::move(*made);
+      spec = with_addresses(file_spec, hosts->addresses());
+      if (job) job->cluster = with_addresses(job->cluster, hosts->addresses());
+      for (auto& [host, address] : hosts->addresses())
+        spdlog::info("local: network namespaces: host {} is {}{}", host, address,
+                     hosts->prefix(host).empty() ? " (the coordinator's, here)" : "");
+    } else {
+      spdlog::warn("local: network namespaces unavailable ({}); the nodes run on the topology's own addresses",
+                   describe(made.error()));
+    }
+  }
+  node_set nodes(config_path, self_exe, log_path, file_spec, hosts.get());
   for (auto& node : spec.nodes)
     if (auto err = nodes.start(to_string(node.tasks.front()))) {
       spdlog::error("local: {}", describe(err));
       nodes.stop();
       return 1;
     }
-  std::thread([&nodes, stop_signals] {
+  std::thread([&nodes, &hosts, stop_signals] {
     int sig = 0;
     sigwait(&stop_signals, &sig);
     spdlog::warn("local: {} received: stopping the nodes", sig == SIGINT ? "SIGINT" : "SIGTERM");
     nodes.stop();
+    hosts.reset();
     std::_Exit(130);
   }).detach();
   std::thread supervisor([&nodes] { nodes.supervise(); });
@@ -213,7 +262,7 @@ int run_local(const std::string& config_path, const cluster_spec& spec, const st
     } else {
       auto plan = plan_faults(job->faults, *chaos_seed);
       for (auto& f : plan) spdlog::warn("chaos: seed {}: plan: {}", *chaos_seed, to_string(f));
-      chaos = std::thread([&nodes, &spec, plan, &steps, &done] { run_chaos(nodes, spec, plan, steps, done); });
+      chaos = std::thread([&, plan] { run_chaos(nodes, spec, hosts.get(), plan, steps, done); });
     }
   }
   int rc = job ? run_training(*job, &steps) : run_status(spec, false);

@@ -12,6 +12,7 @@
 #include <spdlog/spdlog.h>
 
 #include "apps/commands.hpp"
+#include "apps/netns.hpp"
 #include "messages/errors.hpp"
 
 namespace {
@@ -63,12 +64,16 @@ int main(int argc, char** argv) {
   bool exit_with_parent = false;
   node->add_flag("--exit-with-parent", exit_with_parent,
                  "stop (as on SIGTERM) when the process that started this one dies (actorps local sets it)");
+  std::vector<std::string> host_map;
+  node->add_option("--host-map", host_map, "HOST=ADDRESS: the topology's HOST is reached at ADDRESS (actorps local --netns)");
+  bool netns = false;
 
   auto* local = app.add_subcommand("local", "start every node of a topology on this machine, run, stop");
   std::string local_config;
   std::string log_path = "actorps-nodes.log";
   local->add_option("config", local_config, "cluster topology (TOML)")->required();
   local->add_option("--log", log_path, "file the nodes' logs are appended to");
+  local->add_flag("--netns", netns, "run each host in its own network namespace (root, iproute2), else say why not");
 
   auto* chaos = app.add_subcommand("chaos", "like local, and carry out the job's [[faults]] (failure injection)");
   std::string chaos_job;
@@ -78,6 +83,7 @@ int main(int argc, char** argv) {
   chaos->add_option("--seed", chaos_seed, "draws the fault times (the same seed, the same plan)");
   chaos->add_option("--log", log_path, "file the nodes' logs are appended to");
   chaos->add_flag("--plan-only", plan_only, "print the plan and exit");
+  chaos->add_flag("--netns", netns, "run each host in its own network namespace (partitions cut every packet)");
 
   std::string job_path;
   auto* train = app.add_subcommand("train", "run a job's training against its running nodes (as the coordinator)");
@@ -201,7 +207,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     spdlog::set_level(spdlog::level::from_str((*job)->cluster.runtime.log_level));
-    return run_local(chaos_job, (*job)->cluster, *job, self_exe(), log_path, chaos_seed);
+    return run_local(chaos_job, (*job)->cluster, *job, self_exe(), log_path, chaos_seed, netns);
   }
   auto spec = load_cluster(config_path, std::getenv("TF_CONFIG"));
   if (!spec) return fail(spec.error());
@@ -210,9 +216,17 @@ int main(int argc, char** argv) {
   if (*local) {
     auto job = load_job_file(config_path);  // checked before any node starts
     if (!job) return fail(job.error());
-    return run_local(config_path, *spec, *job, self_exe(), log_path);
+    return run_local(config_path, *spec, *job, self_exe(), log_path, std::nullopt, netns);
   }
   // node
+  std::map<std::string, std::string> addresses;
+  for (auto& entry : host_map) {
+    auto eq = entry.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == entry.size())
+      return fail(make_error(errc::invalid_argument, "--host-map " + entry + ": expected HOST=ADDRESS"));
+    addresses[entry.substr(0, eq)] = entry.substr(eq + 1);
+  }
+  *spec = with_addresses(std::move(*spec), addresses);
   std::optional<task_id> task = spec->self;
   if (!task_text.empty()) {
     auto parsed = parse_task(task_text);

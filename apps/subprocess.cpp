@@ -61,7 +61,7 @@ caf::expected<child_process> child_process::spawn(const std::vector<std::string>
   for (auto& kv : env) envp.push_back(const_cast<char*>(kv.c_str()));
   envp.push_back(nullptr);
   pid_t pid = -1;
-  int rc = posix_spawn(&pid, args[0], &actions, nullptr, args.data(), envp.data());
+  int rc = posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), envp.data());  // argv[0] may be on PATH
   posix_spawn_file_actions_destroy(&actions);
   ::close(out[1]);
   if (rc != 0) {

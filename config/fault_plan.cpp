@@ -50,7 +50,8 @@ caf::expected<std::vector<fault>> parse_faults(std::string_view text, std::strin
     caf::error err;
     (err = r.choose(*t, p, "kind", f.what,
                     {std::pair{"kill", fault::kind::kill}, std::pair{"pause", fault::kind::pause},
-                     std::pair{"drop", fault::kind::drop}, std::pair{"delay", fault::kind::delay}})) ||
+                     std::pair{"drop", fault::kind::drop}, std::pair{"delay", fault::kind::delay},
+                     std::pair{"partition", fault::kind::partition}})) ||
         (err = r.get(*t, p, "task", task)) || (err = r.get(*t, p, "at_step", f.at_step, 0, INT64_MAX)) ||
         (err = r.get(*t, p, "peer", peer)) || (err = r.get(*t, p, "fraction", fraction)) ||
         (err = r.get(*t, p, "delay_ms", f.delay_ms, 1, 600000)) ||
@@ -59,7 +60,8 @@ caf::expected<std::vector<fault>> parse_faults(std::string_view text, std::strin
     if (err) return err;
     if (!t->contains("kind") || !t->contains("task")) return r.fail(*t, p, "needs 'kind' and 'task'");
     if (t->contains("at") == t->contains("at_step")) return r.fail(*t, p, "needs exactly one of 'at' and 'at_step'");
-    if (f.what != fault::kind::kill && !t->contains("duration")) return r.fail(*t, p, "a pause or drop needs 'duration'");
+    if (f.what != fault::kind::kill && !t->contains("duration"))
+      return r.fail(*t, p, "a pause, drop, delay or partition needs 'duration'");
     auto parsed = parse_task(task);
     if (!parsed || spec.node_of(*parsed) == nullptr)
       return r.fail(*t->get("task"), p + ".task", "\"" + task + "\" is not a task of the cluster");
@@ -77,6 +79,16 @@ caf::expected<std::vector<fault>> parse_faults(std::string_view text, std::strin
       if (f.what == fault::kind::delay && f.delay_ms == 0) return r.fail(*t, p, "a delay needs 'delay_ms'");
       f.peer = *other;
       f.fraction = fraction;
+    }
+    if (f.what == fault::kind::partition) {
+      auto other = parse_task(peer);
+      if (!other || spec.node_of(*other) == nullptr)
+        return r.fail(t->contains("peer") ? *t->get("peer") : static_cast<const toml::node&>(*t), p + ".peer",
+                      "expected a task of the cluster");
+      if (spec.node_of(*other)->host == spec.node_of(f.task)->host)
+        return r.fail(*t->get("peer"), p + ".peer", "runs on the host of " + task + ": a partition is between hosts");
+      f.peer = *other;
+      f.fraction = 1;  // without namespaces: every request of the worker to the PS is dropped
     }
     out.push_back(f);
   }
@@ -107,6 +119,9 @@ std::string to_string(const planned_fault& f) {
   if (f.what == fault::kind::drop)
     return fmt::format("drop {:.0f}% of {} -> {} {} for {:.2f} s", 100 * f.fraction, to_string(f.task), to_string(f.peer),
                        when, f.duration);
+  if (f.what == fault::kind::partition)
+    return fmt::format("partition the hosts of {} and {} {} for {:.2f} s", to_string(f.task), to_string(f.peer), when,
+                       f.duration);
   return fmt::format("SIGSTOP {} {} for {:.2f} s", to_string(f.task), when, f.duration);
 }
 

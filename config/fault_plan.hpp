@@ -22,6 +22,13 @@
 //   duration = 30.0
 //
 //   [[faults]]
+//   kind = "partition"       # every packet between the hosts of `task` and
+//   task = "worker:1"        # `peer` fails for `duration` seconds (with
+//   peer = "ps:0"            # --netns; else, between a worker and a PS, the
+//   at = 2.0                 # worker's requests to it are dropped)
+//   duration = 3.0
+//
+//   [[faults]]
 //   kind = "delay"           # ... or holds each back `delay_ms`
 //   task = "worker:1"
 //   peer = "ps:1"
@@ -44,10 +51,10 @@
 namespace actorps {
 
 struct fault {
-  enum class kind { kill, pause, drop, delay };
+  enum class kind { kill, pause, drop, delay, partition };
   kind what = kind::kill;
   task_id task;
-  task_id peer;           // drop: the PS task
+  task_id peer;           // drop, delay: the PS task; partition: a task on the other host
   double fraction = 0;    // drop
   uint32_t delay_ms = 0;  // delay
   double at_lo = 0, at_hi = 0;        // seconds after the nodes are up
