@@ -145,7 +145,7 @@ caf::result<ps_shard_actor> on_spawn_shard(node_ptr self, const pb::SpawnShard& 
       return make_error(errc::invalid_argument, where + to_string(task) + " already runs with another consistency");
     return known->second.handle;
   }
-  auto shard = spawn_ps_shard(self->home_system(), req.shard(), req.consistency());
+  auto shard = spawn_ps_shard(self->home_system(), req.shard(), req.consistency(), req.first_step());
   self->link_to(shard);  // the shard stops with its node
   st.shards.emplace(req.shard(), spawned_shard{shard, req.consistency()});
   if (st.bulk != nullptr) st.bulk->add_shard(req.shard(), shard);

@@ -10,6 +10,7 @@
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
 #include <google/protobuf/util/message_differencer.h>
+#include <spdlog/spdlog.h>
 
 #include "kernels/initializers.hpp"
 #include "kernels/ops.hpp"
@@ -187,9 +188,14 @@ bool seen_before(shard_actor self, const Push& push, const std::string& name, in
   return !fresh;
 }
 
+// BOUNDED_STALENESS: a lost worker's clock, until its respawn pushes again.
+constexpr int64_t kWorkerGone = INT64_MAX;
+
+// The slowest clock of the workers not lost (0 when none is left).
 int64_t slowest_clock(shard_actor self) {
-  auto& c = self->state.clocks;
-  return c.empty() ? 0 : *std::min_element(c.begin(), c.end());
+  int64_t slowest = kWorkerGone;
+  for (auto c : self->state.clocks) slowest = std::min(slowest, c);
+  return slowest == kWorkerGone ? 0 : slowest;
 }
 
 int64_t visible_step(shard_actor self) {
@@ -266,7 +272,7 @@ bool maybe_advance(shard_actor self) {
 void advance_clock(shard_actor self, uint32_t worker, int64_t step) {
   auto& st = self->state;
   if (st.consistency.mode() == pb::Consistency::BOUNDED_STALENESS && worker < st.clocks.size())
-    st.clocks[worker] = std::max(st.clocks[worker], step + 1);
+    st.clocks[worker] = st.clocks[worker] == kWorkerGone ? step + 1 : std::max(st.clocks[worker], step + 1);
 }
 
 pb::PushAck apply_push(shard_actor self, const pb::Push& push) {
@@ -488,9 +494,11 @@ pb::ShardStats on_stats(shard_actor self) {
   return out;
 }
 
-ps_shard_actor::behavior_type shard_behavior(shard_actor self, uint32_t index, pb::Consistency consistency) {
+ps_shard_actor::behavior_type shard_behavior(shard_actor self, uint32_t index, pb::Consistency consistency,
+                                             int64_t first_step) {
   self->state.index = index;
   self->state.consistency = consistency;
+  self->state.step = first_step;
   // Stopping (its node exits): whatever waits for a step gets an error, not silence.
   self->set_exit_handler([self](const caf::exit_msg& msg) {
     auto err = fail(self, errc::unreachable, "stopping");
@@ -517,6 +525,16 @@ ps_shard_actor::behavior_type shard_behavior(shard_actor self, uint32_t index, p
         return out;
       },
       [self](const pb::ShardStatsRequest&) { return on_stats(self); },
+      // BOUNDED_STALENESS: a lost worker's clock stops holding the others
+      // back until its respawn pushes (the steps of its pinned closures).
+      [self](const pb::WorkerLost& lost) {
+        auto& st = self->state;
+        if (st.consistency.mode() == pb::Consistency::BOUNDED_STALENESS && lost.worker() < st.clocks.size()) {
+          st.clocks[lost.worker()] = kWorkerGone;
+          release_waiters(self);
+        }
+        return on_stats(self);
+      },
   };
 }
 
@@ -535,8 +553,9 @@ std::string check_consistency(const pb::Consistency& c) {
   }
 }
 
-ps_shard_actor spawn_ps_shard(caf::actor_system& sys, uint32_t index, pb::Consistency consistency) {
-  return sys.spawn(shard_behavior, index, std::move(consistency));
+ps_shard_actor spawn_ps_shard(caf::actor_system& sys, uint32_t index, pb::Consistency consistency,
+                              int64_t first_step) {
+  return sys.spawn(shard_behavior, index, std::move(consistency), first_step);
 }
 
 }  // namespace actorps

@@ -25,7 +25,8 @@
 namespace actorps {
 
 /// Spawns a shard serving ps task `index` with the given consistency.
-ps_shard_actor spawn_ps_shard(caf::actor_system& sys, uint32_t index, pb::Consistency consistency);
+ps_shard_actor spawn_ps_shard(caf::actor_system& sys, uint32_t index, pb::Consistency consistency,
+                              int64_t first_step = 0);
 
 /// "" when `c` is usable, else what is wrong with it.
 std::string check_consistency(const pb::Consistency& c);

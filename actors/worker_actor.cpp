@@ -425,7 +425,6 @@ worker_actor::behavior_type worker_behavior(worker_ptr self, pb::SpawnWorker spe
     }
   }
   st.pull_ahead = spec.pull_ahead();
-  st.step = spec.first_step();
   if (spec.request_timeout_ms() > 0) st.deadline = caf::duration{std::chrono::milliseconds(spec.request_timeout_ms())};
   st.pulls = split_pull(st.view);
   if (spec.threads() > 0) kernels::set_cpu_threads(int(spec.threads()));

@@ -32,6 +32,7 @@ struct train_run {
   worker_context* ctx;
   dataset_actor dataset;
   int64_t steps = 0, ran = 0;  // steps < 0: until the dataset ends (a split)
+  int64_t first_step = -1;     // >= 0: step numbers from here (SYNC: the job's), else the worker's own
   double loss_sum = 0;
   int64_t correct = 0, examples = 0;
   pb::BatchData batch;
@@ -55,7 +56,7 @@ struct train_run {
                                                                   b->features(), features)));
       run->batch = std::move(*b);
       run->unpack();
-      const int64_t step = run->ctx->next_step();
+      const int64_t step = run->first_step >= 0 ? run->first_step + run->ran : run->ctx->next_step();
       run->ctx->pull_for_step(step, [run, step](caf::error err) {
         if (err) return run->done(std::move(err));
         if (run->ids.empty()) return compute_and_push(run, step);
@@ -99,24 +100,26 @@ struct train_run {
   }
 };
 
-void train(worker_context& ctx, const dataset_actor& dataset, int64_t steps,
+void train(worker_context& ctx, const dataset_actor& dataset, int64_t steps, int64_t first_step,
            std::function<void(caf::expected<values>)> done) {
   auto run = std::make_shared<train_run>();
   run->ctx = &ctx;
   run->dataset = dataset;
   run->steps = steps;
+  run->first_step = first_step;
   run->done = std::move(done);
   train_run::next(run);
 }
 
 void train_step(worker_context& ctx, const std::vector<pb::Value>& args, std::function<void(caf::expected<values>)> done) {
-  if (auto err = arity("train_step", args, 1, 2)) return done(err);
+  if (auto err = arity("train_step", args, 1, 3)) return done(err);
   auto dataset = ctx.dataset(args[0]);
   if (!dataset) return done(dataset.error());
-  auto steps = integer_arg(args, 1, "steps", 1);
+  auto steps = integer_arg(args, 1, "steps", 1), first = integer_arg(args, 2, "first_step", -1);
   if (!steps) return done(steps.error());
+  if (!first) return done(first.error());
   if (*steps < 1) return done(make_error(errc::invalid_argument, "train_step: steps must be >= 1"));
-  train(ctx, *dataset, *steps, std::move(done));
+  train(ctx, *dataset, *steps, *first, std::move(done));
 }
 
 void train_split(worker_context& ctx, const std::vector<pb::Value>& args, std::function<void(caf::expected<values>)> done) {
@@ -130,7 +133,7 @@ void train_split(worker_context& ctx, const std::vector<pb::Value>& args, std::f
     return done(make_error(errc::invalid_argument, fmt::format("train_split: empty split [{}, {})", *begin, *end)));
   ctx.read_split(*dataset, *begin, *end, [&ctx, d = *dataset, done = std::move(done)](caf::error err) mutable {
     if (err) return done(std::move(err));
-    train(ctx, d, -1, std::move(done));
+    train(ctx, d, -1, -1, std::move(done));
   });
 }
 

@@ -1,9 +1,12 @@
 // The functions a closure can call on a worker, registered by name (TF's
 // tf.functions scheduled with ClusterCoordinator.schedule). Built-in:
 //
-//   train_step(per_worker_dataset D, integer steps = 1)
+//   train_step(per_worker_dataset D, integer steps = 1, integer first_step = -1)
 //       `steps` training steps (steps_per_execution), each: a batch from the
-//       worker's dataset D, pull, forward/backward, push.
+//       worker's dataset D, pull, forward/backward, push. Steps are numbered
+//       from `first_step` when given (SYNC: the job's step, so a closure
+//       re-run by a respawned worker pushes for the same step), else by the
+//       worker's own count.
 //       Returns [real loss_sum, integer correct, integer examples, integer steps].
 //       Ends with out_of_range when D runs out mid-way (add repeat).
 //   train_split(per_worker_dataset D, integer begin, integer end)

@@ -121,9 +121,9 @@ caf::expected<std::optional<job_spec>> load_job_file(const std::string& path) {
   o.consistency.set_replicas_to_aggregate(replicas == 0 ? workers : replicas);
   o.consistency.set_staleness(staleness);
   o.target_accuracy = target;
-  if (o.exactly_once && mode == pb::Consistency::SYNC)
+  if (o.exactly_once && mode != pb::Consistency::ASYNC)
     return r.fail(*t.get("exactly_once"), "training.exactly_once",
-                  "needs consistency \"async\" or \"bounded_staleness\" (SYNC steps are pinned to workers)");
+                  "needs consistency \"async\" (sync and bounded_staleness steps are pinned to workers)");
   if (o.variable_partitioner.type == partitioner::kind::max_size && o.variable_partitioner.max_shard_bytes == 0)
     return r.fail(t, "training", "partitioner \"max_size\" needs 'max_shard_bytes'");
   if (o.variable_partitioner.type == partitioner::kind::min_size && !t.contains("max_shards"))

@@ -23,7 +23,8 @@ using ps_shard_actor = caf::typed_actor<caf::replies_to<pb::CreateVariables>::wi
                                         caf::replies_to<pb::SparsePush>::with<pb::PushAck>,
                                         caf::replies_to<pb::Assign>::with<pb::Assigned>,
                                         caf::replies_to<pb::SetLearningRate>::with<pb::LearningRateSet>,
-                                        caf::replies_to<pb::ShardStatsRequest>::with<pb::ShardStats>>;
+                                        caf::replies_to<pb::ShardStatsRequest>::with<pb::ShardStats>,
+                                        caf::replies_to<pb::WorkerLost>::with<pb::ShardStats>>;
 
 /// A worker's input pipeline (actors/dataset_actor.hpp).
 using dataset_actor = caf::typed_actor<caf::replies_to<pb::DatasetInfoRequest>::with<pb::DatasetInfo>,

@@ -1,7 +1,9 @@
 #include "actors/coordinator/ps_keeper.hpp"
 
 #include <chrono>
+#include <functional>
 #include <map>
+#include <optional>
 #include <set>
 
 #include <caf/event_based_actor.hpp>
@@ -103,10 +105,33 @@ void resume(keeper_ptr self, uint32_t ps, ps_shard_actor shard, int64_t step) {
   for (auto& p : proxies) caf::anon_send(p, proxy_shards_atom::value, shards);
 }
 
+void spawn_restored(keeper_ptr self, uint32_t ps, node_actor node, int64_t first_step);
+
+// SYNC: the step another shard is at (a restored shard starts there, so the
+// workers' re-run closures find their steps), else 0.
+void sync_step(keeper_ptr self, uint32_t ps, std::function<void(int64_t)> then) {
+  auto& l = *self->state.layout;
+  std::optional<ps_shard_actor> other;
+  {
+    std::lock_guard<std::mutex> guard(l.m);
+    if (l.consistency.mode() == pb::Consistency::SYNC)
+      for (uint32_t i = 0; i < l.shards.size(); ++i)
+        if (i != ps && self->state.watched.count(l.shards[i].address()) != 0) other = l.shards[i];  // not lost
+  }
+  if (!other) return then(0);
+  self->request(*other, std::chrono::seconds(10), pb::ShardStatsRequest{})
+      .then([then](const pb::ShardStats& s) { then(s.step()); }, [then](caf::error&) { then(0); });
+}
+
 void restore_on(keeper_ptr self, uint32_t ps, node_actor node) {
+  sync_step(self, ps, [self, ps, node](int64_t first_step) { spawn_restored(self, ps, node, first_step); });
+}
+
+void spawn_restored(keeper_ptr self, uint32_t ps, node_actor node, int64_t first_step) {
   auto& l = *self->state.layout;
   pb::SpawnShard req;
   req.set_shard(ps);
+  req.set_first_step(first_step);
   pb::CreateVariables create;
   {
     std::lock_guard<std::mutex> guard(l.m);

@@ -25,7 +25,6 @@ struct proxy_state {
   std::vector<dataset_actor> datasets;
   std::vector<pb::SpawnDataset> dataset_specs;  // how each was built (rebuilt on respawn)
   respawn_plan plan;
-  uint32_t incarnation = 0;
   std::chrono::steady_clock::time_point lost_at;
   bool cause_logged = false;  // why the node did not answer, once per loss
   std::map<uint64_t, std::vector<queued_closure>> in_flight;  // by batch
@@ -88,6 +87,11 @@ void lose_worker(proxy_ptr self, const caf::error& why) {
   st.queue->worker_lost(st.index);
   st.lost_at = std::chrono::steady_clock::now();
   st.cause_logged = false;
+  // BOUNDED_STALENESS shards stop waiting for its clock until its respawn pushes.
+  pb::WorkerLost lost;
+  lost.set_worker(st.index);
+  for (auto& shard : st.plan.shards)
+    self->request(shard, std::chrono::seconds(10), lost).then([](const pb::ShardStats&) {}, [](caf::error&) {});
   self->send(self, proxy_respawn_atom::value);  // at once: the node may be up (a lost link, new shards)
 }
 
@@ -105,16 +109,11 @@ void retry_later(proxy_ptr self, const caf::error& why) {
   self->delayed_send(self, kRespawnRetry, proxy_respawn_atom::value);
 }
 
-// On the worker's node (back up): its datasets, then a new worker actor.
-void respawn_on(proxy_ptr self, node_actor node) {
+// Spawns the worker actor on its node.
+void spawn_at(proxy_ptr self, node_actor node, std::chrono::seconds timeout) {
   auto& st = self->state;
-  const auto timeout = std::chrono::seconds(30);
-  auto spawn_worker = [self, node, timeout] {
-    auto& st = self->state;
-    auto spawn = st.plan.spawn;
-    spawn.set_first_step(int64_t(++st.incarnation) << 32);
-    self->request(node, timeout, spawn, st.plan.shards)
-        .then(
+  self->request(node, timeout, st.plan.spawn, st.plan.shards)
+      .then(
             [self](const worker_actor& worker) {
               auto& st = self->state;
               st.worker = worker;
@@ -125,11 +124,16 @@ void respawn_on(proxy_ptr self, node_actor node) {
               dispatch(self);
             },
             [self](caf::error& err) { retry_later(self, err); });
-  };
-  if (st.dataset_specs.empty()) return spawn_worker();
-  auto c = std::make_shared<countdown>(countdown{st.dataset_specs.size(), [self, spawn_worker](caf::error err) {
+}
+
+// On the worker's node (back up): its datasets, then a new worker actor.
+void respawn_on(proxy_ptr self, node_actor node) {
+  auto& st = self->state;
+  const auto timeout = std::chrono::seconds(30);
+  if (st.dataset_specs.empty()) return spawn_at(self, node, timeout);
+  auto c = std::make_shared<countdown>(countdown{st.dataset_specs.size(), [self, node, timeout](caf::error err) {
                                                   if (err) return retry_later(self, err);
-                                                  spawn_worker();
+                                                  spawn_at(self, node, timeout);
                                                 }});
   for (size_t i = 0; i < st.dataset_specs.size(); ++i)
     self->request(node, timeout, st.dataset_specs[i])

@@ -81,7 +81,10 @@ caf::expected<evaluation> evaluate(cluster_coordinator& c, const pb::DatasetSpec
 caf::expected<fit_result> fit(cluster_coordinator& c, const job_spec& job, const std::vector<fit_callback*>& callbacks) {
   const auto& t = job.training;
   const bool sync = t.consistency.mode() == pb::Consistency::SYNC;
+  const bool ssp = t.consistency.mode() == pb::Consistency::BOUNDED_STALENESS;
   const uint32_t workers = uint32_t(c.num_workers()), eval_parts = 2 * workers;
+  std::vector<int64_t> worker_steps_done(workers, 0);  // SSP: each worker's steps in this run
+  uint32_t next_worker = 0;
   fit_result out;
   fit_start start;
   for (auto* cb : callbacks)
@@ -134,12 +137,18 @@ caf::expected<fit_result> fit(cluster_coordinator& c, const job_spec& job, const
       // Closures of steps_per_execution steps; SYNC: one per worker per step.
       for (uint32_t s = skipped; s < steps_per_epoch;) {
         const uint32_t n = std::min(t.steps_per_execution, steps_per_epoch - s);
-        const values args{per_worker_dataset("train"), integer_value(n)};
-        if (sync) {
+        if (sync) {  // steps numbered from this run's start, as the shards count them
+          const int64_t first = int64_t(epoch - 1) * steps_per_epoch + s - start.step;
+          const values args{per_worker_dataset("train"), integer_value(n), integer_value(first)};
           for (uint32_t w = 0; w < workers; ++w)
             closures.push_back({c.schedule("train_step", args, {true, int(w)}), w + 1 == workers ? n : 0, -1});
+        } else if (ssp) {  // round robin, each worker's steps numbered: an idle worker would hold the others back
+          const uint32_t w = next_worker++ % workers;
+          const values args{per_worker_dataset("train"), integer_value(n), integer_value(worker_steps_done[w])};
+          worker_steps_done[w] += n;
+          closures.push_back({c.schedule("train_step", args, {true, int(w)}), n, -1});
         } else {
-          closures.push_back({c.schedule("train_step", args), n, -1});
+          closures.push_back({c.schedule("train_step", {per_worker_dataset("train"), integer_value(n)}), n, -1});
         }
         s += n;
       }

@@ -1,7 +1,9 @@
 // Keras's model.fit over a cluster_coordinator: for each epoch, schedule
 // steps_per_epoch steps as closures of steps_per_execution steps (async
 // and bounded staleness: on whichever worker is free; SYNC: one closure per
-// worker per step, so each worker's k-th step is the job's step k; with
+// worker per step, so each worker's k-th step is the job's step k; bounded
+// staleness: pinned round robin, so every worker has its share until the
+// end; with
 // exactly_once: one train_split closure per split, in a shuffled order), fetch
 // their results as they complete, then evaluate on the workers and call the
 // callbacks (checkpoints, metrics, early stopping, progress).
