@@ -1,8 +1,10 @@
 #include "actors/coordinator/cluster_coordinator.hpp"
 
 #include <map>
+#include <thread>
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include "actors/coordinator/ps_keeper.hpp"
 #include "actors/coordinator/worker_proxy.hpp"
@@ -46,6 +48,24 @@ struct cluster_coordinator::impl {
     std::unique_lock<std::mutex> lock(layout->m);
     layout->restored.wait_for(lock, kRecoveryTimeout, [&] { return layout->restoring == 0; });
     return layout->shards;
+  }
+
+  // A request to PS task `ps` that outlives the loss of its shard: one
+  // unanswered within the runtime's request deadline (a hung or lost shard
+  // never answers) is asked again of the shard then current (the keeper's
+  // restore replaces a lost one), until the recovery timeout. Only for
+  // requests that may be repeated (pulls, assigns, settings, stats).
+  template <class Reply, class Msg>
+  caf::expected<Reply> ask_shard(size_t ps, const Msg& msg) {
+    const auto give_up = std::chrono::steady_clock::now() + kRecoveryTimeout;
+    const auto deadline = std::chrono::milliseconds(spec.runtime.request_timeout_ms);
+    for (;;) {
+      auto got = request_now<Reply>(self, shards()[ps], deadline, msg);
+      if (got || got.error().category() == caf::atom("actorps") || std::chrono::steady_clock::now() > give_up)
+        return got;
+      spdlog::warn("coordinator: ps:{} did not answer ({}); asking again", ps, describe(got.error()));
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the keeper may not know yet
+    }
   }
 
   std::vector<const sharded_variable*> view() const {
@@ -205,10 +225,9 @@ caf::expected<std::vector<std::vector<float>>> cluster_coordinator::pull_values(
   std::vector<float*> outs;
   for (auto& v : p_->vars) values.emplace_back(size_t(v.size()));
   for (auto& v : values) outs.push_back(v.data());
-  auto shards = p_->shards();
   for (auto& [ps, pulls] : split_pull(view, kDefaultChunkBytes, slot))
     for (auto& pull : pulls) {
-      auto got = p_->ask<pb::Values>(shards[size_t(ps)], pull);
+      auto got = p_->ask_shard<pb::Values>(size_t(ps), pull);
       if (!got) return got.error();
       if (auto err = scatter_values(*got, view, outs, versions)) return err;
     }
@@ -222,8 +241,8 @@ void cluster_coordinator::restore_lost_shards_from(const std::string& checkpoint
 
 caf::expected<std::vector<pb::ShardStats>> cluster_coordinator::shard_stats() {
   std::vector<pb::ShardStats> out;
-  for (auto& shard : p_->shards()) {
-    auto stats = p_->ask<pb::ShardStats>(shard, pb::ShardStatsRequest{});
+  for (size_t ps = 0; ps < p_->spec.count(pb::PS); ++ps) {
+    auto stats = p_->ask_shard<pb::ShardStats>(ps, pb::ShardStatsRequest{});
     if (!stats) return stats.error();
     out.push_back(std::move(*stats));
   }
@@ -237,8 +256,8 @@ caf::error cluster_coordinator::set_learning_rate(float learning_rate) {
     std::lock_guard<std::mutex> guard(p_->layout->m);
     p_->layout->learning_rate = learning_rate;  // a shard restored later gets it from the keeper
   }
-  for (auto& shard : p_->shards())
-    if (auto set = p_->ask<pb::LearningRateSet>(shard, req); !set) return set.error();
+  for (size_t ps = 0; ps < p_->spec.count(pb::PS); ++ps)
+    if (auto set = p_->ask_shard<pb::LearningRateSet>(ps, req); !set) return set.error();
   return caf::none;
 }
 
@@ -247,13 +266,12 @@ caf::error cluster_coordinator::assign_values(const std::vector<const float*>& v
   if (values.size() != p_->vars.size())
     return make_error(errc::invalid_argument, fmt::format("assign_values: {} values for {} variables", values.size(),
                                                           p_->vars.size()));
-  auto shards = p_->shards();
   auto view = p_->view();
   auto by_ps = split_assign(view, values, kDefaultChunkBytes, slot);
   if (versions != nullptr && versions->size() == view.size()) set_versions(by_ps, view, *versions);
   for (auto& [ps, msgs] : by_ps)
     for (auto& m : msgs)
-      if (auto done = p_->ask<pb::Assigned>(shards[size_t(ps)], m); !done) return done.error();
+      if (auto done = p_->ask_shard<pb::Assigned>(size_t(ps), m); !done) return done.error();
   return caf::none;
 }
 
