@@ -7,11 +7,13 @@
 
 #include <caf/expected.hpp>
 #include <caf/io/middleman.hpp>
+#include <caf/openssl/remote_actor.hpp>
 #include <caf/scoped_actor.hpp>
 #include <unistd.h>
 
 #include "actors/node_actor.hpp"
 #include "actors/request_now.hpp"
+#include "actors/system_config.hpp"
 #include "config/cluster_spec.hpp"
 
 namespace actorps {
@@ -56,9 +58,8 @@ void dial_node(Self* self, const cluster_spec& spec, task_id from, size_t node,
                     "device filters forbid " + to_string(from) + " to talk to " + target.address()));
     return;
   }
-  auto mm = self->home_system().middleman().actor_handle();
   auto timeout = std::chrono::milliseconds(spec.runtime.connect_timeout_ms);
-  self->request(mm, timeout, caf::connect_atom::value, target.host, target.port)
+  self->request(connector(self->home_system()), timeout, caf::connect_atom::value, target.host, target.port)
       .then(
           [self, spec, from, target, done](const caf::node_id&, caf::strong_actor_ptr& ptr,
                                            const std::set<std::string>& ifs) {
@@ -92,7 +93,9 @@ inline caf::expected<node_actor> dial_node_now(caf::scoped_actor& self, const cl
   auto& target = spec.nodes[node];
   if (!spec.may_connect(from.role, target))
     return make_error(errc::device_filter, "device filters forbid " + to_string(from) + " to talk to " + target.address());
-  auto handle = self->home_system().middleman().remote_actor<node_actor>(target.host, target.port);
+  auto& sys = self->home_system();
+  auto handle = sys.has_openssl_manager() ? caf::openssl::remote_actor<node_actor>(sys, target.host, target.port)
+                                          : sys.middleman().remote_actor<node_actor>(target.host, target.port);
   if (!handle) return handle.error();
   auto reply = request_now<pb::Welcome>(self, *handle, std::chrono::milliseconds(spec.runtime.connect_timeout_ms),
                                        hello_from(spec, from));

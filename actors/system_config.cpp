@@ -4,14 +4,21 @@
 #include <thread>
 
 #include <caf/io/middleman.hpp>
+#include <caf/openssl/manager.hpp>
 
 #include "messages/wire.hpp"
 
 namespace actorps {
 
-system_config::system_config(const runtime_options& rt) {
+system_config::system_config(const runtime_options& rt, const std::optional<tls_files>& tls) {
   register_wire_types(*this);
   load<caf::io::middleman>();
+  if (tls) {
+    load<caf::openssl::manager>();
+    openssl_cafile = tls->ca;
+    openssl_certificate = tls->cert;
+    openssl_key = tls->key;
+  }
   using std::chrono::milliseconds;
   auto threads = rt.threads != 0 ? rt.threads : std::max(1u, std::thread::hardware_concurrency());
   set("scheduler.policy", rt.scheduler == "sharing" ? caf::atom("sharing") : caf::atom("stealing"));
@@ -22,6 +29,10 @@ system_config::system_config(const runtime_options& rt) {
   set("middleman.connection-timeout", caf::timespan{milliseconds(rt.connection_timeout_ms)});
   set("logger.console", caf::atom("none"));
   set("logger.file-verbosity", caf::atom("quiet"));
+}
+
+caf::io::middleman_actor connector(caf::actor_system& sys) {
+  return sys.has_openssl_manager() ? sys.openssl_manager().actor_handle() : sys.middleman().actor_handle();
 }
 
 }  // namespace actorps

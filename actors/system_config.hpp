@@ -3,8 +3,9 @@
 #pragma once
 
 #include <caf/actor_system_config.hpp>
+#include <caf/io/middleman_actor.hpp>
 
-#include "config/runtime_options.hpp"
+#include "config/cluster_spec.hpp"
 
 namespace actorps {
 
@@ -14,7 +15,14 @@ class system_config : public caf::actor_system_config {
   /// scheduler policy and threads, inline BASP deserialization, heartbeats,
   /// connection timeout, no automatic peer-to-peer connections (device
   /// filters: a node only ever talks to the peers it dials or admits).
-  explicit system_config(const runtime_options& rt);
+  /// With `tls`: CAF's OpenSSL module too, with this process's certificate
+  /// and key and the cluster CA (mutual TLS; anonymous ciphers are never
+  /// used, since a certificate is always set).
+  explicit system_config(const runtime_options& rt, const std::optional<tls_files>& tls = std::nullopt);
 };
+
+/// What connects and publishes: CAF's OpenSSL middleman when the system
+/// runs TLS, else the plain one.
+caf::io::middleman_actor connector(caf::actor_system& sys);
 
 }  // namespace actorps

@@ -132,7 +132,7 @@ class node_set {
 
 // Has the worker of a drop or delay fault lose or hold back requests (through its node).
 caf::error inject_drop(const cluster_spec& spec, const planned_fault& f) {
-  system_config cfg(spec.runtime);
+  system_config cfg(spec.runtime, spec.tls_for(task_id{pb::COORDINATOR, 0}));
   caf::actor_system sys(cfg);
   caf::scoped_actor self(sys);
   auto node = dial_node_now(self, spec, task_id{pb::COORDINATOR, 0}, size_t(spec.node_of(f.task) - spec.nodes.data()));

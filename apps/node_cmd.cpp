@@ -7,6 +7,7 @@
 
 #include <caf/actor_system.hpp>
 #include <caf/io/middleman.hpp>
+#include <caf/openssl/publish.hpp>
 #include <caf/send.hpp>
 #include <spdlog/spdlog.h>
 #include <sys/prctl.h>
@@ -59,14 +60,17 @@ int run_node(const cluster_spec& spec, const task_id& task, bool exit_with_paren
   // the workers on a shared machine; updates are memory-bound anyway.
   if (std::none_of(node->tasks.begin(), node->tasks.end(), [](const task_id& t) { return t.role == pb::WORKER; }))
     kernels::set_cpu_threads(1);
-  system_config cfg(spec.runtime);
+  const auto tls = spec.tls_for(node->tasks.front());
+  system_config cfg(spec.runtime, tls);
   caf::actor_system sys(cfg);
-  // PS nodes also serve the bulk lane for large tensors (destroyed before sys).
+  // PS nodes also serve the bulk lane for large tensors (destroyed before
+  // sys); it is plain TCP, so not when the cluster runs TLS.
   std::optional<bulk_server> bulk;
-  if (std::any_of(node->tasks.begin(), node->tasks.end(), [](const task_id& t) { return t.role == pb::PS; }))
+  if (!tls && std::any_of(node->tasks.begin(), node->tasks.end(), [](const task_id& t) { return t.role == pb::PS; }))
     bulk.emplace(sys, std::chrono::milliseconds(std::max<uint32_t>(spec.runtime.connection_timeout_ms, 1000)));
   auto actor = spawn_node(sys, spec, index, bulk ? &*bulk : nullptr);
-  auto port = sys.middleman().publish(actor, node->port, bind_address(node->host), true);
+  auto port = tls ? caf::openssl::publish(actor, node->port, bind_address(node->host), true)
+                  : sys.middleman().publish(actor, node->port, bind_address(node->host), true);
   if (!port) {
     spdlog::error("node {}: cannot listen on {}: {}", to_string(task), node->address(), describe(port.error()));
     caf::anon_send_exit(actor, caf::exit_reason::user_shutdown);
@@ -79,7 +83,10 @@ int run_node(const cluster_spec& spec, const task_id& task, bool exit_with_paren
   int sig = 0;
   sigwait(&stop_signals, &sig);
   spdlog::info("node {}: {} received, shutting down", to_string(task), sig == SIGINT ? "SIGINT" : "SIGTERM");
-  sys.middleman().close(*port);
+  if (tls)
+    caf::anon_send(connector(sys), caf::close_atom::value, *port);
+  else
+    (void)sys.middleman().close(*port);
   caf::anon_send_exit(actor, caf::exit_reason::user_shutdown);
   return 0;
 }

@@ -54,7 +54,7 @@ int run_status(const cluster_spec& spec, bool watch) {
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
-  system_config cfg(spec.runtime);
+  system_config cfg(spec.runtime, spec.tls_for(task_id{pb::COORDINATOR, 0}));
   caf::actor_system sys(cfg);
   std::promise<std::vector<node_report>> first_round;
   bool delivered = false;

@@ -36,7 +36,7 @@ int run_training(const job_spec& job, std::atomic<int64_t>* steps_done) {
     return exit_code(err);
   };
   const auto& t = job.training;
-  system_config cfg(job.cluster.runtime);
+  system_config cfg(job.cluster.runtime, job.cluster.tls_for(task_id{pb::COORDINATOR, 0}));
   caf::actor_system sys(cfg);
   auto coordinator = train::connect_job(sys, job);
   if (!coordinator) return fail("setting up the cluster", coordinator.error());

@@ -119,4 +119,15 @@ std::string check_cluster(const cluster_spec& spec) {
   return {};
 }
 
+std::optional<tls_files> cluster_spec::tls_for(const task_id& task) const {
+  if (!security.enabled()) return std::nullopt;
+  auto name = to_string(task);
+  name[name.find(':')] = '-';
+  auto resolve = [&](std::string path) {
+    for (size_t at; (at = path.find("{task}")) != std::string::npos;) path.replace(at, 6, name);
+    return path;
+  };
+  return tls_files{security.ca, resolve(security.cert), resolve(security.key)};
+}
+
 }  // namespace actorps

@@ -55,10 +55,26 @@ struct node_spec {
   bool hosts(const task_id& task) const;
 };
 
+/// [security]: mutual TLS between every pair of processes (CAF's OpenSSL
+/// module; tools/make_certs.sh makes the files). Empty `ca`: plain TCP.
+struct security_options {
+  std::string ca;    // the cluster CA's certificate (PEM): peers must present one it signed
+  std::string cert;  // a process's certificate; "{task}" becomes its task, e.g. certs/worker-0.crt
+  std::string key;   // its private key; "{task}" as above
+  bool enabled() const { return !ca.empty(); }
+};
+
+/// The TLS files of the process serving `task` ("{task}" resolved; the
+/// coordinator's for `actorps local`, `train` and the operator tools).
+struct tls_files {
+  std::string ca, cert, key;
+};
+
 struct cluster_spec {
   std::string name = "actorps";  // nodes refuse peers of another cluster
   std::vector<node_spec> nodes;
   runtime_options runtime;
+  security_options security;
   std::optional<task_id> self;  // TF_CONFIG's "task", when given
 
   /// The node hosting `task`, or nullptr.
@@ -72,6 +88,9 @@ struct cluster_spec {
   /// never to a node that hosts only workers/evaluators. Everyone else
   /// (coordinator, ps, operator tools) may talk to every node.
   bool may_connect(Role from, const node_spec& to) const;
+
+  /// The TLS files of the process serving `task` (nullopt: security is off).
+  std::optional<tls_files> tls_for(const task_id& task) const;
 };
 
 /// Loads a topology from a TOML file. Errors name file:line:column, the

@@ -2,6 +2,9 @@
 // the key path and what was expected.
 
 #include "config/cluster_spec.hpp"
+
+#include <fstream>
+
 #include "config/toml_reader.hpp"
 #include "config/validate.hpp"
 #include "messages/errors.hpp"
@@ -63,6 +66,33 @@ caf::error read_node(const reader& r, const toml::node& n, const std::string& p,
   return caf::none;
 }
 
+// [security]: all three files, each readable (a node missing its
+// certificate would die inside CAF's OpenSSL module at start).
+caf::error read_security(const reader& r, const toml::node& node, cluster_spec& spec) {
+  const std::string p = "security";
+  auto* t = node.as_table();
+  if (t == nullptr) return r.fail(node, p, "expected a table");
+  auto& s = spec.security;
+  caf::error err;
+  (err = r.only_keys(*t, p, {"ca", "cert", "key"})) || (err = r.get(*t, p, "ca", s.ca)) ||
+      (err = r.get(*t, p, "cert", s.cert)) || (err = r.get(*t, p, "key", s.key));
+  if (err) return err;
+  for (auto key : {"ca", "cert", "key"})
+    if (!t->contains(key)) return r.fail(*t, p, std::string("needs '") + key + "' (see tools/make_certs.sh)");
+  auto readable = [&](const char* key, const std::string& path, const std::string& whose) -> caf::error {
+    if (std::ifstream(path)) return caf::none;
+    return r.fail(*t->get(key), p + "." + key, "cannot read " + path + whose);
+  };
+  if (auto err = readable("ca", s.ca, "")) return err;
+  for (auto& n : spec.nodes)
+    for (auto& task : n.tasks) {
+      auto files = spec.tls_for(task);
+      if (auto err = readable("cert", files->cert, " (for " + to_string(task) + ")")) return err;
+      if (auto err = readable("key", files->key, " (for " + to_string(task) + ")")) return err;
+    }
+  return caf::none;
+}
+
 }  // namespace
 
 caf::expected<cluster_spec> parse_toml(std::string_view text, std::string_view source) {
@@ -100,6 +130,8 @@ caf::expected<cluster_spec> parse_toml(std::string_view text, std::string_view s
   }
   auto problem = check_cluster(spec);
   if (!problem.empty()) return r.fail(*nodes, "cluster.nodes", problem);
+  if (auto* sec = doc.get("security"))
+    if (auto err = read_security(r, *sec, spec)) return err;
   return spec;
 }
 

@@ -76,8 +76,12 @@ struct cluster_client {
   caf::actor_system sys;
   caf::scoped_actor self;
 
+  /// As the coordinator (with its TLS files when the topology has [security]).
   explicit cluster_client(const std::string& config)
-      : spec(*load_toml_file(config)), cfg(spec.runtime), sys(cfg), self(sys) {}
+      : cluster_client(config, load_toml_file(config)->tls_for(task_id{pb::COORDINATOR, 0})) {}
+  /// With these TLS files (nullopt: plain TCP), whatever the topology says.
+  cluster_client(const std::string& config, const std::optional<tls_files>& tls)
+      : spec(*load_toml_file(config)), cfg(spec.runtime, tls), sys(cfg), self(sys) {}
 
   caf::expected<node_actor> dial(const std::string& task, task_id as, pb::Welcome* welcome = nullptr) {
     auto* node = spec.node_of(*parse_task(task));
