@@ -11,6 +11,7 @@
 #include <caf/scoped_actor.hpp>
 #include <unistd.h>
 
+#include "actors/admission.hpp"
 #include "actors/node_actor.hpp"
 #include "actors/request_now.hpp"
 #include "actors/system_config.hpp"
@@ -30,14 +31,22 @@ inline pb::Hello hello_from(const cluster_spec& spec, task_id from) {
   return hello;
 }
 
+/// hello_from, signed for a secured cluster (actors/admission.hpp).
+inline caf::expected<pb::Hello> signed_hello_from(const cluster_spec& spec, task_id from) {
+  auto hello = hello_from(spec, from);
+  if (auto err = sign_hello(hello, spec)) return err;
+  return hello;
+}
+
 namespace detail {
 
 template <class Self>
 void greet(Self* self, const cluster_spec& spec, task_id from, node_actor node,
            dial_callback done) {
-  auto hello = hello_from(spec, from);
+  auto hello = signed_hello_from(spec, from);
+  if (!hello) return done(hello.error());
   auto timeout = std::chrono::milliseconds(spec.runtime.connect_timeout_ms);
-  self->request(node, timeout, hello)
+  self->request(node, timeout, *hello)
       .then([node, done](const pb::Welcome&) { done(node); },
             [done](const caf::error& err) { done(err); });
 }
@@ -97,8 +106,10 @@ inline caf::expected<node_actor> dial_node_now(caf::scoped_actor& self, const cl
   auto handle = sys.has_openssl_manager() ? caf::openssl::remote_actor<node_actor>(sys, target.host, target.port)
                                           : sys.middleman().remote_actor<node_actor>(target.host, target.port);
   if (!handle) return handle.error();
+  auto hello = signed_hello_from(spec, from);
+  if (!hello) return hello.error();
   auto reply = request_now<pb::Welcome>(self, *handle, std::chrono::milliseconds(spec.runtime.connect_timeout_ms),
-                                       hello_from(spec, from));
+                                       *hello);
   if (!reply) return reply.error();
   if (welcome != nullptr) *welcome = std::move(*reply);
   return *handle;

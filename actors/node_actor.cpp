@@ -1,5 +1,7 @@
 #include "actors/node_actor.hpp"
 
+#include "actors/admission.hpp"
+
 #include <chrono>
 #include <algorithm>
 #include <map>
@@ -82,6 +84,10 @@ caf::result<pb::Welcome> on_hello(node_ptr self, const pb::Hello& hello) {
   auto from = from_proto(hello.from());
   if (from.role != pb::CLIENT && st.spec.node_of(from) == nullptr)
     return make_error(errc::not_admitted, where + "task " + to_string(from) + " is not in the topology");
+  if (auto err = verify_hello(hello, st.spec)) {
+    spdlog::warn("{}refused a Hello: {}", where, describe(err));
+    return make_error(errc::not_admitted, where + describe(err));
+  }
   if (!st.spec.may_connect(from.role, st.self()))
     return make_error(errc::device_filter, where + "device filters forbid " + to_string(from) +
                                                " to talk to this node (it hosts no coordinator or ps task)");

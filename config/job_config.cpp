@@ -13,22 +13,26 @@ namespace actorps {
 caf::expected<std::optional<job_spec>> load_job_file(const std::string& path) {
   auto text = read_text_file(path);
   if (!text) return text.error();
-  auto doc = parse_document(*text, path);
+  return parse_job_toml(*text, path);
+}
+
+caf::expected<std::optional<job_spec>> parse_job_toml(std::string_view text, const std::string& path) {
+  auto doc = parse_document(text, path);
   if (!doc) return doc.error();
   auto* node = doc->get("training");
   if (node == nullptr) return std::optional<job_spec>{};
   if (!node->is_table()) return make_error(errc::invalid_config, path + ": [training] must be a table");
   job_spec job;
-  auto cluster = parse_toml(*text, path);
+  auto cluster = parse_toml(text, path);
   if (!cluster) return cluster.error();
   job.cluster = std::move(*cluster);
-  auto model = parse_model_toml(*text, path);
+  auto model = parse_model_toml(text, path);
   if (!model) return model.error();
   job.model = std::move(*model);
-  auto train = parse_dataset_toml(*text, path, "dataset");
+  auto train = parse_dataset_toml(text, path, "dataset");
   if (!train) return train.error();
   job.train = std::move(*train);
-  auto eval = parse_dataset_toml(*text, path, "eval_dataset");
+  auto eval = parse_dataset_toml(text, path, "eval_dataset");
   if (!eval) return eval.error();
   job.eval = std::move(*eval);
   reader r(path);
@@ -128,7 +132,7 @@ caf::expected<std::optional<job_spec>> load_job_file(const std::string& path) {
     return r.fail(t, "training", "partitioner \"max_size\" needs 'max_shard_bytes'");
   if (o.variable_partitioner.type == partitioner::kind::min_size && !t.contains("max_shards"))
     o.variable_partitioner.max_shards = int64_t(job.cluster.count(pb::PS));  // TF's usual: at most one shard per PS
-  auto faults = parse_faults(*text, path, job.cluster);
+  auto faults = parse_faults(text, path, job.cluster);
   if (!faults) return faults.error();
   job.faults = std::move(*faults);
   if (workers == 0 || job.cluster.count(pb::PS) == 0)

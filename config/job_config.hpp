@@ -57,4 +57,7 @@ struct job_spec {
 /// topology). Errors name file:line:column and the key.
 [[nodiscard]] caf::expected<std::optional<job_spec>> load_job_file(const std::string& path);
 
+/// Same, from text; `path` names it in error messages.
+[[nodiscard]] caf::expected<std::optional<job_spec>> parse_job_toml(std::string_view text, const std::string& path);
+
 }  // namespace actorps

@@ -72,7 +72,7 @@ caf::expected<cluster_spec> parse_tf_config(std::string_view text) {
   json doc;
   try {
     doc = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for numbers too large (found by fuzz_config)
     return fail("$", std::string("malformed JSON: ") + e.what());
   }
   if (!doc.is_object()) return fail("$", "expected an object, got " + got(doc));

@@ -10,10 +10,21 @@
 #include <caf/expected.hpp>
 #include <caf/scoped_actor.hpp>
 
+#include "actors/ps_shard.hpp"
 #include "actors/request_now.hpp"
+#include "actors/system_config.hpp"
 #include "messages/wire.hpp"
 
 namespace actorps::test {
+
+/// An actor system in this process with room for a PS shard (tests, fuzzers).
+struct shard_system {
+  runtime_options rt;
+  system_config cfg{rt};
+  caf::actor_system sys{cfg};
+  caf::scoped_actor self{sys};
+  ps_shard_actor shard;
+};
 
 inline pb::VariableSpec variable_spec(const std::string& name, std::vector<int64_t> shape,
                                       pb::Optimizer::Kind kind = pb::Optimizer::SGD, float lr = 0.5f) {

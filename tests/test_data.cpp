@@ -493,9 +493,11 @@ BOOST_AUTO_TEST_CASE(csv_columns_become_features) {
   };
   const bad_case cases[] = {
       {"age,city,color,tag,id,label\n1,rome,red,x,7\n", ":2: 5 fields, expected 6"},
-      {"age,city,color,tag,id,label\nold,rome,red,x,7,1\n", ":2: column 'age': 'old' is not a number"},
+      {"age,city,color,tag,id,label\nold,rome,red,x,7,1\n", ":2: column 'age': 'old' is not a finite number"},
+      {"age,city,color,tag,id,label\nnan,rome,red,x,7,1\n", ":2: column 'age': 'nan' is not a finite number"},
+      {"age,city,color,tag,id,label\n1,rome,red,x,7,1e10\n", ":2: column 'label': label '1e10' is not a 32-bit integer"},
       {"age,town,color,tag,id,label\n", ":1: header column 2 is 'town', expected 'city'"},
-      {"age,city,color,tag,id,label\n1,rome,red,x,7,0.5\n", ":2: column 'label': label '0.5' is not an integer"},
+      {"age,city,color,tag,id,label\n1,rome,red,x,7,0.5\n", ":2: column 'label': label '0.5' is not a 32-bit integer"},
   };
   int i = 0;
   for (auto& c : cases) {

@@ -28,12 +28,7 @@ pb::Consistency mode(pb::Consistency::Mode m, uint32_t workers = 2, uint32_t rep
   return c;
 }
 
-struct fixture {
-  runtime_options rt;
-  system_config cfg{rt};
-  caf::actor_system sys{cfg};
-  caf::scoped_actor self{sys};
-  ps_shard_actor shard;
+struct fixture : shard_system {
 
   void start(pb::Consistency c, std::vector<pb::VariableSpec> vars) {
     shard = spawn_ps_shard(sys, 0, c);

@@ -88,3 +88,28 @@ BOOST_AUTO_TEST_CASE(a_missing_certificate_is_named_before_any_node_starts) {
                                                        "/worker-0.crt (for worker:0)") != std::string::npos,
              read_file(cluster.dir + "/cli.log"));
 }
+
+BOOST_AUTO_TEST_CASE(a_worker_certificate_cannot_act_as_the_coordinator) {
+  local_cluster cluster({"coordinator", "worker", "ps"});
+  auto certs = make_certs(cluster.dir, "certs", {"coordinator-0", "worker-0", "ps-0"});
+  std::ofstream(cluster.config, std::ios::app) << security_table(certs);
+  cluster.start("ps:0");
+  // A process holding only worker:0's certificate and key (a valid TLS peer).
+  cluster_client rogue(cluster.config, tls_files{certs + "/ca.crt", certs + "/worker-0.crt", certs + "/worker-0.key"});
+  rogue.spec.security.key = certs + "/worker-0.key";  // the only key it has
+  // As itself it is admitted, but spawning shards is the coordinator's.
+  auto as_worker = rogue.dial("ps:0", task_id{pb::WORKER, 0});
+  BOOST_REQUIRE_MESSAGE(as_worker, (as_worker ? "" : describe(as_worker.error())));
+  pb::Consistency async;
+  auto shard = rogue.spawn_shard(*as_worker, 0, async);
+  BOOST_REQUIRE(!shard);
+  BOOST_TEST(describe(shard.error()).find("only the coordinator") != std::string::npos, describe(shard.error()));
+  auto as_coordinator = rogue.dial("ps:0", task_id{pb::COORDINATOR, 0});
+  BOOST_REQUIRE(!as_coordinator);
+  BOOST_TEST(describe(as_coordinator.error()).find("coordinator:0's Hello is not signed with coordinator:0's key") !=
+                 std::string::npos,
+             describe(as_coordinator.error()));
+  // The real coordinator still can.
+  cluster_client coord(cluster.config);
+  BOOST_TEST(bool(coord.spawn_shard(coord.must_dial("ps:0"), 0, async)));
+}

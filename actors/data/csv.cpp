@@ -1,6 +1,8 @@
 #include "actors/data/csv.hpp"
 
 #include <cerrno>
+#include <limits>
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <string>
@@ -79,10 +81,12 @@ caf::error read_csv(const pb::CsvSource& src, std::vector<std::vector<float>>& x
           char* end = nullptr;
           errno = 0;
           const double v = std::strtod(value.c_str(), &end);
-          if (value.empty() || *end != '\0' || errno != 0)
-            return bad(where + "column '" + c.name() + "': '" + value + "' is not a number");
+          // (Range checks before any cast: out-of-range casts are undefined; found by fuzz_files.)
+          if (value.empty() || *end != '\0' || errno != 0 || !(std::fabs(v) <= std::numeric_limits<float>::max()))
+            return bad(where + "column '" + c.name() + "': '" + value + "' is not a finite number");
           if (c.kind() == pb::CsvColumn::LABEL) {
-            if (v != double(int32_t(v))) return bad(where + "column '" + c.name() + "': label '" + value + "' is not an integer");
+            if (!(v >= INT32_MIN && v <= INT32_MAX) || v != std::floor(v))
+              return bad(where + "column '" + c.name() + "': label '" + value + "' is not a 32-bit integer");
             label = int32_t(v);
           } else {
             x.push_back(float(v));
