@@ -232,6 +232,8 @@ int run_local(const std::string& config_path, const cluster_spec& file_spec, std
       for (auto& [host, address] : hosts->addresses())
         spdlog::info("local: network namespaces: host {} is {}{}", host, address,
                      hosts->prefix(host).empty() ? " (the coordinator's, here)" : "");
+      spdlog::info("local: tc netem is {} on this kernel; delays and drops are injected in the transport",
+                   hosts->netem() ? "available" : "not available");
     } else {
       spdlog::warn("local: network namespaces unavailable ({}); the nodes run on the topology's own addresses",
                    describe(made.error()));

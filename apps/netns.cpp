@@ -59,6 +59,11 @@ caf::expected<std::unique_ptr<host_namespaces>> host_namespaces::create(const cl
     if (err) return err;
   }
   if (auto err = n->ip({"link", "set", n->bridge_, "up"})) return err;
+  auto probe = run_command({"tc", "qdisc", "add", "dev", n->bridge_, "root", "netem", "delay", "1ms"},
+                           std::chrono::seconds(10), "/dev/null");
+  n->netem_ = probe && probe->exit_code == 0;
+  if (n->netem_)
+    (void)run_command({"tc", "qdisc", "del", "dev", n->bridge_, "root"}, std::chrono::seconds(10), "/dev/null");
   return n;
 }
 

@@ -5,8 +5,8 @@
 // Nodes then talk over real interfaces, and a partition between two hosts
 // is a pair of blackhole routes: every packet between them fails, heartbeats
 // included. Needs root and iproute2; `create` says why when it cannot.
-// (Debian's kernel here has no `tc netem`: delays and drops are injected
-// in our transport, see config/fault_plan.hpp.)
+// Delays and drops are injected in our transport (config/fault_plan.hpp);
+// whether the kernel has `tc netem` is probed and reported.
 #pragma once
 
 #include <map>
@@ -33,6 +33,9 @@ class host_namespaces {
   const std::map<std::string, std::string>& addresses() const { return address_; }
   /// The command prefix that runs a program on `host` ({} for the coordinator's).
   std::vector<std::string> prefix(const std::string& host) const;
+  /// Whether this kernel offers `tc netem` (probed on the bridge). Delays
+  /// and drops are injected in our transport either way.
+  bool netem() const { return netem_; }
   /// Cuts (or, with `heal`, restores) every packet between the hosts of two tasks.
   [[nodiscard]] caf::error partition(const task_id& a, const task_id& b, bool heal);
 
@@ -42,6 +45,7 @@ class host_namespaces {
   /// Deletes what runs of actorps that died left behind (their pid is gone).
   void remove_leftovers();
   cluster_spec spec_;  // as written in the file
+  bool netem_ = false;
   std::string bridge_;
   std::map<std::string, std::string> address_;    // job host -> 10.213.K.i
   std::map<std::string, std::string> namespace_;  // job host -> namespace ("" = here)

@@ -310,6 +310,7 @@ BOOST_AUTO_TEST_CASE(a_partition_between_a_worker_host_and_a_ps_host_is_survived
   const bool namespaces = log.find("local: network namespaces: host 127.0.0.3 is 10.213.") != std::string::npos;
   BOOST_TEST_MESSAGE((namespaces ? "hosts in network namespaces" : "no network namespaces here: loopback addresses"));
   if (namespaces) {
+    BOOST_TEST(log.find("local: tc netem is ") != std::string::npos, log);  // probed and said
     BOOST_TEST(log.find("partitioned the hosts of worker:1 and ps:0") != std::string::npos, log);
     BOOST_TEST(log.find("healed the partition between the hosts of worker:1 and ps:0") != std::string::npos, log);
     BOOST_TEST(log.find("coordinator: worker:1 lost") != std::string::npos, log);
