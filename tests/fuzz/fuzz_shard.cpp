@@ -11,7 +11,6 @@
 #include <string>
 
 #include <caf/actor_system.hpp>
-#include <google/protobuf/stubs/logging.h>
 #include <caf/scoped_actor.hpp>
 
 #include "actors/ps_shard.hpp"
