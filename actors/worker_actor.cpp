@@ -94,7 +94,6 @@ struct worker_state {
 using worker_ptr = worker_actor::stateful_pointer<worker_state>;
 
 constexpr auto kDropRetry = std::chrono::milliseconds(500);
-constexpr int kShardTries = 3;  // a request to a shard unanswered by its deadline is sent again
 
 void after(worker_ptr self, std::chrono::milliseconds delay, std::function<void()> fn) {
   auto& st = self->state;
@@ -102,40 +101,27 @@ void after(worker_ptr self, std::chrono::milliseconds delay, std::function<void(
   self->delayed_send(self, delay, worker_timer_atom::value, st.next_timer++);
 }
 
-// A request to PS task `ps`, with the worker's deadline: one unanswered
-// in time is sent again (pushes are keyed, so a resent one applies once),
-// up to kShardTries times; then its error fails the batch (the shard's link
-// counts as lost). An injected fault holds it back: a dropped one is sent
-// again after kDropRetry (as a lost message's retry would), a delayed one
-// after the delay.
+// A request to PS task `ps`, with the worker's deadline: one unanswered in
+// time fails the batch like a lost link (its closures run again elsewhere,
+// their steps applied once by closure key; the worker is respawned), so no
+// copy of a push is kept for a resend. An injected fault holds it back: a
+// dropped one is sent again after kDropRetry (as a lost message's retry
+// would), a delayed one after the delay.
 template <class Reply, class Msg, class Ok, class Fail>
-void ask_shard(worker_ptr self, int ps, Msg msg, Ok ok, Fail fail, bool delayed = false, int tries = kShardTries) {
+void ask_shard(worker_ptr self, int ps, Msg msg, Ok ok, Fail fail, bool delayed = false) {
   auto& f = self->state.fault;
   if (!delayed && uint32_t(ps) == f.ps && std::chrono::steady_clock::now() < f.until) {
     const bool drop = f.drop > 0 && std::bernoulli_distribution(f.drop)(f.gen);
     if (drop || f.delay.count() > 0) {
       f.dropped += drop;
       auto held = std::make_shared<Msg>(std::move(msg));
-      return after(self, drop ? kDropRetry : f.delay, [self, ps, held, ok, fail, drop, tries] {
-        ask_shard<Reply>(self, ps, std::move(*held), ok, fail, !drop, tries);
-      });
+      return after(self, drop ? kDropRetry : f.delay,
+                   [self, ps, held, ok, fail, drop] { ask_shard<Reply>(self, ps, std::move(*held), ok, fail, !drop); });
     }
   }
   auto& st = self->state;
-  if (!st.deadline.valid() || tries <= 1) {
-    self->request(st.shards[size_t(ps)], st.deadline, std::move(msg))
-        .then([ok](Reply& r) { ok(r); }, [fail](caf::error& err) { fail(std::move(err)); });
-    return;
-  }
-  auto held = std::make_shared<Msg>(msg);
   self->request(st.shards[size_t(ps)], st.deadline, std::move(msg))
-      .then([ok](Reply& r) { ok(r); },
-            [self, ps, held, ok, fail, tries](caf::error& err) {
-              if (err != caf::sec::request_timeout) return fail(std::move(err));
-              spdlog::warn("worker:{}: a request to ps:{} went unanswered for {}; sent again", self->state.index, ps,
-                           caf::to_string(self->state.deadline));
-              ask_shard<Reply>(self, ps, std::move(*held), ok, fail, false, tries - 1);
-            });
+      .then([ok](Reply& r) { ok(r); }, [fail](caf::error& err) { fail(std::move(err)); });
 }
 
 void pull_into(worker_ptr self, int buffer, int64_t step, std::function<void(caf::error)> then) {
