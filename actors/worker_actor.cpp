@@ -84,7 +84,7 @@ struct worker_state {
     std::chrono::milliseconds delay{0};
     std::chrono::steady_clock::time_point until;
     std::mt19937 gen{7};
-    uint64_t dropped = 0;
+    uint64_t sent = 0, dropped = 0;
   } fault;
   std::map<uint64_t, std::function<void()>> timers;
   uint64_t next_timer = 0;
@@ -112,6 +112,7 @@ void ask_shard(worker_ptr self, int ps, Msg msg, Ok ok, Fail fail, bool delayed 
   auto& f = self->state.fault;
   if (!delayed && uint32_t(ps) == f.ps && std::chrono::steady_clock::now() < f.until) {
     const bool drop = f.drop > 0 && std::bernoulli_distribution(f.drop)(f.gen);
+    ++f.sent;
     if (drop || f.delay.count() > 0) {
       f.dropped += drop;
       auto held = std::make_shared<Msg>(std::move(msg));
@@ -469,9 +470,16 @@ worker_actor::behavior_type worker_behavior(worker_ptr self, pb::SpawnWorker spe
         f.drop = std::clamp(req.drop(), 0.0, 1.0);
         f.delay = std::chrono::milliseconds(req.delay_ms());
         f.until = std::chrono::steady_clock::now() + std::chrono::milliseconds(req.duration_ms());
+        f.sent = f.dropped = 0;
         spdlog::warn("worker:{}: dropping {:.0f}% of its requests to ps:{} and delaying the rest {} ms, for {} ms "
                      "(injected)",
                      self->state.index, 100 * f.drop, f.ps, req.delay_ms(), req.duration_ms());
+        after(self, std::chrono::milliseconds(req.duration_ms()), [self, ps = f.ps] {
+          auto& f = self->state.fault;
+          if (f.ps == ps && std::chrono::steady_clock::now() >= f.until)
+            spdlog::warn("worker:{}: injected fault on ps:{} over: {} of {} requests dropped", self->state.index, ps,
+                         f.dropped, f.sent);
+        });
         return pb::FaultInjected{};
       },
       [self](worker_timer_atom, uint64_t id) {

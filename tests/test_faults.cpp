@@ -6,6 +6,7 @@
 #include <csignal>
 #include <functional>
 #include <random>
+#include <sstream>
 #include <thread>
 
 #include "actors/train/checkpoint.hpp"
@@ -252,32 +253,43 @@ BOOST_AUTO_TEST_CASE(actorps_chaos_carries_out_a_seeded_fault_plan) {
   BOOST_TEST(res->out.find("trained epochs 1..4") != std::string::npos, res->out);
 }
 
+// The requests a worker sent while its fault lasted, and how many of them
+// were dropped, from the line it logs when the fault is over.
+std::pair<long, long> fault_counts(const std::string& nodes, const std::string& prefix) {
+  auto at = nodes.find(prefix);
+  BOOST_REQUIRE_MESSAGE(at != std::string::npos, prefix << "\n" << nodes);
+  std::istringstream in(nodes.substr(at + prefix.size()));
+  long dropped = -1, sent = -1;
+  std::string of;
+  in >> dropped >> of >> sent;
+  return {dropped, sent};
+}
+
 BOOST_AUTO_TEST_CASE(dropped_and_delayed_worker_to_ps_messages_do_not_stop_the_job) {
   auto dir = make_temp_dir("test");
-  auto job = write_job(dir, "", "", 18, "[model]\ninput = [1, 1, 4]\n", 3000, 0.02);  // ~40 s with the drops
+  auto job = write_job(dir, "", "", 10, "[model]\ninput = [1, 1, 4]\n", 3000, 0.02);  // ~20 s with the drops
   std::ofstream(job, std::ios::app)
-      << "[[faults]]\nkind = \"drop\"\ntask = \"worker:0\"\npeer = \"ps:0\"\nfraction = 0.05\nat = 0.3\nduration = 30.0\n"
-         "[[faults]]\nkind = \"drop\"\ntask = \"worker:1\"\npeer = \"ps:1\"\nfraction = 0.05\nat = 0.3\nduration = 30.0\n"
+      << "[[faults]]\nkind = \"drop\"\ntask = \"worker:0\"\npeer = \"ps:0\"\nfraction = 0.05\nat = 0.3\nduration = 8.0\n"
+         "[[faults]]\nkind = \"drop\"\ntask = \"worker:1\"\npeer = \"ps:1\"\nfraction = 0.05\nat = 0.3\nduration = 8.0\n"
          "[[faults]]\nkind = \"delay\"\ntask = \"worker:1\"\npeer = \"ps:0\"\ndelay_ms = 20\nat = 6.0\nduration = 2.0\n";
   auto res = run_command({ACTORPS_BIN, "chaos", job, "--log", dir + "/nodes.log"}, 180s, dir + "/chaos.log");
   BOOST_REQUIRE(res);
   const std::string log = read_file(dir + "/chaos.log");
   BOOST_TEST(res->exit_code == 0, res->out << log);
-  BOOST_TEST(log.find("drop 5% of worker:0 -> ps:0 at 0.30 s for 30.00 s") != std::string::npos, log);
-  const std::string nodes = read_file(dir + "/nodes.log");
-  BOOST_TEST(nodes.find("worker:1: dropping 5% of its requests to ps:1 and delaying the rest 0 ms, for 30000 ms") !=
-                 std::string::npos,
-             nodes);
+  BOOST_TEST(log.find("drop 5% of worker:0 -> ps:0 at 0.30 s for 8.00 s") != std::string::npos, log);
   BOOST_TEST(log.find("delay worker:1 -> ps:0 by 20 ms at 6.00 s for 2.00 s") != std::string::npos, log);
-  BOOST_TEST(nodes.find("worker:1: dropping 0% of its requests to ps:0 and delaying the rest 20 ms, for 2000 ms") !=
-                 std::string::npos,
-             nodes);  // the drops slow the job enough for the delay at 6 s to happen
-  BOOST_TEST(res->out.find("trained epochs 1..18") != std::string::npos, res->out);
-  auto took = res->out.find("trained epochs 1..18 in ");
-  BOOST_REQUIRE(took != std::string::npos);
-  const double seconds = std::stod(res->out.substr(took + 24));
-  BOOST_TEST_MESSAGE("trained in " << seconds << " s with 30 s of drops");
-  BOOST_TEST(seconds > 30.3);  // the drops lasted their 30 s while it trained
+  BOOST_TEST(res->out.find("trained epochs 1..10") != std::string::npos, res->out);
+  // Both faults ran their whole time while the workers trained: worker:0
+  // lost about 5% of its requests to ps:0, worker:1's to ps:0 were late.
+  const std::string nodes = read_file(dir + "/nodes.log");
+  auto [dropped, sent] = fault_counts(nodes, "worker:0: injected fault on ps:0 over: ");
+  BOOST_TEST_MESSAGE("worker:0 -> ps:0: " << dropped << " of " << sent << " requests dropped in 8 s");
+  BOOST_TEST(sent > 100);
+  BOOST_TEST(dropped > sent / 100);
+  BOOST_TEST(dropped < sent / 10);
+  auto [late_dropped, late] = fault_counts(nodes, "worker:1: injected fault on ps:0 over: ");
+  BOOST_TEST(late_dropped == 0);
+  BOOST_TEST(late > 10);
 }
 
 // Two hosts cut off from each other: in network namespaces (root, iproute2)
