@@ -17,7 +17,10 @@ struct dataset_state {
   std::optional<data::pipeline> pipeline;
   caf::error broken;  // why the pipeline could not be built
   data::batch scratch;
+  peer_table_ptr peers;
 };
+
+constexpr std::initializer_list<Role> kAsking = {pb::WORKER, pb::COORDINATOR, pb::CLIENT};
 
 using dataset_ptr = dataset_actor::stateful_pointer<dataset_state>;
 
@@ -34,12 +37,23 @@ caf::error ensure_built(dataset_ptr self) {
   return caf::none;
 }
 
-dataset_actor::behavior_type dataset_behavior(dataset_ptr self, uint32_t worker, pb::DatasetSpec spec) {
+// The first check of every request, then the pipeline.
+template <class Msg>
+caf::error ready(dataset_ptr self, const Msg& msg, const char* what) {
+  if (auto err = check_request(self, *self->state.peers, msg, kAsking,
+                               "dataset of worker:" + std::to_string(self->state.worker) + ": " + what))
+    return err;
+  return ensure_built(self);
+}
+
+dataset_actor::behavior_type dataset_behavior(dataset_ptr self, uint32_t worker, pb::DatasetSpec spec,
+                                              peer_table_ptr peers) {
   self->state.worker = worker;
   self->state.spec = std::move(spec);
+  self->state.peers = std::move(peers);
   return {
-      [self](const pb::DatasetInfoRequest&) -> caf::result<pb::DatasetInfo> {
-        if (auto err = ensure_built(self)) return err;
+      [self](const pb::DatasetInfoRequest& req) -> caf::result<pb::DatasetInfo> {
+        if (auto err = ready(self, req, "DatasetInfoRequest")) return err;
         auto& p = *self->state.pipeline;
         pb::DatasetInfo info;
         info.set_features(uint32_t(p.features()));
@@ -47,8 +61,8 @@ dataset_actor::behavior_type dataset_behavior(dataset_ptr self, uint32_t worker,
         info.set_prefetch(p.prefetch());
         return info;
       },
-      [self](const pb::NextBatch&) -> caf::result<pb::BatchData> {
-        if (auto err = ensure_built(self)) return err;
+      [self](const pb::NextBatch& req) -> caf::result<pb::BatchData> {
+        if (auto err = ready(self, req, "NextBatch")) return err;
         auto& b = self->state.scratch;
         pb::BatchData out;
         if (!self->state.pipeline->next(b)) {
@@ -63,7 +77,7 @@ dataset_actor::behavior_type dataset_behavior(dataset_ptr self, uint32_t worker,
         return out;
       },
       [self](const pb::ReadSplit& split) -> caf::result<pb::SplitAccepted> {
-        if (auto err = ensure_built(self)) return err;
+        if (auto err = ready(self, split, "ReadSplit")) return err;
         // A split must be read once and whole: repeating or dropping a remainder breaks exactly-once.
         for (auto& op : self->state.spec.ops())
           if (op.has_repeat() || (op.has_batch() && op.batch().drop_remainder()))
@@ -80,8 +94,8 @@ dataset_actor::behavior_type dataset_behavior(dataset_ptr self, uint32_t worker,
 
 }  // namespace
 
-dataset_actor spawn_dataset(caf::actor_system& sys, uint32_t worker, pb::DatasetSpec spec) {
-  return sys.spawn(dataset_behavior, worker, std::move(spec));
+dataset_actor spawn_dataset(caf::actor_system& sys, uint32_t worker, pb::DatasetSpec spec, peer_table_ptr peers) {
+  return sys.spawn(dataset_behavior, worker, std::move(spec), std::move(peers));
 }
 
 }  // namespace actorps

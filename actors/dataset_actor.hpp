@@ -12,10 +12,12 @@
 
 #include <caf/actor_system.hpp>
 
+#include "actors/peer_table.hpp"
 #include "messages/wire.hpp"
 
 namespace actorps {
 
-dataset_actor spawn_dataset(caf::actor_system& sys, uint32_t worker, pb::DatasetSpec spec);
+/// Requests come from its worker (or the coordinator), checked by `peers`.
+dataset_actor spawn_dataset(caf::actor_system& sys, uint32_t worker, pb::DatasetSpec spec, peer_table_ptr peers);
 
 }  // namespace actorps

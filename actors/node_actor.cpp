@@ -1,6 +1,7 @@
 #include "actors/node_actor.hpp"
 
 #include "actors/admission.hpp"
+#include "actors/peer_table.hpp"
 
 #include <chrono>
 #include <algorithm>
@@ -25,11 +26,6 @@
 namespace actorps {
 namespace {
 
-struct admitted_peer {
-  task_id task;
-  caf::actor_addr greeter;  // the actor that said Hello; admission ends with it
-};
-
 struct spawned_shard {
   ps_shard_actor handle;
   pb::Consistency consistency;
@@ -44,7 +40,7 @@ struct node_state {
   bulk_server* bulk = nullptr;
   size_t index = 0;
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
-  std::unordered_map<caf::node_id, admitted_peer> admitted;
+  peer_table_ptr peers;  // admitted here (Hello), checked by every actor of this node
 
   const node_spec& self() const { return spec.nodes[index]; }
 };
@@ -61,14 +57,15 @@ using node_broker = caf::io::typed_broker<caf::replies_to<pb::Hello>::with<pb::W
                                           caf::replies_to<pb::InjectFault>::with<pb::FaultInjected>>;
 using node_ptr = caf::stateful_actor<node_state, node_broker>*;
 
-// Admission check for every request but Hello: the sender's node said Hello.
-caf::error check_admitted(node_ptr self) {
-  auto& sender = self->current_sender();
-  if (sender == nullptr || sender->node() == self->node()) return caf::none;
-  if (self->state.admitted.count(sender->node()) == 0)
-    return make_error(errc::not_admitted, "node " + self->state.self().address() + ": send Hello first");
-  return caf::none;
+// The check of every request but Hello: the sender's process said Hello as
+// one of `roles`.
+template <class Msg>
+caf::error check_peer(node_ptr self, const Msg& msg, std::initializer_list<Role> roles, const std::string& what) {
+  auto& st = self->state;
+  return check_request(self, *st.peers, msg, roles, "node " + st.self().address() + ": " + what);
 }
+
+constexpr std::initializer_list<Role> kAnyRole = {pb::COORDINATOR, pb::WORKER, pb::PS, pb::EVALUATOR, pb::CLIENT};
 
 caf::result<pb::Welcome> on_hello(node_ptr self, const pb::Hello& hello) {
   auto& st = self->state;
@@ -93,7 +90,7 @@ caf::result<pb::Welcome> on_hello(node_ptr self, const pb::Hello& hello) {
                                                " to talk to this node (it hosts no coordinator or ps task)");
   auto& sender = self->current_sender();
   if (sender != nullptr) {
-    st.admitted[sender->node()] = admitted_peer{from, caf::actor_cast<caf::actor_addr>(sender)};
+    st.peers->admit(sender->node(), from, caf::actor_cast<caf::actor_addr>(sender));
     self->monitor(sender);
     spdlog::debug("{}admitted {} (pid {})", where, to_string(from), hello.pid());
   }
@@ -121,16 +118,11 @@ bool forget_child(node_state& st, Map& children, const caf::exit_msg& msg) {
 
 // Spawn requests: only the coordinator (or an operator tool) may ask, and
 // only for a task this node hosts.
-caf::error check_spawn(node_ptr self, const task_id& task, const char* what) {
-  if (auto err = check_admitted(self)) return err;
+template <class Msg>
+caf::error check_spawn(node_ptr self, const Msg& msg, const task_id& task, const char* what) {
   auto& st = self->state;
+  if (auto err = check_peer(self, msg, {pb::COORDINATOR, pb::CLIENT}, std::string("spawning ") + what)) return err;
   auto where = "node " + st.self().address() + ": ";
-  auto& sender = self->current_sender();
-  if (sender != nullptr && sender->node() != self->node()) {
-    auto role = st.admitted.at(sender->node()).task.role;
-    if (role != pb::COORDINATOR && role != pb::CLIENT)
-      return make_error(errc::not_admitted, where + "only the coordinator may spawn " + what);
-  }
   auto& tasks = st.self().tasks;
   if (std::find(tasks.begin(), tasks.end(), task) == tasks.end())
     return make_error(errc::invalid_argument, where + "hosts no task " + to_string(task));
@@ -140,7 +132,7 @@ caf::error check_spawn(node_ptr self, const task_id& task, const char* what) {
 // SpawnShard: asking again returns the same shard.
 caf::result<ps_shard_actor> on_spawn_shard(node_ptr self, const pb::SpawnShard& req) {
   const task_id task{pb::PS, req.shard()};
-  if (auto err = check_spawn(self, task, "PS shards")) return err;
+  if (auto err = check_spawn(self, req, task, "PS shards")) return err;
   auto& st = self->state;
   auto where = "node " + st.self().address() + ": ";
   auto problem = check_consistency(req.consistency());
@@ -151,7 +143,8 @@ caf::result<ps_shard_actor> on_spawn_shard(node_ptr self, const pb::SpawnShard& 
       return make_error(errc::invalid_argument, where + to_string(task) + " already runs with another consistency");
     return known->second.handle;
   }
-  auto shard = spawn_ps_shard(self->home_system(), req.shard(), req.consistency(), req.first_step());
+  auto shard = spawn_ps_shard(self->home_system(), {req.shard(), req.consistency(), req.first_step(), st.peers,
+                                                    caf::actor_cast<caf::actor_addr>(self)});
   self->link_to(shard);  // the shard stops with its node
   st.shards.emplace(req.shard(), spawned_shard{shard, req.consistency()});
   if (st.bulk != nullptr) st.bulk->add_shard(req.shard(), shard);
@@ -163,14 +156,14 @@ caf::result<ps_shard_actor> on_spawn_shard(node_ptr self, const pb::SpawnShard& 
 // old one of that name (a respawned worker starts its input pipeline afresh).
 caf::result<dataset_actor> on_spawn_dataset(node_ptr self, const pb::SpawnDataset& req) {
   const task_id task{pb::WORKER, req.worker()};
-  if (auto err = check_spawn(self, task, "datasets")) return err;
+  if (auto err = check_spawn(self, req, task, "datasets")) return err;
   auto& datasets = self->state.datasets;
   const auto key = std::to_string(req.worker()) + (req.name().empty() ? "" : "/" + req.name());
   if (auto old = datasets.find(key); old != datasets.end()) {
     self->unlink_from(old->second);
     self->send_exit(old->second, caf::exit_reason::user_shutdown);
   }
-  auto dataset = spawn_dataset(self->home_system(), req.worker(), req.spec());
+  auto dataset = spawn_dataset(self->home_system(), req.worker(), req.spec(), self->state.peers);
   self->link_to(dataset);
   datasets[key] = dataset;
   return dataset;
@@ -180,9 +173,9 @@ caf::result<dataset_actor> on_spawn_dataset(node_ptr self, const pb::SpawnDatase
 // older one (a respawned worker).
 caf::result<worker_actor> on_spawn_worker(node_ptr self, const pb::SpawnWorker& req, const shard_list& shards) {
   const task_id task{pb::WORKER, req.worker()};
-  if (auto err = check_spawn(self, task, "workers")) return err;
+  if (auto err = check_spawn(self, req, task, "workers")) return err;
   auto& st = self->state;
-  auto worker = spawn_worker(self->home_system(), req, shards, st.spec);
+  auto worker = spawn_worker(self->home_system(), req, shards, st.spec, st.peers);
   if (!worker) return worker.error();
   if (auto old = st.workers.find(req.worker()); old != st.workers.end()) {
     self->unlink_from(old->second);
@@ -197,6 +190,7 @@ node_broker::behavior_type node_behavior(node_ptr self, cluster_spec spec, size_
   self->state.spec = std::move(spec);
   self->state.index = index;
   self->state.bulk = bulk;
+  self->state.peers = std::make_shared<peer_table>(self->state.spec.runtime);
   // Children (shards, datasets, workers) are linked so they stop with the node; a
   // child that fails must not take the node with it: it is logged and forgotten.
   self->set_exit_handler([self](const caf::exit_msg& msg) {
@@ -210,26 +204,17 @@ node_broker::behavior_type node_behavior(node_ptr self, cluster_spec spec, size_
     if (forget_child(st, st.datasets, msg) || forget_child(st, st.workers, msg)) return;
     self->quit(msg.reason);
   });
-  self->set_down_handler([self](const caf::down_msg& msg) {
-    auto& admitted = self->state.admitted;
-    for (auto i = admitted.begin(); i != admitted.end();) {
-      if (i->second.greeter == msg.source) {
-        i = admitted.erase(i);
-      } else {
-        ++i;
-      }
-    }
-  });
+  self->set_down_handler([self](const caf::down_msg& msg) { self->state.peers->forget(msg.source); });
   return {
       [self](const pb::Hello& hello) { return on_hello(self, hello); },
       [self](const pb::Ping& ping) -> caf::result<pb::Pong> {
-        if (auto err = check_admitted(self)) return err;
+        if (auto err = check_peer(self, ping, kAnyRole, "Ping")) return err;
         pb::Pong pong;
         pong.set_seq(ping.seq());
         return pong;
       },
-      [self](const pb::StatusRequest&) -> caf::result<pb::NodeStatus> {
-        if (auto err = check_admitted(self)) return err;
+      [self](const pb::StatusRequest& req) -> caf::result<pb::NodeStatus> {
+        if (auto err = check_peer(self, req, kAnyRole, "StatusRequest")) return err;
         auto& st = self->state;
         pb::NodeStatus status;
         for (auto& t : st.self().tasks) *status.add_tasks() = to_proto(t);
@@ -242,17 +227,18 @@ node_broker::behavior_type node_behavior(node_ptr self, cluster_spec spec, size_
         for (auto& [index, w] : st.workers) status.add_actors("worker:" + std::to_string(index));
         status.set_gpus(static_cast<uint32_t>(kernels::cuda_device_count()));
         status.set_version(ACTORPS_VERSION);
+        for (auto& r : st.peers->refusals()) *status.add_refused() = std::move(r);
         return status;
       },
       [self](const pb::SpawnShard& req) { return on_spawn_shard(self, req); },
       [self](const pb::SpawnDataset& req) { return on_spawn_dataset(self, req); },
       [self](const pb::SpawnWorker& req, const shard_list& shards) { return on_spawn_worker(self, req, shards); },
       [self](const pb::InjectFault& req) -> caf::result<pb::FaultInjected> {
-        if (auto err = check_spawn(self, task_id{pb::WORKER, req.worker()}, "faults")) return err;
+        if (auto err = check_spawn(self, req, task_id{pb::WORKER, req.worker()}, "faults")) return err;
         auto worker = self->state.workers.find(req.worker());
         if (worker == self->state.workers.end())
           return make_error(errc::invalid_argument, "worker:" + std::to_string(req.worker()) + " runs no worker actor");
-        caf::anon_send(worker->second, req);
+        self->request(worker->second, caf::infinite, req).then([](const pb::FaultInjected&) {}, [](caf::error&) {});
         return pb::FaultInjected{};
       },
   };

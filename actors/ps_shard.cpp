@@ -41,11 +41,13 @@ struct variable {
 struct waiting_pull {
   pb::Pull request;
   caf::typed_response_promise<pb::Values> promise;
+  caf::node_id from;
 };
 
 struct waiting_push {
   pb::Push request;
   caf::typed_response_promise<pb::PushAck> promise;
+  caf::node_id from;
 };
 
 // step -> (variable, offset) applied.
@@ -66,6 +68,9 @@ struct shard_state {
   std::vector<waiting_push> pushes;
   std::vector<float> scratch;   // aligned copy of a gradient slice
   pb::ShardStats stats;
+  peer_table_ptr peers;
+  std::map<caf::node_id, uint32_t> held;  // waiting pulls and pushes per peer process
+  caf::actor_addr parent;                 // the node: the one actor whose exit stops this shard
 };
 
 using shard_actor = ps_shard_actor::stateful_pointer<shard_state>;
@@ -75,7 +80,49 @@ constexpr size_t kRememberedClosures = 4096;  // closures in flight are far fewe
 
 std::string where(shard_actor self) { return "ps shard " + std::to_string(self->state.index) + ": "; }
 
-caf::error fail(shard_actor self, errc code, const std::string& what) { return make_error(code, where(self) + what); }
+// A refused request, counted against its sender.
+caf::error refuse(shard_actor self, const caf::strong_actor_ptr& sender, errc code, const std::string& what) {
+  auto err = make_error(code, where(self) + what);
+  self->state.peers->count(sender, self->node(), err);
+  return err;
+}
+
+// The same for the request being handled (before any make_response_promise,
+// which takes the sender out of it).
+caf::error fail(shard_actor self, errc code, const std::string& what) {
+  return refuse(self, self->current_sender(), code, what);
+}
+
+// Who may send what (actors/peer_table.hpp).
+constexpr std::initializer_list<Role> kCoordinator = {pb::COORDINATOR, pb::CLIENT};
+constexpr std::initializer_list<Role> kReaders = {pb::COORDINATOR, pb::WORKER, pb::EVALUATOR, pb::CLIENT};
+constexpr std::initializer_list<Role> kWriters = {pb::WORKER, pb::COORDINATOR, pb::CLIENT};  // the coordinator may do anything
+
+// The first check of every request: its sender's role and its size.
+template <class Msg>
+caf::error admit(shard_actor self, const Msg& msg, std::initializer_list<Role> roles, const char* what) {
+  return check_request(self, *self->state.peers, msg, roles, where(self) + what);
+}
+
+// A request of `sender` about to wait for a step: within the sender's
+// share (max_in_flight_per_peer).
+caf::expected<caf::node_id> hold(shard_actor self, const caf::strong_actor_ptr& sender) {
+  auto& st = self->state;
+  auto from = sender->node();
+  const auto limit = st.peers->limits().max_in_flight_per_peer;
+  if (st.held[from] >= limit)
+    return refuse(self, sender, errc::too_busy,
+                  std::to_string(limit) + " requests of " + st.peers->peer_name(sender, self->node()) +
+                      " wait already (max_in_flight_per_peer)");
+  ++st.held[from];
+  st.stats.set_waiting(st.stats.waiting() + 1);
+  return from;
+}
+
+void unhold(shard_state& st, const caf::node_id& from) {
+  auto i = st.held.find(from);
+  if (i != st.held.end() && --i->second == 0) st.held.erase(i);
+}
 
 // ---- variables ----
 
@@ -320,6 +367,7 @@ void release_waiters(shard_actor self) {
           st.pushes.push_back(std::move(w));
           continue;
         }
+        unhold(st, w.from);
         w.promise.deliver(apply_push(self, w.request));
         progress = maybe_advance(self) || progress;
       }
@@ -331,6 +379,7 @@ void release_waiters(shard_actor self) {
         st.pulls.push_back(std::move(w));
         continue;
       }
+      unhold(st, w.from);
       auto values = read_values(self, w.request);
       if (values)
         w.promise.deliver(std::move(*values));
@@ -344,6 +393,7 @@ void release_waiters(shard_actor self) {
 // ---- handlers ----
 
 caf::result<pb::Created> on_create(shard_actor self, const pb::CreateVariables& req) {
+  if (auto err = admit(self, req, kCoordinator, "CreateVariables")) return err;
   auto& vars = self->state.vars;
   for (auto& spec : req.variables()) {
     auto problem = check_spec(spec);
@@ -367,39 +417,34 @@ caf::error check_worker(shard_actor self, uint32_t worker) {
               "worker " + std::to_string(worker) + " outside the job's " + std::to_string(c.num_workers()) + " workers");
 }
 
-caf::typed_response_promise<pb::Values> on_pull(shard_actor self, const pb::Pull& pull) {
+// A pull answered now, or held until its step comes.
+caf::result<pb::Values> on_pull(shard_actor self, const pb::Pull& pull) {
+  if (auto err = admit(self, pull, kReaders, "Pull")) return err;
+  if (pull_ready(self, pull)) return read_values(self, pull);
+  auto from = hold(self, self->current_sender());
+  if (!from) return from.error();
   auto promise = self->make_response_promise<pb::Values>();
-  if (pull_ready(self, pull)) {
-    auto values = read_values(self, pull);
-    if (values)
-      promise.deliver(std::move(*values));
-    else
-      promise.deliver(values.error());
-  } else {
-    self->state.pulls.push_back({pull, promise});
-    self->state.stats.set_waiting(self->state.stats.waiting() + 1);
-  }
+  self->state.pulls.push_back({pull, promise, *from});
   return promise;
 }
 
-caf::typed_response_promise<pb::PushAck> on_push(shard_actor self, const pb::Push& push) {
-  auto promise = self->make_response_promise<pb::PushAck>();
+// A push applied now (its ack sent after the waiters it released were
+// answered), or held until its step comes (SYNC).
+caf::result<pb::PushAck> on_push(shard_actor self, const pb::Push& push) {
   auto& st = self->state;
   auto& c = st.consistency;
-  if (auto err = check_worker(self, push.worker())) {
-    promise.deliver(err);
-    return promise;
-  }
+  if (auto err = admit(self, push, kWriters, "Push")) return err;
+  if (auto err = check_worker(self, push.worker())) return err;
   for (auto& g : push.gradients())
-    if (auto err = check_slice(self, g)) {
-      promise.deliver(err);
-      return promise;
-    }
+    if (auto err = check_slice(self, g)) return err;
   if (c.mode() == pb::Consistency::SYNC && push.step() > st.step) {
-    st.pushes.push_back({push, promise});
-    st.stats.set_waiting(st.stats.waiting() + 1);
+    auto from = hold(self, self->current_sender());
+    if (!from) return from.error();
+    auto promise = self->make_response_promise<pb::PushAck>();
+    st.pushes.push_back({push, promise, *from});
     return promise;
   }
+  auto promise = self->make_response_promise<pb::PushAck>();
   promise.deliver(apply_push(self, push));
   if (c.mode() == pb::Consistency::SYNC) maybe_advance(self);
   release_waiters(self);
@@ -407,6 +452,7 @@ caf::typed_response_promise<pb::PushAck> on_push(shard_actor self, const pb::Pus
 }
 
 caf::result<pb::Rows> on_sparse_pull(shard_actor self, const pb::SparsePull& req) {
+  if (auto err = admit(self, req, kReaders, "SparsePull")) return err;
   auto v = find(self, req.name());
   if (!v) return v.error();
   pb::Rows out;
@@ -426,6 +472,7 @@ caf::result<pb::Rows> on_sparse_pull(shard_actor self, const pb::SparsePull& req
 }
 
 caf::result<pb::PushAck> on_sparse_push(shard_actor self, const pb::SparsePush& req) {
+  if (auto err = admit(self, req, kWriters, "SparsePush")) return err;
   if (auto err = check_worker(self, req.worker())) return err;
   auto& g = req.gradient();
   auto v = find(self, g.name());
@@ -464,6 +511,7 @@ caf::result<pb::PushAck> on_sparse_push(shard_actor self, const pb::SparsePush& 
 }
 
 caf::result<pb::Assigned> on_assign(shard_actor self, const pb::Assign& req) {
+  if (auto err = admit(self, req, kCoordinator, "Assign")) return err;
   for (auto& s : req.values()) {
     if (auto err = check_slice(self, s)) return err;
     auto& v = self->state.vars.at(s.name());
@@ -494,12 +542,16 @@ pb::ShardStats on_stats(shard_actor self) {
   return out;
 }
 
-ps_shard_actor::behavior_type shard_behavior(shard_actor self, uint32_t index, pb::Consistency consistency,
-                                             int64_t first_step) {
-  self->state.index = index;
+ps_shard_actor::behavior_type shard_behavior(shard_actor self, shard_options opts) {
+  self->state.index = opts.index;
+  self->state.peers = std::move(opts.peers);
+  self->state.parent = opts.parent;
+  auto& consistency = opts.consistency;
+  const auto first_step = opts.first_step;
   self->state.consistency = consistency;
   self->state.step = first_step;
-  // Stopping (its node exits): whatever waits for a step gets an error, not silence.
+  // Stopping (its node exits): whatever waits for a step gets an error, not
+  // silence. (Exits from anyone else never get here: shard_process.)
   self->set_exit_handler([self](const caf::exit_msg& msg) {
     auto err = fail(self, errc::unreachable, "stopping");
     for (auto& w : self->state.pulls) w.promise.deliver(err);
@@ -517,6 +569,7 @@ ps_shard_actor::behavior_type shard_behavior(shard_actor self, uint32_t index, p
       [self](const pb::SparsePush& req) { return on_sparse_push(self, req); },
       [self](const pb::Assign& req) { return on_assign(self, req); },
       [self](const pb::SetLearningRate& req) -> caf::result<pb::LearningRateSet> {
+        if (auto err = admit(self, req, kCoordinator, "SetLearningRate")) return err;
         if (!(req.learning_rate() > 0))
           return fail(self, errc::invalid_argument, "learning_rate must be > 0, got " + std::to_string(req.learning_rate()));
         pb::LearningRateSet out;
@@ -524,10 +577,14 @@ ps_shard_actor::behavior_type shard_behavior(shard_actor self, uint32_t index, p
         out.set_variables(uint32_t(self->state.vars.size()));
         return out;
       },
-      [self](const pb::ShardStatsRequest&) { return on_stats(self); },
+      [self](const pb::ShardStatsRequest& req) -> caf::result<pb::ShardStats> {
+        if (auto err = admit(self, req, kCoordinator, "ShardStatsRequest")) return err;
+        return on_stats(self);
+      },
       // BOUNDED_STALENESS: a lost worker's clock stops holding the others
       // back until its respawn pushes (the steps of its pinned closures).
-      [self](const pb::WorkerLost& lost) {
+      [self](const pb::WorkerLost& lost) -> caf::result<pb::ShardStats> {
+        if (auto err = admit(self, lost, kCoordinator, "WorkerLost")) return err;
         auto& st = self->state;
         if (st.consistency.mode() == pb::Consistency::BOUNDED_STALENESS && lost.worker() < st.clocks.size()) {
           st.clocks[lost.worker()] = kWorkerGone;
@@ -537,6 +594,31 @@ ps_shard_actor::behavior_type shard_behavior(shard_actor self, uint32_t index, p
       },
   };
 }
+
+// The shard's actor: an exit message from anyone but its node is dropped
+// and counted before CAF acts on it (CAF 0.17 quits on any exit_reason::kill,
+// and a connected peer can send one to any actor it has a handle of).
+class shard_process : public caf::stateful_actor<shard_state, ps_shard_actor::base> {
+ public:
+  using super = caf::stateful_actor<shard_state, ps_shard_actor::base>;
+  shard_process(caf::actor_config& cfg, shard_options opts) : super(cfg), opts_(std::move(opts)) {}
+  behavior_type make_behavior() override { return shard_behavior(this, std::move(opts_)); }
+
+ protected:
+  using super::consume;
+  caf::invoke_message_result consume(caf::mailbox_element& x) override {
+    auto& msg = x.content();
+    if (msg.match_elements<caf::exit_msg>() && msg.get_as<caf::exit_msg>(0).source != state.parent) {
+      refuse(this, x.sender, errc::forbidden,
+             "an exit message from " + caf::to_string(msg.get_as<caf::exit_msg>(0).source) + ", not from its node");
+      return caf::invoke_message_result::dropped;
+    }
+    return super::consume(x);
+  }
+
+ private:
+  shard_options opts_;
+};
 
 }  // namespace
 
@@ -553,9 +635,8 @@ std::string check_consistency(const pb::Consistency& c) {
   }
 }
 
-ps_shard_actor spawn_ps_shard(caf::actor_system& sys, uint32_t index, pb::Consistency consistency,
-                              int64_t first_step) {
-  return sys.spawn(shard_behavior, index, std::move(consistency), first_step);
+ps_shard_actor spawn_ps_shard(caf::actor_system& sys, shard_options opts) {
+  return sys.spawn<shard_process>(std::move(opts));
 }
 
 }  // namespace actorps

@@ -89,6 +89,8 @@ struct worker_state {
   std::map<uint64_t, std::function<void()>> timers;
   uint64_t next_timer = 0;
   std::map<caf::actor_addr, prefetch> prefetched;
+  peer_table_ptr peers;
+  size_t greeting = 0;  // PS nodes yet to answer this worker's Hello: no closure runs before
 };
 
 using worker_ptr = worker_actor::stateful_pointer<worker_state>;
@@ -350,6 +352,7 @@ void answer_finished(worker_ptr self) {
 
 // Runs the next closure of the first unfinished batch.
 void run_next(worker_ptr self) {
+  if (self->state.greeting > 0) return;
   auto* run = running_batch(self->state);
   if (run == nullptr) return;
   if (run->done.results_size() == 0) run->started = std::chrono::steady_clock::now();
@@ -375,24 +378,37 @@ caf::expected<dataset_actor> dataset_of(worker_ptr self, const pb::Value& arg) {
                                 arg.per_worker_dataset()));
 }
 
-// Direct connections to the PS nodes (see spawn_worker).
+// Direct connections to the PS nodes, each admitting this worker (see
+// spawn_worker). One that cannot be reached or refuses stops the worker:
+// the coordinator runs its closures elsewhere and respawns it.
 void dial_ps_nodes(worker_ptr self, const cluster_spec& cluster) {
   for (size_t n = 0; n < cluster.nodes.size(); ++n) {
     auto& tasks = cluster.nodes[n].tasks;
     if (std::none_of(tasks.begin(), tasks.end(), [](const task_id& t) { return t.role == pb::PS; })) continue;
+    ++self->state.greeting;
     dial_node(self, cluster, task_id{pb::WORKER, self->state.index}, n,
               [self, address = cluster.nodes[n].address()](caf::expected<node_actor> node) {
-                if (!node)
-                  spdlog::warn("worker:{}: no direct connection to {} ({}); its shards are reached through the "
-                               "coordinator",
+                if (!node) {
+                  spdlog::warn("worker:{}: PS node {} did not admit it ({}); stopping (the coordinator respawns it)",
                                self->state.index, address, describe(node.error()));
+                  return self->quit(node.error());
+                }
+                if (--self->state.greeting == 0) run_next(self);
               });
   }
 }
 
+// Who may send a worker what (actors/peer_table.hpp): closures come from the
+// coordinator, injected faults from its own node.
+template <class Msg>
+caf::error check(worker_ptr self, const Msg& msg, std::initializer_list<Role> roles, const char* what) {
+  return check_request(self, *self->state.peers, msg, roles, fmt::format("worker:{}: {}", self->state.index, what));
+}
+
 worker_actor::behavior_type worker_behavior(worker_ptr self, pb::SpawnWorker spec, shard_list shards,
-                                            cluster_spec cluster) {
+                                            cluster_spec cluster, peer_table_ptr peers) {
   auto& st = self->state;
+  st.peers = std::move(peers);
   st.index = spec.worker();
   st.shards = std::move(shards);
   st.model = std::make_unique<kernels::sequential_model>(train::from_proto(spec.model()), kernels::cpu_ops());
@@ -452,7 +468,12 @@ worker_actor::behavior_type worker_behavior(worker_ptr self, pb::SpawnWorker spe
   return {
       [self](pb::RunClosures& req, std::vector<dataset_actor>& datasets) -> caf::typed_response_promise<pb::ClosuresDone> {
         auto& st = self->state;
-        auto promise = self->make_response_promise<pb::ClosuresDone>();
+        auto refused = check(self, req, {pb::COORDINATOR, pb::CLIENT}, "RunClosures");
+        auto promise = self->make_response_promise<pb::ClosuresDone>();  // takes the sender out of the request
+        if (refused) {
+          promise.deliver(refused);
+          return promise;
+        }
         if (size_t(req.datasets_size()) != datasets.size()) {
           promise.deliver(make_error(errc::invalid_argument, fmt::format("RunClosures names {} datasets, {} sent",
                                                                          req.datasets_size(), datasets.size())));
@@ -464,7 +485,8 @@ worker_actor::behavior_type worker_behavior(worker_ptr self, pb::SpawnWorker spe
         answer_finished(self);  // an empty batch
         return promise;
       },
-      [self](const pb::InjectFault& req) {
+      [self](const pb::InjectFault& req) -> caf::result<pb::FaultInjected> {
+        if (auto err = check(self, req, {}, "InjectFault")) return err;
         auto& f = self->state.fault;
         f.ps = req.ps();
         f.drop = std::clamp(req.drop(), 0.0, 1.0);
@@ -495,7 +517,7 @@ worker_actor::behavior_type worker_behavior(worker_ptr self, pb::SpawnWorker spe
 }  // namespace
 
 caf::expected<worker_actor> spawn_worker(caf::actor_system& sys, const pb::SpawnWorker& spec, shard_list shards,
-                                         const cluster_spec& cluster) {
+                                         const cluster_spec& cluster, peer_table_ptr peers) {
   auto model = train::from_proto(spec.model());
   auto problem = model.check();
   if (!problem.empty()) return make_error(errc::invalid_config, "worker model: " + problem);
@@ -516,7 +538,7 @@ caf::expected<worker_actor> spawn_worker(caf::actor_system& sys, const pb::Spawn
   }
   // Not detached: CAF 0.17 can hang at shutdown waiting for a detached
   // actor (actor-framework#1196, fixed in 0.18); a step holds one scheduler thread.
-  return sys.spawn(worker_behavior, spec, std::move(shards), cluster);
+  return sys.spawn(worker_behavior, spec, std::move(shards), cluster, std::move(peers));
 }
 
 }  // namespace actorps

@@ -10,16 +10,19 @@
 
 #include <caf/actor_system.hpp>
 
+#include "actors/peer_table.hpp"
 #include "config/cluster_spec.hpp"
 #include "messages/wire.hpp"
 
 namespace actorps {
 
 /// Checks the spec's model and variables; spawns the worker. It dials the
-/// PS nodes of `cluster` itself: CAF (automatic connections off) would
-/// otherwise route every pull and push through the coordinator's process,
-/// the node the shard handles came from.
+/// PS nodes of `cluster` itself and runs no closure before each answered
+/// its Hello: a shard serves only processes its node admitted, and CAF
+/// (automatic connections off) would otherwise route every pull and push
+/// through the coordinator's process, the node the shard handles came from.
+/// Its own requests are checked by `peers` (closures: the coordinator's).
 caf::expected<worker_actor> spawn_worker(caf::actor_system& sys, const pb::SpawnWorker& spec, shard_list shards,
-                                         const cluster_spec& cluster);
+                                         const cluster_spec& cluster, peer_table_ptr peers);
 
 }  // namespace actorps

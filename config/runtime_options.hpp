@@ -29,6 +29,14 @@ struct runtime_options {
   uint32_t connect_timeout_ms = 1000;
   /// Deadline for one control request to a remote actor, milliseconds.
   uint32_t request_timeout_ms = 2000;
+  /// Largest request a PS shard, worker or dataset actor accepts, bytes
+  /// (2 MiB .. 2 GiB); larger ones are refused with errc::too_large and
+  /// counted. Tensors travel in 1 MiB chunks, so 64 MiB leaves ample room.
+  uint64_t max_message_bytes = 64ull << 20;
+  /// Requests a PS shard holds for one peer at once (SYNC pulls and pushes
+  /// waiting for their step, SSP pulls waiting within the staleness bound),
+  /// 1..1,000,000; past it, errc::too_busy, counted.
+  uint32_t max_in_flight_per_peer = 1024;
   /// Log level: trace, debug, info, warn, error, off.
   std::string log_level = "info";
 };

@@ -16,7 +16,7 @@ caf::error read_runtime(const reader& r, const toml::table& t, runtime_options& 
   const std::string p = "runtime";
   if (auto err = r.only_keys(t, p, {"scheduler", "threads", "middleman_workers", "heartbeat_interval_ms",
                                     "connection_timeout_ms", "connect_timeout_ms", "request_timeout_ms",
-                                    "log_level"}))
+                                    "max_message_bytes", "max_in_flight_per_peer", "log_level"}))
     return err;
   constexpr int64_t max_ms = 3600 * 1000;
   caf::error err;
@@ -26,6 +26,8 @@ caf::error read_runtime(const reader& r, const toml::table& t, runtime_options& 
       (err = r.get(t, p, "connection_timeout_ms", rt.connection_timeout_ms, 0, max_ms)) ||
       (err = r.get(t, p, "connect_timeout_ms", rt.connect_timeout_ms, 1, max_ms)) ||
       (err = r.get(t, p, "request_timeout_ms", rt.request_timeout_ms, 1, max_ms)) ||
+      (err = r.get(t, p, "max_message_bytes", rt.max_message_bytes, 2 << 20, int64_t(2) << 30)) ||
+      (err = r.get(t, p, "max_in_flight_per_peer", rt.max_in_flight_per_peer, 1, 1000000)) ||
       (err = r.get(t, p, "log_level", rt.log_level));
   if (err) return err;
   auto problem = check_runtime(rt);

@@ -19,6 +19,9 @@ std::string to_string(errc code) {
     case errc::unknown_variable: return "unknown_variable";
     case errc::bad_tensor: return "bad_tensor";
     case errc::out_of_range: return "out_of_range";
+    case errc::forbidden: return "forbidden";
+    case errc::too_large: return "too_large";
+    case errc::too_busy: return "too_busy";
   }
   return "unknown";
 }

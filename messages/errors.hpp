@@ -25,6 +25,9 @@ enum class errc : uint8_t {
   unknown_variable,    // a PS request names a variable the shard does not hold
   bad_tensor,          // wrong dtype, shape or byte length for the variable
   out_of_range,        // a row id or element range outside the variable
+  forbidden,           // an admitted peer asked for what its role may not do
+  too_large,           // a request over runtime.max_message_bytes
+  too_busy,            // a peer holds runtime.max_in_flight_per_peer requests already
 };
 
 std::string to_string(errc code);

@@ -17,13 +17,20 @@
 
 namespace actorps::test {
 
-/// An actor system in this process with room for a PS shard (tests, fuzzers).
+/// An actor system in this process with room for PS shards (tests, fuzzers),
+/// spawned and stopped by `self`, their parent.
 struct shard_system {
   runtime_options rt;
   system_config cfg{rt};
   caf::actor_system sys{cfg};
   caf::scoped_actor self{sys};
+  peer_table_ptr peers = std::make_shared<peer_table>(rt);
   ps_shard_actor shard;
+
+  ps_shard_actor spawn_shard(uint32_t index, pb::Consistency c) {
+    return spawn_ps_shard(sys, {index, std::move(c), 0, peers, self->address()});
+  }
+  void stop(const ps_shard_actor& s) { self->send_exit(s, caf::exit_reason::user_shutdown); }
 };
 
 inline pb::VariableSpec variable_spec(const std::string& name, std::vector<int64_t> shape,

@@ -31,14 +31,14 @@ pb::Consistency mode(pb::Consistency::Mode m, uint32_t workers = 2, uint32_t rep
 struct fixture : shard_system {
 
   void start(pb::Consistency c, std::vector<pb::VariableSpec> vars) {
-    shard = spawn_ps_shard(sys, 0, c);
+    shard = spawn_shard(0, c);
     pb::CreateVariables req;
     for (auto& v : vars) *req.add_variables() = v;
     auto created = call<pb::Created>(self, shard, req);
     BOOST_REQUIRE(created);
     BOOST_REQUIRE(created->count() == vars.size());
   }
-  ~fixture() { caf::anon_send_exit(shard, caf::exit_reason::user_shutdown); }
+  ~fixture() { stop(shard); }
 
   std::vector<float> value(const std::string& name) {
     pb::Pull pull;
@@ -320,11 +320,7 @@ BOOST_FIXTURE_TEST_CASE(assign_and_ranged_reads, fixture) {
   BOOST_TEST(v->versions(0) == 1u);
 }
 
-BOOST_AUTO_TEST_CASE(sparse_rows_of_a_table_split_over_two_shards_travel_with_shard_local_ids) {
-  runtime_options rt;
-  system_config cfg{rt};
-  caf::actor_system sys{cfg};
-  caf::scoped_actor self{sys};
+BOOST_FIXTURE_TEST_CASE(sparse_rows_of_a_table_split_over_two_shards_travel_with_shard_local_ids, shard_system) {
   sharded_variable table;
   table.name = "emb";
   table.shape = {10, 3};
@@ -332,7 +328,7 @@ BOOST_AUTO_TEST_CASE(sparse_rows_of_a_table_split_over_two_shards_travel_with_sh
   table.optimizer.set_learning_rate(1.0f);
   std::vector<ps_shard_actor> shards;
   for (auto& [ps, req] : create_requests({table})) {
-    shards.push_back(spawn_ps_shard(sys, uint32_t(ps), mode(pb::Consistency::ASYNC)));
+    shards.push_back(spawn_shard(uint32_t(ps), mode(pb::Consistency::ASYNC)));
     BOOST_REQUIRE(call<pb::Created>(self, shards.back(), req));
   }
   // Gradient rows 1, 7 and 8 (whole-table ids): each shard gets its own, by local id.
@@ -358,5 +354,61 @@ BOOST_AUTO_TEST_CASE(sparse_rows_of_a_table_split_over_two_shards_travel_with_sh
     expected[size_t(24 + c)] = -rows[size_t(6 + c)];  // row 8
   }
   BOOST_TEST(whole == expected, boost::test_tools::per_element());
-  for (auto& s : shards) caf::anon_send_exit(s, caf::exit_reason::user_shutdown);
+  for (auto& s : shards) stop(s);
+}
+
+// The runtime's limits, from whoever sends: a request over
+// max_message_bytes and a request past max_in_flight_per_peer waiting ones
+// are refused with their typed errors, counted for their sender, and change
+// nothing.
+BOOST_FIXTURE_TEST_CASE(requests_over_the_runtime_limits_are_refused_and_counted, fixture) {
+  runtime_options limits;
+  limits.max_message_bytes = 2 << 20;
+  limits.max_in_flight_per_peer = 2;
+  peers = std::make_shared<peer_table>(limits);
+  start(mode(pb::Consistency::SYNC, 2, 2), {variable_spec("w", {1}), variable_spec("big", {1 << 20})});
+  const auto before = value("w");
+  auto big = call<pb::PushAck>(self, shard, push(0, 0, {slice("big", std::vector<float>(1 << 20, 1.0f))}));  // 4 MiB
+  BOOST_REQUIRE(!big);
+  BOOST_CHECK(big.error() == errc::too_large);
+  BOOST_TEST(error_of(big.error()).find("over max_message_bytes (2097152)") != std::string::npos, error_of(big.error()));
+  // Two pulls for step 5 wait; a third from the same process is refused.
+  caf::scoped_actor waiter{sys};
+  pb::Pull later;
+  later.set_step(5);
+  later.add_names("w");
+  waiter->send(shard, later);
+  waiter->send(shard, later);
+  BOOST_TEST(stats().waiting() == 2u);
+  auto third = call<pb::Values>(self, shard, later);
+  BOOST_REQUIRE(!third);
+  BOOST_CHECK(third.error() == errc::too_busy);
+  BOOST_TEST(stats().waiting() == 2u);
+  BOOST_TEST(value("w") == before);
+  auto refused = peers->refusals();
+  BOOST_REQUIRE(refused.size() == 1u);
+  BOOST_TEST(refused[0].peer() == "local");
+  BOOST_TEST(refused[0].counts().at("too_large") == 1u);
+  BOOST_TEST(refused[0].counts().at("too_busy") == 1u);
+}
+
+// CAF acts on exit_reason::kill from anyone; a shard drops exit messages
+// that do not come from its parent (its node), and counts them.
+BOOST_FIXTURE_TEST_CASE(only_its_parent_can_stop_a_shard, fixture) {
+  start(mode(pb::Consistency::ASYNC), {variable_spec("w", {1})});
+  caf::anon_send_exit(shard, caf::exit_reason::kill);
+  caf::scoped_actor other{sys};
+  other->send_exit(shard, caf::exit_reason::user_shutdown);
+  BOOST_TEST(stats().variables() == 1u);  // still serving
+  auto refused = peers->refusals();
+  BOOST_REQUIRE(refused.size() == 2u);
+  BOOST_TEST(refused[0].peer() == "anonymous");
+  BOOST_TEST(refused[0].counts().at("forbidden") == 1u);
+  BOOST_TEST(refused[1].peer() == "local");
+  BOOST_TEST(refused[1].counts().at("forbidden") == 1u);
+  self->monitor(shard);
+  stop(shard);
+  bool down = false;
+  self->receive([&](const caf::down_msg&) { down = true; }, caf::after(std::chrono::seconds(10)) >> [] {});
+  BOOST_TEST(down);
 }

@@ -28,7 +28,7 @@ struct fixture : test::shard_system {
     google::protobuf::SetLogHandler(nullptr);  // undecodable inputs are dropped, not logged
     pb::Consistency c;
     c.set_mode(pb::Consistency::ASYNC);
-    shard = spawn_ps_shard(sys, 0, c);
+    shard = spawn_shard(0, c);
     pb::CreateVariables create;
     *create.add_variables() = test::variable_spec("w", {8, 4}, pb::Optimizer::ADAM, 0.1f);
     *create.add_variables() = test::variable_spec("table", {100, 8}, pb::Optimizer::ADAGRAD, 0.1f);

@@ -1,0 +1,92 @@
+#include "actors/peer_table.hpp"
+
+#include <algorithm>
+
+#include <caf/actor_control_block.hpp>
+#include <spdlog/spdlog.h>
+
+#include "messages/errors.hpp"
+
+namespace actorps {
+
+void peer_table::admit(const caf::node_id& node, task_id task, const caf::actor_addr& greeter) {
+  std::lock_guard<std::mutex> guard(m_);
+  admitted_[node].push_back({task, greeter});
+}
+
+void peer_table::forget(const caf::actor_addr& greeter) {
+  std::lock_guard<std::mutex> guard(m_);
+  for (auto i = admitted_.begin(); i != admitted_.end();) {
+    auto& greetings = i->second;
+    greetings.erase(std::remove_if(greetings.begin(), greetings.end(),
+                                   [&](const greeting& g) { return g.greeter == greeter; }),
+                    greetings.end());
+    i = greetings.empty() ? admitted_.erase(i) : std::next(i);
+  }
+}
+
+std::string peer_table::name_locked(const caf::strong_actor_ptr& sender, const caf::node_id& here) const {
+  if (sender == nullptr) return "anonymous";
+  if (sender->node() == here) return "local";
+  auto i = admitted_.find(sender->node());
+  if (i == admitted_.end()) return "node " + to_string(sender->node()).substr(0, 16);
+  std::vector<std::string> tasks;  // a process may host several tasks (a coordinator and a worker)
+  for (auto& g : i->second)
+    if (std::find(tasks.begin(), tasks.end(), to_string(g.task)) == tasks.end()) tasks.push_back(to_string(g.task));
+  std::string name = tasks.front();
+  for (size_t k = 1; k < tasks.size(); ++k) name += "+" + tasks[k];
+  return name;
+}
+
+std::string peer_table::peer_name(const caf::strong_actor_ptr& sender, const caf::node_id& here) const {
+  std::lock_guard<std::mutex> guard(m_);
+  return name_locked(sender, here);
+}
+
+void peer_table::count_locked(const std::string& peer, const caf::error& err) {
+  const auto kind = err.category() == caf::atom("actorps") ? to_string(static_cast<errc>(err.code()))
+                                                           : caf::to_string(err);
+  const auto n = ++refused_[peer][kind];
+  if ((n & (n - 1)) == 0)  // the 1st, 2nd, 4th, 8th, ... of a kind: a flood does not flood the log
+    spdlog::warn("refused a request of {} ({} so far): {}", peer, n, describe(err));
+}
+
+caf::error peer_table::check(const caf::strong_actor_ptr& sender, const caf::node_id& here,
+                             std::initializer_list<Role> roles, size_t bytes, const std::string& what) {
+  std::lock_guard<std::mutex> guard(m_);
+  caf::error err;
+  if (sender != nullptr && sender->node() == here) {
+    if (bytes <= limits_.max_message_bytes) return caf::none;
+  } else if (sender == nullptr) {
+    err = make_error(errc::not_admitted, what + " from an anonymous sender (requests must say who sends them)");
+  } else if (auto i = admitted_.find(sender->node()); i == admitted_.end()) {
+    err = make_error(errc::not_admitted, what + " from a process that never said Hello");
+  } else if (std::none_of(i->second.begin(), i->second.end(), [&](const greeting& g) {
+               return std::find(roles.begin(), roles.end(), g.task.role) != roles.end();
+             })) {
+    err = make_error(errc::forbidden, what + " is not for " + name_locked(sender, here));
+  }
+  if (!err && bytes > limits_.max_message_bytes)
+    err = make_error(errc::too_large, what + " of " + std::to_string(bytes) + " bytes, over max_message_bytes (" +
+                                          std::to_string(limits_.max_message_bytes) + ")");
+  if (err) count_locked(name_locked(sender, here), err);
+  return err;
+}
+
+void peer_table::count(const caf::strong_actor_ptr& sender, const caf::node_id& here, const caf::error& err) {
+  std::lock_guard<std::mutex> guard(m_);
+  count_locked(name_locked(sender, here), err);
+}
+
+std::vector<pb::PeerRefusals> peer_table::refusals() const {
+  std::lock_guard<std::mutex> guard(m_);
+  std::vector<pb::PeerRefusals> out;
+  for (auto& [peer, kinds] : refused_) {
+    auto& r = out.emplace_back();
+    r.set_peer(peer);
+    for (auto& [kind, n] : kinds) (*r.mutable_counts())[kind] = n;
+  }
+  return out;
+}
+
+}  // namespace actorps

@@ -1,0 +1,74 @@
+// Who may ask what of this process's actors. The node actor admits peers
+// (their Hello verified, by CAF node id: a process); the PS shards, workers
+// and datasets it spawns check every request against the table: a remote
+// sender must come from an admitted process whose role may send that
+// request, the request must fit runtime.max_message_bytes, and whatever
+// they refuse is counted per peer and error (NodeStatus.refused, shown by
+// `actorps status`). Requests from this process itself always pass.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <caf/actor_addr.hpp>
+#include <caf/error.hpp>
+#include <caf/fwd.hpp>
+#include <caf/node_id.hpp>
+
+#include "config/cluster_spec.hpp"
+#include "messages/cluster.pb.h"
+
+namespace actorps {
+
+class peer_table {
+ public:
+  explicit peer_table(runtime_options limits) : limits_(std::move(limits)) {}
+
+  /// `greeter`, an actor of process `node`, said Hello as `task`.
+  void admit(const caf::node_id& node, task_id task, const caf::actor_addr& greeter);
+  /// `greeter` is gone: its process stays admitted while another greeter of it lives.
+  void forget(const caf::actor_addr& greeter);
+
+  /// Checks a request of `bytes` bytes, `what`, from `sender` to an actor of
+  /// process `here`: errc::not_admitted, errc::forbidden (role not in
+  /// `roles`) or errc::too_large, each counted; none when it may pass.
+  [[nodiscard]] caf::error check(const caf::strong_actor_ptr& sender, const caf::node_id& here,
+                                 std::initializer_list<Role> roles, size_t bytes, const std::string& what);
+  /// Counts a request refused after the check (e.g. a shape that does not fit).
+  void count(const caf::strong_actor_ptr& sender, const caf::node_id& here, const caf::error& err);
+  /// A name for the sender: "worker:0", "local", "anonymous", "node <id>".
+  std::string peer_name(const caf::strong_actor_ptr& sender, const caf::node_id& here) const;
+
+  /// Refused requests so far, per peer.
+  std::vector<pb::PeerRefusals> refusals() const;
+  const runtime_options& limits() const { return limits_; }
+
+ private:
+  std::string name_locked(const caf::strong_actor_ptr& sender, const caf::node_id& here) const;
+  void count_locked(const std::string& peer, const caf::error& err);
+
+  struct greeting {
+    task_id task;
+    caf::actor_addr greeter;
+  };
+  const runtime_options limits_;
+  mutable std::mutex m_;
+  std::map<caf::node_id, std::vector<greeting>> admitted_;
+  std::map<std::string, std::map<std::string, uint64_t>> refused_;  // peer -> error -> count
+};
+
+using peer_table_ptr = std::shared_ptr<peer_table>;
+
+/// The check of `msg`, the request `self` is handling (see peer_table::check).
+template <class Self, class Msg>
+caf::error check_request(Self* self, peer_table& peers, const Msg& msg, std::initializer_list<Role> roles,
+                         const std::string& what) {
+  return peers.check(self->current_sender(), self->node(), roles, msg.ByteSizeLong(), what);
+}
+
+}  // namespace actorps
