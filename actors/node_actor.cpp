@@ -90,8 +90,7 @@ caf::result<pb::Welcome> on_hello(node_ptr self, const pb::Hello& hello) {
                                                " to talk to this node (it hosts no coordinator or ps task)");
   auto& sender = self->current_sender();
   if (sender != nullptr) {
-    st.peers->admit(sender->node(), from, caf::actor_cast<caf::actor_addr>(sender));
-    self->monitor(sender);
+    st.peers->admit(sender->node(), from);
     spdlog::debug("{}admitted {} (pid {})", where, to_string(from), hello.pid());
   }
   pb::Welcome welcome;
@@ -204,7 +203,6 @@ node_broker::behavior_type node_behavior(node_ptr self, cluster_spec spec, size_
     if (forget_child(st, st.datasets, msg) || forget_child(st, st.workers, msg)) return;
     self->quit(msg.reason);
   });
-  self->set_down_handler([self](const caf::down_msg& msg) { self->state.peers->forget(msg.source); });
   return {
       [self](const pb::Hello& hello) { return on_hello(self, hello); },
       [self](const pb::Ping& ping) -> caf::result<pb::Pong> {

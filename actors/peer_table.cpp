@@ -9,32 +9,19 @@
 
 namespace actorps {
 
-void peer_table::admit(const caf::node_id& node, task_id task, const caf::actor_addr& greeter) {
+void peer_table::admit(const caf::node_id& node, task_id task) {
   std::lock_guard<std::mutex> guard(m_);
-  admitted_[node].push_back({task, greeter});
-}
-
-void peer_table::forget(const caf::actor_addr& greeter) {
-  std::lock_guard<std::mutex> guard(m_);
-  for (auto i = admitted_.begin(); i != admitted_.end();) {
-    auto& greetings = i->second;
-    greetings.erase(std::remove_if(greetings.begin(), greetings.end(),
-                                   [&](const greeting& g) { return g.greeter == greeter; }),
-                    greetings.end());
-    i = greetings.empty() ? admitted_.erase(i) : std::next(i);
-  }
+  auto& tasks = admitted_[node];
+  if (std::find(tasks.begin(), tasks.end(), task) == tasks.end()) tasks.push_back(task);
 }
 
 std::string peer_table::name_locked(const caf::strong_actor_ptr& sender, const caf::node_id& here) const {
   if (sender == nullptr) return "anonymous";
   if (sender->node() == here) return "local";
   auto i = admitted_.find(sender->node());
-  if (i == admitted_.end()) return "node " + to_string(sender->node()).substr(0, 16);
-  std::vector<std::string> tasks;  // a process may host several tasks (a coordinator and a worker)
-  for (auto& g : i->second)
-    if (std::find(tasks.begin(), tasks.end(), to_string(g.task)) == tasks.end()) tasks.push_back(to_string(g.task));
-  std::string name = tasks.front();
-  for (size_t k = 1; k < tasks.size(); ++k) name += "+" + tasks[k];
+  if (i == admitted_.end()) return "node " + to_string(sender->node());
+  std::string name;  // a process may host several tasks (a coordinator and a worker)
+  for (auto& t : i->second) name += (name.empty() ? "" : "+") + to_string(t);
   return name;
 }
 
@@ -61,8 +48,8 @@ caf::error peer_table::check(const caf::strong_actor_ptr& sender, const caf::nod
     err = make_error(errc::not_admitted, what + " from an anonymous sender (requests must say who sends them)");
   } else if (auto i = admitted_.find(sender->node()); i == admitted_.end()) {
     err = make_error(errc::not_admitted, what + " from a process that never said Hello");
-  } else if (std::none_of(i->second.begin(), i->second.end(), [&](const greeting& g) {
-               return std::find(roles.begin(), roles.end(), g.task.role) != roles.end();
+  } else if (std::none_of(i->second.begin(), i->second.end(), [&](const task_id& t) {
+               return std::find(roles.begin(), roles.end(), t.role) != roles.end();
              })) {
     err = make_error(errc::forbidden, what + " is not for " + name_locked(sender, here));
   }

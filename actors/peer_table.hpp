@@ -29,10 +29,13 @@ class peer_table {
  public:
   explicit peer_table(runtime_options limits) : limits_(std::move(limits)) {}
 
-  /// `greeter`, an actor of process `node`, said Hello as `task`.
-  void admit(const caf::node_id& node, task_id task, const caf::actor_addr& greeter);
-  /// `greeter` is gone: its process stays admitted while another greeter of it lives.
-  void forget(const caf::actor_addr& greeter);
+  /// Process `node` said Hello as `task`. It stays admitted as long as this
+  /// process runs: a CAF node id holds the peer's process id, so a restarted
+  /// peer is another node and says Hello again. (Admissions used to end with
+  /// the greeting actor's down message; a stranger's failed TLS handshake
+  /// made CAF 0.17 report every remote actor down, and so de-admitted the
+  /// whole cluster.)
+  void admit(const caf::node_id& node, task_id task);
 
   /// Checks a request of `bytes` bytes, `what`, from `sender` to an actor of
   /// process `here`: errc::not_admitted, errc::forbidden (role not in
@@ -52,13 +55,9 @@ class peer_table {
   std::string name_locked(const caf::strong_actor_ptr& sender, const caf::node_id& here) const;
   void count_locked(const std::string& peer, const caf::error& err);
 
-  struct greeting {
-    task_id task;
-    caf::actor_addr greeter;
-  };
   const runtime_options limits_;
   mutable std::mutex m_;
-  std::map<caf::node_id, std::vector<greeting>> admitted_;
+  std::map<caf::node_id, std::vector<task_id>> admitted_;
   std::map<std::string, std::map<std::string, uint64_t>> refused_;  // peer -> error -> count
 };
 

@@ -553,7 +553,7 @@ ps_shard_actor::behavior_type shard_behavior(shard_actor self, shard_options opt
   // Stopping (its node exits): whatever waits for a step gets an error, not
   // silence. (Exits from anyone else never get here: shard_process.)
   self->set_exit_handler([self](const caf::exit_msg& msg) {
-    auto err = fail(self, errc::unreachable, "stopping");
+    auto err = make_error(errc::unreachable, where(self) + "stopping");
     for (auto& w : self->state.pulls) w.promise.deliver(err);
     for (auto& w : self->state.pushes) w.promise.deliver(err);
     self->state.pulls.clear();

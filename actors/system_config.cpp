@@ -10,10 +10,13 @@
 
 namespace actorps {
 
+void tls_error_queue_fix();  // actors/tls_error_queue.cpp
+
 system_config::system_config(const runtime_options& rt, const std::optional<tls_files>& tls) {
   register_wire_types(*this);
   load<caf::io::middleman>();
   if (tls) {
+    tls_error_queue_fix();
     load<caf::openssl::manager>();
     openssl_cafile = tls->ca;
     openssl_certificate = tls->cert;

@@ -2,6 +2,7 @@
 #include <csignal>
 #include <future>
 #include <iostream>
+#include <map>
 
 #include <caf/actor_system.hpp>
 #include <caf/send.hpp>
@@ -42,6 +43,14 @@ void print_table(const cluster_spec& spec, const std::vector<node_report>& repor
       fmt::print(line, tasks_of(node), node.address(), "down", "-", "-", "-", r.cause);
     }
   }
+  // What each node's actors refused, per peer: admission, roles, limits, malformed requests.
+  for (auto& r : reports)
+    for (auto& peer : r.status.refused()) {
+      std::string counts;
+      for (auto& [kind, n] : std::map<std::string, uint64_t>(peer.counts().begin(), peer.counts().end()))
+        counts += fmt::format("{}{} {}", counts.empty() ? "" : ", ", kind, n);
+      fmt::print("{} refused from {}: {}\n", tasks_of(spec.nodes[r.node]), peer.peer(), counts);
+    }
   std::fflush(stdout);
 }
 

@@ -3,6 +3,17 @@
 #define BOOST_TEST_MODULE security
 #include <boost/test/unit_test.hpp>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <future>
+#include <random>
+
+#include <caf/openssl/publish.hpp>
+#include <caf/typed_event_based_actor.hpp>
+
 #include "tests/cluster_harness.hpp"
 #include "tests/job_files.hpp"
 
@@ -24,6 +35,51 @@ std::string make_certs(const std::string& dir, const std::string& name, std::vec
 std::string security_table(const std::string& certs) {
   return "[security]\nca = \"" + certs + "/ca.crt\"\ncert = \"" + certs + "/{task}.crt\"\nkey = \"" + certs +
          "/{task}.key\"\n";
+}
+
+// A process posing as worker:0's node, as a compromised worker host would:
+// it keeps the shard handles the coordinator sends with SpawnWorker.
+node_actor::behavior_type posing_node(node_actor::pointer, std::shared_ptr<std::promise<shard_list>> shards) {
+  auto no = [] { return make_error(errc::internal, "a posing node"); };
+  return {
+      [](const pb::Hello&) { return pb::Welcome{}; },
+      [](const pb::Ping& ping) {
+        pb::Pong pong;
+        pong.set_seq(ping.seq());
+        return pong;
+      },
+      [](const pb::StatusRequest&) { return pb::NodeStatus{}; },
+      [no](const pb::SpawnShard&) -> caf::result<ps_shard_actor> { return no(); },
+      [no](const pb::SpawnDataset&) -> caf::result<dataset_actor> { return no(); },
+      [no, shards](const pb::SpawnWorker&, const shard_list& got) -> caf::result<worker_actor> {
+        shards->set_value(got);
+        return no();
+      },
+      [no](const pb::InjectFault&) -> caf::result<pb::FaultInjected> { return no(); },
+  };
+}
+
+// Writes `bytes` random bytes to 127.0.0.1:port on a plain TCP connection.
+void send_garbage(uint16_t port, size_t bytes, unsigned seed) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  BOOST_REQUIRE(fd >= 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  BOOST_REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  std::mt19937 gen(seed);
+  std::vector<char> junk(bytes);
+  for (auto& c : junk) c = char(gen());
+  (void)!::write(fd, junk.data(), junk.size());
+  ::close(fd);
+}
+
+// The refusals a node counted for `peer`, by error kind.
+std::map<std::string, uint64_t> refused_from(const pb::NodeStatus& status, const std::string& peer) {
+  for (auto& r : status.refused())
+    if (r.peer() == peer) return {r.counts().begin(), r.counts().end()};
+  return {};
 }
 
 }  // namespace
@@ -114,4 +170,86 @@ BOOST_AUTO_TEST_CASE(a_worker_certificate_cannot_act_as_the_coordinator) {
   // The real coordinator still can.
   cluster_client coord(cluster.config);
   BOOST_TEST(bool(coord.spawn_shard(coord.must_dial("ps:0"), 0, async)));
+}
+
+// A compromised worker: worker:0's certificate and key, and the shard
+// handles the coordinator gave it. Across processes (the PS is a real
+// actorps node over mutual TLS), everything it may not do is refused with a
+// typed error and counted for worker:0; the variable is untouched and the
+// shard keeps serving; what a worker may do still works.
+BOOST_AUTO_TEST_CASE(an_admitted_worker_can_only_do_what_a_worker_may) {
+  local_cluster cluster({"coordinator", "worker", "ps"}, "[runtime]\nmax_message_bytes = 2097152\n");
+  auto certs = make_certs(cluster.dir, "certs", {"coordinator-0", "worker-0", "ps-0"});
+  std::ofstream(cluster.config, std::ios::app) << security_table(certs);
+  cluster.start("ps:0");
+  cluster_client coord(cluster.config);
+  auto ps = coord.must_dial("ps:0");
+  auto shard = coord.spawn_shard(ps, 0, pb::Consistency{});
+  BOOST_REQUIRE(shard);
+  pb::CreateVariables create;
+  *create.add_variables() = variable_spec("w", {4});
+  BOOST_REQUIRE(call<pb::Created>(coord.self, *shard, create));
+  pb::Pull pull_w;
+  pull_w.add_names("w");
+  auto before = call<pb::Values>(coord.self, *shard, pull_w);
+  BOOST_REQUIRE(before);
+
+  cluster_client rogue(cluster.config, tls_files{certs + "/ca.crt", certs + "/worker-0.crt", certs + "/worker-0.key"});
+  rogue.spec.security.key = certs + "/worker-0.key";
+  auto handed = std::make_shared<std::promise<shard_list>>();
+  auto shards = handed->get_future();
+  auto posing = rogue.sys.spawn(posing_node, handed);
+  struct stop_posing {  // a published actor would keep the rogue's actor system from shutting down
+    caf::actor_addr a;
+    ~stop_posing() { caf::anon_send_exit(a, caf::exit_reason::kill); }
+  } stop{posing.address()};
+  BOOST_REQUIRE(caf::openssl::publish(posing, cluster.ports["worker:0"], "127.0.0.1", true));
+  pb::SpawnWorker spawn;
+  (void)request_now<worker_actor>(coord.self, coord.must_dial("worker:0"), 10s, spawn, shard_list{*shard});
+  BOOST_REQUIRE(shards.wait_for(10s) == std::future_status::ready);
+  auto s = shards.get().at(0);
+  auto as_worker = rogue.dial("ps:0", task_id{pb::WORKER, 0});
+  BOOST_REQUIRE_MESSAGE(as_worker, (as_worker ? "" : describe(as_worker.error())));
+
+  auto refused = [](const auto& reply, errc code, const char* what) {
+    BOOST_TEST(!reply, what << " was accepted");
+    if (!reply) BOOST_CHECK_MESSAGE(reply.error() == code, what << ": " << describe(reply.error()));
+  };
+  pb::Assign assign;
+  *assign.add_values() = slice("w", {9, 9, 9, 9});
+  refused(call<pb::Assigned>(rogue.self, s, assign), errc::forbidden, "Assign");
+  pb::SetLearningRate rate;
+  rate.set_learning_rate(100);
+  refused(call<pb::LearningRateSet>(rogue.self, s, rate), errc::forbidden, "SetLearningRate");
+  refused(call<pb::Created>(rogue.self, s, create), errc::forbidden, "CreateVariables");
+  refused(call<pb::ShardStats>(rogue.self, s, pb::WorkerLost{}), errc::forbidden, "WorkerLost");
+  auto torn = push(0, 0, {slice("w", {1, 2, 3, 4})});
+  torn.mutable_gradients(0)->mutable_data()->resize(7);
+  refused(call<pb::PushAck>(rogue.self, s, torn), errc::bad_tensor, "a push of 7 bytes for 4 floats");
+  refused(call<pb::PushAck>(rogue.self, s, push(0, 0, {slice("v", {1})})), errc::unknown_variable, "a push to 'v'");
+  refused(call<pb::PushAck>(rogue.self, s, push(0, 0, {slice("w", std::vector<float>(1 << 20, 1.0f))})),
+          errc::too_large, "a 4 MiB push");
+  caf::anon_send_exit(s, caf::exit_reason::kill);  // CAF would stop any actor on this
+  send_garbage(cluster.ports["ps:0"], 64 << 10, 1);  // not even TLS
+
+  // The variable is as it was, the shard and its node answer the coordinator.
+  auto after = call<pb::Values>(coord.self, *shard, pull_w);
+  BOOST_REQUIRE_MESSAGE(after, (after ? "" : describe(after.error())));
+  BOOST_TEST(floats(after->tensors(0).data()) == floats(before->tensors(0).data()));
+  BOOST_TEST(bool(call<pb::Pong>(coord.self, ps, pb::Ping{})));
+  // What a worker may do, it can.
+  auto ok = call<pb::PushAck>(rogue.self, s, push(0, 0, {slice("w", {2, 2, 2, 2})}));
+  BOOST_REQUIRE_MESSAGE(ok, (ok ? "" : describe(ok.error())));
+  BOOST_TEST(ok->applied() == 1u);
+  BOOST_TEST(bool(call<pb::Values>(rogue.self, s, pull_w)));
+  // The node counted every refusal for its peer.
+  auto status = call<pb::NodeStatus>(coord.self, ps, pb::StatusRequest{});
+  BOOST_REQUIRE(status);
+  auto counts = refused_from(*status, "worker:0");
+  BOOST_TEST(counts["forbidden"] == 4u);
+  BOOST_TEST(counts["bad_tensor"] == 1u);
+  BOOST_TEST(counts["unknown_variable"] == 1u);
+  BOOST_TEST(counts["too_large"] == 1u);
+  BOOST_TEST(refused_from(*status, "anonymous")["forbidden"] == 1u);  // the kill
+  BOOST_TEST(!cluster.node("ps:0").wait(100ms), "the PS node exited");
 }
