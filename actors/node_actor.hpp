@@ -1,11 +1,12 @@
 // The node actor: one per process, published on the node's port. It admits
-// peers (Hello), answers liveness probes and status queries; later issues
-// spawn PS shards on request (SpawnShard, on nodes hosting that ps task);
-// later issues add workers and dataset actors.
+// peers (Hello), answers liveness probes and status queries (with the
+// requests its actors refused, per peer), and spawns the PS shards, workers
+// and datasets of the tasks it hosts on the coordinator's request.
 //
-// State machine (per peer node):
-//   unknown --Hello ok--> admitted --(Hello sender down)--> unknown
+// State machine (per peer process, in the node's peer_table):
+//   unknown --Hello ok--> admitted as that task (for the peer process's life)
 //   unknown --any other request--> error not_admitted
+//   admitted --request its role may not send--> error forbidden
 #pragma once
 
 #include <caf/typed_actor.hpp>

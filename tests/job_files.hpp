@@ -94,5 +94,19 @@ inline std::string write_exactly_once_job(const std::string& dir, int epochs, in
   return path;
 }
 
+// The "examples applied: ps:0 A, ps:1 B (this run's splits hold C)" line of
+// an exactly_once job: {A, B, C}.
+inline std::vector<int64_t> examples_applied(const std::string& out) {
+  auto at = out.find("examples applied: ");
+  BOOST_REQUIRE_MESSAGE(at != std::string::npos, out);
+  std::vector<int64_t> n;
+  for (auto key : {"ps:0 ", "ps:1 ", "splits hold "}) {
+    at = out.find(key, at);
+    BOOST_REQUIRE(at != std::string::npos);
+    at += std::string(key).size();
+    n.push_back(std::stoll(out.substr(at)));
+  }
+  return n;
+}
 
 }  // namespace actorps::test

@@ -65,20 +65,6 @@ run_result run_job(const std::string& dir, const std::string& job, const std::st
   return r;
 }
 
-// The "examples applied: ps:0 A, ps:1 B (this run's splits hold C)" line of
-// an exactly_once job: {A, B, C}.
-std::vector<int64_t> examples_applied(const std::string& out) {
-  auto at = out.find("examples applied: ");
-  BOOST_REQUIRE_MESSAGE(at != std::string::npos, out);
-  std::vector<int64_t> n;
-  for (auto key : {"ps:0 ", "ps:1 ", "splits hold "}) {
-    at = out.find(key, at);
-    BOOST_REQUIRE(at != std::string::npos);
-    at += std::string(key).size();
-    n.push_back(std::stoll(out.substr(at)));
-  }
-  return n;
-}
 
 }  // namespace
 

@@ -3,6 +3,8 @@
 #define BOOST_TEST_MODULE node_actor
 #include <boost/test/unit_test.hpp>
 
+#include <thread>
+
 #include <optional>
 
 #include <caf/actor_system.hpp>
@@ -127,18 +129,17 @@ BOOST_FIXTURE_TEST_CASE(admitted_peer_gets_status_and_pong, fixture) {
   BOOST_TEST(status->actors(0) == "node");
 }
 
-BOOST_FIXTURE_TEST_CASE(admission_ends_with_the_actor_that_said_hello, fixture) {
+// Admission is per process (a CAF node id, which holds the process id): it
+// outlives the actor that said Hello, so a spurious down message cannot
+// de-admit a peer; a restarted peer is another process and says Hello again.
+BOOST_FIXTURE_TEST_CASE(admission_lasts_as_long_as_the_peer_process, fixture) {
   serve(0);
   BOOST_REQUIRE(ask<pb::Welcome>(hello_from(spec, task_id{pb::WORKER, 0})));
   BOOST_REQUIRE(ask<pb::Pong>(pb::Ping{}));
-  self.emplace(client);  // the greeter terminates
-  // Its down_msg travels to the node beside our next requests, in no fixed
-  // order: ask until refused, within a deadline.
-  auto deadline = std::chrono::steady_clock::now() + 5s;
+  self.emplace(client);  // the greeter terminates; another actor of this process asks
+  std::this_thread::sleep_for(300ms);
   auto pong = ask<pb::Pong>(pb::Ping{});
-  while (pong && std::chrono::steady_clock::now() < deadline) pong = ask<pb::Pong>(pb::Ping{});
-  BOOST_REQUIRE(!pong);
-  BOOST_CHECK(pong.error() == errc::not_admitted);
+  BOOST_TEST(bool(pong), (pong ? "" : describe(pong.error())));
 }
 
 BOOST_FIXTURE_TEST_CASE(hello_from_wrong_cluster_or_version_is_refused, fixture) {

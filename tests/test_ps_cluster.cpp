@@ -160,6 +160,9 @@ BOOST_AUTO_TEST_CASE(only_the_coordinator_spawns_shards_and_only_where_a_ps_task
   auto refused = worker.spawn_shard(*as_worker, 0, pb::Consistency{});
   BOOST_REQUIRE(!refused);
   BOOST_TEST(why(refused.error()).find("spawning PS shards is not for worker:0") != std::string::npos, why(refused.error()));
+  // The node counted it, and `actorps status` says so.
+  auto status = cluster.cli({"status", "--config", cluster.config});
+  BOOST_TEST(status.out.find("ps:0 refused from worker:0: forbidden 1\n") != std::string::npos, status.out);
 }
 
 BOOST_AUTO_TEST_CASE(bounded_staleness_and_sparse_rows_across_processes) {

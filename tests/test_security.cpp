@@ -10,6 +10,8 @@
 
 #include <future>
 #include <random>
+#include <sstream>
+#include <thread>
 
 #include <caf/openssl/publish.hpp>
 #include <caf/typed_event_based_actor.hpp>
@@ -252,4 +254,43 @@ BOOST_AUTO_TEST_CASE(an_admitted_worker_can_only_do_what_a_worker_may) {
   BOOST_TEST(counts["too_large"] == 1u);
   BOOST_TEST(refused_from(*status, "anonymous")["forbidden"] == 1u);  // the kill
   BOOST_TEST(!cluster.node("ps:0").wait(100ms), "the PS node exited");
+}
+
+// Strangers write garbage to every node's port while an exactly-once job
+// trains, in plain TCP and over mutual TLS (where a failed handshake once
+// closed healthy connections: actors/tls_error_queue.cpp): the job trains
+// to the end and every shard applies each example exactly once.
+BOOST_AUTO_TEST_CASE(garbage_at_every_node_port_leaves_a_job_training) {
+  for (bool tls : {false, true}) {
+    BOOST_TEST_CONTEXT((tls ? "mutual TLS" : "plain TCP")) {
+      auto dir = make_temp_dir("test");
+      auto job = write_exactly_once_job(dir, 40, 100);
+      if (tls)
+        std::ofstream(job, std::ios::app)
+            << security_table(make_certs(dir, "certs", {"coordinator-0", "worker-0", "worker-1", "ps-0", "ps-1"}));
+      std::vector<uint16_t> ports;
+      {
+        std::istringstream lines(read_file(job));
+        for (std::string line; std::getline(lines, line);)
+          if (line.rfind("port = ", 0) == 0) ports.push_back(uint16_t(std::stoi(line.substr(7))));
+      }
+      BOOST_REQUIRE(ports.size() == 5u);
+      auto local = child_process::spawn({ACTORPS_BIN, "local", job, "--log", dir + "/nodes.log"}, dir + "/cli.log");
+      BOOST_REQUIRE(local);
+      node_pids(*local);
+      for (unsigned round = 0; round < 5; ++round) {
+        for (auto port : ports) send_garbage(port, 16 << 10, round * 7 + port);
+        std::this_thread::sleep_for(200ms);
+      }
+      auto out = local->read_all(180s);
+      BOOST_REQUIRE(out);
+      auto code = local->wait(10s);
+      BOOST_TEST((code && *code == 0), *out << read_file(dir + "/cli.log") << read_file(dir + "/nodes.log"));
+      BOOST_TEST(out->find("trained epochs 1..40") != std::string::npos, *out);
+      BOOST_TEST(examples_applied(*out) == std::vector<int64_t>(3, 40 * 2000LL), *out);
+      const auto nodes = read_file(dir + "/nodes.log");
+      for (auto task : {"worker:0", "worker:1", "ps:0", "ps:1"})
+        BOOST_TEST(nodes.find(std::string("coordinator: ") + task + " lost") == std::string::npos, task << " was lost");
+    }
+  }
 }
