@@ -182,15 +182,36 @@ caf::expected<variable*> find(shard_actor self, const std::string& name) {
   return &i->second;
 }
 
+// Elements [offset, offset + count) of a variable of `size`, compared
+// without computing offset + count (a peer's numbers may overflow it).
+caf::error check_range(shard_actor self, const std::string& name, int64_t offset, int64_t count, int64_t size) {
+  if (offset >= 0 && offset <= size && count >= 1 && count <= size - offset) return caf::none;
+  return fail(self, errc::out_of_range,
+              "'" + name + "': " + std::to_string(count) + " elements at offset " + std::to_string(offset) +
+                  " outside its " + std::to_string(size));
+}
+
+// Step numbers a peer sends: non-negative and far from overflowing when
+// the shard adds to them (clocks, staleness).
+constexpr int64_t kMaxStep = int64_t(1) << 60;
+
+caf::error check_step(shard_actor self, int64_t step) {
+  if (step >= 0 && step < kMaxStep) return caf::none;
+  return fail(self, errc::out_of_range, "step " + std::to_string(step) + " outside [0, 2^60)");
+}
+
+// A push's step, and its closure key's step when it has one.
+template <class Push>
+caf::error check_steps(shard_actor self, const Push& push) {
+  if (auto err = check_step(self, push.step())) return err;
+  return push.has_closure_step() ? check_step(self, push.closure_step().step()) : caf::none;
+}
+
 caf::error check_slice(shard_actor self, const pb::TensorSlice& s) {
   auto v = find(self, s.name());
   if (!v) return v.error();
   if (s.dtype() != pb::FLOAT32) return fail(self, errc::bad_tensor, "'" + s.name() + "': dtype must be FLOAT32");
-  const int64_t size = (*v)->size();
-  if (s.offset() < 0 || s.count() < 1 || s.offset() + s.count() > size)
-    return fail(self, errc::out_of_range,
-                "'" + s.name() + "': elements [" + std::to_string(s.offset()) + ", " +
-                    std::to_string(s.offset() + s.count()) + ") outside [0, " + std::to_string(size) + ")");
+  if (auto err = check_range(self, s.name(), s.offset(), s.count(), (*v)->size())) return err;
   if (int64_t(s.data().size()) != s.count() * 4)
     return fail(self, errc::bad_tensor,
                 "'" + s.name() + "': " + std::to_string(s.data().size()) + " bytes for " + std::to_string(s.count()) +
@@ -279,10 +300,7 @@ caf::expected<pb::Values> read_values(shard_actor self, const pb::Pull& p) {
                                                 std::to_string(kernels::slot_count(v->kind)) + " slot(s), slot " +
                                                 std::to_string(p.slot()) + " asked");
     const int64_t offset = p.offset(), count = p.count() == 0 ? v->size() - offset : p.count();
-    if (offset < 0 || count < 1 || offset + count > v->size())
-      return fail(self, errc::out_of_range,
-                  "'" + v->spec.name() + "': elements [" + std::to_string(offset) + ", " +
-                      std::to_string(offset + count) + ") outside [0, " + std::to_string(v->size()) + ")");
+    if (auto err = check_range(self, v->spec.name(), offset, count, v->size())) return err;
     auto* t = out.add_tensors();
     t->set_name(v->spec.name());
     t->set_dtype(pb::FLOAT32);
@@ -420,6 +438,7 @@ caf::error check_worker(shard_actor self, uint32_t worker) {
 // A pull answered now, or held until its step comes.
 caf::result<pb::Values> on_pull(shard_actor self, const pb::Pull& pull) {
   if (auto err = admit(self, pull, kReaders, "Pull")) return err;
+  if (auto err = check_step(self, pull.step())) return err;
   if (pull_ready(self, pull)) return read_values(self, pull);
   auto from = hold(self, self->current_sender());
   if (!from) return from.error();
@@ -435,6 +454,7 @@ caf::result<pb::PushAck> on_push(shard_actor self, const pb::Push& push) {
   auto& c = st.consistency;
   if (auto err = admit(self, push, kWriters, "Push")) return err;
   if (auto err = check_worker(self, push.worker())) return err;
+  if (auto err = check_steps(self, push)) return err;
   for (auto& g : push.gradients())
     if (auto err = check_slice(self, g)) return err;
   if (c.mode() == pb::Consistency::SYNC && push.step() > st.step) {
@@ -474,6 +494,7 @@ caf::result<pb::Rows> on_sparse_pull(shard_actor self, const pb::SparsePull& req
 caf::result<pb::PushAck> on_sparse_push(shard_actor self, const pb::SparsePush& req) {
   if (auto err = admit(self, req, kWriters, "SparsePush")) return err;
   if (auto err = check_worker(self, req.worker())) return err;
+  if (auto err = check_steps(self, req)) return err;
   auto& g = req.gradient();
   auto v = find(self, g.name());
   if (!v) return v.error();

@@ -269,7 +269,23 @@ BOOST_FIXTURE_TEST_CASE(bad_requests_get_typed_errors_and_change_nothing, fixtur
                errc::unknown_variable, "ps shard 0: no variable 'nope'");
   expect_error(call<pb::PushAck>(self, shard, push(0, 0, {slice("w", {1, 1, 1}, 2)})), errc::out_of_range, "");
   expect_error(call<pb::PushAck>(self, shard, push(0, 0, {slice("w", {1, 1}, 3)})), errc::out_of_range,
-               "'w': elements [3, 5) outside [0, 4)");
+               "'w': 2 elements at offset 3 outside its 4");
+  // Numbers that would overflow when added (found by fuzz_shard): refused, not wrapped.
+  pb::Pull far;
+  far.add_names("w");
+  far.set_offset(INT64_MAX - 1);
+  far.set_count(INT64_MAX - 1);
+  auto pulled = call<pb::Values>(self, shard, far);
+  BOOST_REQUIRE(!pulled);
+  BOOST_TEST(pulled.error().code() == uint8_t(errc::out_of_range), describe(pulled.error()));
+  auto huge_count = slice("w", {1});
+  huge_count.set_count(INT64_MAX / 2);
+  expect_error(call<pb::PushAck>(self, shard, push(0, 0, {huge_count})), errc::out_of_range, "outside its 4");
+  expect_error(call<pb::PushAck>(self, shard, push(0, INT64_MIN, {slice("w", {1})})), errc::out_of_range,
+               "outside [0, 2^60)");
+  auto keyed = push(0, 0, {slice("w", {1})});
+  keyed.mutable_closure_step()->set_step(-1);
+  expect_error(call<pb::PushAck>(self, shard, keyed), errc::out_of_range, "step -1 outside [0, 2^60)");
   auto wrong_bytes = slice("w", {1, 1});
   wrong_bytes.set_data("abc");
   expect_error(call<pb::PushAck>(self, shard, push(0, 0, {wrong_bytes})), errc::bad_tensor,
