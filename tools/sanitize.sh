@@ -2,8 +2,8 @@
 # Builds the whole project (library, actorps, tests) with AddressSanitizer
 # and UndefinedBehaviorSanitizer in build-asan/ (g++, no CUDA) and runs the
 # test suite there; the multi-process tests start the sanitized actorps. Any
-# report fails the test that triggered it. About 40 minutes on 2 cores, so it
-# is not part of CI (the fuzzers, sanitized too, are); run it before a release.
+# report fails the test that triggered it. A full build (the slow part) plus
+# ~3 minutes of tests, too slow for CI (the fuzzers, sanitized too, are in it).
 #   bash tools/sanitize.sh [ctest arguments...]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
