@@ -120,9 +120,11 @@ BOOST_AUTO_TEST_CASE(only_peers_with_a_certificate_of_the_cluster_ca_connect) {
     auto node = rogue.dial("ps:0", task_id{pb::COORDINATOR, 0});
     BOOST_TEST(!node, "a certificate the cluster CA did not sign was admitted");
   }
-  // The node is still up for its cluster.
+  // The node is still up for its cluster, and `actorps status` (with the coordinator's files) sees it.
   cluster_client coord(cluster.config);
   BOOST_TEST(bool(coord.dial("ps:0", task_id{pb::COORDINATOR, 0})));
+  auto status = cluster.cli({"status", "--config", cluster.config});
+  BOOST_TEST(row_of(status.out, "ps:0").find(" up ") != std::string::npos, status.out);
 }
 
 BOOST_AUTO_TEST_CASE(a_job_trains_over_mutual_tls) {
