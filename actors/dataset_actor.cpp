@@ -18,6 +18,7 @@ struct dataset_state {
   caf::error broken;  // why the pipeline could not be built
   data::batch scratch;
   peer_table_ptr peers;
+  std::string where;  // "dataset of worker:<index>: ", the prefix of its refusals
 };
 
 constexpr std::initializer_list<Role> kAsking = {pb::WORKER, pb::COORDINATOR, pb::CLIENT};
@@ -40,9 +41,7 @@ caf::error ensure_built(dataset_ptr self) {
 // The first check of every request, then the pipeline.
 template <class Msg>
 caf::error ready(dataset_ptr self, const Msg& msg, const char* what) {
-  if (auto err = check_request(self, *self->state.peers, msg, kAsking,
-                               "dataset of worker:" + std::to_string(self->state.worker) + ": " + what))
-    return err;
+  if (auto err = check_request(self, *self->state.peers, msg, kAsking, self->state.where, what)) return err;
   return ensure_built(self);
 }
 
@@ -51,6 +50,7 @@ dataset_actor::behavior_type dataset_behavior(dataset_ptr self, uint32_t worker,
   self->state.worker = worker;
   self->state.spec = std::move(spec);
   self->state.peers = std::move(peers);
+  self->state.where = "dataset of worker:" + std::to_string(worker) + ": ";
   return {
       [self](const pb::DatasetInfoRequest& req) -> caf::result<pb::DatasetInfo> {
         if (auto err = ready(self, req, "DatasetInfoRequest")) return err;

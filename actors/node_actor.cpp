@@ -41,6 +41,7 @@ struct node_state {
   size_t index = 0;
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
   peer_table_ptr peers;  // admitted here (Hello), checked by every actor of this node
+  std::string where;     // "node <address>: ", the prefix of its errors
 
   const node_spec& self() const { return spec.nodes[index]; }
 };
@@ -60,9 +61,8 @@ using node_ptr = caf::stateful_actor<node_state, node_broker>*;
 // The check of every request but Hello: the sender's process said Hello as
 // one of `roles`.
 template <class Msg>
-caf::error check_peer(node_ptr self, const Msg& msg, std::initializer_list<Role> roles, const std::string& what) {
-  auto& st = self->state;
-  return check_request(self, *st.peers, msg, roles, "node " + st.self().address() + ": " + what);
+caf::error check_peer(node_ptr self, const Msg& msg, std::initializer_list<Role> roles, std::string_view what) {
+  return check_request(self, *self->state.peers, msg, roles, self->state.where, what);
 }
 
 constexpr std::initializer_list<Role> kAnyRole = {pb::COORDINATOR, pb::WORKER, pb::PS, pb::EVALUATOR, pb::CLIENT};
@@ -121,10 +121,9 @@ template <class Msg>
 caf::error check_spawn(node_ptr self, const Msg& msg, const task_id& task, const char* what) {
   auto& st = self->state;
   if (auto err = check_peer(self, msg, {pb::COORDINATOR, pb::CLIENT}, std::string("spawning ") + what)) return err;
-  auto where = "node " + st.self().address() + ": ";
   auto& tasks = st.self().tasks;
   if (std::find(tasks.begin(), tasks.end(), task) == tasks.end())
-    return make_error(errc::invalid_argument, where + "hosts no task " + to_string(task));
+    return make_error(errc::invalid_argument, st.where + "hosts no task " + to_string(task));
   return caf::none;
 }
 
@@ -190,6 +189,7 @@ node_broker::behavior_type node_behavior(node_ptr self, cluster_spec spec, size_
   self->state.index = index;
   self->state.bulk = bulk;
   self->state.peers = std::make_shared<peer_table>(self->state.spec.runtime);
+  self->state.where = "node " + self->state.self().address() + ": ";
   // Children (shards, datasets, workers) are linked so they stop with the node; a
   // child that fails must not take the node with it: it is logged and forgotten.
   self->set_exit_handler([self](const caf::exit_msg& msg) {
@@ -236,8 +236,7 @@ node_broker::behavior_type node_behavior(node_ptr self, cluster_spec spec, size_
         auto worker = self->state.workers.find(req.worker());
         if (worker == self->state.workers.end())
           return make_error(errc::invalid_argument, "worker:" + std::to_string(req.worker()) + " runs no worker actor");
-        self->request(worker->second, caf::infinite, req).then([](const pb::FaultInjected&) {}, [](caf::error&) {});
-        return pb::FaultInjected{};
+        return self->delegate(worker->second, req);  // the worker answers the requester
       },
   };
 }

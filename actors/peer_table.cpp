@@ -38,25 +38,32 @@ void peer_table::count_locked(const std::string& peer, const caf::error& err) {
     spdlog::warn("refused a request of {} ({} so far): {}", peer, n, describe(err));
 }
 
-caf::error peer_table::check(const caf::strong_actor_ptr& sender, const caf::node_id& here,
-                             std::initializer_list<Role> roles, size_t bytes, const std::string& what) {
-  std::lock_guard<std::mutex> guard(m_);
-  caf::error err;
-  if (sender != nullptr && sender->node() == here) {
-    if (bytes <= limits_.max_message_bytes) return caf::none;
-  } else if (sender == nullptr) {
-    err = make_error(errc::not_admitted, what + " from an anonymous sender (requests must say who sends them)");
-  } else if (auto i = admitted_.find(sender->node()); i == admitted_.end()) {
-    err = make_error(errc::not_admitted, what + " from a process that never said Hello");
-  } else if (std::none_of(i->second.begin(), i->second.end(), [&](const task_id& t) {
-               return std::find(roles.begin(), roles.end(), t.role) != roles.end();
-             })) {
-    err = make_error(errc::forbidden, what + " is not for " + name_locked(sender, here));
+// Why a request may not pass (its code, and the reason after "<what> "), or none.
+caf::error peer_table::refusal(const caf::strong_actor_ptr& sender, const caf::node_id& here,
+                               std::initializer_list<Role> roles, size_t bytes) const {
+  if (sender == nullptr) return make_error(errc::not_admitted, "from an anonymous sender (requests must say who sends them)");
+  if (sender->node() != here) {
+    auto i = admitted_.find(sender->node());
+    if (i == admitted_.end()) return make_error(errc::not_admitted, "from a process that never said Hello");
+    auto allowed = [&](const task_id& t) { return std::find(roles.begin(), roles.end(), t.role) != roles.end(); };
+    if (std::none_of(i->second.begin(), i->second.end(), allowed))
+      return make_error(errc::forbidden, "is not for " + name_locked(sender, here));
   }
-  if (!err && bytes > limits_.max_message_bytes)
-    err = make_error(errc::too_large, what + " of " + std::to_string(bytes) + " bytes, over max_message_bytes (" +
-                                          std::to_string(limits_.max_message_bytes) + ")");
-  if (err) count_locked(name_locked(sender, here), err);
+  if (bytes > limits_.max_message_bytes)
+    return make_error(errc::too_large, "of " + std::to_string(bytes) + " bytes, over max_message_bytes (" +
+                                           std::to_string(limits_.max_message_bytes) + ")");
+  return caf::none;
+}
+
+caf::error peer_table::check(const caf::strong_actor_ptr& sender, const caf::node_id& here,
+                             std::initializer_list<Role> roles, size_t bytes, std::string_view where,
+                             std::string_view what) {
+  if (sender != nullptr && sender->node() == here && bytes <= limits_.max_message_bytes) return caf::none;  // no lock
+  std::lock_guard<std::mutex> guard(m_);
+  auto why = refusal(sender, here, roles, bytes);
+  if (!why) return caf::none;
+  auto err = make_error(static_cast<errc>(why.code()), std::string(where) + std::string(what) + " " + describe(why));
+  count_locked(name_locked(sender, here), err);
   return err;
 }
 

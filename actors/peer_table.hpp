@@ -13,6 +13,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <caf/actor_addr.hpp>
@@ -38,10 +39,13 @@ class peer_table {
   void admit(const caf::node_id& node, task_id task);
 
   /// Checks a request of `bytes` bytes, `what`, from `sender` to an actor of
-  /// process `here`: errc::not_admitted, errc::forbidden (role not in
-  /// `roles`) or errc::too_large, each counted; none when it may pass.
+  /// process `here` (named `where` in errors, e.g. "ps shard 0: "):
+  /// errc::not_admitted, errc::forbidden (role not in `roles`) or
+  /// errc::too_large, each counted; none when it may pass. Builds no string
+  /// unless it refuses (it runs for every pull and push).
   [[nodiscard]] caf::error check(const caf::strong_actor_ptr& sender, const caf::node_id& here,
-                                 std::initializer_list<Role> roles, size_t bytes, const std::string& what);
+                                 std::initializer_list<Role> roles, size_t bytes, std::string_view where,
+                                 std::string_view what);
   /// Counts a request refused after the check (e.g. a shape that does not fit).
   void count(const caf::strong_actor_ptr& sender, const caf::node_id& here, const caf::error& err);
   /// A name for the sender: "worker:0", "local", "anonymous", "node <id>".
@@ -53,6 +57,8 @@ class peer_table {
 
  private:
   std::string name_locked(const caf::strong_actor_ptr& sender, const caf::node_id& here) const;
+  caf::error refusal(const caf::strong_actor_ptr& sender, const caf::node_id& here, std::initializer_list<Role> roles,
+                     size_t bytes) const;
   void count_locked(const std::string& peer, const caf::error& err);
 
   const runtime_options limits_;
@@ -66,8 +72,8 @@ using peer_table_ptr = std::shared_ptr<peer_table>;
 /// The check of `msg`, the request `self` is handling (see peer_table::check).
 template <class Self, class Msg>
 caf::error check_request(Self* self, peer_table& peers, const Msg& msg, std::initializer_list<Role> roles,
-                         const std::string& what) {
-  return peers.check(self->current_sender(), self->node(), roles, msg.ByteSizeLong(), what);
+                         std::string_view where, std::string_view what) {
+  return peers.check(self->current_sender(), self->node(), roles, msg.ByteSizeLong(), where, what);
 }
 
 }  // namespace actorps

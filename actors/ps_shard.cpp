@@ -68,6 +68,7 @@ struct shard_state {
   std::vector<waiting_push> pushes;
   std::vector<float> scratch;   // aligned copy of a gradient slice
   pb::ShardStats stats;
+  std::string where;  // "ps shard <index>: ", the prefix of its errors
   peer_table_ptr peers;
   std::map<caf::node_id, uint32_t> held;  // waiting pulls and pushes per peer process
   caf::actor_addr parent;                 // the node: the one actor whose exit stops this shard
@@ -78,7 +79,7 @@ using shard_actor = ps_shard_actor::stateful_pointer<shard_state>;
 constexpr int64_t kRememberedSteps = 64;      // per worker or closure, for duplicate detection
 constexpr size_t kRememberedClosures = 4096;  // closures in flight are far fewer
 
-std::string where(shard_actor self) { return "ps shard " + std::to_string(self->state.index) + ": "; }
+const std::string& where(shard_actor self) { return self->state.where; }
 
 // A refused request, counted against its sender.
 caf::error refuse(shard_actor self, const caf::strong_actor_ptr& sender, errc code, const std::string& what) {
@@ -101,7 +102,7 @@ constexpr std::initializer_list<Role> kWriters = {pb::WORKER, pb::COORDINATOR, p
 // The first check of every request: its sender's role and its size.
 template <class Msg>
 caf::error admit(shard_actor self, const Msg& msg, std::initializer_list<Role> roles, const char* what) {
-  return check_request(self, *self->state.peers, msg, roles, where(self) + what);
+  return check_request(self, *self->state.peers, msg, roles, where(self), what);
 }
 
 // A request of `sender` about to wait for a step: within the sender's
@@ -110,11 +111,12 @@ caf::expected<caf::node_id> hold(shard_actor self, const caf::strong_actor_ptr& 
   auto& st = self->state;
   auto from = sender->node();
   const auto limit = st.peers->limits().max_in_flight_per_peer;
-  if (st.held[from] >= limit)
+  auto& held = st.held[from];
+  if (held >= limit)
     return refuse(self, sender, errc::too_busy,
                   std::to_string(limit) + " requests of " + st.peers->peer_name(sender, self->node()) +
                       " wait already (max_in_flight_per_peer)");
-  ++st.held[from];
+  ++held;
   st.stats.set_waiting(st.stats.waiting() + 1);
   return from;
 }
@@ -564,13 +566,13 @@ pb::ShardStats on_stats(shard_actor self) {
 }
 
 ps_shard_actor::behavior_type shard_behavior(shard_actor self, shard_options opts) {
-  self->state.index = opts.index;
-  self->state.peers = std::move(opts.peers);
-  self->state.parent = opts.parent;
-  auto& consistency = opts.consistency;
-  const auto first_step = opts.first_step;
-  self->state.consistency = consistency;
-  self->state.step = first_step;
+  auto& st = self->state;
+  st.index = opts.index;
+  st.where = "ps shard " + std::to_string(opts.index) + ": ";
+  st.consistency = std::move(opts.consistency);
+  st.step = opts.first_step;
+  st.peers = std::move(opts.peers);
+  st.parent = opts.parent;
   // Stopping (its node exits): whatever waits for a step gets an error, not
   // silence. (Exits from anyone else never get here: shard_process.)
   self->set_exit_handler([self](const caf::exit_msg& msg) {
@@ -581,7 +583,7 @@ ps_shard_actor::behavior_type shard_behavior(shard_actor self, shard_options opt
     self->state.pushes.clear();
     self->quit(msg.reason);
   });
-  if (consistency.mode() == pb::Consistency::BOUNDED_STALENESS) self->state.clocks.assign(consistency.num_workers(), 0);
+  if (st.consistency.mode() == pb::Consistency::BOUNDED_STALENESS) st.clocks.assign(st.consistency.num_workers(), 0);
   return {
       [self](const pb::CreateVariables& req) { return on_create(self, req); },
       [self](const pb::Pull& req) { return on_pull(self, req); },

@@ -90,6 +90,7 @@ struct worker_state {
   uint64_t next_timer = 0;
   std::map<caf::actor_addr, prefetch> prefetched;
   peer_table_ptr peers;
+  std::string where;    // "worker:<index>: ", the prefix of its refusals
   size_t greeting = 0;  // PS nodes yet to answer this worker's Hello: no closure runs before
 };
 
@@ -398,11 +399,11 @@ void dial_ps_nodes(worker_ptr self, const cluster_spec& cluster) {
   }
 }
 
-// Who may send a worker what (actors/peer_table.hpp): closures come from the
-// coordinator, injected faults from its own node.
+// Who may send a worker what (actors/peer_table.hpp): closures and injected
+// faults come from the coordinator.
 template <class Msg>
-caf::error check(worker_ptr self, const Msg& msg, std::initializer_list<Role> roles, const char* what) {
-  return check_request(self, *self->state.peers, msg, roles, fmt::format("worker:{}: {}", self->state.index, what));
+caf::error check(worker_ptr self, const Msg& msg, const char* what) {
+  return check_request(self, *self->state.peers, msg, {pb::COORDINATOR, pb::CLIENT}, self->state.where, what);
 }
 
 worker_actor::behavior_type worker_behavior(worker_ptr self, pb::SpawnWorker spec, shard_list shards,
@@ -410,6 +411,7 @@ worker_actor::behavior_type worker_behavior(worker_ptr self, pb::SpawnWorker spe
   auto& st = self->state;
   st.peers = std::move(peers);
   st.index = spec.worker();
+  st.where = fmt::format("worker:{}: ", st.index);
   st.shards = std::move(shards);
   st.model = std::make_unique<kernels::sequential_model>(train::from_proto(spec.model()), kernels::cpu_ops());
   for (auto& v : spec.variables()) st.vars.push_back(train::from_proto(v));
@@ -466,19 +468,13 @@ worker_actor::behavior_type worker_behavior(worker_ptr self, pb::SpawnWorker spe
   };
   ctx.next_step = [self] { return self->state.step++; };
   return {
-      [self](pb::RunClosures& req, std::vector<dataset_actor>& datasets) -> caf::typed_response_promise<pb::ClosuresDone> {
+      [self](pb::RunClosures& req, std::vector<dataset_actor>& datasets) -> caf::result<pb::ClosuresDone> {
         auto& st = self->state;
-        auto refused = check(self, req, {pb::COORDINATOR, pb::CLIENT}, "RunClosures");
-        auto promise = self->make_response_promise<pb::ClosuresDone>();  // takes the sender out of the request
-        if (refused) {
-          promise.deliver(refused);
-          return promise;
-        }
-        if (size_t(req.datasets_size()) != datasets.size()) {
-          promise.deliver(make_error(errc::invalid_argument, fmt::format("RunClosures names {} datasets, {} sent",
-                                                                         req.datasets_size(), datasets.size())));
-          return promise;
-        }
+        if (auto err = check(self, req, "RunClosures")) return err;  // before the promise takes the sender
+        if (size_t(req.datasets_size()) != datasets.size())
+          return make_error(errc::invalid_argument,
+                            fmt::format("RunClosures names {} datasets, {} sent", req.datasets_size(), datasets.size()));
+        auto promise = self->make_response_promise<pb::ClosuresDone>();
         const bool idle = running_batch(st) == nullptr;
         st.queue.push_back({st.next_seq++, promise, std::move(req), std::move(datasets), {}, {}, 0, {}});
         if (idle) run_next(self);
@@ -486,7 +482,7 @@ worker_actor::behavior_type worker_behavior(worker_ptr self, pb::SpawnWorker spe
         return promise;
       },
       [self](const pb::InjectFault& req) -> caf::result<pb::FaultInjected> {
-        if (auto err = check(self, req, {}, "InjectFault")) return err;
+        if (auto err = check(self, req, "InjectFault")) return err;
         auto& f = self->state.fault;
         f.ps = req.ps();
         f.drop = std::clamp(req.drop(), 0.0, 1.0);

@@ -83,10 +83,7 @@ int run_node(const cluster_spec& spec, const task_id& task, bool exit_with_paren
   int sig = 0;
   sigwait(&stop_signals, &sig);
   spdlog::info("node {}: {} received, shutting down", to_string(task), sig == SIGINT ? "SIGINT" : "SIGTERM");
-  if (tls)
-    caf::anon_send(connector(sys), caf::close_atom::value, *port);
-  else
-    (void)sys.middleman().close(*port);
+  caf::anon_send(connector(sys), caf::close_atom::value, *port);
   caf::anon_send_exit(actor, caf::exit_reason::user_shutdown);
   return 0;
 }
