@@ -6,7 +6,7 @@
 #include <fmt/format.h>
 
 #include "actors/coordinator/cluster_coordinator.hpp"
-#include "actors/system_config.hpp"
+#include "actors/net/system_config.hpp"
 #include "apps/bench_cluster.hpp"
 #include "apps/bench_util.hpp"
 #include "apps/commands.hpp"

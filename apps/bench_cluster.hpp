@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "apps/subprocess.hpp"
+#include "actors/launch/subprocess.hpp"
 #include "config/cluster_spec.hpp"
 
 namespace actorps {

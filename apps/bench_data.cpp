@@ -8,13 +8,13 @@
 #include <caf/scoped_actor.hpp>
 #include <fmt/format.h>
 
-#include "actors/dial.hpp"
-#include "actors/request_now.hpp"
-#include "actors/system_config.hpp"
+#include "actors/net/dial.hpp"
+#include "actors/net/request_now.hpp"
+#include "actors/net/system_config.hpp"
 #include "apps/bench_cluster.hpp"
 #include "apps/bench_util.hpp"
 #include "apps/commands.hpp"
-#include "apps/subprocess.hpp"
+#include "actors/launch/subprocess.hpp"
 
 namespace actorps {
 namespace {

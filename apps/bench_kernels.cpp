@@ -8,7 +8,7 @@
 
 #include "apps/bench_util.hpp"
 #include "apps/commands.hpp"
-#include "apps/subprocess.hpp"
+#include "actors/launch/subprocess.hpp"
 #include "kernels/model.hpp"
 #include "messages/errors.hpp"
 

@@ -12,12 +12,12 @@
 #include <caf/stateful_actor.hpp>
 #include <fmt/format.h>
 
-#include "actors/dial.hpp"
-#include "actors/system_config.hpp"
+#include "actors/net/dial.hpp"
+#include "actors/net/system_config.hpp"
 #include "apps/bench_cluster.hpp"
 #include "apps/bench_util.hpp"
 #include "apps/commands.hpp"
-#include "apps/subprocess.hpp"
+#include "actors/launch/subprocess.hpp"
 
 namespace actorps {
 namespace {
@@ -56,7 +56,6 @@ caf::expected<std::vector<double>> measure_tcp(const rtt_bench_options& opts) {
 // timed request costs two pushes to the clock thread (~13 us here), so one
 // watchdog per repetition bounds the whole run instead.
 //   dialing -> warm-up -> repetition 1..R -> done (or failed)
-using watchdog_atom = caf::atom_constant<caf::atom("watchdog")>;
 constexpr auto kRepetitionDeadline = std::chrono::seconds(60);
 
 struct pinger_state {
@@ -100,7 +99,7 @@ void start_repetition(pinger_ptr self, const rtt_bench_options& opts) {
   auto& st = self->state;
   st.left = st.rep < 0 ? opts.round_trips / 10 : opts.round_trips;
   st.start = clock_type::now();
-  self->delayed_send(self, kRepetitionDeadline, watchdog_atom::value, st.rep);
+  self->delayed_send(self, kRepetitionDeadline, watchdog_atom_v, st.rep);
   send_ping(self, opts);
 }
 

@@ -7,10 +7,10 @@
 #include <caf/actor_system.hpp>
 #include <fmt/format.h>
 
-#include "actors/data/pipeline.hpp"
-#include "actors/system_config.hpp"
-#include "actors/train/fit.hpp"
-#include "actors/worker_functions.hpp"
+#include "actors/dataset/pipeline.hpp"
+#include "actors/net/system_config.hpp"
+#include "actors/coordinator/fit.hpp"
+#include "actors/worker/worker_functions.hpp"
 #include "apps/bench_cluster.hpp"
 #include "apps/bench_util.hpp"
 #include "apps/commands.hpp"

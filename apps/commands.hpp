@@ -15,23 +15,16 @@
 
 namespace actorps {
 
-/// `actorps node`: serves the node hosting `task` until SIGINT/SIGTERM.
-int run_node(const cluster_spec& spec, const task_id& task, bool exit_with_parent = false);
-
 /// `actorps local`: starts one child process per node of the topology in
 /// `config_path` (stderr appended to `log_path`), runs the job (a status
 /// round when the file holds no [training]), stops them.
 /// With `chaos_seed`, also carries out the job's [[faults]] (`actorps chaos`).
 /// With `netns`, each host runs in its own network namespace when this
-/// machine allows it (apps/netns.hpp), else on the topology's addresses.
+/// machine allows it (actors/launch/netns.hpp), else on the topology's addresses.
 int run_local(const std::string& config_path, const cluster_spec& spec, std::optional<job_spec> job,
               const std::string& self_exe, const std::string& log_path,
               std::optional<uint64_t> chaos_seed = std::nullopt, bool netns = false);
 
-/// `actorps train`: runs a job's training against its running nodes, as the
-/// coordinator; exit 1 on failure or when the target accuracy is missed.
-/// `steps_done`, when given, follows the job's progress (chaos at_step).
-int run_training(const job_spec& job, std::atomic<int64_t>* steps_done = nullptr);
 
 /// `actorps eval JOB`: the newest checkpoint of `checkpoint_dir` (default:
 /// the job's) evaluated on the job's eval dataset in this process.
@@ -127,10 +120,6 @@ struct data_prepare_options {
 /// `actorps data prepare`: checks MNIST's IDX files, converts Fashion-MNIST's
 /// JSON to IDX (60,000 train / 10,000 test each).
 int run_data_prepare(const data_prepare_options& opts);
-
-/// One Fashion-MNIST class file: its 7,000 images of 784 bytes, the two
-/// documented empty rows of class 0 dropped; anything else is an error.
-caf::expected<std::vector<std::vector<uint8_t>>> read_fashion_class(const std::string& path, int label);
 
 /// Hidden helper of bench ps: a bulk TCP peer on `port` (see bench_ps.cpp).
 int run_tcp_bulk(uint16_t port);

@@ -6,8 +6,8 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include "actors/data/pipeline.hpp"
-#include "actors/train/checkpoint.hpp"
+#include "actors/dataset/pipeline.hpp"
+#include "actors/coordinator/checkpoint.hpp"
 #include "apps/commands.hpp"
 #include "messages/errors.hpp"
 

@@ -11,8 +11,10 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include "actors/coordinator/run_job.hpp"
+#include "actors/node/serve_node.hpp"
 #include "apps/commands.hpp"
-#include "apps/netns.hpp"
+#include "actors/launch/netns.hpp"
 #include "messages/errors.hpp"
 
 namespace {
@@ -194,7 +196,7 @@ int main(int argc, char** argv) {
     if (!job) return fail(job.error());
     if (!*job) return fail(make_error(errc::invalid_config, job_path + ": no [training] table: not a job file"));
     spdlog::set_level(spdlog::level::from_str((*job)->cluster.runtime.log_level));
-    return *train ? run_training(**job) : run_eval(**job, checkpoint_dir);
+    return *train ? run_job(**job) : run_eval(**job, checkpoint_dir);
   }
   if (*local) config_path = local_config;
   if (*chaos) {
@@ -234,5 +236,5 @@ int main(int argc, char** argv) {
     task = *parsed;
   }
   if (!task) return fail(make_error(errc::invalid_argument, "which task? pass --task ROLE:INDEX or set TF_CONFIG's task"));
-  return run_node(*spec, *task, exit_with_parent);
+  return serve_node(*spec, *task, exit_with_parent);
 }

@@ -9,8 +9,8 @@
 #include <fmt/chrono.h>
 #include <fmt/format.h>
 
-#include "actors/cluster_monitor.hpp"
-#include "actors/system_config.hpp"
+#include "actors/net/cluster_monitor.hpp"
+#include "actors/net/system_config.hpp"
 #include "apps/commands.hpp"
 
 namespace actorps {

@@ -22,6 +22,8 @@ std::string to_string(errc code) {
     case errc::forbidden: return "forbidden";
     case errc::too_large: return "too_large";
     case errc::too_busy: return "too_busy";
+    case errc::cancelled: return "cancelled";
+    case errc::replaced: return "replaced";
   }
   return "unknown";
 }
@@ -43,6 +45,13 @@ std::string describe(const caf::error& err) {
     return to_string(static_cast<caf::sec>(err.code())) +
            (ctx.empty() ? "" : " " + to_string(ctx));
   return to_string(err);
+}
+
+caf::error in_context(const caf::error& err, const std::string& where) {
+  if (!err) return err;
+  if (err.category() == caf::atom("actorps")) return make_error(static_cast<errc>(err.code()), where + ": " + describe(err));
+  const bool timed_out = err == caf::sec::request_timeout || err == caf::sec::connection_timeout;
+  return make_error(timed_out ? errc::timeout : errc::unreachable, where + ": " + describe(err));
 }
 
 int exit_code(const caf::error& err) {

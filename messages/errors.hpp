@@ -28,6 +28,8 @@ enum class errc : uint8_t {
   forbidden,           // an admitted peer asked for what its role may not do
   too_large,           // a request over runtime.max_message_bytes
   too_busy,            // a peer holds runtime.max_in_flight_per_peer requests already
+  cancelled,           // a queued closure dropped because an earlier one failed (TF's semantics)
+  replaced,            // a worker stopped to be respawned over restored PS shards
 };
 
 std::string to_string(errc code);
@@ -38,6 +40,11 @@ std::string to_string(errc code);
 /// The message of an error, whatever its category: our own context string
 /// for actorps errors, CAF's rendering for the rest.
 [[nodiscard]] std::string describe(const caf::error& err);
+
+/// `err` with `where` in front of its message, its code kept: an actorps
+/// error stays what it was (a dataset's invalid_config stays one), a CAF
+/// request timeout becomes errc::timeout, any other CAF error unreachable.
+[[nodiscard]] caf::error in_context(const caf::error& err, const std::string& where);
 
 /// Process exit code for an error: 2 for bad input (config, arguments), 1 otherwise.
 [[nodiscard]] int exit_code(const caf::error& err);

@@ -6,6 +6,7 @@
 #include <caf/replies_to.hpp>
 #include <caf/typed_actor.hpp>
 
+#include "messages/atoms.hpp"
 #include "messages/cluster.pb.h"
 #include "messages/data.pb.h"
 #include "messages/ps.pb.h"
@@ -30,14 +31,6 @@ using ps_shard_actor = caf::typed_actor<caf::replies_to<pb::CreateVariables>::wi
 using dataset_actor = caf::typed_actor<caf::replies_to<pb::DatasetInfoRequest>::with<pb::DatasetInfo>,
                                        caf::replies_to<pb::NextBatch>::with<pb::BatchData>,
                                        caf::replies_to<pb::ReadSplit>::with<pb::SplitAccepted>>;
-
-/// The coordinator's split dispatcher for exactly-once epochs (actors/split_dispatcher.hpp).
-using split_dispatcher_actor = caf::typed_actor<caf::replies_to<pb::SplitRequest>::with<pb::SplitGrant>,
-                                                caf::replies_to<pb::WorkerLost>::with<pb::SplitStatus>,
-                                                caf::replies_to<pb::SplitStatusRequest>::with<pb::SplitStatus>>;
-
-/// A worker's own timers (held-back requests of an injected fault).
-using worker_timer_atom = caf::atom_constant<caf::atom("wtimer")>;
 
 /// A worker (actors/worker_actor.hpp): runs closures, handed its datasets
 /// (named by RunClosures.datasets) with each batch of them.

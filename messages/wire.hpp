@@ -16,7 +16,7 @@
 namespace actorps {
 
 /// Bumped whenever a change to messages/*.proto breaks compatibility.
-constexpr uint32_t kProtocolVersion = 6;
+constexpr uint32_t kProtocolVersion = 7;
 
 /// Registers every wire type and the error category. Every node must call
 /// this: a type registered on one side only makes typed connects fail.
@@ -55,14 +55,10 @@ CAF_BEGIN_TYPE_ID_BLOCK(actorps, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(actorps, (actorps::pb::NextBatch))
   CAF_ADD_TYPE_ID(actorps, (actorps::pb::BatchData))
   CAF_ADD_TYPE_ID(actorps, (actorps::dataset_actor))
-  CAF_ADD_TYPE_ID(actorps, (actorps::pb::SplitRequest))
-  CAF_ADD_TYPE_ID(actorps, (actorps::pb::SplitGrant))
   CAF_ADD_TYPE_ID(actorps, (actorps::pb::WorkerLost))
-  CAF_ADD_TYPE_ID(actorps, (actorps::pb::SplitStatusRequest))
   CAF_ADD_TYPE_ID(actorps, (actorps::pb::SplitStatus))
   CAF_ADD_TYPE_ID(actorps, (actorps::pb::ReadSplit))
   CAF_ADD_TYPE_ID(actorps, (actorps::pb::SplitAccepted))
-  CAF_ADD_TYPE_ID(actorps, (actorps::split_dispatcher_actor))
   CAF_ADD_TYPE_ID(actorps, (actorps::pb::SpawnWorker))
   CAF_ADD_TYPE_ID(actorps, (actorps::pb::RunClosures))
   CAF_ADD_TYPE_ID(actorps, (actorps::pb::ClosuresDone))

@@ -13,11 +13,11 @@
 #include <caf/actor_system.hpp>
 #include <caf/scoped_actor.hpp>
 
-#include "actors/dial.hpp"
-#include "actors/system_config.hpp"
-#include "apps/bench_util.hpp"
+#include "actors/net/dial.hpp"
+#include "actors/net/system_config.hpp"
+#include "actors/launch/local_host.hpp"
 #include "tests/ps_check.hpp"
-#include "apps/subprocess.hpp"
+#include "actors/launch/subprocess.hpp"
 #include "config/cluster_spec.hpp"
 #include "messages/errors.hpp"
 

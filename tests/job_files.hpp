@@ -10,8 +10,8 @@
 
 #include <boost/test/unit_test.hpp>
 
-#include "actors/train/checkpoint.hpp"
-#include "apps/subprocess.hpp"
+#include "actors/coordinator/checkpoint.hpp"
+#include "actors/launch/subprocess.hpp"
 
 namespace actorps::test {
 

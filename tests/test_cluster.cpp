@@ -9,7 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "apps/bench_util.hpp"
+#include "actors/launch/local_host.hpp"
 #include "tests/cluster_harness.hpp"
 
 using namespace actorps;

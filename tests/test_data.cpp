@@ -7,12 +7,12 @@
 #include <fstream>
 #include <numeric>
 
-#include "actors/data/idx.hpp"
-#include "actors/data/pipeline.hpp"
-#include "actors/data/tfrecord.hpp"
+#include "actors/dataset/idx.hpp"
+#include "actors/dataset/pipeline.hpp"
+#include "actors/dataset/tfrecord.hpp"
 #include "messages/example.pb.h"
-#include "apps/bench_util.hpp"
-#include "apps/commands.hpp"
+#include "actors/launch/local_host.hpp"
+#include "actors/dataset/prepare.hpp"
 #include "config/dataset_config.hpp"
 #include "messages/errors.hpp"
 

@@ -9,7 +9,7 @@
 #include <sstream>
 #include <thread>
 
-#include "actors/train/checkpoint.hpp"
+#include "actors/coordinator/checkpoint.hpp"
 #include "tests/cluster_harness.hpp"
 #include "tests/job_files.hpp"
 

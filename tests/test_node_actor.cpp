@@ -14,10 +14,10 @@
 #include <caf/scoped_actor.hpp>
 #include <caf/send.hpp>
 
-#include "actors/node_actor.hpp"
-#include "actors/request_now.hpp"
-#include "actors/system_config.hpp"
-#include "apps/subprocess.hpp"
+#include "actors/node/node_actor.hpp"
+#include "actors/net/request_now.hpp"
+#include "actors/net/system_config.hpp"
+#include "actors/launch/subprocess.hpp"
 
 using namespace actorps;
 using namespace std::chrono_literals;

@@ -7,11 +7,11 @@
 #include <caf/actor_system.hpp>
 #include <caf/io/middleman.hpp>
 
-#include "actors/bulk_lane.hpp"
-#include "apps/bench_util.hpp"
-#include "actors/dial.hpp"
-#include "actors/ps_client.hpp"
-#include "actors/system_config.hpp"
+#include "actors/shard/bulk_lane.hpp"
+#include "actors/launch/local_host.hpp"
+#include "actors/net/dial.hpp"
+#include "actors/variables/ps_client.hpp"
+#include "actors/net/system_config.hpp"
 #include "tests/cluster_harness.hpp"
 #include "tests/ps_check.hpp"
 

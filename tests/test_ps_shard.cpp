@@ -7,9 +7,9 @@
 #include <caf/actor_system.hpp>
 #include <caf/send.hpp>
 
-#include "actors/ps_client.hpp"
-#include "actors/ps_shard.hpp"
-#include "actors/system_config.hpp"
+#include "actors/variables/ps_client.hpp"
+#include "actors/shard/ps_shard.hpp"
+#include "actors/net/system_config.hpp"
 #include "kernels/ops.hpp"
 #include "messages/errors.hpp"
 #include "tests/ps_check.hpp"

@@ -7,9 +7,9 @@
 #include <fstream>
 #include <iterator>
 
-#include "actors/train/checkpoint.hpp"
-#include "actors/train/event_log.hpp"
-#include "apps/bench_util.hpp"
+#include "actors/coordinator/checkpoint.hpp"
+#include "actors/coordinator/event_log.hpp"
+#include "actors/launch/local_host.hpp"
 #include "messages/errors.hpp"
 
 using namespace actorps;
@@ -25,7 +25,7 @@ checkpoint at_step(int64_t step) {
   c.variables.push_back({"dense_0/kernel", {2, 3}, {1, 2, 3, 4, 5, float(step)}});
   c.variables.push_back({"dense_0/bias", {3}, {0.5f, -0.5f, 0}, {{0.1f, 0.2f, 0.3f}, {1, 2, float(step)}}});
   c.splits.add_finished(7);
-  c.splits.set_next_fresh(9);
+  c.splits.mutable_plan()->set_split_size(9);
   return c;
 }
 

@@ -10,12 +10,12 @@
 #include <thread>
 
 #include "actors/coordinator/cluster_coordinator.hpp"
-#include "actors/train/checkpoint.hpp"
-#include "actors/train/callbacks.hpp"
-#include "actors/train/fit.hpp"
-#include "actors/worker_functions.hpp"
-#include "actors/train/event_log.hpp"
-#include "actors/train/wire_forms.hpp"
+#include "actors/coordinator/checkpoint.hpp"
+#include "actors/coordinator/callbacks.hpp"
+#include "actors/coordinator/fit.hpp"
+#include "actors/worker/worker_functions.hpp"
+#include "actors/coordinator/event_log.hpp"
+#include "actors/variables/wire_forms.hpp"
 
 #include <filesystem>
 #include "tests/cluster_harness.hpp"

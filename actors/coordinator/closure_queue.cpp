@@ -100,7 +100,7 @@ void closure_queue::settle(queued_closure& c, caf::expected<values> result) {
 }
 
 void closure_queue::cancel_queued(const caf::error& why) {
-  auto cancelled = make_error(errc::internal, "cancelled: an earlier closure failed: " + describe(why));
+  auto cancelled = make_error(errc::cancelled, "cancelled: an earlier closure failed: " + describe(why));
   for (auto& c : common_) resolve(c, cancelled);
   common_.clear();
   for (auto& [w, list] : pinned_) {

@@ -1,16 +1,15 @@
 #include "actors/coordinator/cluster_coordinator.hpp"
 
 #include <map>
-#include <thread>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include "actors/coordinator/ps_keeper.hpp"
 #include "actors/coordinator/worker_proxy.hpp"
-#include "actors/dial.hpp"
-#include "actors/request_now.hpp"
-#include "actors/train/wire_forms.hpp"
+#include "actors/net/dial.hpp"
+#include "actors/net/request_now.hpp"
+#include "actors/variables/wire_forms.hpp"
 
 namespace actorps {
 
@@ -21,8 +20,9 @@ struct cluster_coordinator::impl {
   caf::scoped_actor self;
   std::chrono::milliseconds timeout{spec.runtime.connect_timeout_ms};
   std::vector<sharded_variable> vars;
-  std::shared_ptr<ps_layout> layout = std::make_shared<ps_layout>();  // shared with the keeper
-  caf::actor keeper;
+  shard_list setup_shards;  // until create_workers hands them to the keeper
+  caf::actor keeper;        // from create_workers on: the one owner of the shard list
+  std::string checkpoint_dir;
   int64_t input_size = 0;  // the model's, once variables exist
   std::vector<node_actor> worker_nodes;
   std::vector<caf::actor> proxies;
@@ -43,28 +43,35 @@ struct cluster_coordinator::impl {
     return got;
   }
 
-  // The shards, once none is being restored (the keeper replaces a lost one).
-  shard_list shards() {
-    std::unique_lock<std::mutex> lock(layout->m);
-    layout->restored.wait_for(lock, kRecoveryTimeout, [&] { return layout->restoring == 0; });
-    return layout->shards;
+  // The shards, once none is being restored (the keeper replaces a lost
+  // one); with `stale`, once the keeper replaced that shard of task `ps` (or
+  // holds it for alive a moment later).
+  template <class... Stale>
+  caf::expected<shard_list> shards(const Stale&... stale) {
+    if (!keeper) return setup_shards;
+    return request_now<shard_list>(self, keeper, kRecoveryTimeout + std::chrono::seconds(10), keeper_shards_atom_v,
+                                   stale...);
   }
 
   // A request to PS task `ps` that outlives the loss of its shard: one
   // unanswered within the runtime's request deadline (a hung or lost shard
-  // never answers) is asked again of the shard then current (the keeper's
-  // restore replaces a lost one), until the recovery timeout. Only for
-  // requests that may be repeated (pulls, assigns, settings, stats).
+  // never answers) is asked again of the shard the keeper gives instead,
+  // until the recovery timeout. Only for requests that may be repeated
+  // (pulls, assigns, settings, stats).
   template <class Reply, class Msg>
   caf::expected<Reply> ask_shard(size_t ps, const Msg& msg) {
     const auto give_up = std::chrono::steady_clock::now() + kRecoveryTimeout;
     const auto deadline = std::chrono::milliseconds(spec.runtime.request_timeout_ms);
+    auto current = shards();
     for (;;) {
-      auto got = request_now<Reply>(self, shards()[ps], deadline, msg);
-      if (got || got.error().category() == caf::atom("actorps") || std::chrono::steady_clock::now() > give_up)
+      if (!current) return current.error();
+      const auto shard = (*current)[ps];
+      auto got = request_now<Reply>(self, shard, deadline, msg);
+      if (got || got.error().category() == caf::atom("actorps") || !keeper ||
+          std::chrono::steady_clock::now() > give_up)
         return got;
       spdlog::warn("coordinator: ps:{} did not answer ({}); asking again", ps, describe(got.error()));
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the keeper may not know yet
+      current = shards(uint32_t(ps), shard);
     }
   }
 
@@ -97,13 +104,9 @@ caf::expected<std::unique_ptr<cluster_coordinator>> cluster_coordinator::connect
     req.set_shard(i);
     *req.mutable_consistency() = consistency;
     auto shard = p->ask<ps_shard_actor>(*node, req);
-    if (!shard) return make_error(errc::internal, fmt::format("{}: {}", to_string(task), describe(shard.error())));
-    p->layout->shards.push_back(*shard);
+    if (!shard) return in_context(shard.error(), to_string(task));
+    p->setup_shards.push_back(*shard);
   }
-  p->layout->spec = spec;
-  p->layout->consistency = consistency;
-  p->keeper = spawn_ps_keeper(sys, p->layout);
-  if (auto watching = p->ask<bool>(p->keeper, keeper_watch_atom::value); !watching) return watching.error();
   return std::unique_ptr<cluster_coordinator>(new cluster_coordinator(std::move(p)));
 }
 
@@ -113,14 +116,11 @@ caf::error cluster_coordinator::create_variables(const kernels::model_spec& mode
   kernels::sequential_model probe(model, kernels::reference_ops());
   p_->input_size = probe.input_size();
   auto shards = p_->shards();
-  p_->vars = model_variables(probe.parameters(), int(shards.size()), split, seed, optimizer);
-  {
-    std::lock_guard<std::mutex> guard(p_->layout->m);
-    p_->layout->vars = p_->vars;
-  }
+  if (!shards) return shards.error();
+  p_->vars = model_variables(probe.parameters(), int(shards->size()), split, seed, optimizer);
   for (auto& [ps, req] : create_requests(p_->vars))
-    if (auto created = p_->ask<pb::Created>(shards[size_t(ps)], req); !created)
-      return make_error(errc::internal, fmt::format("creating variables on ps:{}: {}", ps, describe(created.error())));
+    if (auto created = p_->ask<pb::Created>((*shards)[size_t(ps)], req); !created)
+      return in_context(created.error(), fmt::format("creating variables on ps:{}", ps));
   return caf::none;
 }
 
@@ -128,7 +128,9 @@ caf::error cluster_coordinator::create_workers(const kernels::model_spec& model,
   if (p_->vars.empty()) return make_error(errc::invalid_argument, "create_workers: create_variables first");
   const auto workers = p_->spec.count(pb::WORKER);
   p_->queue = std::make_shared<closure_queue>(p_->queue_capacity, workers);
-  const auto shards = p_->shards();
+  if (p_->keeper) return make_error(errc::invalid_argument, "create_workers: called twice");
+  const auto shards = p_->setup_shards;
+  const auto dialer = network_dialer(p_->spec, task_id{pb::COORDINATOR, 0});
   for (uint32_t w = 0; w < workers; ++w) {
     const task_id task{pb::WORKER, w};
     auto node = p_->dial(task);
@@ -142,14 +144,13 @@ caf::error cluster_coordinator::create_workers(const kernels::model_spec& model,
     sw.set_pull_ahead(async);
     sw.set_request_timeout_ms(async ? p_->spec.runtime.request_timeout_ms : 0);
     auto worker = p_->ask<worker_actor>(*node, sw, shards);
-    if (!worker) return make_error(errc::internal, fmt::format("{}: {}", to_string(task), describe(worker.error())));
+    if (!worker) return in_context(worker.error(), to_string(task));
     p_->worker_nodes.push_back(*node);
-    respawn_plan plan{p_->spec, size_t(p_->spec.node_of(task) - p_->spec.nodes.data()), sw, shards};
+    respawn_plan plan{dialer, size_t(p_->spec.node_of(task) - p_->spec.nodes.data()), sw, shards};
     p_->proxies.push_back(spawn_worker_proxy(p_->self->home_system(), p_->queue, w, *worker, std::move(plan)));
   }
-  std::lock_guard<std::mutex> guard(p_->layout->m);
-  p_->layout->proxies = p_->proxies;
-  p_->layout->queue = p_->queue;
+  keeper_setup setup{p_->spec, p_->consistency, shards, p_->vars, p_->proxies, p_->queue, p_->checkpoint_dir};
+  p_->keeper = spawn_ps_keeper(p_->self->home_system(), std::move(setup), dialer);
   return caf::none;
 }
 
@@ -173,14 +174,14 @@ caf::expected<pb::DatasetInfo> cluster_coordinator::create_per_worker_dataset(co
       for (auto& op : spec.ops()) *mine->add_ops() = op;
     }
     auto dataset = p_->ask<dataset_actor>(p_->worker_nodes[w], req);
-    if (!dataset) return make_error(errc::invalid_config, fmt::format("{}: {}", where, describe(dataset.error())));
+    if (!dataset) return in_context(dataset.error(), where);
     auto info = p_->ask<pb::DatasetInfo>(*dataset, pb::DatasetInfoRequest{});
-    if (!info) return make_error(errc::invalid_config, fmt::format("{}: {}", where, describe(info.error())));
+    if (!info) return in_context(info.error(), where);
     if (int64_t(info->features()) != p_->input_size)
       return make_error(errc::invalid_config, fmt::format("{}: examples of {} features, the model takes {}", where,
                                                           info->features(), p_->input_size));
     if (w == 0) first = *info;
-    if (auto ok = p_->ask<bool>(p_->proxies[w], proxy_dataset_atom::value, name, *dataset, req); !ok) return ok.error();
+    if (auto ok = p_->ask<bool>(p_->proxies[w], proxy_dataset_atom_v, name, *dataset, req); !ok) return ok.error();
   }
   p_->datasets[name] = first;
   return first;
@@ -235,8 +236,8 @@ caf::expected<std::vector<std::vector<float>>> cluster_coordinator::pull_values(
 }
 
 void cluster_coordinator::restore_lost_shards_from(const std::string& checkpoint_dir) {
-  std::lock_guard<std::mutex> guard(p_->layout->m);
-  p_->layout->checkpoint_dir = checkpoint_dir;
+  p_->checkpoint_dir = checkpoint_dir;
+  if (p_->keeper) p_->self->send(p_->keeper, keeper_ckpt_atom_v, checkpoint_dir);
 }
 
 caf::expected<std::vector<pb::ShardStats>> cluster_coordinator::shard_stats() {
@@ -252,10 +253,7 @@ caf::expected<std::vector<pb::ShardStats>> cluster_coordinator::shard_stats() {
 caf::error cluster_coordinator::set_learning_rate(float learning_rate) {
   pb::SetLearningRate req;
   req.set_learning_rate(learning_rate);
-  {
-    std::lock_guard<std::mutex> guard(p_->layout->m);
-    p_->layout->learning_rate = learning_rate;  // a shard restored later gets it from the keeper
-  }
+  if (p_->keeper) p_->self->send(p_->keeper, keeper_lr_atom_v, learning_rate);  // for a shard restored later
   for (size_t ps = 0; ps < p_->spec.count(pb::PS); ++ps)
     if (auto set = p_->ask_shard<pb::LearningRateSet>(ps, req); !set) return set.error();
   return caf::none;

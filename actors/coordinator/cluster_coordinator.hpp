@@ -22,7 +22,7 @@
 #include <caf/scoped_actor.hpp>
 
 #include "actors/coordinator/closure_queue.hpp"
-#include "actors/ps_client.hpp"
+#include "actors/variables/ps_client.hpp"
 #include "config/cluster_spec.hpp"
 #include "kernels/model.hpp"
 

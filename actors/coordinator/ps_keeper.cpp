@@ -11,23 +11,30 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "actors/coordinator/checkpoint.hpp"
 #include "actors/coordinator/worker_proxy.hpp"
-#include "actors/countdown.hpp"
-#include "actors/dial.hpp"
-#include "actors/train/checkpoint.hpp"
+#include "actors/net/countdown.hpp"
 
 namespace actorps {
 namespace {
 
-using keeper_retry_atom = caf::atom_constant<caf::atom("kpretry")>;
 using clock_type = std::chrono::steady_clock;
+
+struct shards_wanted {
+  caf::response_promise promise;
+  std::optional<std::pair<uint32_t, caf::actor_addr>> stale;  // answer once this one is replaced
+};
 
 struct keeper_state {
   static inline const char* name = "ps_keeper";
-  std::shared_ptr<ps_layout> layout;
+  keeper_setup l;
+  node_dialer dial;
+  float learning_rate = 0;                      // > 0: the schedule's current rate
   std::map<caf::actor_addr, uint32_t> watched;  // shard -> ps task
   std::map<uint32_t, clock_type::time_point> lost_at;
   std::set<uint32_t> cause_logged;  // why its node did not answer, once per loss
+  std::vector<shards_wanted> waiting;
+  bool tick_pending = false;
 };
 
 using keeper_ptr = caf::stateful_actor<keeper_state>*;
@@ -37,9 +44,29 @@ void watch(keeper_ptr self, uint32_t ps, const ps_shard_actor& shard) {
   self->state.watched[shard.address()] = ps;
 }
 
+// Answers the facade's requests for shards that can be answered now: none
+// while a shard is being restored; a request naming a stale shard once it
+// was replaced, or (the keeper holds it for alive) on the next tick.
+void answer_waiting(keeper_ptr self, bool tick) {
+  auto& st = self->state;
+  if (!st.lost_at.empty()) return;
+  std::vector<shards_wanted> still;
+  for (auto& w : st.waiting) {
+    if (w.stale && !tick && st.l.shards[w.stale->first].address() == w.stale->second)
+      still.push_back(std::move(w));
+    else
+      w.promise.deliver(st.l.shards);
+  }
+  st.waiting = std::move(still);
+  if (!st.waiting.empty() && !std::exchange(st.tick_pending, true))
+    self->delayed_send(self, kRespawnRetry, keeper_shards_atom_v, true);
+}
+
 void fail_recovery(keeper_ptr self, uint32_t ps, const caf::error& why) {
   spdlog::error("coordinator: ps:{} did not come back: {}", ps, describe(why));
-  self->state.layout->queue->abort(make_error(errc::unreachable, fmt::format("ps:{} lost: {}", ps, describe(why))));
+  self->state.l.queue->abort(make_error(errc::unreachable, fmt::format("ps:{} lost: {}", ps, describe(why))));
+  for (auto& w : self->state.waiting) w.promise.deliver(why);
+  self->state.waiting.clear();
 }
 
 void retry_later(keeper_ptr self, uint32_t ps, const caf::error& why) {
@@ -47,12 +74,12 @@ void retry_later(keeper_ptr self, uint32_t ps, const caf::error& why) {
     spdlog::warn("coordinator: ps:{}'s node {} ({}); retrying every {} ms", ps, dial_failure_cause(why), describe(why),
                  kRespawnRetry.count());
   if (clock_type::now() - self->state.lost_at[ps] > kRecoveryTimeout) return fail_recovery(self, ps, why);
-  self->delayed_send(self, kRespawnRetry, keeper_retry_atom::value, ps);
+  self->delayed_send(self, kRespawnRetry, keeper_retry_atom_v, ps);
 }
 
-// The shard's variables: the newest checkpoint's values (or, without one,
-// the initial values CreateVariables gave them).
-std::vector<pb::Assign> restore_messages(ps_layout& l, uint32_t ps, int64_t& step) {
+// The shard's restore: the newest checkpoint's values and optimizer slots
+// (or, without one, nothing: the initial values CreateVariables gave them).
+std::vector<pb::Assign> restore_messages(const keeper_setup& l, uint32_t ps, int64_t& step) {
   step = -1;
   if (l.checkpoint_dir.empty()) return {};
   auto restored = train::restore_latest(l.checkpoint_dir);
@@ -72,158 +99,145 @@ std::vector<pb::Assign> restore_messages(ps_layout& l, uint32_t ps, int64_t& ste
   auto all = split_assign(view, values);
   set_versions(all, view, versions);
   auto out = all[int(ps)];
-  // The optimizer's slots too, when the checkpoint has them for every variable.
   const size_t slots = saved_of.empty() ? 0 : saved_of.front()->slots.size();
   for (size_t k = 0; k < slots; ++k) {
     std::vector<const float*> slot_values;
     for (auto* s : saved_of)
       if (k < s->slots.size()) slot_values.push_back(s->slots[k].data());
     if (slot_values.size() != view.size()) break;
-    for (auto& m : split_assign(view, slot_values, kDefaultChunkBytes, uint32_t(k + 1))[int(ps)]) out.push_back(std::move(m));
+    for (auto& m : split_assign(view, slot_values, kDefaultChunkBytes, uint32_t(k + 1))[int(ps)])
+      out.push_back(std::move(m));
   }
   return out;
 }
 
 void resume(keeper_ptr self, uint32_t ps, ps_shard_actor shard, int64_t step) {
   auto& st = self->state;
-  shard_list shards;
-  std::vector<caf::actor> proxies;
-  {
-    std::lock_guard<std::mutex> guard(st.layout->m);
-    st.layout->shards[ps] = shard;
-    shards = st.layout->shards;
-    proxies = st.layout->proxies;
-    --st.layout->restoring;
-  }
-  st.layout->restored.notify_all();
+  st.l.shards[ps] = shard;
   watch(self, ps, shard);
   const double took = std::chrono::duration<double>(clock_type::now() - st.lost_at[ps]).count();
+  st.lost_at.erase(ps);
   if (step >= 0)
     spdlog::warn("coordinator: ps:{} restored from the checkpoint of step {} in {:.2f} s; resuming", ps, step, took);
   else
     spdlog::warn("coordinator: ps:{} back with initial values (no checkpoint) in {:.2f} s; resuming", ps, took);
-  for (auto& p : proxies) caf::anon_send(p, proxy_shards_atom::value, shards);
+  if (!st.lost_at.empty()) return;  // another shard is still being restored
+  for (auto& p : st.l.proxies) self->send(p, proxy_shards_atom_v, st.l.shards);
+  answer_waiting(self, false);
 }
 
-void spawn_restored(keeper_ptr self, uint32_t ps, node_actor node, int64_t first_step);
-
-// SYNC: the step another shard is at (a restored shard starts there, so the
-// workers' re-run closures find their steps), else 0.
-void sync_step(keeper_ptr self, uint32_t ps, std::function<void(int64_t)> then) {
-  auto& l = *self->state.layout;
-  std::optional<ps_shard_actor> other;
-  {
-    std::lock_guard<std::mutex> guard(l.m);
-    if (l.consistency.mode() == pb::Consistency::SYNC)
-      for (uint32_t i = 0; i < l.shards.size(); ++i)
-        if (i != ps && self->state.watched.count(l.shards[i].address()) != 0) other = l.shards[i];  // not lost
+// The learning rate first (the shard takes it before the assigns and any
+// push), then the checkpoint's values; resumes when all are acknowledged.
+void restore_values(keeper_ptr self, uint32_t ps, ps_shard_actor shard) {
+  auto& st = self->state;
+  int64_t step = -1;
+  auto assigns = restore_messages(st.l, ps, step);
+  const float lr = st.learning_rate;
+  const size_t replies = assigns.size() + (lr > 0);
+  if (replies == 0) return resume(self, ps, shard, step);
+  auto c = std::make_shared<countdown>(countdown{replies, [self, ps, shard, step](caf::error err) {
+                                                   if (err) return retry_later(self, ps, err);
+                                                   resume(self, ps, shard, step);
+                                                 }});
+  const auto timeout = std::chrono::seconds(30);
+  if (lr > 0) {
+    pb::SetLearningRate rate;
+    rate.set_learning_rate(lr);
+    self->request(shard, timeout, rate)
+        .then([c](const pb::LearningRateSet&) { c->ok(); }, [c](caf::error& err) { c->fail(std::move(err)); });
   }
-  if (!other) return then(0);
-  self->request(*other, std::chrono::seconds(10), pb::ShardStatsRequest{})
-      .then([then](const pb::ShardStats& s) { then(s.step()); }, [then](caf::error&) { then(0); });
-}
-
-void restore_on(keeper_ptr self, uint32_t ps, node_actor node) {
-  sync_step(self, ps, [self, ps, node](int64_t first_step) { spawn_restored(self, ps, node, first_step); });
+  for (auto& a : assigns)
+    self->request(shard, timeout, a)
+        .then([c](const pb::Assigned&) { c->ok(); }, [c](caf::error& err) { c->fail(std::move(err)); });
 }
 
 void spawn_restored(keeper_ptr self, uint32_t ps, node_actor node, int64_t first_step) {
-  auto& l = *self->state.layout;
+  auto& l = self->state.l;
   pb::SpawnShard req;
   req.set_shard(ps);
   req.set_first_step(first_step);
+  *req.mutable_consistency() = l.consistency;
   pb::CreateVariables create;
-  {
-    std::lock_guard<std::mutex> guard(l.m);
-    *req.mutable_consistency() = l.consistency;
-    auto all = create_requests(l.vars);
-    if (all.count(int(ps))) create = all[int(ps)];
-  }
+  auto all = create_requests(l.vars);
+  if (all.count(int(ps))) create = all[int(ps)];
   const auto timeout = std::chrono::seconds(30);
   self->request(node, timeout, req)
       .then(
           [self, ps, create, timeout](const ps_shard_actor& shard) {
             self->request(shard, timeout, create)
-                .then(
-                    [self, ps, shard, timeout](const pb::Created&) {
-                      int64_t step = -1;
-                      float lr = 0;
-                      auto assigns = [&] {
-                        std::lock_guard<std::mutex> guard(self->state.layout->m);
-                        lr = self->state.layout->learning_rate;
-                        return restore_messages(*self->state.layout, ps, step);
-                      }();
-                      const size_t replies = assigns.size() + (lr > 0);
-                      if (replies == 0) return resume(self, ps, shard, step);
-                      auto c = std::make_shared<countdown>(
-                          countdown{replies, [self, ps, shard, step](caf::error err) {
-                                      if (err) return retry_later(self, ps, err);
-                                      resume(self, ps, shard, step);
-                                    }});
-                      if (lr > 0) {  // sent first: the shard takes it before the assigns and any push
-                        pb::SetLearningRate rate;
-                        rate.set_learning_rate(lr);
-                        self->request(shard, timeout, rate)
-                            .then([c](const pb::LearningRateSet&) { c->ok(); },
-                                  [c](caf::error& err) { c->fail(std::move(err)); });
-                      }
-                      for (auto& a : assigns)
-                        self->request(shard, timeout, a)
-                            .then([c](const pb::Assigned&) { c->ok(); }, [c](caf::error& err) { c->fail(std::move(err)); });
-                    },
-                    [self, ps](caf::error& err) { retry_later(self, ps, err); });
+                .then([self, ps, shard](const pb::Created&) { restore_values(self, ps, shard); },
+                      [self, ps](caf::error& err) { retry_later(self, ps, err); });
           },
           [self, ps](caf::error& err) { retry_later(self, ps, err); });
 }
 
-void try_restore(keeper_ptr self, uint32_t ps) {
-  auto& l = *self->state.layout;
-  const auto* node = l.spec.node_of(task_id{pb::PS, ps});
-  dial_node(self, l.spec, task_id{pb::COORDINATOR, 0}, size_t(node - l.spec.nodes.data()),
-            [self, ps](caf::expected<node_actor> n) {
-              if (!n) return retry_later(self, ps, n.error());
-              restore_on(self, ps, *n);
-            });
+// SYNC: a restored shard starts at the step another (not lost) shard is at,
+// so the workers' re-run closures find their steps; else at 0.
+void restore_on(keeper_ptr self, uint32_t ps, node_actor node) {
+  auto& st = self->state;
+  std::optional<ps_shard_actor> other;
+  if (st.l.consistency.mode() == pb::Consistency::SYNC)
+    for (uint32_t i = 0; i < st.l.shards.size(); ++i)
+      if (i != ps && st.watched.count(st.l.shards[i].address()) != 0) other = st.l.shards[i];
+  if (!other) return spawn_restored(self, ps, node, 0);
+  self->request(*other, std::chrono::seconds(10), pb::ShardStatsRequest{})
+      .then([self, ps, node](const pb::ShardStats& s) { spawn_restored(self, ps, node, s.step()); },
+            [self, ps, node](caf::error&) { spawn_restored(self, ps, node, 0); });
 }
 
-caf::behavior keeper_behavior(keeper_ptr self, std::shared_ptr<ps_layout> layout) {
-  self->state.layout = std::move(layout);
-  self->set_down_handler([self](const caf::down_msg& msg) {
-    auto& st = self->state;
-    auto i = st.watched.find(msg.source);
-    if (i == st.watched.end()) return;
-    const uint32_t ps = i->second;
-    st.watched.erase(i);
-    st.lost_at[ps] = clock_type::now();
-    st.cause_logged.erase(ps);
-    spdlog::warn("coordinator: ps:{} lost ({}); pausing the workers while it is restored", ps, to_string(msg.reason));
-    std::vector<caf::actor> proxies;
-    {
-      std::lock_guard<std::mutex> guard(st.layout->m);
-      proxies = st.layout->proxies;
-      ++st.layout->restoring;
-    }
-    for (auto& p : proxies) caf::anon_send(p, proxy_pause_atom::value);
-    self->delayed_send(self, kRespawnRetry, keeper_retry_atom::value, ps);
-  });
+void on_shard_down(keeper_ptr self, const caf::down_msg& msg) {
+  auto& st = self->state;
+  auto i = st.watched.find(msg.source);
+  if (i == st.watched.end()) return;
+  const uint32_t ps = i->second;
+  st.watched.erase(i);
+  st.lost_at[ps] = clock_type::now();
+  st.cause_logged.erase(ps);
+  spdlog::warn("coordinator: ps:{} lost ({}); pausing the workers while it is restored", ps, to_string(msg.reason));
+  for (auto& p : st.l.proxies) self->send(p, proxy_pause_atom_v);
+  self->delayed_send(self, kRespawnRetry, keeper_retry_atom_v, ps);
+}
+
+caf::behavior keeper_behavior(keeper_ptr self, keeper_setup setup, node_dialer dial) {
+  auto& st = self->state;
+  st.l = std::move(setup);
+  st.dial = std::move(dial);
+  for (uint32_t ps = 0; ps < st.l.shards.size(); ++ps) watch(self, ps, st.l.shards[ps]);
+  self->set_down_handler([self](const caf::down_msg& msg) { on_shard_down(self, msg); });
   return {
-      [self](keeper_watch_atom) {
-        shard_list shards;
-        {
-          std::lock_guard<std::mutex> guard(self->state.layout->m);
-          shards = self->state.layout->shards;
-        }
-        for (uint32_t ps = 0; ps < shards.size(); ++ps) watch(self, ps, shards[ps]);
-        return true;
+      [self](keeper_shards_atom) -> caf::result<shard_list> {
+        self->state.waiting.push_back({self->make_response_promise(), std::nullopt});
+        answer_waiting(self, false);
+        return caf::delegated<shard_list>{};
       },
-      [self](keeper_retry_atom, uint32_t ps) { try_restore(self, ps); },
+      [self](keeper_shards_atom, uint32_t ps, const ps_shard_actor& stale) -> caf::result<shard_list> {
+        if (ps >= self->state.l.shards.size())
+          return make_error(errc::invalid_argument, fmt::format("no ps:{} (the job has {})", ps, self->state.l.shards.size()));
+        self->state.waiting.push_back({self->make_response_promise(), std::make_pair(ps, stale.address())});
+        answer_waiting(self, false);
+        return caf::delegated<shard_list>{};
+      },
+      [self](keeper_shards_atom, bool) {  // the tick
+        self->state.tick_pending = false;
+        answer_waiting(self, true);
+      },
+      [self](keeper_lr_atom, float lr) { self->state.learning_rate = lr; },
+      [self](keeper_ckpt_atom, const std::string& dir) { self->state.l.checkpoint_dir = dir; },
+      [self](keeper_retry_atom, uint32_t ps) {
+        auto& l = self->state.l;
+        const auto* node = l.spec.node_of(task_id{pb::PS, ps});
+        self->state.dial(self, size_t(node - l.spec.nodes.data()), [self, ps](caf::expected<node_actor> n) {
+          if (!n) return retry_later(self, ps, n.error());
+          restore_on(self, ps, *n);
+        });
+      },
   };
 }
 
 }  // namespace
 
-caf::actor spawn_ps_keeper(caf::actor_system& sys, std::shared_ptr<ps_layout> layout) {
-  return sys.spawn(keeper_behavior, std::move(layout));
+caf::actor spawn_ps_keeper(caf::actor_system& sys, keeper_setup setup, node_dialer dial) {
+  return sys.spawn(keeper_behavior, std::move(setup), std::move(dial));
 }
 
 }  // namespace actorps

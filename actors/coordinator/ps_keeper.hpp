@@ -1,6 +1,14 @@
-// The coordinator's guard of the PS shards: it monitors every shard and,
-// when one goes down (its node died, or was cut off), brings it back without
-// restarting the job — TF's PS training cannot. Steps:
+// The coordinator's guard of the PS shards, and the one owner of the shard
+// list: the facade asks it for the current shards, the proxies get new ones
+// from it. It monitors every shard and, when one goes down (its node died,
+// or was cut off), brings it back without restarting the job — TF's PS
+// training cannot:
+//
+//   serving --shard down--> restoring(ps) --node answers, shard spawned,
+//   variables created and assigned--> serving (proxies resume over the new list)
+//   restoring(ps) --kRecoveryTimeout without the node--> failed (queue aborted)
+//
+// Steps of a restore:
 //   1. pause the worker proxies (closures stay queued; workers that fail on
 //      the lost shard hand theirs back);
 //   2. dial the shard's node every kRespawnRetry until it is back (restarted
@@ -11,12 +19,9 @@
 //      steps since that checkpoint are lost on this shard only;
 //   4. give the proxies the new shard list: each respawns its worker over it
 //      and resumes.
-// After kRecoveryTimeout without the node it gives up and fails the queue.
 #pragma once
 
-#include <condition_variable>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -24,30 +29,32 @@
 #include <caf/actor_system.hpp>
 
 #include "actors/coordinator/closure_queue.hpp"
-#include "actors/ps_client.hpp"
+#include "actors/net/dial.hpp"
+#include "actors/variables/ps_client.hpp"
 #include "config/cluster_spec.hpp"
 #include "messages/wire.hpp"
 
 namespace actorps {
 
-/// What the keeper needs, filled in by the coordinator as it sets up.
-struct ps_layout {
-  std::mutex m;
-  std::condition_variable restored;     // notified when `restoring` drops
-  int restoring = 0;                    // shards being restored: the coordinator's own calls wait
+/// What the keeper starts with; it owns it from then on.
+struct keeper_setup {
   cluster_spec spec;
   pb::Consistency consistency;
-  shard_list shards;                    // by ps task
+  shard_list shards;  // by ps task
   std::vector<sharded_variable> vars;
   std::vector<caf::actor> proxies;
   std::shared_ptr<closure_queue> queue;
-  std::string checkpoint_dir;           // "": restore initial values
-  float learning_rate = 0;              // > 0: the schedule's current rate, set again on a restored shard
+  std::string checkpoint_dir;  // "": restore initial values
 };
 
-using keeper_watch_atom = caf::atom_constant<caf::atom("kpwatch")>;
-
-/// A local actor; (keeper_watch_atom) -> bool: monitor the layout's shards.
-caf::actor spawn_ps_keeper(caf::actor_system& sys, std::shared_ptr<ps_layout> layout);
+/// A local actor. Requests:
+///   (keeper_shards_atom) -> shard_list: the shards, once none is being restored;
+///   (keeper_shards_atom, ps, stale) -> shard_list: the same, after `stale`
+///     (a shard that did not answer) is replaced, or kRespawnRetry later if
+///     the keeper still holds it for alive.
+/// Messages: (keeper_lr_atom, float) the schedule's current learning rate
+/// (set again on a restored shard); (keeper_ckpt_atom, dir) where restores
+/// read checkpoints from. `dial` reaches a lost shard's node.
+caf::actor spawn_ps_keeper(caf::actor_system& sys, keeper_setup setup, node_dialer dial);
 
 }  // namespace actorps

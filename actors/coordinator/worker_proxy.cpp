@@ -7,8 +7,7 @@
 #include <caf/stateful_actor.hpp>
 #include <spdlog/spdlog.h>
 
-#include "actors/countdown.hpp"
-#include "actors/dial.hpp"
+#include "actors/net/countdown.hpp"
 #include "messages/wire.hpp"
 
 namespace actorps {
@@ -92,7 +91,7 @@ void lose_worker(proxy_ptr self, const caf::error& why) {
   lost.set_worker(st.index);
   for (auto& shard : st.plan.shards)
     self->request(shard, std::chrono::seconds(10), lost).then([](const pb::ShardStats&) {}, [](caf::error&) {});
-  self->send(self, proxy_respawn_atom::value);  // at once: the node may be up (a lost link, new shards)
+  self->send(self, proxy_respawn_atom_v);  // at once: the node may be up (a lost link, new shards)
 }
 
 void retry_later(proxy_ptr self, const caf::error& why) {
@@ -106,7 +105,7 @@ void retry_later(proxy_ptr self, const caf::error& why) {
     st.queue->worker_gone(st.index, why);
     return;
   }
-  self->delayed_send(self, kRespawnRetry, proxy_respawn_atom::value);
+  self->delayed_send(self, kRespawnRetry, proxy_respawn_atom_v);
 }
 
 // Spawns the worker actor on its node.
@@ -149,7 +148,7 @@ void dispatch(proxy_ptr self) {
   auto& st = self->state;
   while (st.worker && !st.paused && st.running < st.window && !st.waiting) {
     auto batch = st.queue->take(st.window - st.running, st.index, [weak = self->address()] {
-      if (auto proxy = caf::actor_cast<caf::actor>(weak)) caf::anon_send(proxy, proxy_wake_atom::value);
+      if (auto proxy = caf::actor_cast<caf::actor>(weak)) caf::anon_send(proxy, proxy_wake_atom_v);
     });
     if (batch.empty()) {
       st.waiting = true;
@@ -192,19 +191,18 @@ caf::behavior proxy_behavior(proxy_ptr self, std::shared_ptr<closure_queue> queu
         st.paused = false;
         if (st.worker) {
           self->send_exit(st.worker, caf::exit_reason::user_shutdown);  // it holds the old shard handles
-          lose_worker(self, make_error(errc::internal, "the PS shards changed"));
+          lose_worker(self, make_error(errc::replaced, "the PS shards changed"));
         } else {
-          self->send(self, proxy_respawn_atom::value);
+          self->send(self, proxy_respawn_atom_v);
         }
       },
       [self](proxy_respawn_atom) {
         auto& st = self->state;
         if (st.worker || st.paused) return;
-        dial_node(self, st.plan.spec, task_id{pb::COORDINATOR, 0}, st.plan.node,
-                  [self](caf::expected<node_actor> node) {
-                    if (!node) return retry_later(self, node.error());
-                    respawn_on(self, *node);
-                  });
+        st.plan.dial(self, st.plan.node, [self](caf::expected<node_actor> node) {
+          if (!node) return retry_later(self, node.error());
+          respawn_on(self, *node);
+        });
       },
       [self](proxy_dataset_atom, const std::string& name, const dataset_actor& dataset, const pb::SpawnDataset& how) {
         auto& st = self->state;

@@ -19,7 +19,7 @@
 #include <caf/actor_system.hpp>
 
 #include "actors/coordinator/closure_queue.hpp"
-#include "config/cluster_spec.hpp"
+#include "actors/net/dial.hpp"
 #include "messages/wire.hpp"
 
 namespace actorps {
@@ -28,16 +28,11 @@ constexpr auto kQueuedWork = std::chrono::milliseconds(2);
 constexpr auto kRespawnRetry = std::chrono::milliseconds(250);
 constexpr auto kRecoveryTimeout = std::chrono::seconds(120);
 
-using proxy_dataset_atom = caf::atom_constant<caf::atom("pxdataset")>;
-using proxy_wake_atom = caf::atom_constant<caf::atom("pxwake")>;
-using proxy_respawn_atom = caf::atom_constant<caf::atom("pxrespawn")>;
-using proxy_pause_atom = caf::atom_constant<caf::atom("pxpause")>;    // a PS shard is being restored
-using proxy_shards_atom = caf::atom_constant<caf::atom("pxshards")>;  // (.., shard_list): resume over these
 
 /// How to bring a worker back: its node and what spawned it there.
 struct respawn_plan {
-  cluster_spec spec;
-  size_t node = 0;  // index into spec.nodes
+  node_dialer dial;  // reaches the worker's node
+  size_t node = 0;   // index into the topology's nodes
   pb::SpawnWorker spawn;
   shard_list shards;
 };

@@ -9,10 +9,10 @@
 #include <fstream>
 #include <string>
 
-#include "actors/data/csv.hpp"
-#include "actors/data/idx.hpp"
-#include "actors/data/tfrecord.hpp"
-#include "actors/train/checkpoint.hpp"
+#include "actors/dataset/csv.hpp"
+#include "actors/dataset/idx.hpp"
+#include "actors/dataset/tfrecord.hpp"
+#include "actors/coordinator/checkpoint.hpp"
 
 namespace {
 

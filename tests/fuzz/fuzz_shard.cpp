@@ -13,9 +13,9 @@
 #include <caf/actor_system.hpp>
 #include <caf/scoped_actor.hpp>
 
-#include "actors/ps_shard.hpp"
-#include "actors/request_now.hpp"
-#include "actors/system_config.hpp"
+#include "actors/shard/ps_shard.hpp"
+#include "actors/net/request_now.hpp"
+#include "actors/net/system_config.hpp"
 #include "tests/ps_check.hpp"
 
 namespace {

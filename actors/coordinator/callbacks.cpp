@@ -1,0 +1,170 @@
+#include "actors/coordinator/callbacks.hpp"
+
+#include <algorithm>
+#include <filesystem>
+#include <unistd.h>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "actors/coordinator/checkpoint.hpp"
+
+namespace actorps::train {
+
+caf::error backup_and_restore::on_train_begin(cluster_coordinator& c, fit_start& start) {
+  auto restored = restore_latest(dir_);
+  for (auto& why : restored.skipped) spdlog::warn("train: skipped a damaged checkpoint: {}", why);
+  if (!restored.latest) return caf::none;
+  auto& ckpt = *restored.latest;
+  std::vector<const float*> values;
+  std::vector<uint64_t> versions;
+  std::vector<std::vector<const float*>> slots(c.slot_count());
+  for (auto& v : c.variables()) {
+    auto found = find_variable(ckpt, dir_, v.name, v.shape);
+    if (!found) return found.error();
+    auto* saved = *found;
+    values.push_back(saved->values.data());
+    versions.push_back(saved->version);
+    for (size_t k = 0; k < slots.size() && k < saved->slots.size(); ++k) slots[k].push_back(saved->slots[k].data());
+  }
+  if (auto err = c.assign_values(values, 0, &versions)) return err;
+  for (size_t k = 0; k < slots.size(); ++k)  // a checkpoint of another optimizer (or none) leaves them fresh
+    if (slots[k].size() == values.size())
+      if (auto err = c.assign_values(slots[k], uint32_t(k + 1))) return err;
+  start.step = last_saved_ = ckpt.step;
+  start.epoch = uint32_t(ckpt.epoch) + 1;
+  start.splits = ckpt.splits;
+  fmt::print("restored the checkpoint of step {} (epoch {}) from {}\n", ckpt.step, ckpt.epoch, dir_);
+  return caf::none;
+}
+
+caf::error backup_and_restore::save(cluster_coordinator& c, int64_t step, uint32_t epochs_done,
+                                    const pb::SplitStatus* splits) {
+  if (step == last_saved_) return caf::none;
+  std::vector<uint64_t> versions;
+  auto values = c.pull_values(0, &versions);
+  if (!values) return values.error();
+  checkpoint ckpt;
+  ckpt.step = step;
+  ckpt.epoch = epochs_done;
+  if (splits != nullptr) ckpt.splits = *splits;
+  auto& vars = c.variables();
+  for (size_t i = 0; i < vars.size(); ++i)
+    ckpt.variables.push_back({vars[i].name, vars[i].shape, std::move((*values)[i]), {}, versions[i]});
+  for (uint32_t k = 1; k <= c.slot_count(); ++k) {
+    auto slot = c.pull_values(k);
+    if (!slot) return slot.error();
+    for (size_t i = 0; i < vars.size(); ++i) ckpt.variables[i].slots.push_back(std::move((*slot)[i]));
+  }
+  last_saved_ = step;
+  return save_checkpoint(dir_, ckpt, int(keep_));
+}
+
+caf::error backup_and_restore::on_steps(cluster_coordinator& c, const step_progress& p) {
+  if (every_steps_ == 0 || p.done == p.steps || p.job_step / every_steps_ == last_saved_ / every_steps_)
+    return caf::none;  // the epoch's end saves anyway
+  return save(c, p.job_step, p.epoch - 1, p.splits);
+}
+
+caf::error backup_and_restore::on_epoch_end(cluster_coordinator& c, const epoch_logs& logs, bool&) {
+  return save(c, logs.step, logs.epoch);
+}
+
+caf::expected<metrics_log> metrics_log::open(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return make_error(errc::io_error, "log_dir " + dir + ": " + ec.message());
+  auto events = event_log::create(dir);
+  if (!events) return events.error();
+  const std::string csv = dir + "/metrics.csv";
+  const bool fresh = !std::ifstream(csv);
+  std::ofstream out(csv, std::ios::app);
+  if (!out) return make_error(errc::io_error, "cannot write " + csv);
+  if (fresh) out << "epoch,step,seconds,train_loss,train_accuracy,test_loss,test_accuracy\n";
+  return metrics_log(std::move(*events), std::move(out));
+}
+
+caf::error metrics_log::on_epoch_end(cluster_coordinator&, const epoch_logs& logs, bool&) {
+  caf::error err;
+  (err = events_.scalar("train/loss", logs.step, float(logs.train_loss))) ||
+      (err = events_.scalar("train/accuracy", logs.step, float(logs.train_accuracy)));
+  if (!err && logs.test)
+    (err = events_.scalar("test/loss", logs.step, float(logs.test->loss))) ||
+        (err = events_.scalar("test/accuracy", logs.step, float(logs.test->accuracy)));
+  if (err) return err;
+  csv_ << fmt::format("{},{},{:.3f},{:.6f},{:.6f},", logs.epoch, logs.step, logs.seconds, logs.train_loss,
+                      logs.train_accuracy)
+       << (logs.test ? fmt::format("{:.6f},{:.6f}", logs.test->loss, logs.test->accuracy) : std::string(","))
+       << '\n'
+       << std::flush;
+  if (!csv_) return make_error(errc::io_error, "writing metrics.csv failed");
+  return caf::none;
+}
+
+caf::error early_stopping::on_epoch_end(cluster_coordinator&, const epoch_logs& logs, bool& stop) {
+  double value = logs.train_loss;
+  bool higher_is_better = false;
+  if (monitor_ != "train_loss") {
+    if (!logs.test) return make_error(errc::invalid_config, "early stopping on " + monitor_ + " needs an eval dataset");
+    higher_is_better = monitor_ == "test_accuracy";
+    value = higher_is_better ? logs.test->accuracy : logs.test->loss;
+  }
+  const double gain = !best_ ? 1.0 : (higher_is_better ? value - *best_ : *best_ - value);
+  if (!best_ || gain > min_delta_) {
+    best_ = value;
+    waited_ = 0;
+    return caf::none;
+  }
+  if (++waited_ >= patience_) {
+    fmt::print("early stopping: {} has not improved by more than {} for {} epoch(s) (best {:.4f})\n", monitor_,
+               min_delta_, patience_, *best_);
+    stop = true;
+  }
+  return caf::none;
+}
+
+progress_bar::progress_bar(uint32_t epochs, std::FILE* out)
+    : epochs_(epochs), out_(out), tty_(::isatty(::fileno(out)) == 1) {}
+
+void progress_bar::on_epoch_begin(uint32_t) {
+  epoch_start_ = std::chrono::steady_clock::now();
+  last_quarter_ = 0;
+}
+
+caf::error progress_bar::on_steps(cluster_coordinator&, const step_progress& p) {
+  const auto done = p.done, steps = p.steps;
+  const auto now = std::chrono::steady_clock::now();
+  const double elapsed = std::chrono::duration<double>(now - epoch_start_).count();
+  const double rate = elapsed > 0 ? done / elapsed : 0;
+  const double eta = rate > 0 ? (steps - done) / rate : 0;
+  if (tty_) {
+    if (done < steps && now - last_draw_ < std::chrono::milliseconds(200)) return caf::none;
+    last_draw_ = now;
+    constexpr int width = 30;
+    const int filled = int(width * uint64_t(done) / std::max(steps, 1u));
+    fmt::print(out_, "\repoch {}/{} [{}{}] {}/{}  {:.0f} steps/s  loss {:.4f}  ETA {:.0f}s\x1b[K", p.epoch, epochs_,
+               std::string(size_t(filled), '='), std::string(size_t(width - filled), ' '), done, steps, rate, p.loss, eta);
+  } else {
+    const uint32_t quarter = uint32_t(4 * uint64_t(done) / std::max(steps, 1u));
+    if (quarter == last_quarter_ || quarter == 4) return caf::none;
+    last_quarter_ = quarter;
+    fmt::print(out_, "epoch {}/{}: step {}/{}, {:.0f} steps/s, loss {:.4f}, ETA {:.0f} s\n", p.epoch, epochs_, done, steps,
+               rate, p.loss, eta);
+  }
+  std::fflush(out_);
+  return caf::none;
+}
+
+caf::error progress_bar::on_epoch_end(cluster_coordinator&, const epoch_logs& logs, bool&) {
+  const double per_s = logs.seconds > 0 ? 1 / logs.seconds : 0;
+  auto line = fmt::format("epoch {}/{}: {:.1f} s ({:.0f} samples/s), train loss {:.4f}, train accuracy {:.2f}%",
+                          logs.epoch, epochs_, logs.seconds, double(logs.train_examples) * per_s, logs.train_loss,
+                          100.0 * logs.train_accuracy);
+  if (logs.test)
+    line += fmt::format(", test loss {:.4f}, test accuracy {:.2f}%", logs.test->loss, 100.0 * logs.test->accuracy);
+  fmt::print(out_, "{}{}\n", tty_ ? "\r\x1b[K" : "", line);
+  std::fflush(out_);
+  return caf::none;
+}
+
+}  // namespace actorps::train

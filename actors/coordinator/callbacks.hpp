@@ -1,0 +1,81 @@
+// fit()'s epoch-level callbacks (Keras's): each one thing.
+#pragma once
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <optional>
+#include <string>
+
+#include "actors/coordinator/event_log.hpp"
+#include "actors/coordinator/fit.hpp"
+
+namespace actorps::train {
+
+/// TF's BackupAndRestore: restores the newest intact checkpoint of `dir`
+/// on start, writes one after every epoch and, with `every_steps` > 0,
+/// every that many steps (atomic, CRC-checked, the newest `keep` kept). A
+/// mid-epoch checkpoint resumes mid-epoch (the dataset starts afresh).
+class backup_and_restore : public fit_callback {
+ public:
+  backup_and_restore(std::string dir, uint32_t keep, uint32_t every_steps = 0)
+      : dir_(std::move(dir)), keep_(keep), every_steps_(every_steps) {}
+  caf::error on_train_begin(cluster_coordinator& c, fit_start& start) override;
+  caf::error on_steps(cluster_coordinator& c, const step_progress& p) override;
+  caf::error on_epoch_end(cluster_coordinator& c, const epoch_logs& logs, bool& stop) override;
+
+ private:
+  caf::error save(cluster_coordinator& c, int64_t step, uint32_t epochs_done, const pb::SplitStatus* splits = nullptr);
+  std::string dir_;
+  uint32_t keep_, every_steps_;
+  int64_t last_saved_ = -1;
+};
+
+/// Appends every epoch to DIR/metrics.csv and to a TensorBoard event file.
+class metrics_log : public fit_callback {
+ public:
+  /// Creates DIR (its parent must exist) and the files.
+  [[nodiscard]] static caf::expected<metrics_log> open(const std::string& dir);
+  caf::error on_epoch_end(cluster_coordinator& c, const epoch_logs& logs, bool& stop) override;
+
+ private:
+  metrics_log(event_log events, std::ofstream csv) : events_(std::move(events)), csv_(std::move(csv)) {}
+  event_log events_;
+  std::ofstream csv_;
+};
+
+/// Keras's EarlyStopping: stops when `monitor` (test_loss, test_accuracy,
+/// train_loss) has not improved by more than min_delta for `patience` epochs.
+class early_stopping : public fit_callback {
+ public:
+  early_stopping(std::string monitor, uint32_t patience, double min_delta)
+      : monitor_(std::move(monitor)), patience_(patience), min_delta_(min_delta) {}
+  caf::error on_epoch_end(cluster_coordinator& c, const epoch_logs& logs, bool& stop) override;
+
+ private:
+  std::string monitor_;
+  uint32_t patience_;
+  double min_delta_;
+  std::optional<double> best_;
+  uint32_t waited_ = 0;
+};
+
+/// A progress bar on a terminal (epoch, step, steps/s, loss, ETA), redrawn
+/// at most 5 times a second; plain log lines at each quarter of an epoch
+/// when `out` is not a terminal. One summary line per epoch either way.
+class progress_bar : public fit_callback {
+ public:
+  progress_bar(uint32_t epochs, std::FILE* out);
+  void on_epoch_begin(uint32_t epoch) override;
+  caf::error on_steps(cluster_coordinator& c, const step_progress& p) override;
+  caf::error on_epoch_end(cluster_coordinator& c, const epoch_logs& logs, bool& stop) override;
+
+ private:
+  uint32_t epochs_;
+  std::FILE* out_;
+  bool tty_;
+  std::chrono::steady_clock::time_point epoch_start_, last_draw_;
+  uint32_t last_quarter_ = 0;
+};
+
+}  // namespace actorps::train

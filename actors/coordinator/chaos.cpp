@@ -1,0 +1,161 @@
+#include "actors/coordinator/chaos.hpp"
+
+#include <csignal>
+#include <chrono>
+#include <functional>
+#include <map>
+#include <optional>
+#include <utility>
+
+#include <caf/event_based_actor.hpp>
+#include <caf/stateful_actor.hpp>
+#include <spdlog/spdlog.h>
+
+namespace actorps {
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+struct chaos_state {
+  static inline const char* name = "chaos";
+  cluster_spec spec;
+  node_dialer dial;
+  fault_hands* hands = nullptr;
+  std::vector<planned_fault> plan;
+  size_t next = 0;  // the plan's next fault
+  int64_t steps = 0;
+  clock_type::time_point start = clock_type::now();
+  bool tick_pending = false;
+  bool ended = false;
+  std::map<uint64_t, std::function<void()>> undos;  // pauses to resume, partitions to heal
+  uint64_t next_undo = 0;
+  std::optional<caf::response_promise> end;
+
+  double since() const { return std::chrono::duration<double>(clock_type::now() - start).count(); }
+};
+
+using chaos_ptr = caf::stateful_actor<chaos_state>*;
+
+// Runs `undo` after `seconds`, and answers chaos_end once nothing is left.
+void undo_later(chaos_ptr self, double seconds, std::function<void()> undo) {
+  const uint64_t id = self->state.next_undo++;
+  self->state.undos.emplace(id, std::move(undo));
+  self->delayed_send(self, std::chrono::microseconds(int64_t(seconds * 1e6)), chaos_tick_atom_v, id);
+}
+
+void finish_if_done(chaos_ptr self) {
+  auto& st = self->state;
+  if (st.ended && st.undos.empty() && st.end) std::exchange(st.end, std::nullopt)->deliver(true);
+}
+
+void log_fault(chaos_ptr self, const std::string& what, const caf::error& err) {
+  spdlog::warn("chaos: t={:.2f} s, step {}: {}{}", self->state.since(), self->state.steps, what,
+               err ? " failed: " + describe(err) : std::string());
+}
+
+// Drops and delays (and partitions without namespaces: a worker's requests
+// to a PS) are injected in the worker's transport, through its node.
+void inject(chaos_ptr self, planned_fault f) {
+  if (f.task.role == pb::PS) std::swap(f.task, f.peer);
+  const auto what = to_string(f);
+  if (f.task.role != pb::WORKER || f.peer.role != pb::PS)
+    return log_fault(self, what, make_error(errc::invalid_argument, "only between a worker and a PS without --netns"));
+  pb::InjectFault req;
+  req.set_worker(f.task.index);
+  req.set_ps(f.peer.index);
+  req.set_drop(f.fraction);
+  req.set_delay_ms(f.delay_ms);
+  req.set_duration_ms(uint32_t(f.duration * 1000));
+  auto& spec = self->state.spec;
+  self->state.dial(self, size_t(spec.node_of(f.task) - spec.nodes.data()),
+                   [self, req, what](caf::expected<node_actor> node) {
+                     if (!node) return log_fault(self, what, node.error());
+                     self->request(*node, std::chrono::seconds(5), req)
+                         .then([self, what](const pb::FaultInjected&) { log_fault(self, what, caf::none); },
+                               [self, what](caf::error& err) { log_fault(self, what, err); });
+                   });
+}
+
+void fire(chaos_ptr self, const planned_fault& f) {
+  auto& st = self->state;
+  if (f.what == fault::kind::partition && st.hands->can_partition()) {
+    auto cut = [self, f](bool heal) {
+      auto err = self->state.hands->partition(f.task, f.peer, heal);
+      spdlog::warn("chaos: t={:.2f} s, step {}: {} the hosts of {} and {}{}", self->state.since(), self->state.steps,
+                   heal ? "healed the partition between" : "partitioned", to_string(f.task), to_string(f.peer),
+                   err ? " failed: " + describe(err) : std::string());
+    };
+    cut(false);
+    return undo_later(self, f.duration, [cut] { cut(true); });
+  }
+  if (f.what == fault::kind::partition || f.what == fault::kind::drop || f.what == fault::kind::delay)
+    return inject(self, f);
+  const auto task = to_string(f.task);
+  const bool kill = f.what == fault::kind::kill;
+  const auto pid = st.hands->signal(task, kill ? SIGKILL : SIGSTOP);
+  spdlog::warn("chaos: t={:.2f} s, step {}: {} {} (pid {})", st.since(), st.steps, kill ? "SIGKILL" : "SIGSTOP", task,
+               pid);
+  if (f.what == fault::kind::pause)
+    undo_later(self, f.duration, [self, task] {
+      auto pid = self->state.hands->signal(task, SIGCONT);
+      spdlog::warn("chaos: t={:.2f} s: SIGCONT {} (pid {})", self->state.since(), task, pid);
+    });
+}
+
+// Fires every fault whose time or step has come, in plan order; a fault
+// due later sets a timer for itself.
+void fire_due(chaos_ptr self) {
+  auto& st = self->state;
+  while (!st.ended && st.next < st.plan.size()) {
+    const auto& f = st.plan[st.next];
+    if (f.at_step >= 0 && st.steps < f.at_step) return;
+    if (f.at_step < 0 && st.since() < f.at) {
+      if (!std::exchange(st.tick_pending, true))
+        self->delayed_send(self, std::chrono::microseconds(int64_t((f.at - st.since()) * 1e6) + 1), chaos_tick_atom_v);
+      return;
+    }
+    fire(self, st.plan[st.next++]);
+  }
+}
+
+caf::behavior chaos_behavior(chaos_ptr self, cluster_spec spec, node_dialer dial, fault_hands* hands,
+                             std::vector<planned_fault> plan) {
+  auto& st = self->state;
+  st.spec = std::move(spec);
+  st.dial = std::move(dial);
+  st.hands = hands;
+  st.plan = std::move(plan);
+  fire_due(self);
+  return {
+      [self](chaos_step_atom, int64_t steps) {
+        self->state.steps = steps;
+        fire_due(self);
+      },
+      [self](chaos_tick_atom) {
+        self->state.tick_pending = false;
+        fire_due(self);
+      },
+      [self](chaos_tick_atom, uint64_t undo) {
+        auto i = self->state.undos.find(undo);
+        if (i == self->state.undos.end()) return;
+        i->second();
+        self->state.undos.erase(i);
+        finish_if_done(self);
+      },
+      [self](chaos_end_atom) -> caf::result<bool> {
+        self->state.ended = true;
+        self->state.end = self->make_response_promise();
+        finish_if_done(self);
+        return caf::delegated<bool>{};
+      },
+  };
+}
+
+}  // namespace
+
+caf::actor spawn_chaos(caf::actor_system& sys, const cluster_spec& spec, node_dialer dial, fault_hands& hands,
+                       std::vector<planned_fault> plan) {
+  return sys.spawn(chaos_behavior, spec, std::move(dial), &hands, std::move(plan));
+}
+
+}  // namespace actorps

@@ -1,0 +1,141 @@
+#include "actors/coordinator/checkpoint.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "actors/dataset/tfrecord.hpp"
+#include "messages/errors.hpp"
+
+namespace actorps::train {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// ckpt-<step>.tfrecord -> step, or -1.
+int64_t step_of(const fs::path& p) {
+  const std::string name = p.filename().string();
+  if (name.rfind("ckpt-", 0) != 0 || p.extension() != ".tfrecord") return -1;
+  try {
+    return std::stoll(name.substr(5, name.size() - 5 - 9));
+  } catch (...) {
+    return -1;
+  }
+}
+
+// Checkpoints of `dir`, newest first.
+std::vector<std::pair<int64_t, fs::path>> list(const std::string& dir) {
+  std::vector<std::pair<int64_t, fs::path>> out;
+  std::error_code ec;
+  for (auto& entry : fs::directory_iterator(dir, ec))
+    if (auto step = step_of(entry.path()); step >= 0) out.emplace_back(step, entry.path());
+  std::sort(out.begin(), out.end(), [](auto& a, auto& b) { return a.first > b.first; });
+  return out;
+}
+
+bool sync_path(const std::string& path, int flags) {
+  int fd = ::open(path.c_str(), flags);
+  if (fd < 0) return false;
+  bool ok = ::fsync(fd) == 0;
+  ::close(fd);
+  return ok;
+}
+
+caf::expected<checkpoint> load(const fs::path& path) {
+  auto records = data::read_tfrecords(path.string());
+  if (!records) return records.error();
+  auto bad = [&](const std::string& what) { return make_error(errc::invalid_config, path.string() + ": " + what); };
+  pb::CheckpointHeader header;
+  if (records->empty() || !header.ParseFromString((*records)[0])) return bad("no checkpoint header");
+  if (records->size() != size_t(header.variables()) + 1)
+    return bad(std::to_string(records->size() - 1) + " variables, the header says " + std::to_string(header.variables()));
+  checkpoint c;
+  c.step = header.step();
+  c.epoch = header.epoch();
+  c.splits = header.splits();
+  for (size_t i = 1; i < records->size(); ++i) {
+    pb::CheckpointVariable v;
+    if (!v.ParseFromString((*records)[i])) return bad("record " + std::to_string(i) + ": not a variable");
+    saved_variable s{v.name(), {v.shape().begin(), v.shape().end()}, std::vector<float>(v.data().size() / 4)};
+    int64_t elements = 1;
+    for (auto d : s.shape) elements *= d;
+    if (int64_t(v.data().size()) != elements * 4) return bad("variable '" + v.name() + "': size does not match its shape");
+    std::memcpy(s.values.data(), v.data().data(), v.data().size());
+    s.version = v.version();
+    for (auto& slot : v.slots()) {
+      if (slot.size() != v.data().size()) return bad("variable '" + v.name() + "': a slot's size does not match");
+      auto& into = s.slots.emplace_back(slot.size() / 4);
+      std::memcpy(into.data(), slot.data(), slot.size());
+    }
+    c.variables.push_back(std::move(s));
+  }
+  return c;
+}
+
+}  // namespace
+
+caf::expected<const saved_variable*> find_variable(const checkpoint& c, const std::string& dir,
+                                                   const std::string& name, const std::vector<int64_t>& shape) {
+  for (auto& v : c.variables)
+    if (v.name == name && v.shape == shape) return &v;
+  return make_error(errc::invalid_config, dir + ": the checkpoint of step " + std::to_string(c.step) +
+                                              " has no variable '" + name +
+                                              "' of the model's shape (another model? delete the directory)");
+}
+
+caf::error save_checkpoint(const std::string& dir, const checkpoint& c, int keep_max) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (!fs::is_directory(dir))
+    return make_error(errc::io_error, "checkpoint directory " + dir + " cannot be created: " + ec.message());
+  pb::CheckpointHeader header;
+  header.set_step(c.step);
+  header.set_epoch(c.epoch);
+  header.set_variables(uint32_t(c.variables.size()));
+  *header.mutable_splits() = c.splits;
+  const std::string final_path = dir + "/ckpt-" + std::to_string(c.step) + ".tfrecord";
+  const std::string tmp = dir + "/.ckpt-" + std::to_string(c.step) + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) return make_error(errc::io_error, tmp + ": cannot create");
+    out << data::tfrecord_frame(header.SerializeAsString());
+    for (auto& v : c.variables) {
+      pb::CheckpointVariable record;
+      record.set_name(v.name);
+      for (auto d : v.shape) record.add_shape(d);
+      record.set_data(reinterpret_cast<const char*>(v.values.data()), v.values.size() * 4);
+      for (auto& slot : v.slots) record.add_slots(reinterpret_cast<const char*>(slot.data()), slot.size() * 4);
+      record.set_version(v.version);
+      out << data::tfrecord_frame(record.SerializeAsString());
+    }
+    if (!out.flush()) return make_error(errc::io_error, tmp + ": write failed (disk full?)");
+  }
+  if (!sync_path(tmp, O_RDONLY) || std::rename(tmp.c_str(), final_path.c_str()) != 0 ||
+      !sync_path(dir, O_RDONLY | O_DIRECTORY))
+    return make_error(errc::io_error, final_path + ": cannot commit the checkpoint");
+  auto all = list(dir);
+  for (size_t i = size_t(std::max(keep_max, 1)); i < all.size(); ++i) fs::remove(all[i].second, ec);
+  return caf::none;
+}
+
+restored restore_latest(const std::string& dir) {
+  restored out;
+  for (auto& [step, path] : list(dir)) {
+    auto c = load(path);
+    if (c) {
+      out.latest = std::move(*c);
+      break;
+    }
+    out.skipped.push_back(describe(c.error()));
+  }
+  return out;
+}
+
+}  // namespace actorps::train

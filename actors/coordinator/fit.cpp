@@ -1,0 +1,199 @@
+#include "actors/coordinator/fit.hpp"
+
+#include <chrono>
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "actors/worker/worker_functions.hpp"
+
+namespace actorps::train {
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+double real_at(const values& v, size_t i) { return i < v.size() ? v[i].real() : 0; }
+
+struct split_range {
+  uint64_t id;
+  int64_t begin, end, steps;
+};
+
+// An exactly-once epoch of `examples`: splits of `size`, each with its
+// batches (steps).
+std::vector<split_range> cut_splits(const pb::DatasetSpec& train, int64_t examples, int64_t size) {
+  int64_t batch = 1;
+  for (auto& op : train.ops())
+    if (op.has_batch()) batch = op.batch().size();
+  std::vector<split_range> out;
+  for (int64_t b = 0; b < examples; b += size) {
+    const int64_t e = std::min(examples, b + size);
+    out.push_back({uint64_t(out.size()), b, e, (e - b + batch - 1) / batch});
+  }
+  return out;
+}
+int64_t integer_at(const values& v, size_t i) { return i < v.size() ? v[i].integer() : 0; }
+
+}  // namespace
+
+caf::error fit_callback::on_train_begin(cluster_coordinator&, fit_start&) { return caf::none; }
+void fit_callback::on_epoch_begin(uint32_t) {}
+caf::error fit_callback::on_steps(cluster_coordinator&, const step_progress&) { return caf::none; }
+caf::error fit_callback::on_epoch_end(cluster_coordinator&, const epoch_logs&, bool&) { return caf::none; }
+
+caf::expected<std::unique_ptr<cluster_coordinator>> connect_job(caf::actor_system& sys, const job_spec& job) {
+  const auto& t = job.training;
+  auto c = cluster_coordinator::connect(sys, job.cluster, t.consistency);
+  if (!c) return c.error();
+  caf::error err;
+  (err = (*c)->create_variables(job.model, t.seed, t.optimizer, t.variable_partitioner)) ||
+      (err = (*c)->create_workers(job.model, t.threads_per_worker));
+  if (err) return err;
+  if (auto info = (*c)->create_per_worker_dataset("train", job.train, t.exactly_once); !info) return info.error();
+  if (!t.checkpoint_dir.empty()) (*c)->restore_lost_shards_from(t.checkpoint_dir);
+  return c;
+}
+
+caf::expected<evaluation> evaluate(cluster_coordinator& c, const pb::DatasetSpec& eval, uint32_t parts) {
+  const auto spec = eval.SerializeAsString();
+  std::vector<remote_value> results;
+  for (uint32_t i = 0; i < parts; ++i) results.push_back(c.schedule("eval_step", {bytes_value(spec), integer_value(i), integer_value(parts)}));
+  if (auto err = c.join()) return err;
+  evaluation out;
+  double loss_sum = 0;
+  int64_t correct = 0;
+  for (auto& r : results) {
+    auto v = r.fetch();
+    if (!v) return v.error();
+    loss_sum += real_at(*v, 0);
+    correct += integer_at(*v, 1);
+    out.examples += integer_at(*v, 2);
+  }
+  if (out.examples == 0) return make_error(errc::invalid_config, "the eval dataset is empty");
+  out.loss = loss_sum / double(out.examples);
+  out.accuracy = double(correct) / double(out.examples);
+  return out;
+}
+
+caf::expected<fit_result> fit(cluster_coordinator& c, const job_spec& job, const std::vector<fit_callback*>& callbacks) {
+  const auto& t = job.training;
+  const bool sync = t.consistency.mode() == pb::Consistency::SYNC;
+  const bool ssp = t.consistency.mode() == pb::Consistency::BOUNDED_STALENESS;
+  const uint32_t workers = uint32_t(c.num_workers()), eval_parts = 2 * workers;
+  std::vector<int64_t> worker_steps_done(workers, 0);  // SSP: each worker's steps in this run
+  uint32_t next_worker = 0;
+  fit_result out;
+  fit_start start;
+  for (auto* cb : callbacks)
+    if (auto err = cb->on_train_begin(c, start)) return err;
+  out.first_epoch = start.epoch;
+  int64_t step = start.step;
+  std::vector<split_range> splits;
+  uint32_t steps_per_epoch = t.steps_per_epoch;
+  if (t.exactly_once) {
+    auto* info = c.dataset_info("train");
+    splits = cut_splits(job.train, info == nullptr ? 0 : info->examples_at_source(), t.split_size);
+    steps_per_epoch = 0;
+    for (auto& s : splits) steps_per_epoch += uint32_t(s.steps);
+  }
+  pb::SplitStatus status = start.splits;  // exactly_once: this epoch's
+  for (uint32_t epoch = out.first_epoch; epoch <= t.epochs && !out.stopped_early; ++epoch) {
+    const auto started = clock_type::now();
+    if (t.learning_rate_decay != 1) {
+      const float lr = t.optimizer.learning_rate() * std::pow(t.learning_rate_decay, float(epoch - 1));
+      if (auto err = c.set_learning_rate(lr)) return err;
+    }
+    for (auto* cb : callbacks) cb->on_epoch_begin(epoch);
+    struct scheduled {
+      remote_value result;
+      uint32_t steps;   // the job steps it completes
+      int64_t split;    // exactly_once: its split, else -1
+    };
+    std::vector<scheduled> closures;
+    uint32_t skipped = 0;  // steps done before a mid-epoch restore
+    if (t.exactly_once) {
+      if (epoch != out.first_epoch || !status.has_plan()) status.Clear();
+      status.mutable_plan()->set_examples(splits.empty() ? 0 : splits.back().end);
+      status.mutable_plan()->set_split_size(t.split_size);
+      const std::set<uint64_t> finished(status.finished().begin(), status.finished().end());
+      std::vector<split_range> order = splits;  // a new order each epoch, the same in every run
+      std::shuffle(order.begin(), order.end(), std::mt19937_64(t.seed * 1000003u + epoch));
+      for (auto& s : order) {
+        if (finished.count(s.id) != 0) {
+          skipped += uint32_t(s.steps);
+          continue;
+        }
+        closures.push_back({c.schedule("train_split", {per_worker_dataset("train"), integer_value(s.begin),
+                                                        integer_value(s.end)}),
+                            uint32_t(s.steps), int64_t(s.id)});
+        out.split_examples += s.end - s.begin;
+      }
+    } else {
+      // A mid-epoch restore: this epoch's steps before the checkpoint are done.
+      skipped = uint32_t(std::clamp<int64_t>(step - int64_t(epoch - 1) * steps_per_epoch, 0, steps_per_epoch));
+      // Closures of steps_per_execution steps; SYNC: one per worker per step.
+      for (uint32_t s = skipped; s < steps_per_epoch;) {
+        const uint32_t n = std::min(t.steps_per_execution, steps_per_epoch - s);
+        if (sync) {  // steps numbered from this run's start, as the shards count them
+          const int64_t first = int64_t(epoch - 1) * steps_per_epoch + s - start.step;
+          const values args{per_worker_dataset("train"), integer_value(n), integer_value(first)};
+          for (uint32_t w = 0; w < workers; ++w)
+            closures.push_back({c.schedule("train_step", args, {true, int(w)}), w + 1 == workers ? n : 0, -1});
+        } else if (ssp) {  // round robin, each worker's steps numbered: an idle worker would hold the others back
+          const uint32_t w = next_worker++ % workers;
+          const values args{per_worker_dataset("train"), integer_value(n), integer_value(worker_steps_done[w])};
+          worker_steps_done[w] += n;
+          closures.push_back({c.schedule("train_step", args, {true, int(w)}), n, -1});
+        } else {
+          closures.push_back({c.schedule("train_step", {per_worker_dataset("train"), integer_value(n)}), n, -1});
+        }
+        s += n;
+      }
+    }
+    epoch_logs logs;
+    logs.epoch = epoch;
+    double loss_sum = 0;
+    int64_t correct = 0, worker_steps = 0;
+    uint32_t done = skipped;
+    caf::error callback_failed;
+    for (auto& closure : closures) {
+      auto v = closure.result.fetch();
+      if (!v) break;  // join() below reports the first error
+      loss_sum += real_at(*v, 0);
+      correct += integer_at(*v, 1);
+      logs.train_examples += integer_at(*v, 2);
+      worker_steps += integer_at(*v, 3);
+      done += closure.steps;
+      if (closure.split >= 0) status.add_finished(uint64_t(closure.split));
+      const step_progress progress{epoch,
+                                   done,
+                                   steps_per_epoch,
+                                   int64_t(epoch - 1) * steps_per_epoch + done,
+                                   loss_sum / double(std::max<int64_t>(worker_steps, 1)),
+                                   t.exactly_once ? &status : nullptr};
+      for (auto* cb : callbacks)
+        if (!callback_failed) callback_failed = cb->on_steps(c, progress);
+    }
+    if (auto err = c.join()) return in_context(err, fmt::format("epoch {}", epoch));
+    if (callback_failed) return callback_failed;
+    step = int64_t(epoch) * steps_per_epoch;
+    logs.step = step;
+    logs.seconds = std::chrono::duration<double>(clock_type::now() - started).count();
+    logs.train_loss = loss_sum / double(std::max<int64_t>(worker_steps, 1));
+    logs.train_accuracy = double(correct) / double(std::max<int64_t>(logs.train_examples, 1));
+    if (job.eval.source_case() != pb::DatasetSpec::SOURCE_NOT_SET) {
+      auto test = evaluate(c, job.eval, eval_parts);
+      if (!test) return in_context(test.error(), fmt::format("epoch {} evaluation", epoch));
+      logs.test = *test;
+    }
+    out.history.push_back(logs);
+    for (auto* cb : callbacks)
+      if (auto err = cb->on_epoch_end(c, logs, out.stopped_early)) return err;
+  }
+  return out;
+}
+
+}  // namespace actorps::train

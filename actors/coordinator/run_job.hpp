@@ -1,0 +1,20 @@
+// The coordinator's run of a training job against running nodes (`actorps
+// train JOB`; `actorps local JOB` starts the nodes first): connect_job
+// builds the cluster state, fit trains with the job's callbacks
+// (checkpoints, metrics, progress, early stopping), and the result is
+// printed: epochs, examples applied per shard (exactly_once), test accuracy.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+#include "config/job_config.hpp"
+
+namespace actorps {
+
+/// Trains `job`; the process exit code: 0, 1 on failure or when the target
+/// accuracy is missed, 2 for bad input. `on_step`, when given, hears the
+/// job's steps so far after each closure.
+int run_job(const job_spec& job, std::function<void(int64_t)> on_step = {});
+
+}  // namespace actorps

@@ -1,0 +1,63 @@
+// The nodes of a topology as child processes of this machine (`actorps
+// local`): each started with `actorps node --task T --exit-with-parent`
+// (in its host's network namespace when there are some), restarted when it
+// dies while the job runs (as an operator or a process manager would on a
+// real host), stopped with SIGTERM.
+#pragma once
+
+#include <sys/types.h>
+
+#include <condition_variable>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <caf/error.hpp>
+#include <caf/expected.hpp>
+
+#include "actors/launch/netns.hpp"
+#include "actors/launch/subprocess.hpp"
+#include "config/cluster_spec.hpp"
+
+namespace actorps {
+
+class local_nodes {
+ public:
+  static constexpr int kMaxRestarts = 10;  // per node: a node that keeps dying is left down
+
+  /// Nodes of `spec` (as written in `config`), run as `self_exe node`, their
+  /// stderr appended to `log`; `hosts` (may be null) their namespaces.
+  local_nodes(std::string config, std::string self_exe, std::string log, const cluster_spec& spec,
+              const host_namespaces* hosts);
+
+  /// Starts the node hosting `task` and waits for its ready line.
+  [[nodiscard]] caf::error start(const std::string& task);
+
+  /// Restarts the nodes that exit, until stop() (waits on the children's
+  /// pidfds, 100 ms at a time, so stop() is seen).
+  void supervise();
+
+  /// SIGTERM to every node, then each gets 10 s to exit 0; a node that does
+  /// not is named and killed. 0 when all exited cleanly.
+  int stop();
+
+  size_t size() const { return nodes_.size(); }
+
+  /// Sends `sig` to the node hosting `task`; its pid, or 0.
+  pid_t signal(const std::string& task, int sig);
+
+ private:
+  caf::expected<child_process> launch(const std::string& task);
+
+  std::string config_, self_exe_, log_;
+  const cluster_spec& spec_;      // as written in the file
+  const host_namespaces* hosts_;  // nullptr: the nodes run here
+  std::mutex m_;
+  std::condition_variable wake_;
+  bool stopping_ = false;
+  std::vector<child_process> nodes_;
+  std::vector<std::string> tasks_;
+  std::vector<int> restarts_;
+};
+
+}  // namespace actorps

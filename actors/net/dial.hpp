@@ -1,0 +1,131 @@
+// Connecting to a node: device-filter check, CAF connect with a deadline
+// (remote_actor would block forever on a SIGSTOPped peer), interface check,
+// then the Hello handshake. The one way any actorps process reaches a node.
+#pragma once
+
+#include <functional>
+
+#include <caf/event_based_actor.hpp>
+#include <caf/expected.hpp>
+#include <caf/io/middleman.hpp>
+#include <caf/openssl/remote_actor.hpp>
+#include <caf/scoped_actor.hpp>
+#include <unistd.h>
+
+#include "actors/net/admission.hpp"
+#include "messages/wire.hpp"
+#include "actors/net/request_now.hpp"
+#include "actors/net/system_config.hpp"
+#include "config/cluster_spec.hpp"
+
+namespace actorps {
+
+using dial_callback = std::function<void(caf::expected<node_actor>)>;
+
+/// The Hello that admits `from` to a node of `spec`.
+inline pb::Hello hello_from(const cluster_spec& spec, task_id from) {
+  pb::Hello hello;
+  hello.set_cluster_name(spec.name);
+  hello.set_protocol_version(kProtocolVersion);
+  *hello.mutable_from() = to_proto(from);
+  hello.set_pid(static_cast<uint32_t>(::getpid()));
+  return hello;
+}
+
+/// hello_from, signed for a secured cluster (actors/admission.hpp).
+inline caf::expected<pb::Hello> signed_hello_from(const cluster_spec& spec, task_id from) {
+  auto hello = hello_from(spec, from);
+  if (auto err = sign_hello(hello, spec)) return err;
+  return hello;
+}
+
+namespace detail {
+
+template <class Self>
+void greet(Self* self, const cluster_spec& spec, task_id from, node_actor node,
+           dial_callback done) {
+  auto hello = signed_hello_from(spec, from);
+  if (!hello) return done(hello.error());
+  auto timeout = std::chrono::milliseconds(spec.runtime.connect_timeout_ms);
+  self->request(node, timeout, *hello)
+      .then([node, done](const pb::Welcome&) { done(node); },
+            [done](const caf::error& err) { done(err); });
+}
+
+}  // namespace detail
+
+/// From inside the handlers of `self` (an event-based actor or a broker):
+/// dials `spec.nodes[node]` as task `from` and calls `done` with the admitted
+/// node actor or a typed error (errc::device_filter,
+/// sec::cannot_connect_to_node, sec::request_timeout,
+/// errc::protocol_mismatch, errc::not_admitted, ...).
+template <class Self>
+void dial_node(Self* self, const cluster_spec& spec, task_id from, size_t node,
+               dial_callback done) {
+  auto& target = spec.nodes[node];
+  if (!spec.may_connect(from.role, target)) {
+    done(make_error(errc::device_filter,
+                    "device filters forbid " + to_string(from) + " to talk to " + target.address()));
+    return;
+  }
+  auto timeout = std::chrono::milliseconds(spec.runtime.connect_timeout_ms);
+  self->request(connector(self->home_system()), timeout, caf::connect_atom_v, target.host, target.port)
+      .then(
+          [self, spec, from, target, done](const caf::node_id&, caf::strong_actor_ptr& ptr,
+                                           const std::set<std::string>& ifs) {
+            auto& sys = self->home_system();
+            if (ptr == nullptr || !sys.assignable(ifs, sys.template message_types<node_actor>())) {
+              done(make_error(errc::not_admitted, "no actorps node actor published at " + target.address()));
+              return;
+            }
+            detail::greet(self, spec, from, caf::actor_cast<node_actor>(std::move(ptr)), done);
+          },
+          [done](const caf::error& err) { done(err); });
+}
+
+/// How an actor reaches node `node` of its topology: dial_node as the
+/// coordinator in the product; tests of the coordinator's actors hand in
+/// their own (fake nodes, no network).
+using node_dialer = std::function<void(caf::event_based_actor* self, size_t node, dial_callback done)>;
+
+/// The product's node_dialer: dial_node as task `from`.
+inline node_dialer network_dialer(const cluster_spec& spec, task_id from) {
+  return [spec, from](caf::event_based_actor* self, size_t node, dial_callback done) {
+    dial_node(self, spec, from, node, std::move(done));
+  };
+}
+
+/// Why a dial of a node that was lost failed, from the error's code (never
+/// its text): the process is gone (the port refuses), restarting, hung or
+/// cut off (no answer before the deadline), or it answers but refuses us.
+inline const char* dial_failure_cause(const caf::error& err) {
+  if (err == caf::sec::cannot_connect_to_node) return "exited (the port refuses connections)";
+  if (err == caf::sec::request_timeout || err == caf::sec::connection_timeout) return "hung or cut off (no answer)";
+  if (err == caf::sec::disconnect_during_handshake) return "restarting (dropped the handshake)";
+  if (err == errc::not_admitted || err == errc::protocol_mismatch || err == errc::device_filter)
+    return "up, but refuses us";
+  return "unreachable";
+}
+
+/// Blocking dial for set-up code (tools, tests), never for hot paths: the
+/// admission lasts as long as `self` lives. Same errors as dial_node; the
+/// node's Welcome goes to `welcome` when given.
+inline caf::expected<node_actor> dial_node_now(caf::scoped_actor& self, const cluster_spec& spec, task_id from,
+                                               size_t node, pb::Welcome* welcome = nullptr) {
+  auto& target = spec.nodes[node];
+  if (!spec.may_connect(from.role, target))
+    return make_error(errc::device_filter, "device filters forbid " + to_string(from) + " to talk to " + target.address());
+  auto& sys = self->home_system();
+  auto handle = sys.has_openssl_manager() ? caf::openssl::remote_actor<node_actor>(sys, target.host, target.port)
+                                          : sys.middleman().remote_actor<node_actor>(target.host, target.port);
+  if (!handle) return handle.error();
+  auto hello = signed_hello_from(spec, from);
+  if (!hello) return hello.error();
+  auto reply = request_now<pb::Welcome>(self, *handle, std::chrono::milliseconds(spec.runtime.connect_timeout_ms),
+                                       *hello);
+  if (!reply) return reply.error();
+  if (welcome != nullptr) *welcome = std::move(*reply);
+  return *handle;
+}
+
+}  // namespace actorps

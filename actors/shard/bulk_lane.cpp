@@ -1,0 +1,345 @@
+#include "actors/shard/bulk_lane.hpp"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <poll.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <random>
+
+#include <caf/scoped_actor.hpp>
+#include <spdlog/spdlog.h>
+
+namespace actorps {
+namespace {
+
+constexpr uint32_t kMaxHeaderBytes = 1 << 16;
+
+bool read_full(int fd, void* buf, size_t n) {
+  auto* p = static_cast<char*>(buf);
+  for (size_t got = 0; got < n;) {
+    auto r = ::read(fd, p + got, n - got);
+    if (r <= 0) return false;
+    got += size_t(r);
+  }
+  return true;
+}
+
+// Writes [u32 header length][header][payload] straight from the caller's
+// memory (one sendmsg of three parts; MSG_NOSIGNAL: a vanished peer is an
+// error, not a SIGPIPE).
+bool write_frame(int fd, const google::protobuf::MessageLite& header, const void* payload, size_t payload_bytes) {
+  std::string head = header.SerializeAsString();
+  uint32_t len = uint32_t(head.size());
+  iovec parts[3] = {{&len, 4}, {head.data(), head.size()}, {const_cast<void*>(payload), payload_bytes}};
+  iovec* next = parts;
+  size_t left_parts = payload_bytes > 0 ? 3 : 2;
+  while (left_parts > 0) {
+    msghdr msg{};
+    msg.msg_iov = next;
+    msg.msg_iovlen = left_parts;
+    auto sent = ::sendmsg(fd, &msg, MSG_NOSIGNAL);
+    if (sent <= 0) return false;
+    auto done = size_t(sent);
+    while (left_parts > 0 && done >= next->iov_len) done -= next->iov_len, ++next, --left_parts;
+    if (left_parts > 0) next->iov_base = static_cast<char*>(next->iov_base) + done, next->iov_len -= done;
+  }
+  return true;
+}
+
+bool read_header(int fd, google::protobuf::MessageLite& header) {
+  uint32_t len = 0;
+  if (!read_full(fd, &len, 4) || len > kMaxHeaderBytes) return false;
+  std::string head(len, '\0');
+  return read_full(fd, head.data(), len) && header.ParseFromString(head);
+}
+
+std::string random_token() {
+  std::random_device rd;
+  std::string token(16, '\0');
+  for (auto& c : token) c = char(rd());
+  return token;
+}
+
+pb::BulkReply failure(const caf::error& err) {
+  pb::BulkReply reply;
+  reply.set_code(err.category() == caf::atom("actorps") ? err.code() : uint32_t(errc::internal));
+  reply.set_error(describe(err));
+  return reply;
+}
+
+}  // namespace
+
+// ---- server ----
+
+bulk_server::bulk_server(caf::actor_system& sys, std::chrono::milliseconds stall)
+    : sys_(sys), stall_(stall), token_(random_token()) {}
+
+void bulk_server::start(const std::string& host) {
+  listener_ = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = 0;
+  if (::inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1) addr.sin_addr.s_addr = htonl(INADDR_ANY);
+  socklen_t size = sizeof(addr);
+  if (::bind(listener_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || ::listen(listener_, 64) != 0 ||
+      ::getsockname(listener_, reinterpret_cast<sockaddr*>(&addr), &size) != 0) {
+    spdlog::warn("bulk lane: cannot listen on {}: {}; large tensors will use CAF", host, std::strerror(errno));
+    ::close(listener_);
+    listener_ = -1;
+    return;
+  }
+  port_ = ntohs(addr.sin_port);
+  threads_.emplace_back([this] { accept_loop(); });
+}
+
+bulk_server::~bulk_server() {
+  stopping_ = true;
+  {
+    std::lock_guard<std::mutex> guard(mutex_);
+    if (listener_ >= 0) ::shutdown(listener_, SHUT_RDWR);
+    for (int fd : connections_) ::shutdown(fd, SHUT_RDWR);
+  }
+  for (auto& t : threads_) t.join();
+  if (listener_ >= 0) ::close(listener_);
+}
+
+void bulk_server::add_shard(uint32_t index, ps_shard_actor shard) {
+  std::lock_guard<std::mutex> guard(mutex_);
+  shards_[index] = std::move(shard);
+}
+
+ps_shard_actor bulk_server::shard(uint32_t index) {
+  std::lock_guard<std::mutex> guard(mutex_);
+  auto i = shards_.find(index);
+  return i == shards_.end() ? ps_shard_actor{} : i->second;
+}
+
+void bulk_server::accept_loop() {
+  for (;;) {
+    int fd = ::accept(listener_, nullptr, nullptr);
+    if (fd < 0) return;  // shut down
+    std::lock_guard<std::mutex> guard(mutex_);
+    if (stopping_) {
+      ::close(fd);
+      return;
+    }
+    int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    connections_.push_back(fd);
+    threads_.emplace_back([this, fd] { serve(fd); });
+  }
+}
+
+namespace {
+
+// Bounds each read of a payload (0: no bound, for idle waits between frames).
+void set_read_timeout(int fd, std::chrono::milliseconds t) {
+  timeval tv{};
+  tv.tv_sec = t.count() / 1000;
+  tv.tv_usec = (t.count() % 1000) * 1000;
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+}
+
+bool readable_now(int fd) {
+  pollfd p{fd, POLLIN, 0};
+  return ::poll(&p, 1, 0) > 0;
+}
+
+constexpr size_t kPullsInFlight = 4;
+
+}  // namespace
+
+// One connection. Pushes are handed to the shard one by one. Pulls are sent
+// ahead (up to kPullsInFlight) while earlier answers are written, so the
+// shard copies frame k + 1 while frame k is on the wire; answers keep the
+// order of the requests.
+void bulk_server::serve(int fd) {
+  pb::BulkHello hello;
+  if (!read_header(fd, hello) || hello.token() != token_) {
+    spdlog::warn("bulk lane: a connection without the node's token was closed");
+    ::shutdown(fd, SHUT_RDWR);
+    return;
+  }
+  caf::scoped_actor self(sys_);
+  size_t pulls = 0;  // sent to a shard, answer not yet written
+  auto answer_pull = [&] {
+    pb::Values values;
+    pb::BulkReply reply;
+    self->receive([&](pb::Values& v) { values = std::move(v); }, [&](caf::error& err) { reply = failure(err); });
+    --pulls;
+    const std::string* payload = values.tensors_size() == 1 ? &values.tensors(0).data() : nullptr;
+    if (payload != nullptr) {
+      reply.set_version(values.versions(0));
+      reply.set_payload_bytes(payload->size());
+    }
+    return write_frame(fd, reply, payload ? payload->data() : nullptr, payload ? payload->size() : 0);
+  };
+  auto no_shard = [](uint32_t index) {
+    return failure(make_error(errc::unknown_variable, "bulk lane: no shard ps:" + std::to_string(index) + " on this node"));
+  };
+  pb::BulkRequest req;
+  for (;;) {
+    if (pulls > 0 && (pulls >= kPullsInFlight || !readable_now(fd))) {
+      if (!answer_pull()) break;
+      continue;
+    }
+    if (!read_header(fd, req)) break;
+    auto target = shard(req.shard());
+    if (req.kind() == pb::BulkRequest::PULL) {
+      if (!target) {
+        while (pulls > 0) answer_pull();
+        if (!write_frame(fd, no_shard(req.shard()), nullptr, 0)) break;
+        continue;
+      }
+      pb::Pull pull;
+      pull.add_names(req.name());
+      pull.set_offset(req.offset());
+      pull.set_count(req.count());
+      pull.set_worker(req.worker());
+      pull.set_step(req.step());
+      self->send(target, std::move(pull));
+      ++pulls;
+      continue;
+    }
+    while (pulls > 0) answer_pull();  // answers stay in request order
+    pb::BulkReply reply;
+    if (req.count() < 1 || int64_t(req.payload_bytes()) != req.count() * 4 ||
+        int64_t(req.payload_bytes()) > kBulkFrameBytes) {
+      reply = failure(make_error(errc::bad_tensor, "bulk push: payload of " + std::to_string(req.payload_bytes()) +
+                                                       " bytes for " + std::to_string(req.count()) +
+                                                       " elements (at most " + std::to_string(kBulkFrameBytes) + ")"));
+      write_frame(fd, reply, nullptr, 0);
+      break;  // the stream cannot be trusted any more
+    }
+    pb::Push push;
+    push.set_worker(req.worker());
+    push.set_step(req.step());
+    auto* slice = push.add_gradients();
+    slice->set_name(req.name());
+    slice->set_dtype(pb::FLOAT32);
+    slice->set_offset(req.offset());
+    slice->set_count(req.count());
+    auto* data = slice->mutable_data();
+    data->resize(req.payload_bytes());
+    set_read_timeout(fd, stall_);
+    const bool complete = read_full(fd, data->data(), data->size());
+    set_read_timeout(fd, std::chrono::milliseconds(0));
+    if (!complete) {  // nothing of it is applied
+      write_frame(fd, failure(make_error(errc::bad_tensor, "bulk push: frame for '" + req.name() +
+                                                               "' incomplete (sender stalled or gone); dropped")),
+                  nullptr, 0);
+      break;
+    }
+    if (!target)
+      reply = no_shard(req.shard());
+    else
+      self->request(target, caf::infinite, std::move(push))
+          .receive([&](pb::PushAck& ack) { *reply.mutable_ack() = std::move(ack); },
+                   [&](caf::error& err) { reply = failure(err); });
+    if (!write_frame(fd, reply, nullptr, 0)) break;
+  }
+  ::shutdown(fd, SHUT_RDWR);
+}
+
+// ---- client ----
+
+caf::expected<bulk_client> bulk_client::connect(const std::string& host, uint16_t port, const std::string& token) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  if (::inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1 ||
+      ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    ::close(fd);
+    return make_error(errc::unreachable, "bulk lane: cannot connect to " + host + ":" + std::to_string(port));
+  }
+  int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  bulk_client client(fd);
+  pb::BulkHello hello;
+  hello.set_token(token);
+  if (!write_frame(fd, hello, nullptr, 0)) return make_error(errc::io_error, "bulk lane: hello failed");
+  return client;
+}
+
+bulk_client::bulk_client(bulk_client&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
+
+bulk_client::~bulk_client() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+caf::expected<pb::BulkReply> bulk_client::read_reply() {
+  pb::BulkReply reply;
+  if (!read_header(fd_, reply)) return make_error(errc::io_error, "bulk lane: connection lost");
+  return reply;
+}
+
+// Frames go out back to back and replies are read afterwards, so the PS
+// applies (or copies) one frame while the next is on the wire.
+std::vector<pb::BulkRequest> bulk_client::frames(pb::BulkRequest::Kind kind, uint32_t shard, uint32_t worker,
+                                                 int64_t step, const std::string& name, int64_t offset,
+                                                 int64_t count) {
+  std::vector<pb::BulkRequest> out;
+  const int64_t frame = kBulkFrameBytes / 4;
+  for (int64_t at = 0; at < count; at += frame) {
+    auto& req = out.emplace_back();
+    req.set_kind(kind);
+    req.set_shard(shard);
+    req.set_worker(worker);
+    req.set_step(step);
+    req.set_name(name);
+    req.set_offset(offset + at);
+    req.set_count(std::min(frame, count - at));
+    if (kind == pb::BulkRequest::PUSH) req.set_payload_bytes(uint64_t(req.count()) * 4);
+  }
+  return out;
+}
+
+caf::expected<pb::PushAck> bulk_client::push(uint32_t shard, uint32_t worker, int64_t step, const std::string& name,
+                                             int64_t offset, int64_t count, const float* grad) {
+  auto reqs = frames(pb::BulkRequest::PUSH, shard, worker, step, name, offset, count);
+  for (auto& req : reqs)
+    if (!write_frame(fd_, req, grad + (req.offset() - offset), req.payload_bytes()))
+      return make_error(errc::io_error, "bulk lane: send failed");
+  pb::PushAck total;
+  caf::error first;
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    auto reply = read_reply();
+    if (!reply) return reply.error();
+    if (reply->code() != 0 && !first) first = make_error(static_cast<errc>(reply->code()), reply->error());
+    total.set_applied(total.applied() + reply->ack().applied());
+    total.set_duplicates(total.duplicates() + reply->ack().duplicates());
+    total.set_stale(total.stale() + reply->ack().stale());
+  }
+  if (first) return first;
+  return total;
+}
+
+caf::error bulk_client::pull(uint32_t shard, uint32_t worker, int64_t step, const std::string& name, int64_t offset,
+                             int64_t count, float* out) {
+  auto reqs = frames(pb::BulkRequest::PULL, shard, worker, step, name, offset, count);
+  for (auto& req : reqs)
+    if (!write_frame(fd_, req, nullptr, 0)) return make_error(errc::io_error, "bulk lane: send failed");
+  caf::error first;
+  for (auto& req : reqs) {
+    auto reply = read_reply();
+    if (!reply) return reply.error();
+    if (reply->code() != 0) {
+      if (!first) first = make_error(static_cast<errc>(reply->code()), reply->error());
+      continue;
+    }
+    if (int64_t(reply->payload_bytes()) != req.count() * 4)
+      return make_error(errc::bad_tensor, "bulk lane: pull answer of " + std::to_string(reply->payload_bytes()) +
+                                              " bytes for " + std::to_string(req.count()) + " elements");
+    if (!read_full(fd_, out + (req.offset() - offset), reply->payload_bytes()))
+      return make_error(errc::io_error, "bulk lane: connection lost");
+  }
+  return first;
+}
+
+}  // namespace actorps

@@ -1,0 +1,45 @@
+// A parameter-server shard: holds variable shards (values + optimizer
+// slots) and applies workers' gradients with the kernels' optimizers.
+// Spawned by a PS node on the coordinator's SpawnShard (node_actor).
+//
+// Consistency (pb::Consistency, per job):
+//   ASYNC              every push is applied at once.
+//   SYNC               pushes for the shard's current step are summed; when
+//                      replicas_to_aggregate gradients cover every variable
+//                      their mean is applied once and the step advances.
+//                      Pushes for a past step are dropped and counted
+//                      (backup workers); pushes and pulls for a future step
+//                      wait for it.
+//   BOUNDED_STALENESS  pushes apply at once; a worker's clock is its last
+//                      pushed step + 1; a pull at step s waits while
+//                      s - (slowest clock) > staleness.
+// A push is identified by (closure, step) or (worker, step), then variable
+// and offset: a retry is applied once. Every request is checked first
+// against its sender (role, size: actors/peer_table.hpp), then validated
+// whole before anything changes: a bad one gets a typed error, is counted
+// against its sender and leaves the shard as it was. A peer may have at most
+// max_in_flight_per_peer requests waiting for a step.
+#pragma once
+
+#include <caf/actor_system.hpp>
+
+#include "actors/net/peer_table.hpp"
+#include "messages/wire.hpp"
+
+namespace actorps {
+
+struct shard_options {
+  uint32_t index = 0;  // the ps task it serves
+  pb::Consistency consistency;
+  int64_t first_step = 0;  // SYNC: the step it starts at (a restored shard joins the others)
+  peer_table_ptr peers;    // who may ask what; the limits
+  caf::actor_addr parent;  // the only actor whose exit message stops it (its node)
+};
+
+/// Spawns a PS shard.
+ps_shard_actor spawn_ps_shard(caf::actor_system& sys, shard_options opts);
+
+/// "" when `c` is usable, else what is wrong with it.
+std::string check_consistency(const pb::Consistency& c);
+
+}  // namespace actorps

@@ -1,0 +1,76 @@
+#include "actors/variables/wire_forms.hpp"
+
+namespace actorps::train {
+
+pb::ModelSpec to_proto(const kernels::model_spec& m) {
+  pb::ModelSpec out;
+  out.set_height(m.height);
+  out.set_width(m.width);
+  out.set_channels(m.channels);
+  out.set_sigmoid_loss(m.loss == kernels::loss_kind::sigmoid_bce);
+  for (auto& l : m.layers) {
+    auto* p = out.add_layers();
+    p->set_kind(static_cast<pb::LayerSpec::Kind>(l.kind));
+    p->set_units(l.units);
+    p->set_kernel(l.kernel);
+    p->set_same_padding(l.pad == kernels::padding::same);
+    p->set_pool(l.pool);
+    p->set_relu(l.act == kernels::activation::relu);
+    p->set_vocabulary(l.vocabulary);
+    p->set_inputs(l.inputs);
+    p->set_sum_combiner(l.comb == kernels::combiner::sum);
+  }
+  return out;
+}
+
+kernels::model_spec from_proto(const pb::ModelSpec& m) {
+  kernels::model_spec out;
+  out.height = m.height(), out.width = m.width(), out.channels = m.channels();
+  out.loss = m.sigmoid_loss() ? kernels::loss_kind::sigmoid_bce : kernels::loss_kind::softmax_xent;
+  for (auto& p : m.layers()) {
+    kernels::layer_spec l;
+    l.kind = static_cast<kernels::layer_kind>(p.kind());
+    l.units = p.units();
+    l.kernel = p.kernel();
+    l.pad = p.same_padding() ? kernels::padding::same : kernels::padding::valid;
+    l.pool = p.pool();
+    l.act = p.relu() ? kernels::activation::relu : kernels::activation::none;
+    l.vocabulary = p.vocabulary();
+    l.inputs = p.inputs();
+    l.comb = p.sum_combiner() ? kernels::combiner::sum : kernels::combiner::mean;
+    out.layers.push_back(l);
+  }
+  return out;
+}
+
+pb::VariableLayout to_proto(const sharded_variable& v) {
+  pb::VariableLayout out;
+  out.set_name(v.name);
+  for (auto d : v.shape) out.add_shape(d);
+  for (size_t i = 0; i < v.shards.size(); ++i) {
+    auto* s = out.add_shards();
+    s->set_ps_task(uint32_t(v.shards[i].ps_task));
+    s->set_name(v.shard_name(i));
+    s->set_first_row(v.shards[i].first_row);
+    s->set_rows(v.shards[i].shape.empty() ? 1 : v.shards[i].shape[0]);
+  }
+  return out;
+}
+
+sharded_variable from_proto(const pb::VariableLayout& v) {
+  sharded_variable out;
+  out.name = v.name();
+  out.shape.assign(v.shape().begin(), v.shape().end());
+  for (int i = 0; i < v.shards_size(); ++i) {
+    shard_placement s;
+    s.shard = i;
+    s.ps_task = int(v.shards(i).ps_task());
+    s.first_row = v.shards(i).first_row();
+    s.shape = out.shape;
+    if (!s.shape.empty()) s.shape[0] = v.shards(i).rows();
+    out.shards.push_back(std::move(s));
+  }
+  return out;
+}
+
+}  // namespace actorps::train

@@ -1,0 +1,28 @@
+// A worker: runs closures (actors/worker_functions.hpp) one after another,
+// in the order they arrive. A RunClosures message carries a batch of them
+// and the worker's dataset handles; the reply lists each closure's result
+// (values only when asked for) or its function's error, so one failing
+// closure does not fail the others. The worker holds the model on its
+// kernels and one buffer of pulled values and gradients, reused by every
+// step; its step counter numbers its pushes (worker, step), so shards apply
+// a retried push once and SYNC shards see its k-th step as the job's step k.
+#pragma once
+
+#include <caf/actor_system.hpp>
+
+#include "actors/net/peer_table.hpp"
+#include "config/cluster_spec.hpp"
+#include "messages/wire.hpp"
+
+namespace actorps {
+
+/// Checks the spec's model and variables; spawns the worker. It dials the
+/// PS nodes of `cluster` itself and runs no closure before each answered
+/// its Hello: a shard serves only processes its node admitted, and CAF
+/// (automatic connections off) would otherwise route every pull and push
+/// through the coordinator's process, the node the shard handles came from.
+/// Its own requests are checked by `peers` (closures: the coordinator's).
+caf::expected<worker_actor> spawn_worker(caf::actor_system& sys, const pb::SpawnWorker& spec, shard_list shards,
+                                         const cluster_spec& cluster, peer_table_ptr peers);
+
+}  // namespace actorps

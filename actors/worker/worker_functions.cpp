@@ -1,0 +1,255 @@
+#include "actors/worker/worker_functions.hpp"
+
+#include <map>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "actors/dataset/pipeline.hpp"
+#include "messages/tensor_bytes.hpp"
+
+namespace actorps {
+namespace {
+
+caf::expected<int64_t> integer_arg(const std::vector<pb::Value>& args, size_t i, const char* what, int64_t fallback) {
+  if (i >= args.size()) return fallback;
+  if (args[i].kind_case() != pb::Value::kInteger)
+    return make_error(errc::invalid_argument, fmt::format("argument {} ({}) must be an integer", i + 1, what));
+  return args[i].integer();
+}
+
+caf::error arity(const char* fn, const std::vector<pb::Value>& args, size_t min, size_t max) {
+  if (args.size() >= min && args.size() <= max) return caf::none;
+  return make_error(errc::invalid_argument, fmt::format("{} takes {} to {} arguments, got {}", fn, min, max, args.size()));
+}
+
+bool takes_ids(const kernels::sequential_model& m) {
+  return !m.spec().layers.empty() && m.spec().layers.front().kind == kernels::layer_kind::embedding;
+}
+
+// train_step: `steps` steps over the worker's dataset; see the header.
+struct train_run {
+  worker_context* ctx;
+  dataset_actor dataset;
+  int64_t steps = 0, ran = 0;  // steps < 0: until the dataset ends (a split)
+  int64_t first_step = -1;     // >= 0: step numbers from here (SYNC: the job's), else the worker's own
+  double loss_sum = 0;
+  int64_t correct = 0, examples = 0;
+  pb::BatchData batch;
+  const float* x = nullptr;     // the batch's inputs, in place when aligned
+  std::vector<float> x_copy;    // ... else here
+  std::vector<int64_t> ids;
+  std::function<void(caf::expected<values>)> done;
+
+  static void next(std::shared_ptr<train_run> run) {
+    if (run->ran == run->steps) return run->finish();
+    run->ctx->next_batch(run->dataset, [run](caf::expected<pb::BatchData> b) {
+      if (!b) return run->done(b.error());
+      if (b->end() && run->steps < 0) return run->finish();
+      if (b->end())
+        return run->done(make_error(errc::out_of_range,
+                                    fmt::format("the dataset ended after {} of {} steps (add repeat to the dataset)",
+                                                run->ran, run->steps)));
+      const int64_t features = run->ctx->model->input_size();
+      if (int64_t(b->features()) != features)
+        return run->done(make_error(errc::bad_tensor, fmt::format("batches of {} features, the model takes {}",
+                                                                  b->features(), features)));
+      run->batch = std::move(*b);
+      run->unpack();
+      const int64_t step = run->first_step >= 0 ? run->first_step + run->ran : run->ctx->next_step();
+      run->ctx->pull_for_step(step, [run, step](caf::error err) {
+        if (err) return run->done(std::move(err));
+        if (run->ids.empty()) return compute_and_push(run, step);
+        run->ctx->pull_rows(run->ids, [run, step](caf::error err) {
+          if (err) return run->done(std::move(err));
+          compute_and_push(run, step);
+        });
+      });
+    });
+  }
+
+  static void compute_and_push(std::shared_ptr<train_run> run, int64_t step) {
+    compute(*run);
+    run->ctx->push(step, run->batch.size(), [run](caf::error err) {
+      if (err) return run->done(std::move(err));
+      ++run->ran;
+      next(run);
+    });
+  }
+
+  void finish() {
+    done(values{real_value(loss_sum), integer_value(correct), integer_value(examples), integer_value(ran)});
+  }
+
+  // The batch's inputs: floats, or ids for a model that starts with an embedding.
+  void unpack() {
+    x = float_view(batch.x(), x_copy);
+    ids.clear();
+    if (takes_ids(*ctx->model)) ids.assign(x, x + batch.x().size() / sizeof(float));
+  }
+
+  static void compute(train_run& run) {
+    auto& b = run.batch;
+    auto& p = *run.ctx->params;
+    const kernels::batch_view view{b.size(), run.ids.empty() ? run.x : nullptr,
+                                   run.ids.empty() ? nullptr : run.ids.data(), b.labels().data()};
+    auto r = run.ctx->model->train_step(view, p.params, p.grad_ptrs);
+    run.loss_sum += r.loss;
+    run.correct += r.correct;
+    run.examples += b.size();
+  }
+};
+
+void train(worker_context& ctx, const dataset_actor& dataset, int64_t steps, int64_t first_step,
+           std::function<void(caf::expected<values>)> done) {
+  auto run = std::make_shared<train_run>();
+  run->ctx = &ctx;
+  run->dataset = dataset;
+  run->steps = steps;
+  run->first_step = first_step;
+  run->done = std::move(done);
+  train_run::next(run);
+}
+
+void train_step(worker_context& ctx, const std::vector<pb::Value>& args, std::function<void(caf::expected<values>)> done) {
+  if (auto err = arity("train_step", args, 1, 3)) return done(err);
+  auto dataset = ctx.dataset(args[0]);
+  if (!dataset) return done(dataset.error());
+  auto steps = integer_arg(args, 1, "steps", 1), first = integer_arg(args, 2, "first_step", -1);
+  if (!steps) return done(steps.error());
+  if (!first) return done(first.error());
+  if (*steps < 1) return done(make_error(errc::invalid_argument, "train_step: steps must be >= 1"));
+  train(ctx, *dataset, *steps, *first, std::move(done));
+}
+
+void train_split(worker_context& ctx, const std::vector<pb::Value>& args, std::function<void(caf::expected<values>)> done) {
+  if (auto err = arity("train_split", args, 3, 3)) return done(err);
+  auto dataset = ctx.dataset(args[0]);
+  if (!dataset) return done(dataset.error());
+  auto begin = integer_arg(args, 1, "begin", 0), end = integer_arg(args, 2, "end", 0);
+  if (!begin) return done(begin.error());
+  if (!end) return done(end.error());
+  if (*begin < 0 || *end <= *begin)
+    return done(make_error(errc::invalid_argument, fmt::format("train_split: empty split [{}, {})", *begin, *end)));
+  ctx.read_split(*dataset, *begin, *end, [&ctx, d = *dataset, done = std::move(done)](caf::error err) mutable {
+    if (err) return done(std::move(err));
+    train(ctx, d, -1, -1, std::move(done));
+  });
+}
+
+// eval_step: one shard of a dataset read here, against freshly pulled values
+// (and, for an embedding model, the rows each batch needs).
+struct eval_run {
+  worker_context* ctx;
+  data::pipeline pipeline;
+  data::batch b;
+  std::vector<int64_t> ids;
+  double loss_sum;
+  int64_t correct, examples;
+  std::function<void(caf::expected<values>)> done;
+
+  static void next(std::shared_ptr<eval_run> run) {
+    while (run->pipeline.next(run->b)) {
+      if (!takes_ids(*run->ctx->model)) {
+        run->evaluate();
+        continue;
+      }
+      run->ids.assign(run->b.x.begin(), run->b.x.end());
+      return run->ctx->pull_rows(run->ids, [run](caf::error err) {
+        if (err) return run->done(std::move(err));
+        run->evaluate();
+        next(run);
+      });
+    }
+    run->done(values{real_value(run->loss_sum), integer_value(run->correct), integer_value(run->examples)});
+  }
+
+  void evaluate() {
+    const kernels::batch_view view{b.size(), ids.empty() ? b.x.data() : nullptr, ids.empty() ? nullptr : ids.data(),
+                                   b.labels.data()};
+    auto r = ctx->model->evaluate(view, ctx->params->params);
+    loss_sum += double(r.loss) * b.size();
+    correct += r.correct;
+    examples += b.size();
+  }
+};
+void eval_step(worker_context& ctx, const std::vector<pb::Value>& args, std::function<void(caf::expected<values>)> done) {
+  if (auto err = arity("eval_step", args, 3, 3)) return done(err);
+  auto shard = integer_arg(args, 1, "shard", 0), shards = integer_arg(args, 2, "shards", 1);
+  if (!shard) return done(shard.error());
+  if (!shards) return done(shards.error());
+  pb::DatasetSpec spec;
+  if (args[0].kind_case() != pb::Value::kData || !spec.ParseFromString(args[0].data()))
+    return done(make_error(errc::invalid_argument, "eval_step: argument 1 must be a serialized DatasetSpec"));
+  if (*shards < 1 || *shard < 0 || *shard >= *shards)
+    return done(make_error(errc::invalid_argument, fmt::format("eval_step: shard {} of {}", *shard, *shards)));
+  pb::DatasetSpec mine = spec;
+  mine.clear_ops();
+  auto* cut = mine.add_ops()->mutable_shard();  // this closure's part, first
+  cut->set_num_shards(uint32_t(*shards));
+  cut->set_index(uint32_t(*shard));
+  for (auto& op : spec.ops()) *mine.add_ops() = op;
+  auto pipeline = data::pipeline::build(mine);
+  if (!pipeline) return done(pipeline.error());
+  if (pipeline->features() != ctx.model->input_size())
+    return done(make_error(errc::bad_tensor, fmt::format("eval data has {} features, the model takes {}",
+                                                         pipeline->features(), ctx.model->input_size())));
+  auto run = std::make_shared<eval_run>(eval_run{&ctx, std::move(*pipeline), {}, {}, 0, 0, 0, std::move(done)});
+  ctx.pull(0, [run](caf::error err) {
+    if (err) return run->done(std::move(err));
+    eval_run::next(run);
+  });
+}
+
+std::map<std::string, worker_function>& registry() {
+  static std::map<std::string, worker_function> functions{
+      {"train_step", train_step},
+      {"train_split", train_split},
+      {"eval_step", eval_step},
+      {"noop", [](worker_context&, const std::vector<pb::Value>&, std::function<void(caf::expected<values>)> done) {
+         done(values{});
+       }}};
+  return functions;
+}
+
+}  // namespace
+
+void register_function(const std::string& name, worker_function fn) { registry()[name] = std::move(fn); }
+
+const worker_function* find_function(const std::string& name) {
+  auto& r = registry();
+  auto i = r.find(name);
+  return i == r.end() ? nullptr : &i->second;
+}
+
+std::string function_names() {
+  std::string out;
+  for (auto& [name, fn] : registry()) out += (out.empty() ? "" : ", ") + name;
+  return out;
+}
+
+pb::Value integer_value(int64_t x) {
+  pb::Value v;
+  v.set_integer(x);
+  return v;
+}
+
+pb::Value real_value(double x) {
+  pb::Value v;
+  v.set_real(x);
+  return v;
+}
+
+pb::Value bytes_value(std::string bytes) {
+  pb::Value v;
+  v.set_data(std::move(bytes));
+  return v;
+}
+
+pb::Value per_worker_dataset(std::string name) {
+  pb::Value v;
+  v.set_per_worker_dataset(std::move(name));
+  return v;
+}
+
+}  // namespace actorps

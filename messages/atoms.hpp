@@ -1,0 +1,33 @@
+// The tags of messages between one process's own actors (timers, wake-ups,
+// coordinator internals). Declared with CAF 0.17.6's CAF_ADD_ATOM: each
+// gives a type `name` and a value `name_v`. None crosses the wire except
+// worker_timer, which a worker sends only to itself.
+#pragma once
+
+#include <caf/atom.hpp>
+#include <caf/type_id.hpp>
+
+CAF_BEGIN_TYPE_ID_BLOCK(actorps_atoms, caf::first_custom_type_id + 200)
+  // worker: an injected fault's held-back request is due
+  CAF_ADD_ATOM(actorps_atoms, actorps, worker_timer_atom, "wtimer")
+  // worker proxy (actors/coordinator/worker_proxy.hpp)
+  CAF_ADD_ATOM(actorps_atoms, actorps, proxy_dataset_atom, "pxdataset")
+  CAF_ADD_ATOM(actorps_atoms, actorps, proxy_wake_atom, "pxwake")
+  CAF_ADD_ATOM(actorps_atoms, actorps, proxy_respawn_atom, "pxrespawn")
+  CAF_ADD_ATOM(actorps_atoms, actorps, proxy_pause_atom, "pxpause")
+  CAF_ADD_ATOM(actorps_atoms, actorps, proxy_shards_atom, "pxshards")
+  // PS keeper (actors/coordinator/ps_keeper.hpp)
+  CAF_ADD_ATOM(actorps_atoms, actorps, keeper_retry_atom, "kpretry")
+  CAF_ADD_ATOM(actorps_atoms, actorps, keeper_shards_atom, "kpshards")
+  CAF_ADD_ATOM(actorps_atoms, actorps, keeper_layout_atom, "kplayout")
+  CAF_ADD_ATOM(actorps_atoms, actorps, keeper_lr_atom, "kplr")
+  CAF_ADD_ATOM(actorps_atoms, actorps, keeper_ckpt_atom, "kpckpt")
+  // fault-plan executor (actors/coordinator/chaos.hpp)
+  CAF_ADD_ATOM(actorps_atoms, actorps, chaos_step_atom, "chstep")
+  CAF_ADD_ATOM(actorps_atoms, actorps, chaos_tick_atom, "chtick")
+  CAF_ADD_ATOM(actorps_atoms, actorps, chaos_end_atom, "chend")
+  // bench rtt: a repetition ran past its deadline
+  CAF_ADD_ATOM(actorps_atoms, actorps, watchdog_atom, "watchdog")
+  // failure detector (actors/net/cluster_monitor.hpp)
+  CAF_ADD_ATOM(actorps_atoms, actorps, probe_atom, "probe")
+CAF_END_TYPE_ID_BLOCK(actorps_atoms)
