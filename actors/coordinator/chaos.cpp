@@ -14,7 +14,7 @@
 namespace actorps {
 namespace {
 
-using clock_type = std::chrono::steady_clock;
+using clock_type = caf::actor_clock;
 
 struct chaos_state {
   static inline const char* name = "chaos";
@@ -24,14 +24,15 @@ struct chaos_state {
   std::vector<planned_fault> plan;
   size_t next = 0;  // the plan's next fault
   int64_t steps = 0;
-  clock_type::time_point start = clock_type::now();
+  clock_type::time_point start;
   bool tick_pending = false;
   bool ended = false;
   std::map<uint64_t, std::function<void()>> undos;  // pauses to resume, partitions to heal
   uint64_t next_undo = 0;
   std::optional<caf::response_promise> end;
 
-  double since() const { return std::chrono::duration<double>(clock_type::now() - start).count(); }
+  clock_type* clock = nullptr;
+  double since() const { return std::chrono::duration<double>(clock->now() - start).count(); }
 };
 
 using chaos_ptr = caf::stateful_actor<chaos_state>*;
@@ -125,6 +126,8 @@ caf::behavior chaos_behavior(chaos_ptr self, cluster_spec spec, node_dialer dial
   st.dial = std::move(dial);
   st.hands = hands;
   st.plan = std::move(plan);
+  st.clock = &self->clock();
+  st.start = st.clock->now();
   fire_due(self);
   return {
       [self](chaos_step_atom, int64_t steps) {

@@ -18,7 +18,7 @@
 namespace actorps {
 namespace {
 
-using clock_type = std::chrono::steady_clock;
+using clock_type = caf::actor_clock;
 
 struct shards_wanted {
   caf::response_promise promise;
@@ -73,7 +73,7 @@ void retry_later(keeper_ptr self, uint32_t ps, const caf::error& why) {
   if (self->state.cause_logged.insert(ps).second)
     spdlog::warn("coordinator: ps:{}'s node {} ({}); retrying every {} ms", ps, dial_failure_cause(why), describe(why),
                  kRespawnRetry.count());
-  if (clock_type::now() - self->state.lost_at[ps] > kRecoveryTimeout) return fail_recovery(self, ps, why);
+  if (self->clock().now() - self->state.lost_at[ps] > kRecoveryTimeout) return fail_recovery(self, ps, why);
   self->delayed_send(self, kRespawnRetry, keeper_retry_atom_v, ps);
 }
 
@@ -115,7 +115,7 @@ void resume(keeper_ptr self, uint32_t ps, ps_shard_actor shard, int64_t step) {
   auto& st = self->state;
   st.l.shards[ps] = shard;
   watch(self, ps, shard);
-  const double took = std::chrono::duration<double>(clock_type::now() - st.lost_at[ps]).count();
+  const double took = std::chrono::duration<double>(self->clock().now() - st.lost_at[ps]).count();
   st.lost_at.erase(ps);
   if (step >= 0)
     spdlog::warn("coordinator: ps:{} restored from the checkpoint of step {} in {:.2f} s; resuming", ps, step, took);
@@ -191,7 +191,7 @@ void on_shard_down(keeper_ptr self, const caf::down_msg& msg) {
   if (i == st.watched.end()) return;
   const uint32_t ps = i->second;
   st.watched.erase(i);
-  st.lost_at[ps] = clock_type::now();
+  st.lost_at[ps] = self->clock().now();
   st.cause_logged.erase(ps);
   spdlog::warn("coordinator: ps:{} lost ({}); pausing the workers while it is restored", ps, to_string(msg.reason));
   for (auto& p : st.l.proxies) self->send(p, proxy_pause_atom_v);

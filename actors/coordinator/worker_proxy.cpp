@@ -24,7 +24,7 @@ struct proxy_state {
   std::vector<dataset_actor> datasets;
   std::vector<pb::SpawnDataset> dataset_specs;  // how each was built (rebuilt on respawn)
   respawn_plan plan;
-  std::chrono::steady_clock::time_point lost_at;
+  caf::actor_clock::time_point lost_at;
   bool cause_logged = false;  // why the node did not answer, once per loss
   std::map<uint64_t, std::vector<queued_closure>> in_flight;  // by batch
   uint64_t next_batch = 0;
@@ -84,7 +84,7 @@ void lose_worker(proxy_ptr self, const caf::error& why) {
   st.waiting = false;
   st.queue->put_back(std::move(back));
   st.queue->worker_lost(st.index);
-  st.lost_at = std::chrono::steady_clock::now();
+  st.lost_at = self->clock().now();
   st.cause_logged = false;
   // BOUNDED_STALENESS shards stop waiting for its clock until its respawn pushes.
   pb::WorkerLost lost;
@@ -99,7 +99,7 @@ void retry_later(proxy_ptr self, const caf::error& why) {
   if (!std::exchange(st.cause_logged, true))
     spdlog::warn("coordinator: worker:{}'s node {} ({}); retrying every {} ms", st.index, dial_failure_cause(why),
                  describe(why), kRespawnRetry.count());
-  if (std::chrono::steady_clock::now() - st.lost_at > kRecoveryTimeout) {
+  if (self->clock().now() - st.lost_at > kRecoveryTimeout) {
     spdlog::error("coordinator: worker:{} did not come back in {} s ({}); giving up on it", st.index,
                   std::chrono::duration_cast<std::chrono::seconds>(kRecoveryTimeout).count(), describe(why));
     st.queue->worker_gone(st.index, why);
@@ -119,7 +119,7 @@ void spawn_at(proxy_ptr self, node_actor node, std::chrono::seconds timeout) {
               self->monitor(worker);
               st.queue->worker_back(st.index);
               spdlog::warn("coordinator: worker:{} respawned after {:.2f} s", st.index,
-                           std::chrono::duration<double>(std::chrono::steady_clock::now() - st.lost_at).count());
+                           std::chrono::duration<double>(self->clock().now() - st.lost_at).count());
               dispatch(self);
             },
             [self](caf::error& err) { retry_later(self, err); });
@@ -144,9 +144,12 @@ void respawn_on(proxy_ptr self, node_actor node) {
             [c](caf::error& err) { c->fail(std::move(err)); });
 }
 
+// One take per call: the queue hands out a fair share of the common
+// closures, and the rest stays for the other workers' proxies (a proxy
+// with room for many would otherwise drain a short queue while others idle).
 void dispatch(proxy_ptr self) {
   auto& st = self->state;
-  while (st.worker && !st.paused && st.running < st.window && !st.waiting) {
+  if (st.worker && !st.paused && st.running < st.window && !st.waiting) {
     auto batch = st.queue->take(st.window - st.running, st.index, [weak = self->address()] {
       if (auto proxy = caf::actor_cast<caf::actor>(weak)) caf::anon_send(proxy, proxy_wake_atom_v);
     });

@@ -1,0 +1,63 @@
+// Deterministic actor tests: an actor system on CAF 0.17.6's test
+// coordinator (`scheduler.policy = testing`). Nothing runs until the test
+// says so: sched.run() delivers every queued message, sched.trigger_timeout()
+// fires the next timer, sched.advance_time(d) moves the simulated clock. No
+// wall clock, no sleeps: each test drives its actors message by message.
+#pragma once
+
+#include <optional>
+#include <utility>
+
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/event_based_actor.hpp>
+#include <caf/scheduler/test_coordinator.hpp>
+#include <caf/stateful_actor.hpp>
+
+#include "messages/wire.hpp"
+
+namespace actorps::testing {
+
+class deterministic_system {
+ public:
+  deterministic_system() : sys_(configure(cfg_)), sched(dynamic_cast<caf::scheduler::test_coordinator&>(sys_.scheduler())) {}
+
+  caf::actor_system& sys() { return sys_; }
+
+ private:
+  static caf::actor_system_config& configure(caf::actor_system_config& cfg) {
+    register_wire_types(cfg);
+    cfg.set("scheduler.policy", caf::atom("testing"));
+    return cfg;
+  }
+  caf::actor_system_config cfg_;
+  caf::actor_system sys_;
+
+ public:
+  caf::scheduler::test_coordinator& sched;
+};
+
+/// The state of a stateful actor of this test (an untyped handle or one cast from it).
+template <class State, class Handle>
+State& state_of(const Handle& h) {
+  return dynamic_cast<caf::stateful_actor<State>&>(*caf::actor_cast<caf::abstract_actor*>(h)).state;
+}
+
+/// The answer to one request, once it came: an actor that sends `msg` to
+/// `to` and keeps the reply (or error) in `reply`.
+template <class Reply>
+struct asked {
+  std::optional<caf::expected<Reply>> reply;
+};
+
+template <class Reply, class Handle, class... Ts>
+std::shared_ptr<asked<Reply>> ask(caf::actor_system& sys, const Handle& to, Ts... msg) {
+  auto out = std::make_shared<asked<Reply>>();
+  sys.spawn([out, to, msg...](caf::event_based_actor* self) {
+    self->request(to, caf::infinite, msg...)
+        .then([out](Reply& r) { out->reply = std::move(r); }, [out](caf::error& err) { out->reply = std::move(err); });
+  });
+  return out;
+}
+
+}  // namespace actorps::testing

@@ -1,0 +1,519 @@
+// The coordinator's actors driven message by message on CAF's test
+// coordinator (tests/actor_test.hpp): the worker proxies over the closure
+// queue (window, batching, a lost worker's closures back in the queue and
+// its respawn, TF's error latching), the PS keeper's restore sequence and
+// its give-up, and the fault-plan executor. Workers, shards and nodes are
+// fakes that record what they get and answer when the test says.
+#define BOOST_TEST_MODULE coordinator_actors
+#include <boost/test/unit_test.hpp>
+
+#include <csignal>
+#include <filesystem>
+
+#include "actors/coordinator/chaos.hpp"
+#include "actors/coordinator/checkpoint.hpp"
+#include "actors/coordinator/closure_queue.hpp"
+#include "actors/coordinator/ps_keeper.hpp"
+#include "actors/coordinator/worker_proxy.hpp"
+#include "actors/launch/local_host.hpp"
+#include "messages/tensor_bytes.hpp"
+#include "tests/actor_test.hpp"
+
+CAF_BEGIN_TYPE_ID_BLOCK(actorps_test, caf::first_custom_type_id + 300)
+  // to a fake worker: answer every batch you hold (closure `fail` fails)
+  CAF_ADD_ATOM(actorps_test, actorps::testing, answer_atom, "answer")
+CAF_END_TYPE_ID_BLOCK(actorps_test)
+
+using namespace actorps;
+using namespace actorps::testing;
+using namespace std::chrono_literals;
+
+namespace {
+
+// ---- fakes ----
+
+struct fake_worker_state {
+  static inline const char* name = "fake_worker";
+  struct held {
+    pb::RunClosures request;
+    caf::response_promise promise;
+  };
+  std::vector<held> batches;  // in arrival order
+  size_t answered = 0;        // batches[0, answered) were answered
+};
+
+// Each closure's result: its argument times 10; the closure whose argument
+// is `fail` fails with invalid_argument.
+pb::ClosuresDone done_for(const pb::RunClosures& req, int64_t fail) {
+  pb::ClosuresDone done;
+  done.set_busy_micros(10 * uint64_t(req.closures_size()));
+  for (auto& c : req.closures()) {
+    auto* r = done.add_results();
+    r->set_id(c.id());
+    const auto x = c.args(0).integer();
+    if (x == fail) {
+      r->set_error_code(uint8_t(errc::invalid_argument));
+      r->set_error("bad argument " + std::to_string(x));
+    } else {
+      r->add_values()->set_integer(10 * x);
+    }
+  }
+  return done;
+}
+
+caf::behavior fake_worker(caf::stateful_actor<fake_worker_state>* self) {
+  return {
+      [self](pb::RunClosures& req, std::vector<dataset_actor>&) {
+        self->state.batches.push_back({std::move(req), self->make_response_promise()});
+      },
+      [self](answer_atom, int64_t fail) {
+        auto& st = self->state;
+        for (; st.answered < st.batches.size(); ++st.answered)
+          st.batches[st.answered].promise.deliver(done_for(st.batches[st.answered].request, fail));
+      },
+  };
+}
+
+struct fake_shard_state {
+  static inline const char* name = "fake_shard";
+  std::vector<std::string> log;  // what it was asked, in order
+  std::vector<pb::Assign> assigns;
+  int64_t step = 0;
+};
+
+caf::behavior fake_shard(caf::stateful_actor<fake_shard_state>* self) {
+  auto note = [self](std::string what) { self->state.log.push_back(std::move(what)); };
+  return {
+      [note](const pb::CreateVariables&) {
+        note("create");
+        return pb::Created{};
+      },
+      [note](const pb::SetLearningRate& r) {
+        note("lr " + std::to_string(r.learning_rate()));
+        return pb::LearningRateSet{};
+      },
+      [self, note](const pb::Assign& a) {
+        note("assign");
+        self->state.assigns.push_back(a);
+        return pb::Assigned{};
+      },
+      [self, note](const pb::ShardStatsRequest&) {
+        note("stats");
+        pb::ShardStats s;
+        s.set_step(self->state.step);
+        return s;
+      },
+      [note](const pb::WorkerLost& lost) {
+        note("worker_lost " + std::to_string(lost.worker()));
+        return pb::ShardStats{};
+      },
+  };
+}
+
+struct fake_node_state {
+  static inline const char* name = "fake_node";
+  std::vector<caf::actor> workers, shards;  // spawned on request, in order
+  std::vector<pb::SpawnShard> shard_requests;
+};
+
+caf::behavior fake_node(caf::stateful_actor<fake_node_state>* self) {
+  return {
+      [self](const pb::SpawnWorker&, const shard_list&) {
+        self->state.workers.push_back(self->spawn(fake_worker));
+        return caf::actor_cast<worker_actor>(self->state.workers.back());
+      },
+      [self](const pb::SpawnShard& req) {
+        self->state.shard_requests.push_back(req);
+        self->state.shards.push_back(self->spawn(fake_shard));
+        return caf::actor_cast<ps_shard_actor>(self->state.shards.back());
+      },
+  };
+}
+
+// Nodes as a dialer sees them: down until `up`, then the fake node.
+struct fake_dialer {
+  bool up = false;
+  caf::actor node;
+  std::vector<size_t> dials;
+
+  node_dialer get() {
+    return [this](caf::event_based_actor*, size_t n, dial_callback done) {
+      dials.push_back(n);
+      if (up)
+        done(caf::actor_cast<node_actor>(node));
+      else
+        done(make_error(errc::unreachable, "node down (test)"));
+    };
+  }
+};
+
+pb::Closure closure_of(int64_t x) {
+  pb::Closure c;
+  c.set_function("f");
+  pb::Value v;
+  v.set_integer(x);
+  *c.add_args() = v;
+  return c;
+}
+
+// Has the worker answer every batch it holds (once the scheduler runs);
+// how many that is.
+size_t answer_all(const caf::actor& worker, int64_t fail = -1) {
+  auto& st = state_of<fake_worker_state>(worker);
+  caf::anon_send(worker, answer_atom_v, fail);
+  return st.batches.size() - st.answered;
+}
+
+size_t closures_held(const caf::actor& worker) {
+  size_t n = 0;
+  for (auto& b : state_of<fake_worker_state>(worker).batches) n += size_t(b.request.closures_size());
+  return n;
+}
+
+int64_t value_of(const remote_value& v) {
+  auto got = v.fetch();
+  BOOST_REQUIRE_MESSAGE(got, (got ? "" : describe(got.error())));
+  return got->at(0).integer();
+}
+
+cluster_spec four_nodes() {
+  auto spec = parse_toml(
+      "[cluster]\nname = \"t\"\n"
+      "[[cluster.nodes]]\nhost = \"127.0.0.1\"\nport = 1\nroles = [\"coordinator\"]\n"
+      "[[cluster.nodes]]\nhost = \"127.0.0.1\"\nport = 2\nroles = [\"worker\"]\n"
+      "[[cluster.nodes]]\nhost = \"127.0.0.1\"\nport = 3\nroles = [\"ps\"]\n"
+      "[[cluster.nodes]]\nhost = \"127.0.0.1\"\nport = 4\nroles = [\"ps\"]\n",
+      "test");
+  BOOST_REQUIRE_MESSAGE(spec, (spec ? "" : describe(spec.error())));
+  return *spec;
+}
+
+struct proxy_fixture : deterministic_system {
+  fake_dialer nodes;
+  proxy_fixture() { nodes.node = sys().spawn(fake_node); }
+
+  caf::actor proxy_for(std::shared_ptr<closure_queue> q, uint32_t index, const caf::actor& worker) {
+    respawn_plan plan{nodes.get(), 1, pb::SpawnWorker{}, shard_list{}};
+    return spawn_worker_proxy(sys(), std::move(q), index, caf::actor_cast<worker_actor>(worker), std::move(plan));
+  }
+};
+
+}  // namespace
+
+BOOST_FIXTURE_TEST_CASE(a_proxy_keeps_a_window_of_closures_and_batches_them, proxy_fixture) {
+  auto q = std::make_shared<closure_queue>(100, 1);
+  std::vector<remote_value> results;
+  for (int64_t i = 0; i < 5; ++i) results.push_back(q->put(closure_of(i), -1));
+  auto w = sys().spawn(fake_worker);
+  auto p = proxy_for(q, 0, w);
+  sched.run();
+  auto& st = state_of<fake_worker_state>(w);
+  // The first window: kMinWindow (2) closures in one message.
+  BOOST_REQUIRE_EQUAL(st.batches.size(), 1u);
+  BOOST_TEST(st.batches[0].request.closures_size() == 2);
+  BOOST_TEST(!results[0].ready());
+  answer_all(w);
+  sched.run();
+  // 10 µs per closure: the window grows to kMaxWindow, the other 3 go in one message.
+  BOOST_REQUIRE_EQUAL(st.batches.size(), 2u);
+  BOOST_TEST(st.batches[1].request.closures_size() == 3);
+  answer_all(w);
+  sched.run();
+  for (int64_t i = 0; i < 5; ++i) BOOST_TEST(value_of(results[size_t(i)]) == 10 * i);
+  BOOST_TEST(q->done());
+  caf::anon_send_exit(p, caf::exit_reason::user_shutdown);
+  sched.run();
+}
+
+BOOST_FIXTURE_TEST_CASE(a_lost_workers_closures_run_elsewhere_and_it_is_respawned, proxy_fixture) {
+  auto q = std::make_shared<closure_queue>(100, 2);
+  std::vector<remote_value> results;
+  for (int64_t i = 0; i < 4; ++i) results.push_back(q->put(closure_of(i), -1));
+  auto w0 = sys().spawn(fake_worker), w1 = sys().spawn(fake_worker);
+  auto p0 = proxy_for(q, 0, w0), p1 = proxy_for(q, 1, w1);
+  sched.run();
+  // Each proxy took a fair share: a window of 2 for worker:0, one for
+  // worker:1 (half of what was left), one closure still queued.
+  BOOST_TEST(closures_held(w0) == 2u);
+  BOOST_TEST(closures_held(w1) == 1u);
+  std::set<uint64_t> lost_ids;
+  for (auto& b : state_of<fake_worker_state>(w0).batches)
+    for (auto& c : b.request.closures()) lost_ids.insert(c.id());
+  // worker:0 dies with its closures unanswered; its node is down.
+  caf::anon_send_exit(w0, caf::exit_reason::kill);
+  sched.run();
+  BOOST_TEST(nodes.dials.size() == 1u);  // at once: the node may be up
+  for (int i = 0; i < 3 && answer_all(w1) > 0; ++i) sched.run();
+  // worker:1 ran all four, the lost ones under their own ids.
+  BOOST_TEST(closures_held(w1) == 4u);
+  std::set<uint64_t> ran_on_w1;
+  for (auto& b : state_of<fake_worker_state>(w1).batches)
+    for (auto& c : b.request.closures()) ran_on_w1.insert(c.id());
+  for (auto id : lost_ids) BOOST_TEST(ran_on_w1.count(id) == 1u);
+  for (int64_t i = 0; i < 4; ++i) BOOST_TEST(value_of(results[size_t(i)]) == 10 * i);
+  // The node comes back: the next retry spawns worker:0 again, which gets new closures.
+  nodes.up = true;
+  BOOST_REQUIRE(sched.trigger_timeout());
+  sched.run();
+  auto& node = state_of<fake_node_state>(nodes.node);
+  BOOST_REQUIRE_EQUAL(node.workers.size(), 1u);
+  std::vector<remote_value> more;
+  for (int64_t i = 10; i < 14; ++i) more.push_back(q->put(closure_of(i), -1));
+  sched.run();
+  BOOST_TEST(closures_held(node.workers[0]) > 0u);
+  for (int i = 0; i < 4; ++i) {
+    answer_all(node.workers[0]);
+    answer_all(w1);
+    sched.run();
+  }
+  for (int64_t i = 0; i < 4; ++i) BOOST_TEST(value_of(more[size_t(i)]) == 10 * (10 + i));
+  caf::anon_send_exit(p0, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(p1, caf::exit_reason::user_shutdown);
+  sched.run();
+}
+
+BOOST_FIXTURE_TEST_CASE(the_first_error_cancels_the_queued_closures_until_join, proxy_fixture) {
+  auto q = std::make_shared<closure_queue>(100, 1);
+  std::vector<remote_value> results;
+  for (int64_t i = 0; i < 4; ++i) results.push_back(q->put(closure_of(i), -1));
+  auto w = sys().spawn(fake_worker);
+  auto p = proxy_for(q, 0, w);
+  sched.run();
+  BOOST_REQUIRE_EQUAL(closures_held(w), 2u);  // closures 0 and 1 run, 2 and 3 wait
+  answer_all(w, 0);
+  sched.run();
+  auto code = [](const remote_value& v) {
+    auto got = v.fetch();
+    return got ? std::string("ok") : to_string(static_cast<errc>(got.error().code()));
+  };
+  BOOST_TEST(code(results[0]) == "invalid_argument");
+  BOOST_TEST(value_of(results[1]) == 10);  // already on the worker: finishes normally
+  BOOST_TEST(code(results[2]) == "cancelled");
+  BOOST_TEST(code(results[3]) == "cancelled");
+  BOOST_TEST(closures_held(w) == 2u);  // the cancelled ones never reached it
+  // Until join() reports the error, a new closure fails at once with it.
+  auto late = q->put(closure_of(4), -1);
+  BOOST_TEST(code(late) == "invalid_argument");
+  auto err = q->join();
+  BOOST_CHECK(err == errc::invalid_argument);
+  BOOST_TEST(!q->join());  // reported once
+  // Then the queue runs closures again.
+  auto again = q->put(closure_of(5), -1);
+  sched.run();
+  answer_all(w);
+  sched.run();
+  BOOST_TEST(value_of(again) == 50);
+  caf::anon_send_exit(p, caf::exit_reason::user_shutdown);
+  sched.run();
+}
+
+namespace {
+
+struct keeper_fixture : deterministic_system {
+  fake_dialer nodes;
+  cluster_spec spec = four_nodes();
+  std::shared_ptr<closure_queue> queue = std::make_shared<closure_queue>(10, 1);
+  std::vector<caf::actor> shards;
+  caf::actor proxy;  // records what the keeper tells the proxies
+  std::vector<std::string> proxy_log;
+  std::vector<sharded_variable> vars;
+
+  keeper_fixture() {
+    nodes.node = sys().spawn(fake_node);
+    for (int i = 0; i < 2; ++i) shards.push_back(sys().spawn(fake_shard));
+    proxy = sys().spawn([this](caf::event_based_actor*) -> caf::behavior {
+      return {
+          [this](proxy_pause_atom) { proxy_log.push_back("pause"); },
+          [this](proxy_shards_atom, const shard_list& s) {
+            proxy_log.push_back("shards " + std::to_string(s.size()));
+            last_shards = s;
+          },
+      };
+    });
+    kernels::param_info w{"w", {4, 3}, false, kernels::initializer::kind::zeros};
+    pb::Optimizer sgd;
+    sgd.set_learning_rate(0.1f);
+    vars = model_variables({w}, 2, partitioner{partitioner::kind::fixed_shards, 2}, 1, sgd);
+  }
+
+  caf::actor keeper(pb::Consistency::Mode mode, const std::string& checkpoint_dir = {}) {
+    pb::Consistency c;
+    c.set_mode(mode);
+    shard_list handles;
+    for (auto& s : shards) handles.push_back(caf::actor_cast<ps_shard_actor>(s));
+    return spawn_ps_keeper(sys(), {spec, c, handles, vars, {proxy}, queue, checkpoint_dir}, nodes.get());
+  }
+
+  shard_list last_shards;
+};
+
+}  // namespace
+
+BOOST_FIXTURE_TEST_CASE(the_keeper_restores_a_lost_shard_step_by_step, keeper_fixture) {
+  // A checkpoint of step 40: w = 0, 1, ..., 11.
+  const std::string dir = make_temp_dir("keeper");
+  train::checkpoint ckpt;
+  ckpt.step = 40;
+  train::saved_variable saved{"w", {4, 3}, {}, {}, 3};
+  for (int i = 0; i < 12; ++i) saved.values.push_back(float(i));
+  ckpt.variables.push_back(saved);
+  BOOST_REQUIRE(!train::save_checkpoint(dir, ckpt, 2));
+  state_of<fake_shard_state>(shards[0]).step = 7;  // the other shard's SYNC step
+  auto k = keeper(pb::Consistency::SYNC, dir);
+  caf::anon_send(k, keeper_lr_atom_v, 0.05f);
+  sched.run();
+  auto before = ask<shard_list>(sys(), k, keeper_shards_atom_v);
+  sched.run();
+  BOOST_REQUIRE(before->reply && *before->reply);
+  BOOST_TEST(((**before->reply)[1] == caf::actor_cast<ps_shard_actor>(shards[1])));
+  // ps:1 dies: the proxies pause, the facade's requests wait.
+  caf::anon_send_exit(shards[1], caf::exit_reason::kill);
+  sched.run();
+  BOOST_TEST(proxy_log == std::vector<std::string>{"pause"});
+  auto during = ask<shard_list>(sys(), k, keeper_shards_atom_v);
+  sched.run();
+  BOOST_TEST(!during->reply);
+  // Its node does not answer the first dial; it does the second.
+  BOOST_REQUIRE(sched.trigger_timeout());
+  sched.run();
+  BOOST_TEST(nodes.dials == std::vector<size_t>{3});
+  BOOST_TEST(!during->reply);
+  nodes.up = true;
+  BOOST_REQUIRE(sched.trigger_timeout());
+  sched.run();
+  auto& node = state_of<fake_node_state>(nodes.node);
+  BOOST_REQUIRE_EQUAL(node.shards.size(), 1u);
+  BOOST_TEST(node.shard_requests[0].shard() == 1u);
+  BOOST_TEST(node.shard_requests[0].first_step() == 7);  // SYNC: joins the other shard's step
+  // The new shard: its variables, the learning rate, then the checkpoint's values of its part.
+  auto& restored = state_of<fake_shard_state>(node.shards[0]);
+  BOOST_TEST(restored.log == (std::vector<std::string>{"create", "lr 0.050000", "assign"}));
+  BOOST_REQUIRE_EQUAL(restored.assigns.size(), 1u);
+  auto& slice = restored.assigns[0].values(0);
+  BOOST_TEST(slice.name() == "w/part_1");
+  std::vector<float> scratch;
+  const float* got = float_view(slice.data(), scratch);
+  BOOST_TEST(got[0] == 6.0f);  // rows 2..3 of w
+  BOOST_TEST(slice.version() == 3u);
+  // Then the proxies resume over the new list and the facade gets it.
+  BOOST_TEST(proxy_log == (std::vector<std::string>{"pause", "shards 2"}));
+  BOOST_TEST((last_shards[1] == caf::actor_cast<ps_shard_actor>(node.shards[0])));
+  BOOST_REQUIRE(during->reply && *during->reply);
+  BOOST_TEST(((**during->reply)[1] == caf::actor_cast<ps_shard_actor>(node.shards[0])));
+  caf::anon_send_exit(k, caf::exit_reason::user_shutdown);
+  sched.run();
+  std::filesystem::remove_all(dir);
+}
+
+BOOST_FIXTURE_TEST_CASE(a_shard_that_did_not_answer_is_asked_again_once_replaced, keeper_fixture) {
+  auto k = keeper(pb::Consistency::ASYNC);
+  sched.run();
+  // The facade's request timed out on ps:0, which the keeper still holds
+  // for alive: the same list comes back a retry interval later.
+  const auto stale = caf::actor_cast<ps_shard_actor>(shards[0]);
+  auto alive = ask<shard_list>(sys(), k, keeper_shards_atom_v, uint32_t(0), stale);
+  sched.run();
+  BOOST_TEST(!alive->reply);
+  BOOST_REQUIRE(sched.trigger_timeout());
+  sched.run();
+  BOOST_REQUIRE(alive->reply && *alive->reply);
+  BOOST_TEST(((**alive->reply)[0] == stale));
+  // An unknown PS task is an error, not a wait.
+  auto unknown = ask<shard_list>(sys(), k, keeper_shards_atom_v, uint32_t(5), stale);
+  sched.run();
+  BOOST_REQUIRE(unknown->reply);
+  BOOST_TEST(!*unknown->reply);
+  caf::anon_send_exit(k, caf::exit_reason::user_shutdown);
+  sched.run();
+}
+
+BOOST_FIXTURE_TEST_CASE(the_keeper_gives_up_after_the_recovery_timeout, keeper_fixture) {
+  auto k = keeper(pb::Consistency::ASYNC);
+  auto pending = queue->put(closure_of(1), -1);
+  sched.run();
+  caf::anon_send_exit(shards[0], caf::exit_reason::kill);
+  sched.run();
+  auto waiting = ask<shard_list>(sys(), k, keeper_shards_atom_v);
+  sched.run();
+  size_t retries = 0;
+  while (!pending.ready() && retries < 1000) {
+    sched.advance_time(kRespawnRetry);
+    sched.run();
+    ++retries;
+  }
+  // A retry every 250 ms for 120 s, then the job fails with the cause.
+  BOOST_TEST(retries >= 480u);
+  BOOST_TEST(retries <= 482u);
+  auto got = pending.fetch();
+  BOOST_REQUIRE(!got);
+  BOOST_CHECK(got.error() == errc::cancelled);
+  BOOST_TEST(describe(got.error()).find("ps:0 lost: node down (test)") != std::string::npos, describe(got.error()));
+  BOOST_CHECK(queue->join() == errc::unreachable);
+  BOOST_REQUIRE(waiting->reply);
+  BOOST_TEST(!*waiting->reply);
+  caf::anon_send_exit(k, caf::exit_reason::user_shutdown);
+  sched.run();
+}
+
+namespace {
+
+struct recording_hands : fault_hands {
+  std::vector<std::string> log;
+  pid_t signal(const std::string& task, int sig) override {
+    log.push_back(std::string(sig == SIGKILL ? "SIGKILL " : sig == SIGSTOP ? "SIGSTOP " : "SIGCONT ") + task);
+    return 1;
+  }
+  bool can_partition() const override { return true; }
+  caf::error partition(const task_id& a, const task_id& b, bool heal) override {
+    log.push_back((heal ? "heal " : "cut ") + to_string(a) + " " + to_string(b));
+    return caf::none;
+  }
+};
+
+planned_fault planned(fault::kind what, const char* task, double at, int64_t at_step, double duration,
+                      const char* peer = "ps:0") {
+  planned_fault f;
+  f.what = what;
+  f.task = *parse_task(task);
+  f.peer = *parse_task(peer);
+  f.at = at;
+  f.at_step = at_step;
+  f.duration = duration;
+  return f;
+}
+
+}  // namespace
+
+BOOST_FIXTURE_TEST_CASE(the_fault_plan_runs_on_time_and_at_its_steps, deterministic_system) {
+  recording_hands hands;
+  fake_dialer nodes;
+  std::vector<planned_fault> plan{planned(fault::kind::kill, "worker:0", 1.0, -1, 0),
+                                  planned(fault::kind::pause, "ps:1", 0, 5, 2.0),
+                                  planned(fault::kind::partition, "worker:0", 4.0, -1, 1.0)};
+  auto chaos = spawn_chaos(sys(), four_nodes(), nodes.get(), hands, plan);
+  sched.run();
+  BOOST_TEST(hands.log.empty());
+  sched.advance_time(1001ms);
+  sched.run();
+  BOOST_TEST(hands.log == std::vector<std::string>{"SIGKILL worker:0"});
+  caf::anon_send(chaos, chaos_step_atom_v, int64_t(4));
+  sched.run();
+  BOOST_TEST(hands.log.size() == 1u);  // step 5 has not come
+  caf::anon_send(chaos, chaos_step_atom_v, int64_t(5));
+  sched.run();
+  BOOST_TEST(hands.log.back() == "SIGSTOP ps:1");
+  // The job ends before the pause does: the end waits for SIGCONT, and the
+  // partition planned later never happens.
+  auto ended = ask<bool>(sys(), chaos, chaos_end_atom_v);
+  sched.run();
+  BOOST_TEST(!ended->reply);
+  sched.advance_time(2s);
+  sched.run();
+  BOOST_TEST(hands.log == (std::vector<std::string>{"SIGKILL worker:0", "SIGSTOP ps:1", "SIGCONT ps:1"}));
+  BOOST_REQUIRE(ended->reply && *ended->reply);
+  sched.advance_time(5s);
+  sched.run();
+  BOOST_TEST(hands.log.size() == 3u);
+  caf::anon_send_exit(chaos, caf::exit_reason::user_shutdown);
+  sched.run();
+}
