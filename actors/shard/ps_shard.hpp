@@ -15,15 +15,22 @@
 //                      s - (slowest clock) > staleness.
 // A push is identified by (closure, step) or (worker, step), then variable
 // and offset: a retry is applied once. Every request is checked first
-// against its sender (role, size: actors/peer_table.hpp), then validated
+// against its sender (role, size: actors/net/peer_table.hpp), then validated
 // whole before anything changes: a bad one gets a typed error, is counted
 // against its sender and leaves the shard as it was. A peer may have at most
 // max_in_flight_per_peer requests waiting for a step.
+//
+// The state and its rules are shard_core (shard_core.hpp, usable without an
+// actor); this actor adds the sender checks, the requests waiting for a
+// step, and the rule that only its node may stop it:
+//   serving --pull or push for a step to come--> holds it --step comes--> answers it
+//   serving --exit from its node--> stopped (what waits gets errc::unreachable)
 #pragma once
 
 #include <caf/actor_system.hpp>
 
 #include "actors/net/peer_table.hpp"
+#include "actors/shard/shard_core.hpp"
 #include "messages/wire.hpp"
 
 namespace actorps {
@@ -38,8 +45,5 @@ struct shard_options {
 
 /// Spawns a PS shard.
 ps_shard_actor spawn_ps_shard(caf::actor_system& sys, shard_options opts);
-
-/// "" when `c` is usable, else what is wrong with it.
-std::string check_consistency(const pb::Consistency& c);
 
 }  // namespace actorps

@@ -2,9 +2,11 @@
 // picks the message (Pull, Push, SparsePull, SparsePush, Assign,
 // CreateVariables, SetLearningRate), the rest is its wire form, decoded as
 // a receiving node would and sent to a live shard holding a dense and a
-// sparse variable. Whatever the message, the shard must answer it (a value
-// or a typed error) and still answer the next one: a crash, a hang or a
-// shard that stops answering is a finding.
+// sparse variable, and handed to a plain shard_core holding the same. Whatever
+// the message, the shard must answer it (a value or a typed error) and still
+// answer the next one, and the actor and the core must hold the same values
+// afterwards (the actor is a shell over the core's rules): a crash, a hang,
+// a shard that stops answering or a difference is a finding.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -14,6 +16,7 @@
 #include <caf/scoped_actor.hpp>
 
 #include "actors/shard/ps_shard.hpp"
+#include "actors/shard/shard_core.hpp"
 #include "actors/net/request_now.hpp"
 #include "actors/net/system_config.hpp"
 #include "tests/ps_check.hpp"
@@ -22,17 +25,35 @@ namespace {
 
 using namespace actorps;
 
+pb::Consistency async_mode() {
+  pb::Consistency c;
+  c.set_mode(pb::Consistency::ASYNC);
+  return c;
+}
+
+// The plain core's handling of each message, as the actor does it.
+void handle(shard_core& core, const pb::Pull& m) {
+  if (!core.check(m)) (void)core.read(m);
+}
+void handle(shard_core& core, const pb::Push& m) {
+  if (!core.check(m)) (void)core.apply(m);
+}
+void handle(shard_core& core, const pb::SparsePull& m) { (void)core.read_rows(m); }
+void handle(shard_core& core, const pb::SparsePush& m) { (void)core.apply_rows(m); }
+void handle(shard_core& core, const pb::Assign& m) { (void)core.assign(m); }
+void handle(shard_core& core, const pb::CreateVariables& m) { (void)core.create(m); }
+void handle(shard_core& core, const pb::SetLearningRate& m) { (void)core.set_learning_rate(m); }
+
 struct fixture : test::shard_system {
+  shard_core core{0, async_mode(), 0};
 
   fixture() {
     google::protobuf::SetLogHandler(nullptr);  // undecodable inputs are dropped, not logged
-    pb::Consistency c;
-    c.set_mode(pb::Consistency::ASYNC);
-    shard = spawn_shard(0, c);
+    shard = spawn_shard(0, async_mode());
     pb::CreateVariables create;
     *create.add_variables() = test::variable_spec("w", {8, 4}, pb::Optimizer::ADAM, 0.1f);
     *create.add_variables() = test::variable_spec("table", {100, 8}, pb::Optimizer::ADAGRAD, 0.1f);
-    if (!request_now<pb::Created>(self, shard, std::chrono::seconds(5), create)) std::abort();
+    if (!request_now<pb::Created>(self, shard, std::chrono::seconds(5), create) || !core.create(create)) std::abort();
   }
 
   template <class Msg, class Reply>
@@ -40,7 +61,12 @@ struct fixture : test::shard_system {
     Msg msg;
     if (!msg.ParseFromArray(data, int(size))) return;  // the node drops what does not decode
     (void)request_now<Reply>(self, shard, std::chrono::seconds(5), msg);
-    if (!request_now<pb::ShardStats>(self, shard, std::chrono::seconds(5), pb::ShardStatsRequest{})) std::abort();
+    handle(core, msg);
+    auto actor_values = request_now<pb::Values>(self, shard, std::chrono::seconds(5), pb::Pull{});
+    auto core_values = core.read(pb::Pull{});
+    if (!actor_values || !core_values || actor_values->tensors_size() != core_values->tensors_size()) std::abort();
+    for (int i = 0; i < actor_values->tensors_size(); ++i)
+      if (actor_values->tensors(i).data() != core_values->tensors(i).data()) std::abort();
   }
 };
 

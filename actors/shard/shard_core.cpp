@@ -1,0 +1,415 @@
+#include "actors/shard/shard_core.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include <google/protobuf/util/message_differencer.h>
+
+#include "kernels/initializers.hpp"
+#include "kernels/sparse.hpp"
+#include "messages/tensor_bytes.hpp"
+
+namespace actorps {
+namespace {
+
+using kernels::optimizer_kind;
+
+constexpr int64_t kRememberedSteps = 64;      // per worker or closure, for duplicate detection
+constexpr size_t kRememberedClosures = 4096;  // closures in flight are far fewer
+// Step numbers a peer sends: non-negative and far from overflowing when
+// the shard adds to them (clocks, staleness).
+constexpr int64_t kMaxStep = int64_t(1) << 60;
+// BOUNDED_STALENESS: a lost worker's clock, until its respawn pushes again.
+constexpr int64_t kWorkerGone = INT64_MAX;
+
+std::string check_spec(const pb::VariableSpec& v) {
+  if (v.name().empty()) return "a variable needs a name";
+  if (v.dtype() != pb::FLOAT32) return "variable '" + v.name() + "': dtype must be FLOAT32";
+  for (auto d : v.shape())
+    if (d < 1) return "variable '" + v.name() + "': dimensions must be >= 1";
+  if (v.full_shape_size() != v.shape_size()) return "variable '" + v.name() + "': full_shape rank differs from shape";
+  for (int i = 1; i < v.shape_size(); ++i)
+    if (v.full_shape(i) != v.shape(i)) return "variable '" + v.name() + "': only axis 0 may be partitioned";
+  if (v.shape_size() > 0 && (v.first_row() < 0 || v.first_row() + v.shape(0) > v.full_shape(0)))
+    return "variable '" + v.name() + "': rows [first_row, first_row + shape[0]) outside full_shape[0]";
+  if (v.optimizer().learning_rate() <= 0) return "variable '" + v.name() + "': learning_rate must be > 0";
+  return {};
+}
+
+kernels::initializer to_kernels(const pb::Initializer& i) {
+  kernels::initializer out;
+  out.type = static_cast<kernels::initializer::kind>(i.kind());
+  out.value = i.value();
+  out.low = i.low(), out.high = i.high();
+  out.mean = i.mean(), out.stddev = i.stddev();
+  out.seed = i.seed();
+  return out;
+}
+
+}  // namespace
+
+shard_core::shard_core(uint32_t index, pb::Consistency consistency, int64_t first_step)
+    : consistency_(std::move(consistency)), where_("ps shard " + std::to_string(index) + ": "), step_(first_step) {
+  if (consistency_.mode() == pb::Consistency::BOUNDED_STALENESS) clocks_.assign(consistency_.num_workers(), 0);
+}
+
+caf::error shard_core::error(errc code, const std::string& what) const { return make_error(code, where_ + what); }
+
+// ---- variables ----
+
+shard_core::variable shard_core::make_variable(const pb::VariableSpec& spec) {
+  variable v;
+  v.spec = spec;
+  std::vector<int64_t> shape(spec.shape().begin(), spec.shape().end());
+  std::vector<int64_t> full(spec.full_shape().begin(), spec.full_shape().end());
+  v.value = kernels::tensor(shape);
+  for (size_t i = 1; i < shape.size(); ++i) v.row_size *= shape[i];
+  kernels::initialize_rows(to_kernels(spec.initializer()), full, spec.first_row(), v.rows(), v.value.data());
+  auto& o = spec.optimizer();
+  v.kind = static_cast<optimizer_kind>(o.kind());
+  v.params.lr = o.learning_rate();
+  v.params.momentum = o.momentum();
+  v.params.nesterov = o.nesterov();
+  if (o.beta1() > 0) v.params.beta1 = o.beta1();
+  if (o.beta2() > 0) v.params.beta2 = o.beta2();
+  if (o.epsilon() > 0) v.params.epsilon = o.epsilon();
+  if (o.initial_accumulator() > 0) v.params.initial_accumulator = o.initial_accumulator();
+  for (int i = 0; i < kernels::slot_count(v.kind); ++i) {
+    v.slots.emplace_back(shape);
+    if (v.kind == optimizer_kind::adagrad) std::fill_n(v.slots.back().data(), v.size(), v.params.initial_accumulator);
+  }
+  return v;
+}
+
+caf::expected<pb::Created> shard_core::create(const pb::CreateVariables& req) {
+  for (auto& spec : req.variables()) {
+    auto problem = check_spec(spec);
+    if (!problem.empty()) return error(errc::bad_tensor, problem);
+    auto i = vars_.find(spec.name());
+    if (i != vars_.end() && !google::protobuf::util::MessageDifferencer::Equals(i->second.spec, spec))
+      return error(errc::bad_tensor, "variable '" + spec.name() + "' exists with another spec");
+  }
+  for (auto& spec : req.variables())
+    if (vars_.count(spec.name()) == 0) vars_.emplace(spec.name(), make_variable(spec));
+  pb::Created out;
+  out.set_count(uint32_t(vars_.size()));
+  return out;
+}
+
+// ---- validation (nothing changes until a whole request passed) ----
+
+caf::expected<shard_core::variable*> shard_core::find(const std::string& name) {
+  auto i = vars_.find(name);
+  if (i == vars_.end()) return error(errc::unknown_variable, "no variable '" + name + "' on this shard");
+  return &i->second;
+}
+
+// Elements [offset, offset + count) of a variable of `size`, compared
+// without computing offset + count (a peer's numbers may overflow it).
+caf::error shard_core::check_range(const std::string& name, int64_t offset, int64_t count, int64_t size) const {
+  if (offset >= 0 && offset <= size && count >= 1 && count <= size - offset) return caf::none;
+  return error(errc::out_of_range, "'" + name + "': " + std::to_string(count) + " elements at offset " +
+                                       std::to_string(offset) + " outside its " + std::to_string(size));
+}
+
+caf::error shard_core::check_step(int64_t step) const {
+  if (step >= 0 && step < kMaxStep) return caf::none;
+  return error(errc::out_of_range, "step " + std::to_string(step) + " outside [0, 2^60)");
+}
+
+// A push's step, and its closure key's step when it has one.
+template <class Push>
+caf::error shard_core::check_steps(const Push& push) const {
+  if (auto err = check_step(push.step())) return err;
+  return push.has_closure_step() ? check_step(push.closure_step().step()) : caf::none;
+}
+
+// SYNC and BOUNDED_STALENESS count workers: the id must be one of the job's.
+caf::error shard_core::check_worker(uint32_t worker) const {
+  if (consistency_.mode() == pb::Consistency::ASYNC || worker < consistency_.num_workers()) return caf::none;
+  return error(errc::out_of_range, "worker " + std::to_string(worker) + " outside the job's " +
+                                       std::to_string(consistency_.num_workers()) + " workers");
+}
+
+caf::error shard_core::check_slice(const pb::TensorSlice& s) {
+  auto v = find(s.name());
+  if (!v) return v.error();
+  if (s.dtype() != pb::FLOAT32) return error(errc::bad_tensor, "'" + s.name() + "': dtype must be FLOAT32");
+  if (auto err = check_range(s.name(), s.offset(), s.count(), (*v)->size())) return err;
+  if (int64_t(s.data().size()) != s.count() * 4)
+    return error(errc::bad_tensor, "'" + s.name() + "': " + std::to_string(s.data().size()) + " bytes for " +
+                                       std::to_string(s.count()) + " float32 elements (want " +
+                                       std::to_string(s.count() * 4) + ")");
+  return caf::none;
+}
+
+caf::error shard_core::check_rows(const std::string& name, const google::protobuf::RepeatedField<int64_t>& ids,
+                                  const variable& v) const {
+  for (auto id : ids)
+    if (id < 0 || id >= v.rows())
+      return error(errc::out_of_range, "'" + name + "': row " + std::to_string(id) + " outside [0, " +
+                                           std::to_string(v.rows()) + ")");
+  return caf::none;
+}
+
+caf::error shard_core::check(const pb::Pull& pull) const { return check_step(pull.step()); }
+
+caf::error shard_core::check(const pb::Push& push) {
+  if (auto err = check_worker(push.worker())) return err;
+  if (auto err = check_steps(push)) return err;
+  for (auto& g : push.gradients())
+    if (auto err = check_slice(g)) return err;
+  return caf::none;
+}
+
+// ---- reading ----
+
+int64_t shard_core::slowest_clock() const {
+  int64_t slowest = kWorkerGone;
+  for (auto c : clocks_) slowest = std::min(slowest, c);
+  return slowest == kWorkerGone ? 0 : slowest;  // 0 when no worker is left
+}
+
+int64_t shard_core::visible_step() const {
+  return consistency_.mode() == pb::Consistency::SYNC ? step_ : slowest_clock();
+}
+
+bool shard_core::ready(const pb::Pull& p) const {
+  switch (consistency_.mode()) {
+    case pb::Consistency::SYNC: return p.step() <= step_;
+    case pb::Consistency::BOUNDED_STALENESS: return p.step() - slowest_clock() <= int64_t(consistency_.staleness());
+    default: return true;
+  }
+}
+
+caf::expected<pb::Values> shard_core::read(const pb::Pull& p) {
+  std::vector<variable*> chosen;
+  if (p.names().empty()) {
+    for (auto& [name, v] : vars_) chosen.push_back(&v);
+  } else {
+    for (auto& name : p.names()) {
+      auto v = find(name);
+      if (!v) return v.error();
+      chosen.push_back(*v);
+    }
+  }
+  const bool ranged = p.offset() != 0 || p.count() != 0;
+  if (ranged && chosen.size() != 1) return error(errc::out_of_range, "a ranged pull names exactly one variable");
+  pb::Values out;
+  for (auto* v : chosen) {
+    if (p.slot() > uint32_t(kernels::slot_count(v->kind)))
+      return error(errc::out_of_range, "'" + v->spec.name() + "': its optimizer has " +
+                                           std::to_string(kernels::slot_count(v->kind)) + " slot(s), slot " +
+                                           std::to_string(p.slot()) + " asked");
+    const int64_t offset = p.offset(), count = p.count() == 0 ? v->size() - offset : p.count();
+    if (auto err = check_range(v->spec.name(), offset, count, v->size())) return err;
+    auto* t = out.add_tensors();
+    t->set_name(v->spec.name());
+    t->set_dtype(pb::FLOAT32);
+    t->set_offset(offset);
+    t->set_count(count);
+    const float* from = p.slot() == 0 ? v->value.data() : v->slot(int(p.slot()) - 1);
+    t->set_data(reinterpret_cast<const char*>(from + offset), size_t(count) * 4);
+    t->set_slot(p.slot());
+    out.add_versions(v->version);
+  }
+  out.set_step(visible_step());
+  return out;
+}
+
+caf::expected<pb::Rows> shard_core::read_rows(const pb::SparsePull& req) {
+  auto v = find(req.name());
+  if (!v) return v.error();
+  if (auto err = check_rows(req.name(), req.ids(), **v)) return err;
+  const size_t row_bytes = size_t((*v)->row_size) * 4;
+  pb::Rows out;
+  out.set_name(req.name());
+  out.set_dim(int32_t((*v)->row_size));
+  auto* data = out.mutable_data();
+  data->resize(size_t(req.ids_size()) * row_bytes);
+  for (int i = 0; i < req.ids_size(); ++i)
+    std::memcpy(&(*data)[size_t(i) * row_bytes], (*v)->value.data() + req.ids(i) * (*v)->row_size, row_bytes);
+  *out.mutable_ids() = req.ids();
+  return out;
+}
+
+// ---- applying ----
+
+void shard_core::apply_dense(variable& v, int64_t offset, int64_t count, const float* grad) {
+  if (offset == 0) ++v.version;  // once per gradient (slices of one gradient arrive in order)
+  v.params.step = int64_t(std::max<uint64_t>(v.version, 1));
+  float* slots[2] = {nullptr, nullptr};
+  for (int i = 0; i < kernels::slot_count(v.kind); ++i) slots[i] = v.slot(i) + offset;
+  kernels::cpu_ops().apply_dense(v.kind, v.params, count, v.value.data() + offset, slots, grad);
+}
+
+// Whether `push` (a Push or SparsePush) already brought the slice at
+// (name, offset) of its key; counts the key's examples when it is new here.
+template <class Push>
+bool shard_core::seen_before(const Push& push, const std::string& name, int64_t offset) {
+  steps_seen* steps = nullptr;
+  int64_t step = push.step();
+  if (push.has_closure_step()) {
+    const auto& key = push.closure_step();
+    // Closure ids grow: one older than every remembered closure was applied long ago.
+    if (seen_closures_.size() >= kRememberedClosures && key.closure() < seen_closures_.begin()->first) return true;
+    steps = &seen_closures_[key.closure()];
+    while (seen_closures_.size() > kRememberedClosures) seen_closures_.erase(seen_closures_.begin());
+    step = key.step();
+    if (steps->count(step) == 0) stats_.set_examples_applied(stats_.examples_applied() + key.examples());
+  } else {
+    steps = &seen_workers_[push.worker()];
+  }
+  if (!steps->empty() && step < steps->rbegin()->first - kRememberedSteps) return true;  // too old to be new
+  bool fresh = (*steps)[step].emplace(name, offset).second;
+  while (steps->size() > size_t(kRememberedSteps)) steps->erase(steps->begin());
+  return !fresh;
+}
+
+// BOUNDED_STALENESS: `worker` has finished `step`.
+void shard_core::advance_clock(uint32_t worker, int64_t step) {
+  if (consistency_.mode() == pb::Consistency::BOUNDED_STALENESS && worker < clocks_.size())
+    clocks_[worker] = clocks_[worker] == kWorkerGone ? step + 1 : std::max(clocks_[worker], step + 1);
+}
+
+bool shard_core::waits(const pb::Push& push) const {
+  return consistency_.mode() == pb::Consistency::SYNC && push.step() > step_;
+}
+
+pb::PushAck shard_core::apply(const pb::Push& push) {
+  pb::PushAck ack;
+  const bool sync = consistency_.mode() == pb::Consistency::SYNC;
+  if (sync && push.step() < step_) {
+    ack.set_stale(uint32_t(push.gradients_size()));
+    stats_.set_stale_dropped(stats_.stale_dropped() + uint64_t(push.gradients_size()));
+    return ack;
+  }
+  for (auto& g : push.gradients()) {
+    if (seen_before(push, g.name(), g.offset())) {
+      ack.set_duplicates(ack.duplicates() + 1);
+      continue;
+    }
+    auto& v = vars_.at(g.name());
+    const float* grad = floats(g.data());
+    if (sync) {
+      if (v.sum.empty()) v.sum.assign(size_t(v.size()), 0.0f);
+      for (int64_t i = 0; i < g.count(); ++i) v.sum[size_t(g.offset() + i)] += grad[i];
+      v.received += g.count();
+    } else {
+      apply_dense(v, g.offset(), g.count(), grad);
+    }
+    ack.set_applied(ack.applied() + 1);
+  }
+  stats_.set_pushes_applied(stats_.pushes_applied() + ack.applied());
+  stats_.set_duplicates(stats_.duplicates() + ack.duplicates());
+  advance_clock(push.worker(), push.step());
+  return ack;
+}
+
+bool shard_core::advance() {
+  const int64_t replicas = consistency_.replicas_to_aggregate();
+  if (consistency_.mode() != pb::Consistency::SYNC || vars_.empty()) return false;
+  for (auto& [name, v] : vars_)
+    if (v.received < replicas * v.size()) return false;
+  for (auto& [name, v] : vars_) {
+    for (auto& g : v.sum) g /= float(replicas);
+    apply_dense(v, 0, v.size(), v.sum.data());
+    std::fill(v.sum.begin(), v.sum.end(), 0.0f);
+    v.received = 0;
+  }
+  ++step_;
+  return true;
+}
+
+caf::expected<pb::PushAck> shard_core::apply_rows(const pb::SparsePush& req) {
+  if (auto err = check_worker(req.worker())) return err;
+  if (auto err = check_steps(req)) return err;
+  auto& g = req.gradient();
+  auto v = find(g.name());
+  if (!v) return v.error();
+  if (g.dim() != (*v)->row_size)
+    return error(errc::bad_tensor, "'" + g.name() + "': rows of " + std::to_string(g.dim()) +
+                                       " floats, the variable's have " + std::to_string((*v)->row_size));
+  if (int64_t(g.data().size()) != int64_t(g.ids_size()) * g.dim() * 4)
+    return error(errc::bad_tensor, "'" + g.name() + "': " + std::to_string(g.data().size()) + " bytes for " +
+                                       std::to_string(g.ids_size()) + " rows of " + std::to_string(g.dim()));
+  if (auto err = check_rows(g.name(), g.ids(), **v)) return err;
+  pb::PushAck ack;
+  if (seen_before(req, g.name(), -1)) {
+    ack.set_duplicates(1);
+    stats_.set_duplicates(stats_.duplicates() + 1);
+    return ack;
+  }
+  kernels::sparse_rows merged;  // duplicate ids summed, as TF does
+  kernels::merge_rows(g.ids().data(), floats(g.data()), g.ids_size(), g.dim(), merged);
+  auto& var = **v;
+  ++var.version;
+  var.params.step = int64_t(var.version);
+  float* slots[2] = {nullptr, nullptr};
+  for (int i = 0; i < kernels::slot_count(var.kind); ++i) slots[i] = var.slot(i);
+  kernels::cpu_ops().apply_sparse(var.kind, var.params, int64_t(merged.ids.size()), g.dim(), merged.ids.data(),
+                                  var.value.data(), slots, merged.rows.data());
+  ack.set_applied(1);
+  stats_.set_pushes_applied(stats_.pushes_applied() + 1);
+  advance_clock(req.worker(), req.step());
+  return ack;
+}
+
+caf::expected<pb::Assigned> shard_core::assign(const pb::Assign& req) {
+  for (auto& s : req.values()) {
+    if (auto err = check_slice(s)) return err;
+    auto& v = vars_.at(s.name());
+    if (s.slot() > uint32_t(kernels::slot_count(v.kind)))
+      return error(errc::out_of_range, "'" + s.name() + "': its optimizer has " +
+                                           std::to_string(kernels::slot_count(v.kind)) + " slot(s), slot " +
+                                           std::to_string(s.slot()) + " assigned");
+  }
+  for (auto& s : req.values()) {
+    auto& v = vars_.at(s.name());
+    float* into = s.slot() == 0 ? v.value.data() : v.slot(int(s.slot()) - 1);
+    std::memcpy(into + s.offset(), s.data().data(), s.data().size());
+    if (s.slot() == 0) v.version = s.version() > 0 ? s.version() : v.version + 1;
+  }
+  pb::Assigned out;
+  out.set_count(uint32_t(req.values_size()));
+  return out;
+}
+
+caf::expected<pb::LearningRateSet> shard_core::set_learning_rate(const pb::SetLearningRate& req) {
+  if (!(req.learning_rate() > 0))
+    return error(errc::invalid_argument, "learning_rate must be > 0, got " + std::to_string(req.learning_rate()));
+  for (auto& [name, v] : vars_) v.params.lr = req.learning_rate();
+  pb::LearningRateSet out;
+  out.set_variables(uint32_t(vars_.size()));
+  return out;
+}
+
+void shard_core::worker_lost(uint32_t worker) {
+  if (consistency_.mode() == pb::Consistency::BOUNDED_STALENESS && worker < clocks_.size())
+    clocks_[worker] = kWorkerGone;
+}
+
+pb::ShardStats shard_core::stats() const {
+  pb::ShardStats out = stats_;
+  out.set_variables(uint32_t(vars_.size()));
+  int64_t bytes = 0;
+  for (auto& [name, v] : vars_) bytes += v.size() * 4 * int64_t(1 + v.slots.size());
+  out.set_bytes(bytes);
+  out.set_step(visible_step());
+  return out;
+}
+
+std::string check_consistency(const pb::Consistency& c) {
+  switch (c.mode()) {
+    case pb::Consistency::SYNC:
+      if (c.replicas_to_aggregate() < 1) return "sync: replicas_to_aggregate must be >= 1";
+      if (c.num_workers() < c.replicas_to_aggregate()) return "sync: num_workers must be >= replicas_to_aggregate";
+      return {};
+    case pb::Consistency::BOUNDED_STALENESS:
+      if (c.num_workers() < 1) return "bounded_staleness: num_workers must be >= 1";
+      return {};
+    default: return {};
+  }
+}
+
+}  // namespace actorps

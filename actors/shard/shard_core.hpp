@@ -1,0 +1,123 @@
+// A PS shard's state and rules without an actor: its variables (values and
+// optimizer slots), validation, the optimizers, pushes applied once per
+// key, SYNC sums and BOUNDED_STALENESS clocks (see ps_shard.hpp for the
+// modes). Every request is validated whole before anything changes: a bad
+// one gets a typed error naming what is wrong and leaves the shard as it
+// was. Whether a request may be answered now or waits for a step is
+// decided here (ready, waits); holding it is the actor's business.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <caf/error.hpp>
+#include <caf/expected.hpp>
+
+#include "kernels/ops.hpp"
+#include "kernels/tensor.hpp"
+#include "messages/tensor_bytes.hpp"
+#include "messages/wire.hpp"
+
+namespace actorps {
+
+class shard_core {
+ public:
+  /// The shard of PS task `index`; SYNC starts at `first_step` (a restored
+  /// shard joins the others' step).
+  shard_core(uint32_t index, pb::Consistency consistency, int64_t first_step);
+
+  /// "ps shard <index>: ", the prefix of its errors.
+  const std::string& where() const { return where_; }
+  const pb::Consistency& consistency() const { return consistency_; }
+
+  /// Creates the variables (an identical spec again is accepted).
+  [[nodiscard]] caf::expected<pb::Created> create(const pb::CreateVariables& req);
+
+  /// A pull's step is one a peer may send.
+  [[nodiscard]] caf::error check(const pb::Pull& pull) const;
+  /// SYNC: its step has come; BOUNDED_STALENESS: within the bound; ASYNC: always.
+  bool ready(const pb::Pull& pull) const;
+  [[nodiscard]] caf::expected<pb::Values> read(const pb::Pull& pull);
+
+  /// A whole push checked: its worker, steps, variables, ranges and bytes.
+  [[nodiscard]] caf::error check(const pb::Push& push);
+  /// SYNC: it is for a step still to come.
+  bool waits(const pb::Push& push) const;
+  /// Applies a checked push (SYNC: adds it to its step's sums; a past
+  /// step's is dropped as stale); a slice seen before is counted, not applied.
+  pb::PushAck apply(const pb::Push& push);
+  /// SYNC: once every variable holds replicas_to_aggregate gradients, applies
+  /// their mean and moves to the next step; whether it did.
+  bool advance();
+
+  [[nodiscard]] caf::expected<pb::Rows> read_rows(const pb::SparsePull& req);
+  [[nodiscard]] caf::expected<pb::PushAck> apply_rows(const pb::SparsePush& req);
+  [[nodiscard]] caf::expected<pb::Assigned> assign(const pb::Assign& req);
+  [[nodiscard]] caf::expected<pb::LearningRateSet> set_learning_rate(const pb::SetLearningRate& req);
+  /// BOUNDED_STALENESS: the worker's clock stops holding the others back
+  /// until its respawn pushes.
+  void worker_lost(uint32_t worker);
+
+  pb::ShardStats stats() const;
+  /// How many requests the actor holds for a step (shown in stats).
+  void set_waiting(uint32_t n) { stats_.set_waiting(n); }
+
+ private:
+  struct variable {
+    pb::VariableSpec spec;
+    kernels::tensor value;
+    std::vector<kernels::tensor> slots;
+    kernels::optimizer_kind kind = kernels::optimizer_kind::sgd;
+    kernels::optimizer_params params;
+    int64_t row_size = 1;
+    uint64_t version = 0;
+    std::vector<float> sum;  // SYNC: gradients of the current step
+    int64_t received = 0;    // SYNC: elements received this step
+
+    int64_t size() const { return value.size(); }
+    int64_t rows() const { return spec.shape_size() == 0 ? 1 : spec.shape(0); }
+    float* slot(int i) { return slots[size_t(i)].data(); }
+  };
+  // step -> (variable, offset) applied.
+  using steps_seen = std::map<int64_t, std::set<std::pair<std::string, int64_t>>>;
+
+  static variable make_variable(const pb::VariableSpec& spec);
+  static void apply_dense(variable& v, int64_t offset, int64_t count, const float* grad);
+  caf::error error(errc code, const std::string& what) const;
+  caf::expected<variable*> find(const std::string& name);
+  caf::error check_range(const std::string& name, int64_t offset, int64_t count, int64_t size) const;
+  caf::error check_step(int64_t step) const;
+  template <class Push>
+  caf::error check_steps(const Push& push) const;
+  caf::error check_worker(uint32_t worker) const;
+  caf::error check_slice(const pb::TensorSlice& s);
+  caf::error check_rows(const std::string& name, const google::protobuf::RepeatedField<int64_t>& ids,
+                        const variable& v) const;
+  template <class Push>
+  bool seen_before(const Push& push, const std::string& name, int64_t offset);
+  int64_t slowest_clock() const;
+  int64_t visible_step() const;
+  void advance_clock(uint32_t worker, int64_t step);
+  const float* floats(const std::string& bytes) { return float_view(bytes, scratch_); }
+
+  pb::Consistency consistency_;
+  std::string where_;
+  std::map<std::string, variable> vars_;  // ordered: "all variables" come back in name order
+  // Slices already applied, by push key (see pb::ClosureStep): per closure
+  // (the most recent ones) or per worker, then per step (the most recent ones).
+  std::map<uint64_t, steps_seen> seen_closures_;
+  std::unordered_map<uint32_t, steps_seen> seen_workers_;
+  int64_t step_ = 0;             // SYNC: the step being aggregated
+  std::vector<int64_t> clocks_;  // BOUNDED_STALENESS: per worker, last pushed step + 1
+  std::vector<float> scratch_;   // aligned copy of a gradient slice
+  pb::ShardStats stats_;
+};
+
+/// "" when `c` is usable, else what is wrong with it.
+std::string check_consistency(const pb::Consistency& c);
+
+}  // namespace actorps
