@@ -4,8 +4,6 @@
 #include <algorithm>
 #include <deque>
 #include <memory>
-#include <optional>
-#include <random>
 
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
@@ -13,10 +11,11 @@
 
 #include <spdlog/spdlog.h>
 
-#include "actors/net/countdown.hpp"
 #include "actors/net/dial.hpp"
-#include "actors/variables/ps_client.hpp"
 #include "actors/variables/wire_forms.hpp"
+#include "actors/worker/batch_prefetch.hpp"
+#include "actors/worker/param_buffers.hpp"
+#include "actors/worker/transport.hpp"
 #include "actors/worker/worker_functions.hpp"
 #include "kernels/model.hpp"
 
@@ -30,45 +29,22 @@ struct batch_run {
   std::vector<dataset_actor> datasets;
   pb::ClosuresDone done;
   std::chrono::steady_clock::time_point started;
-  int unacked = 0;  // pushes sent while it ran, not yet acknowledged
+  size_t unacked = 0;      // pushes sent while it ran, not yet acknowledged
   caf::error link_failed;  // a push or a pull lost its shard: the batch fails whole (its steps run again)
   bool finished() const { return done.results_size() == request.closures_size(); }
 };
 
-// One batch requested ahead per dataset, so the next step's input is
-// built while this one computes.
-struct prefetch {
-  uint64_t generation = 0;  // a ReadSplit starts a new one: replies of the last are dropped
-  bool in_flight = false;
-  std::optional<caf::expected<pb::BatchData>> ready;
-  std::function<void(caf::expected<pb::BatchData>)> waiting;
-};
-
+// The closure runner; its parts (transport, parameter buffers, batch
+// prefetch) are members that the others reach through it.
 struct worker_state {
   static inline const char* name = "worker";
   uint32_t index = 0;
-  shard_list shards;
   std::unique_ptr<kernels::sequential_model> model;
-  std::vector<sharded_variable> vars;
-  std::vector<const sharded_variable*> view;  // the dense variables (pulled and pushed whole)
-  std::vector<size_t> dense, sparse;           // model parameter indices of each kind
-  std::unique_ptr<kernels::host_parameters> buffers[2];  // values in use, values pulled ahead
-  // Per buffer, the dense variables' value and gradient pointers in view
-  // order (what ps_client takes), built once.
-  std::vector<float*> dense_values[2];
-  std::vector<const float*> dense_grads[2];
-  int current = 0;
-  bool pull_ahead = false;
-  struct {
-    bool active = false, done = false;
-    int64_t step = 0;
-    caf::error err;
-    std::function<void(caf::error)> waiting;
-  } ahead;  // the pull of the next step, into buffers[1 - current]
-  std::map<int, std::vector<pb::Pull>> pulls;  // by ps task; step set per call
-  int64_t step = 0;                            // this worker's steps so far
-  int64_t closure_step = 0;                    // the running closure's steps so far
-  caf::duration deadline = caf::infinite;      // per request to a shard
+  std::unique_ptr<transport> net;
+  std::unique_ptr<param_buffers> params;
+  std::unique_ptr<batch_prefetch> batches;
+  int64_t step = 0;          // this worker's steps so far
+  int64_t closure_step = 0;  // the running closure's steps so far
   worker_context ctx;
   // Batches in arrival order. Closures run one at a time, from the first
   // unfinished batch; a batch is answered once its closures finished and
@@ -76,122 +52,12 @@ struct worker_state {
   // one's gradients are still on their way (its pulls queue behind them).
   std::deque<batch_run> queue;
   uint64_t next_seq = 0;
-  // Injected faults (actorps chaos): requests to a PS task dropped before
-  // they leave, each sent again after kDropRetry (a lossy link's timeout).
-  struct {
-    uint32_t ps = 0;
-    double drop = 0;
-    std::chrono::milliseconds delay{0};
-    std::chrono::steady_clock::time_point until;
-    std::mt19937 gen{7};
-    uint64_t sent = 0, dropped = 0;
-  } fault;
-  std::map<uint64_t, std::function<void()>> timers;
-  uint64_t next_timer = 0;
-  std::map<caf::actor_addr, prefetch> prefetched;
   peer_table_ptr peers;
   std::string where;    // "worker:<index>: ", the prefix of its refusals
   size_t greeting = 0;  // PS nodes yet to answer this worker's Hello: no closure runs before
 };
 
 using worker_ptr = worker_actor::stateful_pointer<worker_state>;
-
-constexpr auto kDropRetry = std::chrono::milliseconds(500);
-
-void after(worker_ptr self, std::chrono::milliseconds delay, std::function<void()> fn) {
-  auto& st = self->state;
-  st.timers.emplace(st.next_timer, std::move(fn));
-  self->delayed_send(self, delay, worker_timer_atom_v, st.next_timer++);
-}
-
-// A request to PS task `ps`, with the worker's deadline: one unanswered in
-// time fails the batch like a lost link (its closures run again elsewhere,
-// their steps applied once by closure key; the worker is respawned), so no
-// copy of a push is kept for a resend. An injected fault holds it back: a
-// dropped one is sent again after kDropRetry (as a lost message's retry
-// would), a delayed one after the delay.
-template <class Reply, class Msg, class Ok, class Fail>
-void ask_shard(worker_ptr self, int ps, Msg msg, Ok ok, Fail fail, bool delayed = false) {
-  auto& f = self->state.fault;
-  if (!delayed && uint32_t(ps) == f.ps && std::chrono::steady_clock::now() < f.until) {
-    const bool drop = f.drop > 0 && std::bernoulli_distribution(f.drop)(f.gen);
-    ++f.sent;
-    if (drop || f.delay.count() > 0) {
-      f.dropped += drop;
-      auto held = std::make_shared<Msg>(std::move(msg));
-      return after(self, drop ? kDropRetry : f.delay,
-                   [self, ps, held, ok, fail, drop] { ask_shard<Reply>(self, ps, std::move(*held), ok, fail, !drop); });
-    }
-  }
-  auto& st = self->state;
-  self->request(st.shards[size_t(ps)], st.deadline, std::move(msg))
-      .then([ok](Reply& r) { ok(r); }, [fail](caf::error& err) { fail(std::move(err)); });
-}
-
-void pull_into(worker_ptr self, int buffer, int64_t step, std::function<void(caf::error)> then) {
-  auto& st = self->state;
-  int total = 0;
-  for (auto& [ps, list] : st.pulls) total += int(list.size());
-  auto c = std::make_shared<countdown>(countdown{size_t(total), std::move(then)});
-  for (auto& [ps, list] : st.pulls)
-    for (auto& p : list) {
-      p.set_worker(st.index);
-      p.set_step(step);
-      ask_shard<pb::Values>(
-          self, ps, p,
-          [self, c, buffer](const pb::Values& v) {
-            auto& st = self->state;
-            if (auto err = scatter_values(v, st.view, st.dense_values[buffer])) return c->fail(err);
-            c->ok();
-          },
-          [c](caf::error err) { c->fail(std::move(err)); });
-    }
-}
-
-void pull_ahead(worker_ptr self, int64_t step) {
-  auto& a = self->state.ahead;
-  a.active = true, a.done = false, a.step = step, a.err = caf::none;
-  pull_into(self, 1 - self->state.current, step, [self](caf::error err) {
-    auto& a = self->state.ahead;
-    a.done = true;
-    a.err = err;
-    if (a.waiting) std::exchange(a.waiting, nullptr)(std::move(err));
-  });
-}
-
-// Values for this worker's training step `step`; see worker_context.
-void pull_for_step(worker_ptr self, int64_t step, std::function<void(caf::error)> then) {
-  auto& st = self->state;
-  auto& a = st.ahead;
-  if (!st.pull_ahead) return pull_into(self, st.current, step, std::move(then));
-  if (a.active && a.step == step) {
-    auto use = [self, step, then = std::move(then)](caf::error err) {
-      auto& st = self->state;
-      st.ahead.active = false;
-      if (!err) {
-        st.current = 1 - st.current;
-        st.ctx.params = st.buffers[st.current].get();
-        pull_ahead(self, step + 1);
-      }
-      then(std::move(err));
-    };
-    if (a.done) return use(a.err);
-    a.waiting = std::move(use);
-    return;
-  }
-  if (a.active && !a.done) {  // pulled ahead for another step (an earlier one failed): drop it
-    a.waiting = [self, step, then = std::move(then)](caf::error) {
-      self->state.ahead.active = false;
-      pull_for_step(self, step, then);
-    };
-    return;
-  }
-  a.active = false;
-  pull_into(self, st.current, step, [self, step, then = std::move(then)](caf::error err) {
-    if (!err) pull_ahead(self, step + 1);
-    then(std::move(err));
-  });
-}
 
 batch_run* running_batch(worker_state& st) {
   for (auto& b : st.queue)
@@ -211,104 +77,15 @@ void push(worker_ptr self, int64_t step, int32_t examples, std::function<void(ca
   key.set_closure(batch->request.closures(batch->done.results_size()).id());
   key.set_step(st.closure_step++);
   key.set_examples(examples);
-  auto acked = [self, seq](caf::error err) {
+  batch->unacked += st.params->push(step, key, [self, seq](caf::error err) {
     for (auto& b : self->state.queue)
       if (b.seq == seq) {
         --b.unacked;
         if (err && !b.link_failed) b.link_failed = std::move(err);
       }
     answer_finished(self);
-  };
-  auto send = [&](int ps, auto msg) {
-    *msg.mutable_closure_step() = key;
-    ++batch->unacked;
-    ask_shard<pb::PushAck>(
-        self, ps, std::move(msg), [acked](const pb::PushAck&) { acked(caf::none); },
-        [acked](caf::error err) { acked(std::move(err)); });
-  };
-  for (auto& [ps, list] : split_push(st.index, step, st.view, st.dense_grads[st.current]))
-    for (auto& m : list) send(ps, std::move(m));
-  for (auto i : st.sparse) {
-    auto& g = st.model->sparse_gradient(i);
-    for (auto& [ps, m] : split_sparse_push(st.index, step, st.vars[i], g.ids, g.rows.data())) send(ps, std::move(m));
-  }
+  });
   then(caf::none);
-}
-
-void request_batch(worker_ptr self, const dataset_actor& d) {
-  auto& slot = self->state.prefetched[d.address()];
-  slot.in_flight = true;
-  auto arrived = [self, d, generation = slot.generation](caf::expected<pb::BatchData> b) {
-    auto& slot = self->state.prefetched[d.address()];
-    if (slot.generation != generation) return;  // read before a ReadSplit
-    slot.in_flight = false;
-    if (!slot.waiting) return void(slot.ready = std::move(b));
-    auto then = std::exchange(slot.waiting, nullptr);
-    request_batch(self, d);  // the one after, while this one is used
-    then(std::move(b));
-  };
-  self->request(d, caf::infinite, pb::NextBatch{})
-      .then([arrived](pb::BatchData& b) { arrived(std::move(b)); }, [arrived](caf::error& err) { arrived(std::move(err)); });
-}
-
-// Has `d` read only source examples [begin, end) from now on; batches
-// prefetched before are dropped.
-void read_split(worker_ptr self, const dataset_actor& d, int64_t begin, int64_t end,
-                std::function<void(caf::error)> then) {
-  auto& slot = self->state.prefetched[d.address()];
-  ++slot.generation;
-  slot.in_flight = false;
-  slot.ready.reset();
-  slot.waiting = nullptr;
-  pb::ReadSplit split;
-  split.set_begin(begin);
-  split.set_end_index(end);
-  self->request(d, caf::infinite, std::move(split))
-      .then([then](pb::SplitAccepted&) { then(caf::none); }, [then](caf::error& err) { then(std::move(err)); });
-}
-
-// The rows of every sparse parameter (embedding table) that `ids` name.
-void pull_rows(worker_ptr self, const std::vector<int64_t>& ids, std::function<void(caf::error)> then) {
-  auto& st = self->state;
-  std::vector<int64_t> unique;
-  for (auto id : ids)
-    if (id >= 0) unique.push_back(id);  // negative: padding
-  std::sort(unique.begin(), unique.end());
-  unique.erase(std::unique(unique.begin(), unique.end()), unique.end());
-  std::vector<std::pair<size_t, std::map<int, pb::SparsePull>>> pulls;
-  int total = 0;
-  for (auto i : st.sparse) {
-    auto& var = st.vars[i];
-    if (!unique.empty() && unique.back() >= var.shape[0])
-      return then(make_error(errc::out_of_range, fmt::format("id {} outside the {} rows of '{}'", unique.back(),
-                                                             var.shape[0], var.name)));
-    pulls.emplace_back(i, split_sparse_pull(var, unique));
-    total += int(pulls.back().second.size());
-  }
-  if (total == 0) return then(caf::none);
-  auto c = std::make_shared<countdown>(countdown{size_t(total), std::move(then)});
-  for (auto& [i, by_ps] : pulls)
-    for (auto& [ps, req] : by_ps)
-      ask_shard<pb::Rows>(
-          self, ps, std::move(req),
-          [self, c, i = i](const pb::Rows& rows) {
-            auto& st = self->state;
-            if (auto err = scatter_rows(rows, st.vars[i], st.buffers[st.current]->value_ptrs[i])) return c->fail(err);
-            c->ok();
-          },
-          [c](caf::error err) { c->fail(std::move(err)); });
-}
-
-void next_batch(worker_ptr self, const dataset_actor& d, std::function<void(caf::expected<pb::BatchData>)> then) {
-  auto& slot = self->state.prefetched[d.address()];
-  if (slot.ready) {
-    auto b = std::move(*slot.ready);
-    slot.ready.reset();
-    request_batch(self, d);
-    return then(std::move(b));
-  }
-  slot.waiting = std::move(then);
-  if (!slot.in_flight) request_batch(self, d);
 }
 
 void run_next(worker_ptr self);
@@ -406,107 +183,90 @@ caf::error check(worker_ptr self, const Msg& msg, const char* what) {
   return check_request(self, *self->state.peers, msg, {pb::COORDINATOR, pb::CLIENT}, self->state.where, what);
 }
 
+// What closures' functions use (worker_functions.hpp), wired to the parts.
+void wire_context(worker_ptr self) {
+  auto& st = self->state;
+  auto& ctx = st.ctx;
+  ctx.worker = st.index;
+  ctx.model = st.model.get();
+  ctx.params = st.params->current();
+  ctx.dataset = [self](const pb::Value& arg) { return dataset_of(self, arg); };
+  ctx.next_batch = [self](const dataset_actor& d, batch_prefetch::batch_fn then) {
+    self->state.batches->next(d, std::move(then));
+  };
+  ctx.read_split = [self](const dataset_actor& d, int64_t begin, int64_t end, std::function<void(caf::error)> then) {
+    self->state.batches->read_split(d, begin, end, std::move(then));
+  };
+  ctx.pull = [self](int64_t step, std::function<void(caf::error)> then) {
+    self->state.params->pull(step, std::move(then));
+  };
+  ctx.pull_for_step = [self](int64_t step, std::function<void(caf::error)> then) {
+    self->state.params->pull_for_step(step, [self, then = std::move(then)](caf::error err) {
+      self->state.ctx.params = self->state.params->current();  // pull-ahead may have swapped buffers
+      then(std::move(err));
+    });
+  };
+  ctx.pull_rows = [self](const std::vector<int64_t>& ids, std::function<void(caf::error)> then) {
+    self->state.params->pull_rows(ids, std::move(then));
+  };
+  ctx.push = [self](int64_t step, int32_t examples, std::function<void(caf::error)> then) {
+    push(self, step, examples, std::move(then));
+  };
+  ctx.next_step = [self] { return self->state.step++; };
+}
+
+caf::result<pb::ClosuresDone> on_run_closures(worker_ptr self, pb::RunClosures& req,
+                                              std::vector<dataset_actor>& datasets) {
+  auto& st = self->state;
+  if (auto err = check(self, req, "RunClosures")) return err;  // before the promise takes the sender
+  if (size_t(req.datasets_size()) != datasets.size())
+    return make_error(errc::invalid_argument,
+                      fmt::format("RunClosures names {} datasets, {} sent", req.datasets_size(), datasets.size()));
+  auto promise = self->make_response_promise<pb::ClosuresDone>();
+  const bool idle = running_batch(st) == nullptr;
+  st.queue.push_back({st.next_seq++, promise, std::move(req), std::move(datasets), {}, {}, 0, {}});
+  if (idle) run_next(self);
+  answer_finished(self);  // an empty batch
+  return promise;
+}
+
 worker_actor::behavior_type worker_behavior(worker_ptr self, pb::SpawnWorker spec, shard_list shards,
                                             cluster_spec cluster, peer_table_ptr peers) {
   auto& st = self->state;
   st.peers = std::move(peers);
   st.index = spec.worker();
   st.where = fmt::format("worker:{}: ", st.index);
-  st.shards = std::move(shards);
   st.model = std::make_unique<kernels::sequential_model>(train::from_proto(spec.model()), kernels::cpu_ops());
-  for (auto& v : spec.variables()) st.vars.push_back(train::from_proto(v));
-  std::vector<std::vector<float>> zeros;
-  auto& params = st.model->parameters();
-  for (size_t i = 0; i < st.vars.size(); ++i) {
-    (params[i].sparse ? st.sparse : st.dense).push_back(i);
-    if (!params[i].sparse) st.view.push_back(&st.vars[i]);
-    zeros.emplace_back(size_t(st.vars[i].size()));
-  }
-  for (int b = 0; b < 2; ++b) {
-    st.buffers[b] = std::make_unique<kernels::host_parameters>(zeros);
-    for (auto i : st.dense) {
-      st.dense_values[b].push_back(st.buffers[b]->value_ptrs[i]);
-      st.dense_grads[b].push_back(st.buffers[b]->grad_views[i]);
-    }
-  }
-  st.pull_ahead = spec.pull_ahead();
-  if (spec.request_timeout_ms() > 0) st.deadline = caf::duration{std::chrono::milliseconds(spec.request_timeout_ms())};
-  st.pulls = split_pull(st.view);
-  if (spec.threads() > 0) kernels::set_cpu_threads(int(spec.threads()));
-  dial_ps_nodes(self, cluster);
+  std::vector<sharded_variable> vars;
+  for (auto& v : spec.variables()) vars.push_back(train::from_proto(v));
+  const auto deadline = spec.request_timeout_ms() > 0
+                            ? caf::duration{std::chrono::milliseconds(spec.request_timeout_ms())}
+                            : caf::duration{caf::infinite};
   // A shard whose link died answers nothing more (its requests would wait
   // for their deadlines): stop, and the proxy re-runs this worker's closures
   // elsewhere and respawns it, dialing the PS nodes afresh.
-  for (auto& shard : st.shards) self->monitor(shard);
+  for (auto& shard : shards) self->monitor(shard);
+  st.net = std::make_unique<transport>(self, st.index, std::move(shards), deadline);
+  st.params = std::make_unique<param_buffers>(*st.model, std::move(vars), st.index, spec.pull_ahead(), *st.net);
+  st.batches = std::make_unique<batch_prefetch>(*st.net);
+  if (spec.threads() > 0) kernels::set_cpu_threads(int(spec.threads()));
+  dial_ps_nodes(self, cluster);
   self->set_down_handler([self](const caf::down_msg& msg) {
     spdlog::warn("worker:{}: lost a PS shard ({}); stopping (the coordinator respawns it)", self->state.index,
                  caf::to_string(msg.reason));
     self->quit(msg.reason);
   });
-  auto& ctx = st.ctx;
-  ctx.worker = st.index;
-  ctx.model = st.model.get();
-  ctx.params = st.buffers[0].get();
-  ctx.dataset = [self](const pb::Value& arg) { return dataset_of(self, arg); };
-  ctx.next_batch = [self](const dataset_actor& d, std::function<void(caf::expected<pb::BatchData>)> then) {
-    next_batch(self, d, std::move(then));
-  };
-  ctx.read_split = [self](const dataset_actor& d, int64_t begin, int64_t end, std::function<void(caf::error)> then) {
-    read_split(self, d, begin, end, std::move(then));
-  };
-  ctx.pull = [self](int64_t step, std::function<void(caf::error)> then) {
-    pull_into(self, self->state.current, step, std::move(then));
-  };
-  ctx.pull_for_step = [self](int64_t step, std::function<void(caf::error)> then) {
-    pull_for_step(self, step, std::move(then));
-  };
-  ctx.pull_rows = [self](const std::vector<int64_t>& ids, std::function<void(caf::error)> then) {
-    pull_rows(self, ids, std::move(then));
-  };
-  ctx.push = [self](int64_t step, int32_t examples, std::function<void(caf::error)> then) {
-    push(self, step, examples, std::move(then));
-  };
-  ctx.next_step = [self] { return self->state.step++; };
+  wire_context(self);
   return {
-      [self](pb::RunClosures& req, std::vector<dataset_actor>& datasets) -> caf::result<pb::ClosuresDone> {
-        auto& st = self->state;
-        if (auto err = check(self, req, "RunClosures")) return err;  // before the promise takes the sender
-        if (size_t(req.datasets_size()) != datasets.size())
-          return make_error(errc::invalid_argument,
-                            fmt::format("RunClosures names {} datasets, {} sent", req.datasets_size(), datasets.size()));
-        auto promise = self->make_response_promise<pb::ClosuresDone>();
-        const bool idle = running_batch(st) == nullptr;
-        st.queue.push_back({st.next_seq++, promise, std::move(req), std::move(datasets), {}, {}, 0, {}});
-        if (idle) run_next(self);
-        answer_finished(self);  // an empty batch
-        return promise;
+      [self](pb::RunClosures& req, std::vector<dataset_actor>& datasets) {
+        return on_run_closures(self, req, datasets);
       },
       [self](const pb::InjectFault& req) -> caf::result<pb::FaultInjected> {
         if (auto err = check(self, req, "InjectFault")) return err;
-        auto& f = self->state.fault;
-        f.ps = req.ps();
-        f.drop = std::clamp(req.drop(), 0.0, 1.0);
-        f.delay = std::chrono::milliseconds(req.delay_ms());
-        f.until = std::chrono::steady_clock::now() + std::chrono::milliseconds(req.duration_ms());
-        f.sent = f.dropped = 0;
-        spdlog::warn("worker:{}: dropping {:.0f}% of its requests to ps:{} and delaying the rest {} ms, for {} ms "
-                     "(injected)",
-                     self->state.index, 100 * f.drop, f.ps, req.delay_ms(), req.duration_ms());
-        after(self, std::chrono::milliseconds(req.duration_ms()), [self, ps = f.ps] {
-          auto& f = self->state.fault;
-          if (f.ps == ps && std::chrono::steady_clock::now() >= f.until)
-            spdlog::warn("worker:{}: injected fault on ps:{} over: {} of {} requests dropped", self->state.index, ps,
-                         f.dropped, f.sent);
-        });
+        self->state.net->inject(req);
         return pb::FaultInjected{};
       },
-      [self](worker_timer_atom, uint64_t id) {
-        auto i = self->state.timers.find(id);
-        if (i == self->state.timers.end()) return;
-        auto fn = std::move(i->second);
-        self->state.timers.erase(i);
-        fn();
-      },
+      [self](worker_timer_atom, uint64_t id) { self->state.net->on_timer(id); },
   };
 }
 

@@ -1,0 +1,140 @@
+#include "actors/worker/param_buffers.hpp"
+
+#include <algorithm>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "actors/net/countdown.hpp"
+
+namespace actorps {
+
+param_buffers::param_buffers(kernels::sequential_model& model, std::vector<sharded_variable> vars, uint32_t worker,
+                             bool pull_ahead, transport& net)
+    : model_(model), vars_(std::move(vars)), worker_(worker), pull_ahead_(pull_ahead), net_(net) {
+  std::vector<std::vector<float>> zeros;
+  auto& params = model_.parameters();
+  for (size_t i = 0; i < vars_.size(); ++i) {
+    (params[i].sparse ? sparse_ : dense_).push_back(i);
+    if (!params[i].sparse) view_.push_back(&vars_[i]);
+    zeros.emplace_back(size_t(vars_[i].size()));
+  }
+  for (int b = 0; b < 2; ++b) {
+    buffers_[b] = std::make_unique<kernels::host_parameters>(zeros);
+    for (auto i : dense_) {
+      dense_values_[b].push_back(buffers_[b]->value_ptrs[i]);
+      dense_grads_[b].push_back(buffers_[b]->grad_views[i]);
+    }
+  }
+  pulls_ = split_pull(view_);
+}
+
+void param_buffers::pull(int64_t step, then_fn then) { pull_into(current_, step, std::move(then)); }
+
+void param_buffers::pull_into(int buffer, int64_t step, then_fn then) {
+  size_t total = 0;
+  for (auto& [ps, list] : pulls_) total += list.size();
+  auto c = std::make_shared<countdown>(countdown{total, std::move(then)});
+  for (auto& [ps, list] : pulls_)
+    for (auto& p : list) {
+      p.set_worker(worker_);
+      p.set_step(step);
+      net_.to_shard<pb::Values>(
+          ps, p,
+          [this, c, buffer](const pb::Values& v) {
+            if (auto err = scatter_values(v, view_, dense_values_[buffer])) return c->fail(err);
+            c->ok();
+          },
+          [c](caf::error err) { c->fail(std::move(err)); });
+    }
+}
+
+void param_buffers::pull_ahead(int64_t step) {
+  auto& a = ahead_;
+  a.active = true, a.done = false, a.step = step, a.err = caf::none;
+  pull_into(1 - current_, step, [this](caf::error err) {
+    auto& a = ahead_;
+    a.done = true;
+    a.err = err;
+    if (a.waiting) std::exchange(a.waiting, nullptr)(std::move(err));
+  });
+}
+
+void param_buffers::pull_for_step(int64_t step, then_fn then) {
+  auto& a = ahead_;
+  if (!pull_ahead_) return pull_into(current_, step, std::move(then));
+  if (a.active && a.step == step) {
+    auto use = [this, step, then = std::move(then)](caf::error err) {
+      ahead_.active = false;
+      if (!err) {
+        current_ = 1 - current_;
+        pull_ahead(step + 1);
+      }
+      then(std::move(err));
+    };
+    if (a.done) return use(a.err);
+    a.waiting = std::move(use);
+    return;
+  }
+  if (a.active && !a.done) {  // pulled ahead for another step (an earlier one failed): drop it
+    a.waiting = [this, step, then = std::move(then)](caf::error) {
+      ahead_.active = false;
+      pull_for_step(step, then);
+    };
+    return;
+  }
+  a.active = false;
+  pull_into(current_, step, [this, step, then = std::move(then)](caf::error err) {
+    if (!err) pull_ahead(step + 1);
+    then(std::move(err));
+  });
+}
+
+void param_buffers::pull_rows(const std::vector<int64_t>& ids, then_fn then) {
+  std::vector<int64_t> unique;
+  for (auto id : ids)
+    if (id >= 0) unique.push_back(id);  // negative: padding
+  std::sort(unique.begin(), unique.end());
+  unique.erase(std::unique(unique.begin(), unique.end()), unique.end());
+  std::vector<std::pair<size_t, std::map<int, pb::SparsePull>>> pulls;
+  size_t total = 0;
+  for (auto i : sparse_) {
+    auto& var = vars_[i];
+    if (!unique.empty() && unique.back() >= var.shape[0])
+      return then(make_error(errc::out_of_range, fmt::format("id {} outside the {} rows of '{}'", unique.back(),
+                                                             var.shape[0], var.name)));
+    pulls.emplace_back(i, split_sparse_pull(var, unique));
+    total += pulls.back().second.size();
+  }
+  if (total == 0) return then(caf::none);
+  auto c = std::make_shared<countdown>(countdown{total, std::move(then)});
+  for (auto& [i, by_ps] : pulls)
+    for (auto& [ps, req] : by_ps)
+      net_.to_shard<pb::Rows>(
+          ps, std::move(req),
+          [this, c, i = i](const pb::Rows& rows) {
+            if (auto err = scatter_rows(rows, vars_[i], current()->value_ptrs[i])) return c->fail(err);
+            c->ok();
+          },
+          [c](caf::error err) { c->fail(std::move(err)); });
+}
+
+size_t param_buffers::push(int64_t step, const pb::ClosureStep& key, std::function<void(caf::error)> acked) {
+  size_t sent = 0;
+  auto send = [&](int ps, auto msg) {
+    *msg.mutable_closure_step() = key;
+    ++sent;
+    net_.to_shard<pb::PushAck>(
+        ps, std::move(msg), [acked](const pb::PushAck&) { acked(caf::none); },
+        [acked](caf::error err) { acked(std::move(err)); });
+  };
+  for (auto& [ps, list] : split_push(worker_, step, view_, dense_grads_[current_]))
+    for (auto& m : list) send(ps, std::move(m));
+  for (auto i : sparse_) {
+    auto& g = model_.sparse_gradient(i);
+    for (auto& [ps, m] : split_sparse_push(worker_, step, vars_[i], g.ids, g.rows.data())) send(ps, std::move(m));
+  }
+  return sent;
+}
+
+}  // namespace actorps

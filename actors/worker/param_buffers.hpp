@@ -1,0 +1,74 @@
+// A worker's copy of the variables and its traffic with the shards for
+// them: two host buffers of values and gradients, the dense variables
+// pulled whole and pushed whole, embedding rows pulled and pushed sparse.
+// With pull-ahead (ASYNC jobs) the values of step s + 1 are pulled into the
+// spare buffer while step s computes:
+//
+//   idle --pull_for_step(s)--> pulling(s) --values--> computing(s), pulling ahead(s + 1)
+//   computing(s) --pull_for_step(s + 1)--> swap buffers when (s + 1) is in, pulling ahead(s + 2)
+//   pulling ahead(t) --pull_for_step(s != t)--> waits for t's pull to end, then pulls s afresh
+//
+// Every request goes through the worker's transport.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "actors/variables/ps_client.hpp"
+#include "actors/worker/transport.hpp"
+#include "kernels/model.hpp"
+
+namespace actorps {
+
+class param_buffers {
+ public:
+  using then_fn = std::function<void(caf::error)>;
+
+  /// Buffers for `vars` (the model's parameters in order); the requests of
+  /// worker `worker` go through `net`. Both must outlive it.
+  param_buffers(kernels::sequential_model& model, std::vector<sharded_variable> vars, uint32_t worker,
+                bool pull_ahead, transport& net);
+
+  /// The values and gradients in use (another buffer after pull_for_step).
+  kernels::host_parameters* current() { return buffers_[current_].get(); }
+
+  /// Every dense variable into the current buffer; SYNC shards answer once `step` has come.
+  void pull(int64_t step, then_fn then);
+  /// The same for training step `step` (see the state machine above).
+  void pull_for_step(int64_t step, then_fn then);
+  /// Rows `ids` (negative: padding) of every sparse parameter into the current buffer.
+  void pull_rows(const std::vector<int64_t>& ids, then_fn then);
+  /// Sends the current gradients (dense whole, sparse as rows) of `step`
+  /// under `key`; `acked` is called once per message sent; returns how many.
+  size_t push(int64_t step, const pb::ClosureStep& key, std::function<void(caf::error)> acked);
+
+ private:
+  void pull_into(int buffer, int64_t step, then_fn then);
+  void pull_ahead(int64_t step);
+
+  kernels::sequential_model& model_;
+  std::vector<sharded_variable> vars_;
+  uint32_t worker_;
+  bool pull_ahead_;
+  transport& net_;
+  std::vector<const sharded_variable*> view_;  // the dense variables (pulled and pushed whole)
+  std::vector<size_t> dense_, sparse_;           // model parameter indices of each kind
+  std::unique_ptr<kernels::host_parameters> buffers_[2];  // values in use, values pulled ahead
+  // Per buffer, the dense variables' value and gradient pointers in view
+  // order (what ps_client takes), built once.
+  std::vector<float*> dense_values_[2];
+  std::vector<const float*> dense_grads_[2];
+  int current_ = 0;
+  struct {
+    bool active = false, done = false;
+    int64_t step = 0;
+    caf::error err;
+    then_fn waiting;
+  } ahead_;  // the pull of the next step, into buffers_[1 - current_]
+  std::map<int, std::vector<pb::Pull>> pulls_;  // by ps task; step set per call
+};
+
+}  // namespace actorps

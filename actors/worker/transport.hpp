@@ -1,0 +1,76 @@
+// The worker's transport: every request a worker sends to a PS shard or a
+// dataset passes here. Requests to shards carry the worker's deadline (one
+// unanswered in time fails like a lost link: the batch fails, its closures
+// run again elsewhere, their steps applied once by closure key, and the
+// worker is respawned — so no copy of a push is kept for a resend).
+// Injected faults plug in here (fault_injector.hpp), and so would a faster
+// wire for large tensors. Its timers come back as worker_timer messages.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <utility>
+
+#include <caf/typed_event_based_actor.hpp>
+#include <spdlog/spdlog.h>
+
+#include "actors/worker/fault_injector.hpp"
+#include "messages/wire.hpp"
+
+namespace actorps {
+
+class transport {
+ public:
+  using actor_ptr = worker_actor::pointer;
+  using fail_fn = std::function<void(caf::error)>;
+
+  transport(actor_ptr self, uint32_t worker, shard_list shards, caf::duration deadline)
+      : self_(self), worker_(worker), shards_(std::move(shards)), deadline_(deadline) {}
+
+  const shard_list& shards() const { return shards_; }
+
+  /// A request to PS task `ps`; `ok` gets the reply, `fail` any error.
+  template <class Reply, class Msg>
+  void to_shard(int ps, Msg msg, std::function<void(Reply&)> ok, fail_fn fail, bool unfiltered = false) {
+    if (!unfiltered)
+      if (auto held = faults_.hold(uint32_t(ps), std::chrono::steady_clock::now())) {
+        auto m = std::make_shared<Msg>(std::move(msg));
+        const bool again = held->dropped;  // a dropped request is a new one when it is sent again
+        return after(held->delay, [this, ps, m, ok, fail, again] {
+          to_shard<Reply>(ps, std::move(*m), ok, fail, !again);
+        });
+      }
+    self_->request(shards_[size_t(ps)], deadline_, std::move(msg))
+        .then([ok](Reply& r) { ok(r); }, [fail](caf::error& err) { fail(std::move(err)); });
+  }
+
+  /// A request to one of the worker's datasets (no deadline: a dataset
+  /// lives on the worker's own node).
+  template <class Reply, class Msg>
+  void to_dataset(const dataset_actor& d, Msg msg, std::function<void(Reply&)> ok, fail_fn fail) {
+    self_->request(d, caf::infinite, std::move(msg))
+        .then([ok](Reply& r) { ok(r); }, [fail](caf::error& err) { fail(std::move(err)); });
+  }
+
+  /// Starts an injected fault on requests to one PS task; its summary is
+  /// logged when it ends.
+  void inject(const pb::InjectFault& req);
+
+  /// A timer of this transport came due (worker_timer_atom).
+  void on_timer(uint64_t id);
+
+ private:
+  void after(std::chrono::milliseconds delay, std::function<void()> fn);
+
+  actor_ptr self_;
+  uint32_t worker_;
+  shard_list shards_;
+  caf::duration deadline_;
+  fault_injector faults_;
+  std::map<uint64_t, std::function<void()>> timers_;
+  uint64_t next_timer_ = 0;
+};
+
+}  // namespace actorps
