@@ -22,6 +22,10 @@ class deterministic_system {
  public:
   deterministic_system() : sys_(configure(cfg_)), sched(dynamic_cast<caf::scheduler::test_coordinator&>(sys_.scheduler())) {}
 
+  // Actors a test left running are dropped with the system (nothing runs
+  // them any more: waiting for them would hang).
+  ~deterministic_system() { sys_.await_actors_before_shutdown(false); }
+
   caf::actor_system& sys() { return sys_; }
 
  private:

@@ -1,0 +1,171 @@
+// A worker actor driven message by message on CAF's test coordinator
+// (tests/actor_test.hpp): its shard is a fake over a real shard_core that
+// holds every pull until the test releases it, its dataset a fake that
+// answers at once. The tests check the order of the worker's requests:
+// with pull-ahead, step s + 1's pull leaves before step s's push; without
+// it, each step pulls after the last one pushed.
+#define BOOST_TEST_MODULE worker_actor
+#include <boost/test/unit_test.hpp>
+
+#include <deque>
+
+#include "actors/net/peer_table.hpp"
+#include "actors/shard/shard_core.hpp"
+#include "actors/variables/wire_forms.hpp"
+#include "actors/worker/worker_actor.hpp"
+#include "actors/worker/worker_functions.hpp"
+#include "config/model_config.hpp"
+#include "tests/actor_test.hpp"
+
+CAF_BEGIN_TYPE_ID_BLOCK(actorps_test, caf::first_custom_type_id + 300)
+  // to the fake shard: answer the oldest pull you hold
+  CAF_ADD_ATOM(actorps_test, actorps::testing, release_atom, "release")
+CAF_END_TYPE_ID_BLOCK(actorps_test)
+
+using namespace actorps;
+using namespace actorps::testing;
+
+namespace {
+
+struct shard_state {
+  static inline const char* name = "fake_shard";
+  std::optional<shard_core> core;
+  std::vector<std::string> log;  // "pull <step>", "push <step>", in arrival order
+  std::deque<std::pair<pb::Pull, caf::response_promise>> held;
+};
+
+caf::behavior fake_shard(caf::stateful_actor<shard_state>* self, pb::CreateVariables create) {
+  pb::Consistency async;
+  self->state.core.emplace(0, async, 0);
+  BOOST_REQUIRE(self->state.core->create(create));
+  return {
+      [self](const pb::Pull& p) {
+        self->state.log.push_back("pull " + std::to_string(p.step()));
+        self->state.held.emplace_back(p, self->make_response_promise());
+      },
+      [self](release_atom) {
+        auto& st = self->state;
+        BOOST_REQUIRE(!st.held.empty());
+        auto [pull, promise] = std::move(st.held.front());
+        st.held.pop_front();
+        promise.deliver(*st.core->read(pull));
+      },
+      [self](const pb::Push& p) {
+        self->state.log.push_back("push " + std::to_string(p.step()));
+        BOOST_REQUIRE(!self->state.core->check(p));
+        return self->state.core->apply(p);
+      },
+  };
+}
+
+// Batches of 2 examples of 4 features, forever.
+caf::behavior fake_dataset(caf::event_based_actor*) {
+  return {[](const pb::NextBatch&) {
+    pb::BatchData b;
+    b.set_size(2);
+    b.set_features(4);
+    std::vector<float> x{0.1f, 0.2f, 0.3f, 0.4f, 0.5f, 0.6f, 0.7f, 0.8f};
+    b.set_x(reinterpret_cast<const char*>(x.data()), x.size() * 4);
+    b.add_labels(0), b.add_labels(1);
+    b.add_ids(0), b.add_ids(1);
+    return b;
+  }};
+}
+
+struct worker_fixture : deterministic_system {
+  caf::actor shard;
+  dataset_actor dataset;
+  worker_actor worker;
+
+  explicit worker_fixture(bool pull_ahead) {
+    auto model = parse_model_toml(
+        "[model]\ninput = [1, 1, 4]\nloss = \"softmax_xent\"\n"
+        "[[model.layers]]\ntype = \"dense\"\nunits = 2\n",
+        "test");
+    BOOST_REQUIRE_MESSAGE(model, (model ? "" : describe(model.error())));
+    kernels::sequential_model probe(*model, kernels::reference_ops());
+    pb::Optimizer sgd;
+    sgd.set_learning_rate(0.1f);
+    auto vars = model_variables(probe.parameters(), 1, {}, 1, sgd);
+    shard = sys().spawn(fake_shard, create_requests(vars)[0]);
+    dataset = caf::actor_cast<dataset_actor>(sys().spawn(fake_dataset));
+    pb::SpawnWorker spec;
+    *spec.mutable_model() = train::to_proto(*model);
+    for (auto& v : vars) *spec.add_variables() = train::to_proto(v);
+    spec.set_pull_ahead(pull_ahead);
+    auto cluster = parse_toml(
+        "[cluster]\nname = \"t\"\n"
+        "[[cluster.nodes]]\nhost = \"127.0.0.1\"\nport = 1\nroles = [\"coordinator\"]\n"
+        "[[cluster.nodes]]\nhost = \"127.0.0.1\"\nport = 2\nroles = [\"worker\"]\n",
+        "test");  // no PS node to greet: the shard is local
+    BOOST_REQUIRE(cluster);
+    auto w = spawn_worker(sys(), spec, {caf::actor_cast<ps_shard_actor>(shard)}, *cluster,
+                          std::make_shared<peer_table>(runtime_options{}));
+    BOOST_REQUIRE_MESSAGE(w, (w ? "" : describe(w.error())));
+    worker = *w;
+    sched.run();
+  }
+
+  std::shared_ptr<asked<pb::ClosuresDone>> train(int64_t steps) {
+    pb::RunClosures run;
+    run.add_datasets("train");
+    auto* c = run.add_closures();
+    c->set_id(1);
+    c->set_function("train_step");
+    c->set_want_result(true);
+    *c->add_args() = per_worker_dataset("train");
+    *c->add_args() = integer_value(steps);
+    return ask<pb::ClosuresDone>(sys(), worker, run, std::vector<dataset_actor>{dataset});
+  }
+
+  std::vector<std::string>& log() { return state_of<shard_state>(shard).log; }
+
+  void release() {
+    caf::anon_send(shard, release_atom_v);
+    sched.run();
+  }
+};
+
+struct with_pull_ahead : worker_fixture {
+  with_pull_ahead() : worker_fixture(true) {}
+};
+
+struct without_pull_ahead : worker_fixture {
+  without_pull_ahead() : worker_fixture(false) {}
+};
+
+using log_t = std::vector<std::string>;
+
+}  // namespace
+
+BOOST_FIXTURE_TEST_CASE(pull_ahead_fetches_the_next_steps_values_before_pushing, with_pull_ahead) {
+  auto done = train(3);
+  sched.run();
+  BOOST_TEST(log() == log_t{"pull 0"});  // step 0 waits for its values
+  release();
+  // Step 0's values are in: step 1's pull leaves, then step 0 computes and pushes.
+  BOOST_TEST(log() == (log_t{"pull 0", "pull 1", "push 0"}));
+  // Step 1 waits for the pull already on its way: nothing new is asked.
+  BOOST_TEST(!done->reply);
+  release();
+  BOOST_TEST(log() == (log_t{"pull 0", "pull 1", "push 0", "pull 2", "push 1"}));
+  release();
+  BOOST_TEST(log() == (log_t{"pull 0", "pull 1", "push 0", "pull 2", "push 1", "pull 3", "push 2"}));
+  BOOST_REQUIRE(done->reply && *done->reply);
+  auto& result = (*done->reply)->results(0);
+  BOOST_TEST(result.error_code() == 0u, result.error());
+  BOOST_TEST(result.values(3).integer() == 3);  // steps
+  BOOST_TEST(result.values(2).integer() == 6);  // examples
+}
+
+BOOST_FIXTURE_TEST_CASE(without_pull_ahead_each_step_pulls_after_the_last_push, without_pull_ahead) {
+  auto done = train(2);
+  sched.run();
+  BOOST_TEST(log() == log_t{"pull 0"});
+  release();
+  BOOST_TEST(log() == (log_t{"pull 0", "push 0", "pull 1"}));
+  release();
+  BOOST_TEST(log() == (log_t{"pull 0", "push 0", "pull 1", "push 1"}));
+  BOOST_REQUIRE(done->reply && *done->reply);
+  BOOST_TEST((*done->reply)->results(0).values(3).integer() == 2);
+}
