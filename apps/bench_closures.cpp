@@ -2,8 +2,8 @@
 // (this process) schedules and completes on 2 worker node processes, one
 // closure per step function call (no steps_per_execution packing): no-op
 // closures with and without a result, in the same run.
-#include <caf/actor_system.hpp>
 #include <fmt/format.h>
+#include <caf/actor_system.hpp>
 
 #include "actors/coordinator/cluster_coordinator.hpp"
 #include "actors/net/system_config.hpp"
@@ -62,9 +62,10 @@ int run_bench_closures(const closures_bench_options& opts) {
       answered.push_back(*a);
     }
   }
-  fmt::print("no-op closures scheduled and completed on 2 worker processes, one call each (no packing);\n"
-             "medians of {} x {} closures\n",
-             opts.repetitions, opts.closures);
+  fmt::print(
+      "no-op closures scheduled and completed on 2 worker processes, one call each (no packing);\n"
+      "medians of {} x {} closures\n",
+      opts.repetitions, opts.closures);
   fmt::print("{:<40} {:>12}\n", "", "closures/s");
   fmt::print("{:<40} {:>12.0f}\n", "no result wanted", median(quiet));
   fmt::print("{:<40} {:>12.0f}\n", "result fetched", median(answered));

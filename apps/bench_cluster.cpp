@@ -27,8 +27,7 @@ caf::error bench_cluster::start(const std::string& self_exe, const std::vector<s
   for (auto& task : tasks) {
     auto child = child_process::spawn({self_exe, "node", "--config", path_, "--task", task}, dir_ + "/nodes.log");
     if (!child) return child.error();
-    if (auto ready = child->wait_for_line("actorps node ready", std::chrono::seconds(20)); !ready)
-      return ready.error();
+    if (auto ready = child->wait_for_line("actorps node ready", std::chrono::seconds(20)); !ready) return ready.error();
     nodes_.push_back(std::move(*child));
   }
   return caf::none;
@@ -39,8 +38,8 @@ caf::error bench_cluster::stop() {
   caf::error failed;
   for (auto& n : nodes_)
     if (auto code = n.wait(std::chrono::seconds(10)); (!code || *code != 0) && !failed)
-      failed = make_error(errc::internal, "a node process did not exit cleanly after SIGTERM (see " + dir_ +
-                                              "/nodes.log)");
+      failed =
+          make_error(errc::internal, "a node process did not exit cleanly after SIGTERM (see " + dir_ + "/nodes.log)");
   nodes_.clear();
   return failed;
 }

@@ -4,17 +4,17 @@
 #include <fstream>
 #include <thread>
 
+#include <fmt/format.h>
 #include <caf/actor_system.hpp>
 #include <caf/scoped_actor.hpp>
-#include <fmt/format.h>
 
+#include "actors/launch/subprocess.hpp"
 #include "actors/net/dial.hpp"
 #include "actors/net/request_now.hpp"
 #include "actors/net/system_config.hpp"
 #include "apps/bench_cluster.hpp"
 #include "apps/bench_util.hpp"
 #include "apps/commands.hpp"
-#include "actors/launch/subprocess.hpp"
 
 namespace actorps {
 namespace {
@@ -67,7 +67,8 @@ int run_bench_data(const data_bench_options& opts) {
     return 1;
   };
   if (!std::ifstream(opts.data_dir + "/fashion/train-images-idx3-ubyte"))
-    return fail(opts.data_dir, make_error(errc::invalid_argument, "no Fashion-MNIST here: run tools/fetch_data.sh first"));
+    return fail(opts.data_dir,
+                make_error(errc::invalid_argument, "no Fashion-MNIST here: run tools/fetch_data.sh first"));
   bench_cluster cluster({"coordinator", "worker"});
   if (auto err = cluster.start(opts.self_exe, {"worker:0"})) return fail("worker node", err);
   const cluster_spec* spec = &cluster.spec();
@@ -99,9 +100,10 @@ int run_bench_data(const data_bench_options& opts) {
   const int threads = int(std::thread::hardware_concurrency());
   const double cnn_rate = cnn_samples_per_second(int(kBatch), threads, cnn) / kBatch;
   const double data_rate = median(rates);
-  fmt::print("Fashion-MNIST IDX -> scale 1/255 -> shuffle {} -> repeat -> batch {} -> {} requests in flight;\n"
-             "dataset actor in a worker node process, this process consuming; medians of {} x {} batches\n",
-             kShuffle, kBatch, kPrefetch, opts.repetitions, opts.batches);
+  fmt::print(
+      "Fashion-MNIST IDX -> scale 1/255 -> shuffle {} -> repeat -> batch {} -> {} requests in flight;\n"
+      "dataset actor in a worker node process, this process consuming; medians of {} x {} batches\n",
+      kShuffle, kBatch, kPrefetch, opts.repetitions, opts.batches);
   fmt::print("{:<44} {:>12}\n", "", "batches/s");
   fmt::print("{:<44} {:>12.0f}\n", "dataset actor delivers", data_rate);
   fmt::print("{:<44} {:>12.0f}\n", fmt::format("seed CNN train step consumes ({} threads)", threads), cnn_rate);

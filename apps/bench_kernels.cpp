@@ -6,9 +6,9 @@
 
 #include <fmt/format.h>
 
+#include "actors/launch/subprocess.hpp"
 #include "apps/bench_util.hpp"
 #include "apps/commands.hpp"
-#include "actors/launch/subprocess.hpp"
 #include "kernels/model.hpp"
 #include "messages/errors.hpp"
 
@@ -33,7 +33,8 @@ double cnn_samples_per_second(int batch, int threads, const kernels_bench_option
   std::vector<double> rates;
   for (uint32_t rep = 0; rep < opts.repetitions; ++rep) {
     auto start = clock_type::now();
-    for (uint32_t i = 0; i < opts.iterations; ++i) model.train_step({batch, x.data(), nullptr, labels.data()}, p.params, p.grad_ptrs);
+    for (uint32_t i = 0; i < opts.iterations; ++i)
+      model.train_step({batch, x.data(), nullptr, labels.data()}, p.params, p.grad_ptrs);
     std::chrono::duration<double> took = clock_type::now() - start;
     rates.push_back(double(batch) * opts.iterations / took.count());
   }

@@ -6,21 +6,21 @@
 #include <future>
 #include <memory>
 
+#include <fmt/format.h>
 #include <caf/actor_system.hpp>
 #include <caf/io/broker.hpp>
 #include <caf/io/middleman.hpp>
 #include <caf/stateful_actor.hpp>
-#include <fmt/format.h>
 
-#include "actors/shard/bulk_lane.hpp"
+#include "actors/launch/subprocess.hpp"
 #include "actors/net/dial.hpp"
-#include "actors/variables/ps_client.hpp"
 #include "actors/net/request_now.hpp"
 #include "actors/net/system_config.hpp"
+#include "actors/shard/bulk_lane.hpp"
+#include "actors/variables/ps_client.hpp"
 #include "apps/bench_cluster.hpp"
 #include "apps/bench_util.hpp"
 #include "apps/commands.hpp"
-#include "actors/launch/subprocess.hpp"
 
 namespace actorps {
 namespace {
@@ -64,9 +64,12 @@ bool tcp_transfer(int fd, op o, int64_t bytes, std::vector<char>& buf) {
   };
   char ack = 0;
   switch (o) {
-    case op::push: return send() && read_full(fd, &ack, 1);
-    case op::pull: return receive();
-    case op::pushpull: return send() && receive();
+    case op::push:
+      return send() && read_full(fd, &ack, 1);
+    case op::pull:
+      return receive();
+    case op::pushpull:
+      return send() && receive();
   }
   return false;
 }
@@ -173,18 +176,17 @@ void pull_op(driver_ptr self, const std::vector<ps_shard_actor>& shards, dense_c
   for (auto& [ps, list] : c.pulls)
     for (auto& p : list)
       self->request(shards[size_t(ps)], caf::infinite, p)
-          .then(
-              [pending, &c](const pb::Values& v) {
-                pending->reply(scatter_values(v, {&c.var}, {c.out.data()}));
-              },
-              [pending](caf::error& err) { pending->reply(std::move(err)); });
+          .then([pending, &c](const pb::Values& v) { pending->reply(scatter_values(v, {&c.var}, {c.out.data()})); },
+                [pending](caf::error& err) { pending->reply(std::move(err)); });
 }
 
 issue_fn dense_ops(const std::vector<ps_shard_actor>& shards, dense_case& c, op o) {
   return [&shards, &c, o](driver_ptr self, int i, std::function<void(caf::error)> done) {
     switch (o) {
-      case op::push: return push_op(self, shards, c, i, std::move(done));
-      case op::pull: return pull_op(self, shards, c, std::move(done));
+      case op::push:
+        return push_op(self, shards, c, i, std::move(done));
+      case op::pull:
+        return pull_op(self, shards, c, std::move(done));
       case op::pushpull:
         return push_op(self, shards, c, i, [self, &shards, &c, done](caf::error err) {
           if (err) return done(std::move(err));
@@ -257,7 +259,8 @@ int run_bench_ps(const ps_bench_options& opts) {
   auto tcp_port = free_port();
   auto server = child_process::spawn({opts.self_exe, "bench", "tcp-bulk", "--port", std::to_string(tcp_port)});
   if (!server) return fail("tcp-bulk", server.error());
-  if (auto ready = server->wait_for_line("ready", std::chrono::seconds(20)); !ready) return fail("tcp-bulk", ready.error());
+  if (auto ready = server->wait_for_line("ready", std::chrono::seconds(20)); !ready)
+    return fail("tcp-bulk", ready.error());
   int fd = connect_tcp(tcp_port);
   if (fd < 0) return fail("tcp-bulk", make_error(errc::unreachable, "cannot connect"));
   std::vector<char> buf(kTcpBufferBytes, 1);
@@ -350,26 +353,26 @@ int run_bench_ps(const ps_bench_options& opts) {
   if (!one || !four) return fail("in flight", one ? four.error() : one.error());
   // Sparse: 1,000 rows x 64 floats per push.
   std::vector<float> rows_data(1000 * 64, 1.0f);
-  auto sparse = run_ops(sys, repetitions_for(256 * KiB, opts.scale), 1,
-                        [&](driver_ptr d, int i, std::function<void(caf::error)> done) {
-                          pb::SparsePush sp;
-                          sp.set_worker(0);
-                          sp.set_step(i);
-                          auto* g = sp.mutable_gradient();
-                          g->set_name("embedding");
-                          g->set_dim(64);
-                          for (int r = 0; r < 1000; ++r) g->add_ids((int64_t(i) * 7919 + r * 97) % 100000);
-                          g->set_data(reinterpret_cast<const char*>(rows_data.data()), rows_data.size() * 4);
-                          d->request(shards[0], caf::infinite, std::move(sp))
-                              .then([done](const pb::PushAck&) { done(caf::none); },
-                                    [done](caf::error& err) { done(std::move(err)); });
-                        });
+  auto sparse = run_ops(
+      sys, repetitions_for(256 * KiB, opts.scale), 1, [&](driver_ptr d, int i, std::function<void(caf::error)> done) {
+        pb::SparsePush sp;
+        sp.set_worker(0);
+        sp.set_step(i);
+        auto* g = sp.mutable_gradient();
+        g->set_name("embedding");
+        g->set_dim(64);
+        for (int r = 0; r < 1000; ++r) g->add_ids((int64_t(i) * 7919 + r * 97) % 100000);
+        g->set_data(reinterpret_cast<const char*>(rows_data.data()), rows_data.size() * 4);
+        d->request(shards[0], caf::infinite, std::move(sp))
+            .then([done](const pb::PushAck&) { done(caf::none); }, [done](caf::error& err) { done(std::move(err)); });
+      });
   if (!sparse) return fail("sparse push", sparse.error());
 
-  fmt::print("dense tensors between this process (the worker) and PS node processes on 127.0.0.1; medians;\n"
-             "CAF messages of at most {} KiB; raw TCP = blocking socket, 1 MiB writes, same sizes, same run\n"
-             "(interleaved op by op with the bulk rows; the caf rows, measured after, reuse its 1-PS medians)\n",
-             opts.chunk_kib);
+  fmt::print(
+      "dense tensors between this process (the worker) and PS node processes on 127.0.0.1; medians;\n"
+      "CAF messages of at most {} KiB; raw TCP = blocking socket, 1 MiB writes, same sizes, same run\n"
+      "(interleaved op by op with the bulk rows; the caf rows, measured after, reuse its 1-PS medians)\n",
+      opts.chunk_kib);
   fmt::print("{:<5} {:<10} {:>7} {:>3} {:>12} {:>11} {:>10} {:>9} {:>7}\n", "path", "op", "size", "PS", "actorps MB/s",
              "latency ms", "TCP MB/s", "TCP ms", "vs TCP");
   for (auto& r : rows)
@@ -379,8 +382,8 @@ int run_bench_ps(const ps_bench_options& opts) {
   const double rate1 = n / one->wall, rate4 = n / four->wall;
   fmt::print("1 MiB push+pull, ops/s: 1 in flight {:.0f}, 4 in flight {:.0f}\n", rate1, rate4);
   const double rows_per_s = 1000.0 / median(sparse->latencies);
-  fmt::print("sparse push, 1,000 rows x 64 floats: {:.3f} ms median, {:.0f} rows/s\n",
-             median(sparse->latencies) * 1e3, rows_per_s);
+  fmt::print("sparse push, 1,000 rows x 64 floats: {:.3f} ms median, {:.0f} rows/s\n", median(sparse->latencies) * 1e3,
+             rows_per_s);
   auto find = [&](const char* path, op o, int64_t bytes) {
     return *std::find_if(rows.begin(), rows.end(), [&](const row& r) {
       return r.path == std::string(path) && r.what == o && r.bytes == bytes && r.ps == 1;

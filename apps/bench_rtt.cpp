@@ -5,19 +5,19 @@
 #include <future>
 #include <thread>
 
+#include <fmt/format.h>
 #include <caf/actor_system.hpp>
 #include <caf/io/broker.hpp>
 #include <caf/io/middleman.hpp>
 #include <caf/send.hpp>
 #include <caf/stateful_actor.hpp>
-#include <fmt/format.h>
 
+#include "actors/launch/subprocess.hpp"
 #include "actors/net/dial.hpp"
 #include "actors/net/system_config.hpp"
 #include "apps/bench_cluster.hpp"
 #include "apps/bench_util.hpp"
 #include "apps/commands.hpp"
-#include "actors/launch/subprocess.hpp"
 
 namespace actorps {
 namespace {
@@ -113,17 +113,16 @@ caf::behavior pinger(pinger_ptr self, const cluster_spec* spec, const rtt_bench_
   });
   return {
       [self](watchdog_atom, int rep) {
-        if (rep == self->state.rep)
-          finish(self, make_error(errc::timeout, "a repetition ran past its deadline"));
+        if (rep == self->state.rep) finish(self, make_error(errc::timeout, "a repetition ran past its deadline"));
       },
   };
 }
 
 caf::expected<std::vector<double>> measure_caf(const rtt_bench_options& opts, const runtime_options& rt) {
   bench_cluster cluster({"coordinator"}, fmt::format("scheduler = \"{}\"\nthreads = {}\nmiddleman_workers = {}\n"
-                                                    "heartbeat_interval_ms = {}\nconnection_timeout_ms = {}\n",
-                                                    rt.scheduler, rt.threads, rt.middleman_workers,
-                                                    rt.heartbeat_interval_ms, rt.connection_timeout_ms));
+                                                     "heartbeat_interval_ms = {}\nconnection_timeout_ms = {}\n",
+                                                     rt.scheduler, rt.threads, rt.middleman_workers,
+                                                     rt.heartbeat_interval_ms, rt.connection_timeout_ms));
   if (auto err = cluster.start(opts.self_exe, {"coordinator:0"})) return err;
   const cluster_spec spec = cluster.spec();
   system_config cfg(rt);
@@ -180,14 +179,15 @@ int run_bench_rtt(const rtt_bench_options& opts) {
     r.rates = *rates;
   }
   double tcp_rate = median(*tcp);
-  fmt::print("round trips: {} per repetition, {} repetitions, medians; 2 processes on 127.0.0.1\n",
-             opts.round_trips, opts.repetitions);
+  fmt::print("round trips: {} per repetition, {} repetitions, medians; 2 processes on 127.0.0.1\n", opts.round_trips,
+             opts.repetitions);
   fmt::print("{:<38} {:>12} {:>10} {:>9}\n", "path", "round trips/s", "us/rt", "vs TCP");
   fmt::print("{:<38} {:>12.0f} {:>10.1f} {:>8.0f}%\n", "raw TCP ping-pong", tcp_rate, 1e6 / tcp_rate, 100.0);
   for (auto& r : rows) {
     auto rate = median(r.rates);
-    fmt::print("{:<38} {:>12.0f} {:>10.1f} {:>8.0f}%\n", r.name + " [" + r.rt.scheduler + "," +
-                   std::to_string(r.rt.threads) + "t]", rate, 1e6 / rate, 100.0 * rate / tcp_rate);
+    fmt::print("{:<38} {:>12.0f} {:>10.1f} {:>8.0f}%\n",
+               r.name + " [" + r.rt.scheduler + "," + std::to_string(r.rt.threads) + "t]", rate, 1e6 / rate,
+               100.0 * rate / tcp_rate);
   }
   auto ours = median(rows.back().rates);
   fmt::print("target rtt_per_s: {:.0f} /s (goal >= 20000)\n", ours);

@@ -4,12 +4,12 @@
 // same data with the same kernels and optimizer, in the same run.
 #include <thread>
 
-#include <caf/actor_system.hpp>
 #include <fmt/format.h>
+#include <caf/actor_system.hpp>
 
+#include "actors/coordinator/fit.hpp"
 #include "actors/dataset/pipeline.hpp"
 #include "actors/net/system_config.hpp"
-#include "actors/coordinator/fit.hpp"
 #include "actors/worker/worker_functions.hpp"
 #include "apps/bench_cluster.hpp"
 #include "apps/bench_util.hpp"
@@ -105,8 +105,8 @@ int run_bench_training(const training_bench_options& opts) {
   if (!single) return fail("single-process training", single.error());
   const double ours = median(distributed), one = median(*single);
   fmt::print("{}: {} workers x {} thread(s), {} PS, one step per closure, async; medians of {} x {} steps\n", opts.job,
-             job.cluster.count(pb::WORKER), job.training.threads_per_worker, job.cluster.count(pb::PS), opts.repetitions,
-             opts.steps);
+             job.cluster.count(pb::WORKER), job.training.threads_per_worker, job.cluster.count(pb::PS),
+             opts.repetitions, opts.steps);
   fmt::print("{:<52} {:>12}\n", "", "samples/s");
   fmt::print("{:<52} {:>12.0f}\n", "actorps cluster (node processes on this machine)", ours);
   fmt::print("{:<52} {:>12.0f}\n",

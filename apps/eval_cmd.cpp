@@ -6,8 +6,8 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include "actors/dataset/pipeline.hpp"
 #include "actors/coordinator/checkpoint.hpp"
+#include "actors/dataset/pipeline.hpp"
 #include "apps/commands.hpp"
 #include "messages/errors.hpp"
 
@@ -20,7 +20,8 @@ int run_eval(const job_spec& job, const std::string& checkpoint_dir) {
   };
   const auto& dir = checkpoint_dir.empty() ? job.training.checkpoint_dir : checkpoint_dir;
   if (dir.empty())
-    return fail(make_error(errc::invalid_argument, "the job has no training.checkpoint_dir (or pass --checkpoint DIR)"));
+    return fail(
+        make_error(errc::invalid_argument, "the job has no training.checkpoint_dir (or pass --checkpoint DIR)"));
   if (job.eval.source_case() == pb::DatasetSpec::SOURCE_NOT_SET)
     return fail(make_error(errc::invalid_config, "the job has no [eval_dataset]"));
   auto restored = train::restore_latest(dir);

@@ -10,10 +10,10 @@
 #include <memory>
 #include <thread>
 
+#include <spdlog/spdlog.h>
 #include <caf/actor_system.hpp>
 #include <caf/scoped_actor.hpp>
 #include <caf/send.hpp>
-#include <spdlog/spdlog.h>
 
 #include "actors/coordinator/chaos.hpp"
 #include "actors/coordinator/run_job.hpp"
@@ -32,9 +32,7 @@ class local_hands : public fault_hands {
   local_hands(local_nodes& nodes, host_namespaces* hosts) : nodes_(nodes), hosts_(hosts) {}
   pid_t signal(const std::string& task, int sig) override { return nodes_.signal(task, sig); }
   bool can_partition() const override { return hosts_ != nullptr; }
-  caf::error partition(const task_id& a, const task_id& b, bool heal) override {
-    return hosts_->partition(a, b, heal);
-  }
+  caf::error partition(const task_id& a, const task_id& b, bool heal) override { return hosts_->partition(a, b, heal); }
 
  private:
   local_nodes& nodes_;

@@ -7,14 +7,14 @@
 #include <climits>
 #include <cstdlib>
 
-#include <CLI/CLI.hpp>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
+#include <CLI/CLI.hpp>
 
 #include "actors/coordinator/run_job.hpp"
+#include "actors/launch/netns.hpp"
 #include "actors/node/serve_node.hpp"
 #include "apps/commands.hpp"
-#include "actors/launch/netns.hpp"
 #include "messages/errors.hpp"
 
 namespace {
@@ -48,7 +48,9 @@ int fail(const caf::error& err) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+// CLI11_PARSE answers bad command lines; any other exception is a bug and
+// ends the process with its message.
+int main(int argc, char** argv) {  // NOLINT(bugprone-exception-escape)
   // Tensors travel in chunks of a few MiB. glibc would mmap each such buffer
   // fresh and unmap it on free, and this VM pays ~11 us per first-touch page
   // (a 4 MiB chunk: ~11 ms). Keep freed buffers in the heap for reuse.
@@ -67,7 +69,8 @@ int main(int argc, char** argv) {
   node->add_flag("--exit-with-parent", exit_with_parent,
                  "stop (as on SIGTERM) when the process that started this one dies (actorps local sets it)");
   std::vector<std::string> host_map;
-  node->add_option("--host-map", host_map, "HOST=ADDRESS: the topology's HOST is reached at ADDRESS (actorps local --netns)");
+  node->add_option("--host-map", host_map,
+                   "HOST=ADDRESS: the topology's HOST is reached at ADDRESS (actorps local --netns)");
   bool netns = false;
 
   auto* local = app.add_subcommand("local", "start every node of a topology on this machine, run, stop");
@@ -122,8 +125,10 @@ int main(int argc, char** argv) {
   rtt_bench_options rtt;
   auto* bench_rtt = bench->add_subcommand("rtt", "request/response round trips vs raw TCP");
   bench_rtt->add_option("--config", config_path, "measure with this topology's [runtime] options");
-  bench_rtt->add_option("--round-trips", rtt.round_trips, "round trips per repetition")->check(CLI::Range(100u, 10000000u));
-  bench_rtt->add_option("--repetitions", rtt.repetitions, "repetitions (medians are reported)")->check(CLI::Range(1u, 100u));
+  bench_rtt->add_option("--round-trips", rtt.round_trips, "round trips per repetition")
+      ->check(CLI::Range(100u, 10000000u));
+  bench_rtt->add_option("--repetitions", rtt.repetitions, "repetitions (medians are reported)")
+      ->check(CLI::Range(1u, 100u));
   kernels_bench_options kern;
   kern.tools_dir = ACTORPS_TOOLS_DIR;
   auto* bench_kernels = bench->add_subcommand("kernels", "seed CNN forward+backward vs PyTorch");
@@ -135,7 +140,8 @@ int main(int argc, char** argv) {
   bench_data->add_option("--batches", data_opts.batches, "batches per repetition")->check(CLI::Range(10u, 10000000u));
   ps_bench_options ps_opts;
   auto* bench_ps = bench->add_subcommand("ps", "PS push/pull vs raw TCP, ops in flight, sparse pushes");
-  bench_ps->add_option("--scale", ps_opts.scale, "repetitions, 4 = default; 1 = a quick run")->check(CLI::Range(1u, 100u));
+  bench_ps->add_option("--scale", ps_opts.scale, "repetitions, 4 = default; 1 = a quick run")
+      ->check(CLI::Range(1u, 100u));
   bench_ps->add_option("--chunk-kib", ps_opts.chunk_kib, "largest tensor payload per message, KiB")
       ->check(CLI::Range(4u, 1u << 20));
   uint16_t bulk_port = 0;
@@ -143,12 +149,14 @@ int main(int argc, char** argv) {
   auto* bench_closures = bench->add_subcommand("closures", "no-op closures/s scheduled and completed on 2 workers");
   bench_closures->add_option("--closures", closures_opts.closures, "closures per repetition")
       ->check(CLI::Range(100u, 10000000u));
-  bench_closures->add_option("--repetitions", closures_opts.repetitions, "repetitions (medians)")->check(CLI::Range(1u, 100u));
+  bench_closures->add_option("--repetitions", closures_opts.repetitions, "repetitions (medians)")
+      ->check(CLI::Range(1u, 100u));
   training_bench_options training_opts;
   auto* bench_training = bench->add_subcommand("training", "a job's cluster samples/s vs single-process training");
   bench_training->add_option("--job", training_opts.job, "job file (its model, data, optimizer and topology shape)");
   bench_training->add_option("--steps", training_opts.steps, "steps per repetition")->check(CLI::Range(10u, 1000000u));
-  bench_training->add_option("--repetitions", training_opts.repetitions, "repetitions (medians)")->check(CLI::Range(1u, 100u));
+  bench_training->add_option("--repetitions", training_opts.repetitions, "repetitions (medians)")
+      ->check(CLI::Range(1u, 100u));
   auto* tcp_bulk = bench->add_subcommand("tcp-bulk", "");  // internal helper of bench ps
   tcp_bulk->group("");
   tcp_bulk->add_option("--port", bulk_port)->required();
@@ -235,6 +243,7 @@ int main(int argc, char** argv) {
     if (!parsed) return fail(parsed.error());
     task = *parsed;
   }
-  if (!task) return fail(make_error(errc::invalid_argument, "which task? pass --task ROLE:INDEX or set TF_CONFIG's task"));
+  if (!task)
+    return fail(make_error(errc::invalid_argument, "which task? pass --task ROLE:INDEX or set TF_CONFIG's task"));
   return serve_node(*spec, *task, exit_with_parent);
 }

@@ -4,10 +4,10 @@
 #include <iostream>
 #include <map>
 
-#include <caf/actor_system.hpp>
-#include <caf/send.hpp>
 #include <fmt/chrono.h>
 #include <fmt/format.h>
+#include <caf/actor_system.hpp>
+#include <caf/send.hpp>
 
 #include "actors/net/cluster_monitor.hpp"
 #include "actors/net/system_config.hpp"
@@ -77,8 +77,8 @@ int run_status(const cluster_spec& spec, bool watch) {
     events.on_change = [&](const node_report& r) {
       auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(r.since - start).count();
       auto& node = spec.nodes[r.node];
-      fmt::print("+{}.{:03}s {} {} {}{}\n", ms / 1000, ms % 1000, tasks_of(node), node.address(),
-                 r.up ? "up" : "down", r.up ? "" : " (" + r.cause + ")");
+      fmt::print("+{}.{:03}s {} {} {}{}\n", ms / 1000, ms % 1000, tasks_of(node), node.address(), r.up ? "up" : "down",
+                 r.up ? "" : " (" + r.cause + ")");
       std::fflush(stdout);
     };
   }

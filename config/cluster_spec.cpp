@@ -11,12 +11,18 @@ namespace actorps {
 
 std::string to_string(Role role) {
   switch (role) {
-    case pb::COORDINATOR: return "coordinator";
-    case pb::WORKER: return "worker";
-    case pb::PS: return "ps";
-    case pb::EVALUATOR: return "evaluator";
-    case pb::CLIENT: return "client";
-    default: return "unspecified";
+    case pb::COORDINATOR:
+      return "coordinator";
+    case pb::WORKER:
+      return "worker";
+    case pb::PS:
+      return "ps";
+    case pb::EVALUATOR:
+      return "evaluator";
+    case pb::CLIENT:
+      return "client";
+    default:
+      return "unspecified";
   }
 }
 
@@ -114,8 +120,7 @@ std::string check_cluster(const cluster_spec& spec) {
   if (spec.nodes.empty()) return "empty cluster: no nodes";
   auto coordinators = spec.count(pb::COORDINATOR);
   if (coordinators == 0) return "missing coordinator: exactly one node needs role \"coordinator\" (or \"chief\")";
-  if (coordinators > 1)
-    return "found " + std::to_string(coordinators) + " coordinators, expected exactly one";
+  if (coordinators > 1) return "found " + std::to_string(coordinators) + " coordinators, expected exactly one";
   return {};
 }
 

@@ -24,9 +24,7 @@ struct task_id {
   Role role = pb::ROLE_UNSPECIFIED;
   uint32_t index = 0;
 
-  friend bool operator==(const task_id& a, const task_id& b) {
-    return a.role == b.role && a.index == b.index;
-  }
+  friend bool operator==(const task_id& a, const task_id& b) { return a.role == b.role && a.index == b.index; }
   friend bool operator!=(const task_id& a, const task_id& b) { return !(a == b); }
 };
 

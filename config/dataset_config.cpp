@@ -13,7 +13,8 @@ constexpr int64_t kMax32 = 0xffffffffLL;
 caf::error read_files(const reader& r, const toml::table& t, const std::string& kind,
                       google::protobuf::RepeatedPtrField<std::string>& out) {
   auto* files = t.get("files") ? t.get("files")->as_array() : nullptr;
-  if (files == nullptr || files->empty()) return r.fail(t, "dataset", "source \"" + kind + "\" needs files = [\"...\"]");
+  if (files == nullptr || files->empty())
+    return r.fail(t, "dataset", "source \"" + kind + "\" needs files = [\"...\"]");
   for (size_t i = 0; i < files->size(); ++i) {
     auto v = files->get(i)->value<std::string>();
     if (!v) return r.fail(*files->get(i), "dataset.files[" + std::to_string(i) + "]", "expected a path (string)");
@@ -32,9 +33,10 @@ caf::error read_column(const reader& r, const toml::node& n, const std::string& 
   bool one_hot = false;
   caf::error err;
   (err = r.get(*t, p, "name", *c.mutable_name())) ||
-      (err = r.choose(*t, p, "kind", kind,
-                      {std::pair{"numeric", pb::CsvColumn::NUMERIC}, std::pair{"categorical", pb::CsvColumn::CATEGORICAL},
-                       std::pair{"label", pb::CsvColumn::LABEL}, std::pair{"ignore", pb::CsvColumn::IGNORE}})) ||
+      (err =
+           r.choose(*t, p, "kind", kind,
+                    {std::pair{"numeric", pb::CsvColumn::NUMERIC}, std::pair{"categorical", pb::CsvColumn::CATEGORICAL},
+                     std::pair{"label", pb::CsvColumn::LABEL}, std::pair{"ignore", pb::CsvColumn::IGNORE}})) ||
       (err = r.get(*t, p, "hash_buckets", buckets, 1, 1 << 24)) || (err = r.get(*t, p, "one_hot", one_hot));
   if (err) return err;
   c.set_kind(kind), c.set_hash_buckets(buckets), c.set_one_hot(one_hot);
@@ -89,7 +91,8 @@ caf::error read_source(const reader& r, const toml::table& t, pb::DatasetSpec& s
     bool header = false;
     caf::error err;
     (err = read_files(r, t, kind, *src->mutable_files())) ||
-        (err = r.get(t, "dataset", "delimiter", *src->mutable_delimiter())) || (err = r.get(t, "dataset", "header", header));
+        (err = r.get(t, "dataset", "delimiter", *src->mutable_delimiter())) ||
+        (err = r.get(t, "dataset", "header", header));
     if (err) return err;
     src->set_header(header);
     auto* columns = t.get("columns") ? t.get("columns")->as_array() : nullptr;
@@ -128,7 +131,8 @@ caf::error read_op(const reader& r, const toml::node& n, const std::string& p, p
     pb::Map::Kind kind = pb::Map::SCALE;
     float factor = 0, mean = 0, stddev = 0;
     (err = r.only_keys(*t, p, {"type", "transform", "factor", "mean", "stddev"})) ||
-        (err = r.choose(*t, p, "transform", kind, {std::pair{"scale", pb::Map::SCALE}, std::pair{"normalize", pb::Map::NORMALIZE}})) ||
+        (err = r.choose(*t, p, "transform", kind,
+                        {std::pair{"scale", pb::Map::SCALE}, std::pair{"normalize", pb::Map::NORMALIZE}})) ||
         (err = r.get(*t, p, "factor", factor)) || (err = r.get(*t, p, "mean", mean)) ||
         (err = r.get(*t, p, "stddev", stddev));
     m->set_kind(kind), m->set_factor(factor), m->set_mean(mean), m->set_stddev(stddev);

@@ -17,8 +17,8 @@ caf::error read_range(const reader& r, const toml::table& t, const std::string& 
   if (n == nullptr) return caf::none;
   if (auto v = n->value<double>()) {
     lo = hi = *v;
-  } else if (auto* a = n->as_array(); a != nullptr && a->size() == 2 && a->get(0)->value<double>() &&
-                                      a->get(1)->value<double>()) {
+  } else if (auto* a = n->as_array();
+             a != nullptr && a->size() == 2 && a->get(0)->value<double>() && a->get(1)->value<double>()) {
     lo = *a->get(0)->value<double>();
     hi = *a->get(1)->value<double>();
   } else {
@@ -43,7 +43,8 @@ caf::expected<std::vector<fault>> parse_faults(std::string_view text, std::strin
     const std::string p = "faults[" + std::to_string(i) + "]";
     auto* t = list->get(i)->as_table();
     if (t == nullptr) return r.fail(*list->get(i), p, "expected a table");
-    if (auto err = r.only_keys(*t, p, {"kind", "task", "at", "at_step", "duration", "peer", "fraction", "delay_ms"})) return err;
+    if (auto err = r.only_keys(*t, p, {"kind", "task", "at", "at_step", "duration", "peer", "fraction", "delay_ms"}))
+      return err;
     fault f;
     std::string task, peer;
     float fraction = 0;
@@ -66,11 +67,13 @@ caf::expected<std::vector<fault>> parse_faults(std::string_view text, std::strin
     if (!parsed || spec.node_of(*parsed) == nullptr)
       return r.fail(*t->get("task"), p + ".task", "\"" + task + "\" is not a task of the cluster");
     if (parsed->role == pb::COORDINATOR)
-      return r.fail(*t->get("task"), p + ".task", "the coordinator runs the plan (kill `actorps chaos` itself instead)");
+      return r.fail(*t->get("task"), p + ".task",
+                    "the coordinator runs the plan (kill `actorps chaos` itself instead)");
     f.task = *parsed;
     if (f.what == fault::kind::drop || f.what == fault::kind::delay) {
       auto other = parse_task(peer);
-      if (f.task.role != pb::WORKER) return r.fail(*t->get("task"), p + ".task", "a drop's or delay's task is a worker");
+      if (f.task.role != pb::WORKER)
+        return r.fail(*t->get("task"), p + ".task", "a drop's or delay's task is a worker");
       if (!other || other->role != pb::PS || spec.node_of(*other) == nullptr)
         return r.fail(t->contains("peer") ? *t->get("peer") : static_cast<const toml::node&>(*t), p + ".peer",
                       "expected a ps task of the cluster");
@@ -104,9 +107,8 @@ std::vector<planned_fault> plan_faults(const std::vector<fault>& faults, uint64_
     p.duration = draw(f.duration_lo, f.duration_hi);
     out.push_back(p);
   }
-  std::stable_sort(out.begin(), out.end(), [](auto& a, auto& b) {
-    return a.at_step != b.at_step ? a.at_step < b.at_step : a.at < b.at;
-  });
+  std::stable_sort(out.begin(), out.end(),
+                   [](auto& a, auto& b) { return a.at_step != b.at_step ? a.at_step < b.at_step : a.at < b.at; });
   return out;
 }
 
@@ -114,11 +116,11 @@ std::string to_string(const planned_fault& f) {
   auto when = f.at_step >= 0 ? fmt::format("at step {}", f.at_step) : fmt::format("at {:.2f} s", f.at);
   if (f.what == fault::kind::kill) return fmt::format("SIGKILL {} {}", to_string(f.task), when);
   if (f.what == fault::kind::delay)
-    return fmt::format("delay {} -> {} by {} ms {} for {:.2f} s", to_string(f.task), to_string(f.peer), f.delay_ms, when,
-                       f.duration);
-  if (f.what == fault::kind::drop)
-    return fmt::format("drop {:.0f}% of {} -> {} {} for {:.2f} s", 100 * f.fraction, to_string(f.task), to_string(f.peer),
+    return fmt::format("delay {} -> {} by {} ms {} for {:.2f} s", to_string(f.task), to_string(f.peer), f.delay_ms,
                        when, f.duration);
+  if (f.what == fault::kind::drop)
+    return fmt::format("drop {:.0f}% of {} -> {} {} for {:.2f} s", 100 * f.fraction, to_string(f.task),
+                       to_string(f.peer), when, f.duration);
   if (f.what == fault::kind::partition)
     return fmt::format("partition the hosts of {} and {} {} for {:.2f} s", to_string(f.task), to_string(f.peer), when,
                        f.duration);

@@ -54,11 +54,11 @@ struct fault {
   enum class kind { kill, pause, drop, delay, partition };
   kind what = kind::kill;
   task_id task;
-  task_id peer;           // drop, delay: the PS task; partition: a task on the other host
-  double fraction = 0;    // drop
-  uint32_t delay_ms = 0;  // delay
-  double at_lo = 0, at_hi = 0;        // seconds after the nodes are up
-  int64_t at_step = -1;               // >= 0: once the job has done this many steps instead
+  task_id peer;                             // drop, delay: the PS task; partition: a task on the other host
+  double fraction = 0;                      // drop
+  uint32_t delay_ms = 0;                    // delay
+  double at_lo = 0, at_hi = 0;              // seconds after the nodes are up
+  int64_t at_step = -1;                     // >= 0: once the job has done this many steps instead
   double duration_lo = 0, duration_hi = 0;  // pause only
 };
 
@@ -67,14 +67,14 @@ struct planned_fault {
   task_id task, peer;
   double fraction = 0;
   uint32_t delay_ms = 0;
-  double at = 0;         // seconds (when at_step < 0)
+  double at = 0;  // seconds (when at_step < 0)
   int64_t at_step = -1;
-  double duration = 0;   // pause, drop
+  double duration = 0;  // pause, drop
 };
 
 /// The [[faults]] of a job file's text; every task must be one of `spec`'s.
 [[nodiscard]] caf::expected<std::vector<fault>> parse_faults(std::string_view text, std::string_view path,
-                                                              const cluster_spec& spec);
+                                                             const cluster_spec& spec);
 
 /// Draws the times of `faults` from `seed`, in order of time.
 std::vector<planned_fault> plan_faults(const std::vector<fault>& faults, uint64_t seed);

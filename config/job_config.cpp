@@ -38,14 +38,35 @@ caf::expected<std::optional<job_spec>> parse_job_toml(std::string_view text, con
   reader r(path);
   auto& t = *node->as_table();
   auto& o = job.training;
-  if (auto err = r.only_keys(t, "training", {"epochs", "steps_per_epoch", "steps_per_execution", "optimizer",
-                                             "learning_rate", "momentum", "nesterov", "consistency",
-                                             "replicas_to_aggregate", "staleness", "seed", "threads_per_worker",
-                                             "target_accuracy", "checkpoint_dir", "checkpoint_keep", "log_dir",
-                                             "early_stopping_patience", "early_stopping_monitor",
-                                             "early_stopping_min_delta", "partitioner", "num_shards",
-                                             "min_shard_bytes", "max_shard_bytes", "max_shards",
-                                             "learning_rate_decay", "checkpoint_steps", "exactly_once", "split_size"}))
+  if (auto err = r.only_keys(t, "training",
+                             {"epochs",
+                              "steps_per_epoch",
+                              "steps_per_execution",
+                              "optimizer",
+                              "learning_rate",
+                              "momentum",
+                              "nesterov",
+                              "consistency",
+                              "replicas_to_aggregate",
+                              "staleness",
+                              "seed",
+                              "threads_per_worker",
+                              "target_accuracy",
+                              "checkpoint_dir",
+                              "checkpoint_keep",
+                              "log_dir",
+                              "early_stopping_patience",
+                              "early_stopping_monitor",
+                              "early_stopping_min_delta",
+                              "partitioner",
+                              "num_shards",
+                              "min_shard_bytes",
+                              "max_shard_bytes",
+                              "max_shards",
+                              "learning_rate_decay",
+                              "checkpoint_steps",
+                              "exactly_once",
+                              "split_size"}))
     return err;
   caf::error err;
   if ((err = r.get(t, "training", "exactly_once", o.exactly_once))) return err;
@@ -87,15 +108,15 @@ caf::expected<std::optional<job_spec>> parse_job_toml(std::string_view text, con
       (err = r.get(t, "training", "checkpoint_steps", o.checkpoint_steps, 0, 1 << 30)) ||
       (err = r.get(t, "training", "log_dir", o.log_dir)) ||
       (err = r.get(t, "training", "early_stopping_patience", o.early_stopping_patience, 0, 100000)) ||
-      (err = r.choose(t, "training", "early_stopping_monitor", o.early_stopping_monitor,
-                      {std::pair{"test_loss", std::string("test_loss")},
-                       std::pair{"test_accuracy", std::string("test_accuracy")},
-                       std::pair{"train_loss", std::string("train_loss")}})) ||
+      (err = r.choose(
+           t, "training", "early_stopping_monitor", o.early_stopping_monitor,
+           {std::pair{"test_loss", std::string("test_loss")}, std::pair{"test_accuracy", std::string("test_accuracy")},
+            std::pair{"train_loss", std::string("train_loss")}})) ||
       (err = r.get(t, "training", "early_stopping_min_delta", o.early_stopping_min_delta)) ||
-      (err = r.choose(t, "training", "partitioner", o.variable_partitioner.type,
-                      {std::pair{"none", partitioner::kind::none}, std::pair{"fixed", partitioner::kind::fixed_shards},
-                       std::pair{"min_size", partitioner::kind::min_size},
-                       std::pair{"max_size", partitioner::kind::max_size}})) ||
+      (err = r.choose(
+           t, "training", "partitioner", o.variable_partitioner.type,
+           {std::pair{"none", partitioner::kind::none}, std::pair{"fixed", partitioner::kind::fixed_shards},
+            std::pair{"min_size", partitioner::kind::min_size}, std::pair{"max_size", partitioner::kind::max_size}})) ||
       (err = r.get(t, "training", "num_shards", o.variable_partitioner.num_shards, 1, 1 << 20)) ||
       (err = r.get(t, "training", "min_shard_bytes", o.variable_partitioner.min_shard_bytes, 1, INT64_MAX)) ||
       (err = r.get(t, "training", "max_shard_bytes", o.variable_partitioner.max_shard_bytes, 1, INT64_MAX)) ||

@@ -19,7 +19,7 @@ namespace actorps {
 
 struct training_options {
   uint32_t epochs = 1;
-  uint32_t steps_per_epoch = 0;      // required, as in TF (exactly_once: the data's batches, set by fit)
+  uint32_t steps_per_epoch = 0;  // required, as in TF (exactly_once: the data's batches, set by fit)
   // Exactly-once epochs (tf.data service's distributed_epoch): every worker
   // holds the whole dataset; each epoch is cut into splits of `split_size`
   // consecutive source examples, one closure each (train_split), in an
@@ -28,21 +28,21 @@ struct training_options {
   // splits, so a rerun resumes mid-epoch.
   bool exactly_once = false;
   uint32_t split_size = 0;
-  uint32_t steps_per_execution = 10; // steps per closure
-  pb::Optimizer optimizer;           // kind, learning_rate, momentum, ...
-  float learning_rate_decay = 1;     // epoch e trains with learning_rate * decay^(e-1) (Keras ExponentialDecay per epoch)
-  pb::Consistency consistency;       // async by default
-  partitioner variable_partitioner;  // TF's variable_partitioner; none by default
-  uint64_t seed = 1;                 // variable initializers
-  uint32_t threads_per_worker = 0;   // CPU kernel threads; 0 = all cores
-  double target_accuracy = 0;        // > 0: exit 1 when the last evaluation is below it
-  std::string checkpoint_dir;        // "": none; else written each epoch (see checkpoint_steps), restored on start
-  uint32_t checkpoint_keep = 3;      // newest checkpoints kept
-  uint32_t checkpoint_steps = 0;     // > 0: also every that many steps (mid-epoch; restore resumes mid-epoch)
-  std::string log_dir;               // "": none; else metrics.csv and TensorBoard events
-  uint32_t early_stopping_patience = 0;          // 0: off; else epochs without improvement before stopping
+  uint32_t steps_per_execution = 10;  // steps per closure
+  pb::Optimizer optimizer;            // kind, learning_rate, momentum, ...
+  float learning_rate_decay = 1;  // epoch e trains with learning_rate * decay^(e-1) (Keras ExponentialDecay per epoch)
+  pb::Consistency consistency;    // async by default
+  partitioner variable_partitioner;      // TF's variable_partitioner; none by default
+  uint64_t seed = 1;                     // variable initializers
+  uint32_t threads_per_worker = 0;       // CPU kernel threads; 0 = all cores
+  double target_accuracy = 0;            // > 0: exit 1 when the last evaluation is below it
+  std::string checkpoint_dir;            // "": none; else written each epoch (see checkpoint_steps), restored on start
+  uint32_t checkpoint_keep = 3;          // newest checkpoints kept
+  uint32_t checkpoint_steps = 0;         // > 0: also every that many steps (mid-epoch; restore resumes mid-epoch)
+  std::string log_dir;                   // "": none; else metrics.csv and TensorBoard events
+  uint32_t early_stopping_patience = 0;  // 0: off; else epochs without improvement before stopping
   std::string early_stopping_monitor = "test_loss";  // test_loss, test_accuracy or train_loss
-  float early_stopping_min_delta = 0;            // an improvement must exceed it
+  float early_stopping_min_delta = 0;                // an improvement must exceed it
 };
 
 struct job_spec {

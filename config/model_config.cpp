@@ -22,7 +22,8 @@ caf::error read_layer(const reader& r, const toml::node& n, const std::string& p
     return caf::none;
   };
   auto act = [&] {
-    return r.choose(*t, p, "activation", l.act, {std::pair{"none", activation::none}, std::pair{"relu", activation::relu}});
+    return r.choose(*t, p, "activation", l.act,
+                    {std::pair{"none", activation::none}, std::pair{"relu", activation::relu}});
   };
   uint32_t units = 0, kernel = 0, pool = 0, vocabulary = 0, inputs = 0;
   constexpr int64_t big = int64_t(1) << 30;
@@ -32,7 +33,8 @@ caf::error read_layer(const reader& r, const toml::node& n, const std::string& p
       (err = r.only_keys(*t, p, {"type", "filters", "kernel", "padding", "activation"})) ||
           (err = required({"filters", "kernel"})) || (err = r.get(*t, p, "filters", units, 1, 65536)) ||
           (err = r.get(*t, p, "kernel", kernel, 1, 64)) ||
-          (err = r.choose(*t, p, "padding", l.pad, {std::pair{"valid", padding::valid}, std::pair{"same", padding::same}})) ||
+          (err = r.choose(*t, p, "padding", l.pad,
+                          {std::pair{"valid", padding::valid}, std::pair{"same", padding::same}})) ||
           (err = act());
       l.units = int(units), l.kernel = int(kernel);
       return err;
@@ -40,7 +42,8 @@ caf::error read_layer(const reader& r, const toml::node& n, const std::string& p
       (err = r.only_keys(*t, p, {"type", "pool"})) || (err = r.get(*t, p, "pool", pool, 1, 64));
       if (pool != 0) l.pool = int(pool);
       return err;
-    case layer_kind::flatten: return r.only_keys(*t, p, {"type"});
+    case layer_kind::flatten:
+      return r.only_keys(*t, p, {"type"});
     case layer_kind::dense:
       (err = r.only_keys(*t, p, {"type", "units", "activation"})) || (err = required({"units"})) ||
           (err = r.get(*t, p, "units", units, 1, big)) || (err = act());
@@ -50,7 +53,8 @@ caf::error read_layer(const reader& r, const toml::node& n, const std::string& p
       (err = r.only_keys(*t, p, {"type", "vocabulary", "dim", "inputs", "combiner"})) ||
           (err = required({"vocabulary", "dim"})) || (err = r.get(*t, p, "vocabulary", vocabulary, 1, big)) ||
           (err = r.get(*t, p, "dim", units, 1, 65536)) || (err = r.get(*t, p, "inputs", inputs, 1, 65536)) ||
-          (err = r.choose(*t, p, "combiner", l.comb, {std::pair{"sum", combiner::sum}, std::pair{"mean", combiner::mean}}));
+          (err = r.choose(*t, p, "combiner", l.comb,
+                          {std::pair{"sum", combiner::sum}, std::pair{"mean", combiner::mean}}));
       l.units = int(units), l.vocabulary = vocabulary;
       if (inputs != 0) l.inputs = int(inputs);
       return err;
@@ -86,9 +90,9 @@ caf::expected<model_spec> parse_model_toml(std::string_view text, std::string_vi
   if (auto err = r.only_keys(t, "model", {"input", "loss", "layers"})) return err;
   if (auto* input = t.get("input"))
     if (auto err = read_input(r, *input, m)) return err;
-  if (auto err = r.choose(t, "model", "loss", m.loss,
-                          {std::pair{"softmax_xent", loss_kind::softmax_xent},
-                           std::pair{"sigmoid_bce", loss_kind::sigmoid_bce}}))
+  if (auto err = r.choose(
+          t, "model", "loss", m.loss,
+          {std::pair{"softmax_xent", loss_kind::softmax_xent}, std::pair{"sigmoid_bce", loss_kind::sigmoid_bce}}))
     return err;
   auto* layers = t.get("layers");
   if (layers == nullptr) return r.fail(t, "model", "no layers: add [[model.layers]] tables");

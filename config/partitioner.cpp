@@ -41,21 +41,25 @@ caf::expected<int64_t> shard_count(const std::vector<int64_t>& shape, int64_t el
   for (auto d : shape) elements *= d;
   const int64_t bytes = elements * element_bytes;
   switch (p.type) {
-    case partitioner::kind::none: return 1;
+    case partitioner::kind::none:
+      return 1;
     case partitioner::kind::fixed_shards:  // FixedShardsPartitioner: min(num_shards, rows)
       if (p.num_shards < 1) return invalid("num_shards must be >= 1, got " + std::to_string(p.num_shards));
       return std::min(p.num_shards, rows);
     case partitioner::kind::min_size: {  // min_max_variable_partitioner
-      if (p.min_shard_bytes < 1) return invalid("min_shard_bytes must be >= 1, got " + std::to_string(p.min_shard_bytes));
+      if (p.min_shard_bytes < 1)
+        return invalid("min_shard_bytes must be >= 1, got " + std::to_string(p.min_shard_bytes));
       if (p.max_shards < 1) return invalid("max_shards must be >= 1, got " + std::to_string(p.max_shards));
       const int64_t wanted = (bytes + p.min_shard_bytes - 1) / p.min_shard_bytes;  // ceil
       return std::max<int64_t>(1, std::min({rows, p.max_shards, wanted}));
     }
     case partitioner::kind::max_size: {  // variable_axis_size_partitioner
-      if (p.max_shard_bytes < 1) return invalid("max_shard_bytes must be >= 1, got " + std::to_string(p.max_shard_bytes));
+      if (p.max_shard_bytes < 1)
+        return invalid("max_shard_bytes must be >= 1, got " + std::to_string(p.max_shard_bytes));
       if (p.max_shards < 0) return invalid("max_shards must be >= 0 (0 = no cap), got " + std::to_string(p.max_shards));
       const int64_t bytes_per_row = rows == 0 ? 0 : bytes / rows;
-      const int64_t rows_per_shard = std::max<int64_t>(1, bytes_per_row == 0 ? rows : p.max_shard_bytes / bytes_per_row);
+      const int64_t rows_per_shard =
+          std::max<int64_t>(1, bytes_per_row == 0 ? rows : p.max_shard_bytes / bytes_per_row);
       int64_t shards = (rows + rows_per_shard - 1) / rows_per_shard;
       if (p.max_shards > 0) shards = std::min(shards, p.max_shards);
       return std::max<int64_t>(1, shards);

@@ -17,10 +17,10 @@ namespace actorps {
 struct partitioner {
   enum class kind { none, fixed_shards, min_size, max_size };
   kind type = kind::none;
-  int64_t num_shards = 1;                 // fixed_shards
-  int64_t min_shard_bytes = 256 << 10;    // min_size (TF's default: 256 KiB)
-  int64_t max_shard_bytes = 0;            // max_size
-  int64_t max_shards = 0;                 // min_size (TF's default 1, set by min_size()), max_size (0 = no cap)
+  int64_t num_shards = 1;               // fixed_shards
+  int64_t min_shard_bytes = 256 << 10;  // min_size (TF's default: 256 KiB)
+  int64_t max_shard_bytes = 0;          // max_size
+  int64_t max_shards = 0;               // min_size (TF's default 1, set by min_size()), max_size (0 = no cap)
 
   static partitioner fixed(int64_t shards);
   static partitioner min_size(int64_t min_shard_bytes = 256 << 10, int64_t max_shards = 1);
@@ -34,10 +34,10 @@ struct partitioner {
 
 /// One shard of a variable and the PS task that holds it.
 struct shard_placement {
-  int shard = 0;                // index within the variable
-  int ps_task = 0;              // ps:<ps_task>
-  int64_t first_row = 0;        // offset along axis 0
-  std::vector<int64_t> shape;   // the shard's shape
+  int shard = 0;               // index within the variable
+  int ps_task = 0;             // ps:<ps_task>
+  int64_t first_row = 0;       // offset along axis 0
+  std::vector<int64_t> shape;  // the shard's shape
 };
 
 /// Round-robin placement over `ps_tasks`, continuing across variables (as

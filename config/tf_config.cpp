@@ -44,14 +44,14 @@ caf::error parse_task_field(const json& task, const cluster_spec& spec, task_id&
   for (auto& [key, value] : task.items())
     if (key != "type" && key != "index" && key != "trial")
       return fail("$.task." + key, "unknown key (expected type, index)");
-  if (!task.contains("type") || !task["type"].is_string())
-    return fail("$.task.type", "expected a role name string");
+  if (!task.contains("type") || !task["type"].is_string()) return fail("$.task.type", "expected a role name string");
   auto name = task["type"].get<std::string>();
   auto role = parse_role(name);
   if (!role) return fail("$.task.type", "unknown role \"" + name + "\" (expected chief, worker, ps, evaluator)");
   int64_t index = 0;
   if (task.contains("index")) {
-    if (!task["index"].is_number_integer()) return fail("$.task.index", "expected an integer, got " + got(task["index"]));
+    if (!task["index"].is_number_integer())
+      return fail("$.task.index", "expected an integer, got " + got(task["index"]));
     index = task["index"].get<int64_t>();
   }
   auto count = spec.count(*role);
@@ -60,8 +60,8 @@ caf::error parse_task_field(const json& task, const cluster_spec& spec, task_id&
     return caf::none;
   }
   if (index < 0 || index >= count)
-    return fail("$.task.index", std::to_string(index) + " is out of range: the cluster has " +
-                                    std::to_string(count) + " " + name + " task(s)");
+    return fail("$.task.index", std::to_string(index) + " is out of range: the cluster has " + std::to_string(count) +
+                                    " " + name + " task(s)");
   out = task_id{*role, static_cast<uint32_t>(index)};
   return caf::none;
 }

@@ -14,9 +14,10 @@ namespace {
 
 caf::error read_runtime(const reader& r, const toml::table& t, runtime_options& rt) {
   const std::string p = "runtime";
-  if (auto err = r.only_keys(t, p, {"scheduler", "threads", "middleman_workers", "heartbeat_interval_ms",
-                                    "connection_timeout_ms", "connect_timeout_ms", "request_timeout_ms",
-                                    "max_message_bytes", "max_in_flight_per_peer", "log_level"}))
+  if (auto err = r.only_keys(
+          t, p,
+          {"scheduler", "threads", "middleman_workers", "heartbeat_interval_ms", "connection_timeout_ms",
+           "connect_timeout_ms", "request_timeout_ms", "max_message_bytes", "max_in_flight_per_peer", "log_level"}))
     return err;
   constexpr int64_t max_ms = 3600 * 1000;
   caf::error err;

@@ -4,11 +4,11 @@
 
 #include <fstream>
 #include <initializer_list>
-#include <type_traits>
-#include <utility>
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <type_traits>
+#include <utility>
 
 #include <toml++/toml.h>
 
@@ -18,13 +18,20 @@ namespace actorps {
 
 inline const char* type_name(const toml::node& n) {
   switch (n.type()) {
-    case toml::node_type::string: return "a string";
-    case toml::node_type::integer: return "an integer";
-    case toml::node_type::floating_point: return "a float";
-    case toml::node_type::boolean: return "a boolean";
-    case toml::node_type::array: return "an array";
-    case toml::node_type::table: return "a table";
-    default: return "a date/time";
+    case toml::node_type::string:
+      return "a string";
+    case toml::node_type::integer:
+      return "an integer";
+    case toml::node_type::floating_point:
+      return "a float";
+    case toml::node_type::boolean:
+      return "a boolean";
+    case toml::node_type::array:
+      return "an array";
+    case toml::node_type::table:
+      return "a table";
+    default:
+      return "a date/time";
   }
 }
 
@@ -50,8 +57,7 @@ class reader {
       if (!ok) {
         std::string list;
         for (auto k : known) list += std::string(list.empty() ? "" : ", ") + k;
-        return fail(value, path + "." + std::string(key.str()),
-                    "unknown key (expected one of: " + list + ")");
+        return fail(value, path + "." + std::string(key.str()), "unknown key (expected one of: " + list + ")");
       }
     }
     return caf::none;
@@ -68,16 +74,16 @@ class reader {
 
   /// An integer key within [lo, hi], stored into any integer type.
   template <class Int>
-  std::enable_if_t<std::is_integral_v<Int> && !std::is_same_v<Int, bool>, caf::error>
-  get(const toml::table& t, const std::string& path, const char* key, Int& out, int64_t lo, int64_t hi) const {
+  std::enable_if_t<std::is_integral_v<Int> && !std::is_same_v<Int, bool>, caf::error> get(
+      const toml::table& t, const std::string& path, const char* key, Int& out, int64_t lo, int64_t hi) const {
     auto* n = t.get(key);
     if (n == nullptr) return caf::none;
     auto* v = n->as_integer();
     if (v == nullptr) return fail(*n, path + "." + key, std::string("expected an integer, got ") + type_name(*n));
     if (v->get() < lo || v->get() > hi)
       return fail(*n, path + "." + key,
-                  "expected an integer in " + std::to_string(lo) + ".." + std::to_string(hi) +
-                      ", got " + std::to_string(v->get()));
+                  "expected an integer in " + std::to_string(lo) + ".." + std::to_string(hi) + ", got " +
+                      std::to_string(v->get()));
     out = static_cast<Int>(v->get());
     return caf::none;
   }

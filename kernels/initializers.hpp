@@ -12,9 +12,9 @@ namespace actorps::kernels {
 struct initializer {
   enum class kind { zeros, constant, uniform, normal, glorot_uniform };
   kind type = kind::zeros;
-  float value = 0;                     // constant
-  float low = -0.05f, high = 0.05f;    // uniform (Keras RandomUniform)
-  float mean = 0, stddev = 0.05f;      // normal (Keras RandomNormal)
+  float value = 0;                   // constant
+  float low = -0.05f, high = 0.05f;  // uniform (Keras RandomUniform)
+  float mean = 0, stddev = 0.05f;    // normal (Keras RandomNormal)
   uint64_t seed = 0;
 };
 

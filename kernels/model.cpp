@@ -21,10 +21,13 @@ dims output_of(const layer_spec& l, dims in) {
     case layer_kind::conv2d:
       return l.pad == padding::valid ? dims{in.h - l.kernel + 1, in.w - l.kernel + 1, l.units}
                                      : dims{in.h, in.w, l.units};
-    case layer_kind::maxpool2d: return dims{in.h / l.pool, in.w / l.pool, in.c};
-    case layer_kind::flatten: return dims{1, 1, int(in.size())};
+    case layer_kind::maxpool2d:
+      return dims{in.h / l.pool, in.w / l.pool, in.c};
+    case layer_kind::flatten:
+      return dims{1, 1, int(in.size())};
     case layer_kind::dense:
-    case layer_kind::embedding: return dims{1, 1, l.units};
+    case layer_kind::embedding:
+      return dims{1, 1, l.units};
   }
   return in;
 }
@@ -76,7 +79,8 @@ std::string model_spec::check() const {
         if (l.pool <= 0 || d.h < l.pool || d.w < l.pool)
           return where + "maxpool2d window " + std::to_string(l.pool) + " does not fit its input " + shape;
         break;
-      case layer_kind::flatten: break;
+      case layer_kind::flatten:
+        break;
       case layer_kind::embedding:
         if (i != 0) return where + "embedding must be the first layer (it reads the example's ids)";
         if (l.vocabulary <= 0 || l.units <= 0 || l.inputs <= 0)
@@ -109,17 +113,17 @@ int64_t param_info::size() const {
 // Per-layer buffers for one batch size, allocated once on the table's device.
 struct sequential_model::plan {
   int batch = 0;
-  std::vector<dims> shapes;            // shapes[i] = input of layer i; back() = logits
-  std::vector<tensor> storage;         // owns what act/grad point to
-  std::vector<float*> act;             // act[i + 1] = output of layer i (act[0] unused: the batch)
-  std::vector<float*> grad;            // gradient w.r.t. act[i] (grad[0] unused)
-  std::vector<int_tensor> argmax;      // maxpool layers
-  tensor cols;                         // conv scratch (host tables), the largest needed
-  tensor rows;                         // embedding: the per-lookup gradient rows
-  std::vector<int64_t> host_ids;       // embedding on a device: ids and rows copied back to merge
+  std::vector<dims> shapes;        // shapes[i] = input of layer i; back() = logits
+  std::vector<tensor> storage;     // owns what act/grad point to
+  std::vector<float*> act;         // act[i + 1] = output of layer i (act[0] unused: the batch)
+  std::vector<float*> grad;        // gradient w.r.t. act[i] (grad[0] unused)
+  std::vector<int_tensor> argmax;  // maxpool layers
+  tensor cols;                     // conv scratch (host tables), the largest needed
+  tensor rows;                     // embedding: the per-lookup gradient rows
+  std::vector<int64_t> host_ids;   // embedding on a device: ids and rows copied back to merge
   std::vector<float> host_rows;
-  std::vector<sparse_rows> sparse;     // per parameter; filled for sparse ones
-  batch_view batch_in;                 // the batch being run
+  std::vector<sparse_rows> sparse;  // per parameter; filled for sparse ones
+  batch_view batch_in;              // the batch being run
 
   float* alloc(int64_t count, device where) {
     storage.emplace_back(std::vector<int64_t>{count}, where);
@@ -141,7 +145,9 @@ sequential_model::sequential_model(model_spec spec, const ops_table& ops) : spec
       params_.push_back({prefix + "/kernel", {d.size(), l.units}, false, glorot});
       params_.push_back({prefix + "/bias", {l.units}});
     } else if (l.kind == layer_kind::embedding) {
-      params_.push_back({"embedding_" + std::to_string(embedding++) + "/embeddings", {l.vocabulary, l.units}, true,
+      params_.push_back({"embedding_" + std::to_string(embedding++) + "/embeddings",
+                         {l.vocabulary, l.units},
+                         true,
                          initializer::kind::uniform});
     }
     d = output_of(l, d);

@@ -22,10 +22,10 @@ enum class loss_kind { softmax_xent, sigmoid_bce };
 
 struct layer_spec {
   layer_kind kind = layer_kind::dense;
-  int units = 0;                   // conv2d: filters; dense: output units; embedding: dim
-  int kernel = 3;                  // conv2d: kernel height = width
-  padding pad = padding::valid;    // conv2d
-  int pool = 2;                    // maxpool2d: window = stride
+  int units = 0;                 // conv2d: filters; dense: output units; embedding: dim
+  int kernel = 3;                // conv2d: kernel height = width
+  padding pad = padding::valid;  // conv2d
+  int pool = 2;                  // maxpool2d: window = stride
   activation act = activation::none;
   int64_t vocabulary = 0;          // embedding: table rows
   int inputs = 1;                  // embedding: ids per example
@@ -54,8 +54,8 @@ struct param_info {
 };
 
 struct step_result {
-  float loss = 0;        // mean loss over the batch
-  int64_t correct = 0;   // examples predicted right (argmax, or logit > 0 for sigmoid)
+  float loss = 0;       // mean loss over the batch
+  int64_t correct = 0;  // examples predicted right (argmax, or logit > 0 for sigmoid)
 };
 
 /// One batch in the table's memory: x[size, h, w, c] (image models) or

@@ -51,13 +51,13 @@ int slot_count(optimizer_kind kind);
 /// Optimizer hyper-parameters; `step` counts from 1 (Adam's bias correction).
 struct optimizer_params {
   float lr = 0.01f;
-  float momentum = 0.9f;   // momentum
-  bool nesterov = false;   // momentum
-  float beta1 = 0.9f;      // adam
-  float beta2 = 0.999f;    // adam
-  float epsilon = 1e-7f;   // adam, adagrad (TF's default)
+  float momentum = 0.9f;             // momentum
+  bool nesterov = false;             // momentum
+  float beta1 = 0.9f;                // adam
+  float beta2 = 0.999f;              // adam
+  float epsilon = 1e-7f;             // adam, adagrad (TF's default)
   float initial_accumulator = 0.1f;  // adagrad (TF's default)
-  int64_t step = 1;        // adam
+  int64_t step = 1;                  // adam
 };
 
 enum class combiner { sum, mean };
@@ -96,8 +96,8 @@ using maxpool_backward = void(const pool_shape& s, const float* dy, const int32_
 // ---- dense: y[m, n] = x[m, k] * w[k, n] + b[n] ----
 using dense_forward = void(int m, int k, int n, const float* x, const float* w, const float* b, float* y);
 /// dw[k, n], db[n] (overwritten); dx[m, k] (overwritten) unless dx is null.
-using dense_backward = void(int m, int k, int n, const float* x, const float* w, const float* dy, float* dx,
-                            float* dw, float* db);
+using dense_backward = void(int m, int k, int n, const float* x, const float* w, const float* dy, float* dx, float* dw,
+                            float* db);
 
 // ---- activations, in place over `count` floats ----
 using relu_forward = void(int64_t count, float* y);
@@ -109,7 +109,7 @@ using relu_backward = void(int64_t count, const float* y, float* dy);
 /// = (softmax - onehot) / m; returns the mean loss; *correct (if non-null)
 /// gets the number of rows whose argmax equals the label.
 using softmax_xent = float(int m, int classes, const float* logits, const int32_t* labels, float* dlogits,
-                          int64_t* correct);
+                           int64_t* correct);
 
 // ---- loss: sigmoid + binary cross-entropy on one logit per row ----
 /// labels[m] in {0, 1}. Writes dlogits[m] = (sigmoid - label) / m; returns

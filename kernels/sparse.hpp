@@ -8,8 +8,8 @@ namespace actorps::kernels {
 
 struct sparse_rows {
   int dim = 0;
-  std::vector<int64_t> ids;  // unique, ascending
-  std::vector<float> rows;   // [ids.size(), dim]
+  std::vector<int64_t> ids;    // unique, ascending
+  std::vector<float> rows;     // [ids.size(), dim]
   std::vector<int64_t> order;  // scratch of merge_rows, kept to reuse its memory
 };
 

@@ -62,7 +62,9 @@ void basic_tensor<T>::release() {
 
 template <class T>
 basic_tensor<T>::basic_tensor(basic_tensor&& other) noexcept
-    : shape_(std::move(other.shape_)), size_(std::exchange(other.size_, 0)), where_(other.where_),
+    : shape_(std::move(other.shape_)),
+      size_(std::exchange(other.size_, 0)),
+      where_(other.where_),
       data_(std::exchange(other.data_, nullptr)) {}
 
 template <class T>

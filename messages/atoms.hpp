@@ -7,6 +7,7 @@
 #include <caf/atom.hpp>
 #include <caf/type_id.hpp>
 
+// clang-format off
 CAF_BEGIN_TYPE_ID_BLOCK(actorps_atoms, caf::first_custom_type_id + 200)
   // worker: an injected fault's held-back request is due
   CAF_ADD_ATOM(actorps_atoms, actorps, worker_timer_atom, "wtimer")
@@ -31,3 +32,4 @@ CAF_BEGIN_TYPE_ID_BLOCK(actorps_atoms, caf::first_custom_type_id + 200)
   // failure detector (actors/net/cluster_monitor.hpp)
   CAF_ADD_ATOM(actorps_atoms, actorps, probe_atom, "probe")
 CAF_END_TYPE_ID_BLOCK(actorps_atoms)
+// clang-format on

@@ -6,10 +6,10 @@
 #include <string>
 #include <type_traits>
 
+#include <google/protobuf/message_lite.h>
 #include <caf/error.hpp>
 #include <caf/meta/load_callback.hpp>
 #include <caf/sec.hpp>
-#include <google/protobuf/message_lite.h>
 
 namespace actorps::pb {
 
@@ -28,8 +28,7 @@ std::enable_if_t<is_proto_v<T>, typename Inspector::result_type> inspect(Inspect
     std::string bytes;
     auto parse = caf::meta::load_callback([&]() -> caf::error {
       if (!x.ParseFromString(bytes))
-        return caf::make_error(caf::sec::invalid_argument,
-                               std::string("malformed ") + x.GetTypeName());
+        return caf::make_error(caf::sec::invalid_argument, std::string("malformed ") + x.GetTypeName());
       return caf::none;
     });
     return f(bytes, parse);

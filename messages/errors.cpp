@@ -7,30 +7,46 @@ namespace actorps {
 
 std::string to_string(errc code) {
   switch (code) {
-    case errc::invalid_config: return "invalid_config";
-    case errc::invalid_argument: return "invalid_argument";
-    case errc::not_admitted: return "not_admitted";
-    case errc::device_filter: return "device_filter";
-    case errc::protocol_mismatch: return "protocol_mismatch";
-    case errc::unreachable: return "unreachable";
-    case errc::timeout: return "timeout";
-    case errc::io_error: return "io_error";
-    case errc::internal: return "internal";
-    case errc::unknown_variable: return "unknown_variable";
-    case errc::bad_tensor: return "bad_tensor";
-    case errc::out_of_range: return "out_of_range";
-    case errc::forbidden: return "forbidden";
-    case errc::too_large: return "too_large";
-    case errc::too_busy: return "too_busy";
-    case errc::cancelled: return "cancelled";
-    case errc::replaced: return "replaced";
+    case errc::invalid_config:
+      return "invalid_config";
+    case errc::invalid_argument:
+      return "invalid_argument";
+    case errc::not_admitted:
+      return "not_admitted";
+    case errc::device_filter:
+      return "device_filter";
+    case errc::protocol_mismatch:
+      return "protocol_mismatch";
+    case errc::unreachable:
+      return "unreachable";
+    case errc::timeout:
+      return "timeout";
+    case errc::io_error:
+      return "io_error";
+    case errc::internal:
+      return "internal";
+    case errc::unknown_variable:
+      return "unknown_variable";
+    case errc::bad_tensor:
+      return "bad_tensor";
+    case errc::out_of_range:
+      return "out_of_range";
+    case errc::forbidden:
+      return "forbidden";
+    case errc::too_large:
+      return "too_large";
+    case errc::too_busy:
+      return "too_busy";
+    case errc::cancelled:
+      return "cancelled";
+    case errc::replaced:
+      return "replaced";
   }
   return "unknown";
 }
 
 caf::error make_error(errc code, std::string message) {
-  return caf::error{static_cast<uint8_t>(code), caf::atom("actorps"),
-                    caf::make_message(std::move(message))};
+  return caf::error{static_cast<uint8_t>(code), caf::atom("actorps"), caf::make_message(std::move(message))};
 }
 
 std::string describe(const caf::error& err) {
@@ -42,16 +58,19 @@ std::string describe(const caf::error& err) {
     return to_string(static_cast<caf::sec>(err.code())) + ": " + text;
   }
   if (err.category() == caf::atom("system"))
-    return to_string(static_cast<caf::sec>(err.code())) +
-           (ctx.empty() ? "" : " " + to_string(ctx));
+    return to_string(static_cast<caf::sec>(err.code())) + (ctx.empty() ? "" : " " + to_string(ctx));
   return to_string(err);
+}
+
+errc code_of(const caf::error& err) {
+  if (err.category() == caf::atom("actorps")) return static_cast<errc>(err.code());
+  const bool timed_out = err == caf::sec::request_timeout || err == caf::sec::connection_timeout;
+  return timed_out ? errc::timeout : errc::unreachable;
 }
 
 caf::error in_context(const caf::error& err, const std::string& where) {
   if (!err) return err;
-  if (err.category() == caf::atom("actorps")) return make_error(static_cast<errc>(err.code()), where + ": " + describe(err));
-  const bool timed_out = err == caf::sec::request_timeout || err == caf::sec::connection_timeout;
-  return make_error(timed_out ? errc::timeout : errc::unreachable, where + ": " + describe(err));
+  return make_error(code_of(err), where + ": " + describe(err));
 }
 
 int exit_code(const caf::error& err) {

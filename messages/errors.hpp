@@ -41,6 +41,11 @@ std::string to_string(errc code);
 /// for actorps errors, CAF's rendering for the rest.
 [[nodiscard]] std::string describe(const caf::error& err);
 
+/// An error's code in our vocabulary: an actorps error's own; a CAF
+/// request or connection timeout is errc::timeout; any other CAF error
+/// (a lost link, a receiver that is down) errc::unreachable.
+[[nodiscard]] errc code_of(const caf::error& err);
+
 /// `err` with `where` in front of its message, its code kept: an actorps
 /// error stays what it was (a dataset's invalid_config stays one), a CAF
 /// request timeout becomes errc::timeout, any other CAF error unreachable.

@@ -17,15 +17,13 @@
 namespace actorps {
 
 /// A parameter-server shard (actors/ps_shard.hpp).
-using ps_shard_actor = caf::typed_actor<caf::replies_to<pb::CreateVariables>::with<pb::Created>,
-                                        caf::replies_to<pb::Pull>::with<pb::Values>,
-                                        caf::replies_to<pb::Push>::with<pb::PushAck>,
-                                        caf::replies_to<pb::SparsePull>::with<pb::Rows>,
-                                        caf::replies_to<pb::SparsePush>::with<pb::PushAck>,
-                                        caf::replies_to<pb::Assign>::with<pb::Assigned>,
-                                        caf::replies_to<pb::SetLearningRate>::with<pb::LearningRateSet>,
-                                        caf::replies_to<pb::ShardStatsRequest>::with<pb::ShardStats>,
-                                        caf::replies_to<pb::WorkerLost>::with<pb::ShardStats>>;
+using ps_shard_actor = caf::typed_actor<
+    caf::replies_to<pb::CreateVariables>::with<pb::Created>, caf::replies_to<pb::Pull>::with<pb::Values>,
+    caf::replies_to<pb::Push>::with<pb::PushAck>, caf::replies_to<pb::SparsePull>::with<pb::Rows>,
+    caf::replies_to<pb::SparsePush>::with<pb::PushAck>, caf::replies_to<pb::Assign>::with<pb::Assigned>,
+    caf::replies_to<pb::SetLearningRate>::with<pb::LearningRateSet>,
+    caf::replies_to<pb::ShardStatsRequest>::with<pb::ShardStats>,
+    caf::replies_to<pb::WorkerLost>::with<pb::ShardStats>>;
 
 /// A worker's input pipeline (actors/dataset_actor.hpp).
 using dataset_actor = caf::typed_actor<caf::replies_to<pb::DatasetInfoRequest>::with<pb::DatasetInfo>,
@@ -46,12 +44,12 @@ using values = std::vector<pb::Value>;
 using shard_list = std::vector<ps_shard_actor>;
 
 /// The node actor, one per process (actors/node_actor.hpp).
-using node_actor = caf::typed_actor<caf::replies_to<pb::Hello>::with<pb::Welcome>,
-                                    caf::replies_to<pb::Ping>::with<pb::Pong>,
-                                    caf::replies_to<pb::StatusRequest>::with<pb::NodeStatus>,
-                                    caf::replies_to<pb::SpawnShard>::with<ps_shard_actor>,
-                                    caf::replies_to<pb::SpawnDataset>::with<dataset_actor>,
-                                    caf::replies_to<pb::SpawnWorker, shard_list>::with<worker_actor>,
-                                    caf::replies_to<pb::InjectFault>::with<pb::FaultInjected>>;
+using node_actor =
+    caf::typed_actor<caf::replies_to<pb::Hello>::with<pb::Welcome>, caf::replies_to<pb::Ping>::with<pb::Pong>,
+                     caf::replies_to<pb::StatusRequest>::with<pb::NodeStatus>,
+                     caf::replies_to<pb::SpawnShard>::with<ps_shard_actor>,
+                     caf::replies_to<pb::SpawnDataset>::with<dataset_actor>,
+                     caf::replies_to<pb::SpawnWorker, shard_list>::with<worker_actor>,
+                     caf::replies_to<pb::InjectFault>::with<pb::FaultInjected>>;
 
 }  // namespace actorps

@@ -11,7 +11,8 @@ namespace actorps {
 
 /// The floats of `bytes`: in place when aligned, else copied into `scratch`.
 inline const float* float_view(const std::string& bytes, std::vector<float>& scratch) {
-  if (reinterpret_cast<uintptr_t>(bytes.data()) % alignof(float) == 0) return reinterpret_cast<const float*>(bytes.data());
+  if (reinterpret_cast<uintptr_t>(bytes.data()) % alignof(float) == 0)
+    return reinterpret_cast<const float*>(bytes.data());
   scratch.resize(bytes.size() / sizeof(float));
   std::memcpy(scratch.data(), bytes.data(), scratch.size() * sizeof(float));
   return scratch.data();

@@ -6,8 +6,8 @@
 #include <caf/type_id.hpp>
 
 #include "messages/cluster.pb.h"
-#include "messages/data.pb.h"
 #include "messages/codec.hpp"
+#include "messages/data.pb.h"
 #include "messages/errors.hpp"
 #include "messages/interfaces.hpp"
 #include "messages/ps.pb.h"
@@ -24,6 +24,7 @@ void register_wire_types(caf::actor_system_config& cfg);
 
 }  // namespace actorps
 
+// clang-format off
 CAF_BEGIN_TYPE_ID_BLOCK(actorps, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(actorps, (actorps::pb::TaskId))
   CAF_ADD_TYPE_ID(actorps, (actorps::pb::Hello))
@@ -68,3 +69,4 @@ CAF_BEGIN_TYPE_ID_BLOCK(actorps, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(actorps, (actorps::worker_actor))
   CAF_ADD_TYPE_ID(actorps, (actorps::shard_list))
 CAF_END_TYPE_ID_BLOCK(actorps)
+// clang-format on

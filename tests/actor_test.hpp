@@ -20,7 +20,8 @@ namespace actorps::testing {
 
 class deterministic_system {
  public:
-  deterministic_system() : sys_(configure(cfg_)), sched(dynamic_cast<caf::scheduler::test_coordinator&>(sys_.scheduler())) {}
+  deterministic_system()
+      : sys_(configure(cfg_)), sched(dynamic_cast<caf::scheduler::test_coordinator&>(sys_.scheduler())) {}
 
   // Actors a test left running are dropped with the system (nothing runs
   // them any more: waiting for them would hang).

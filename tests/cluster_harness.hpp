@@ -13,13 +13,13 @@
 #include <caf/actor_system.hpp>
 #include <caf/scoped_actor.hpp>
 
+#include "actors/launch/local_host.hpp"
+#include "actors/launch/subprocess.hpp"
 #include "actors/net/dial.hpp"
 #include "actors/net/system_config.hpp"
-#include "actors/launch/local_host.hpp"
-#include "tests/ps_check.hpp"
-#include "actors/launch/subprocess.hpp"
 #include "config/cluster_spec.hpp"
 #include "messages/errors.hpp"
+#include "tests/ps_check.hpp"
 
 namespace actorps::test {
 

@@ -75,7 +75,9 @@ inline std::string write_job(const std::string& dir, const std::string& extra_mo
       << "[[dataset.ops]]\ntype = \"shuffle\"\nbuffer_size = 1000\n[[dataset.ops]]\ntype = \"repeat\"\n"
          "[[dataset.ops]]\ntype = \"batch\"\nsize = 32\n"
       << dataset("eval_dataset") << "[[eval_dataset.ops]]\ntype = \"batch\"\nsize = 500\n"
-      << "[training]\nepochs = " << epochs << "\nsteps_per_epoch = " << steps << "\nsteps_per_execution = 5\nlearning_rate = " << learning_rate << "\n"
+      << "[training]\nepochs = " << epochs << "\nsteps_per_epoch = " << steps
+      << "\nsteps_per_execution = 5\nlearning_rate = " << learning_rate
+      << "\n"
          "threads_per_worker = 1\ntarget_accuracy = 0.85\n"
       << extra_training;
   return dir + "/job.toml";
@@ -85,11 +87,13 @@ inline std::string write_job(const std::string& dir, const std::string& extra_mo
 /// epochs of the data's 2,000 examples in splits of `split_size`.
 inline std::string write_exactly_once_job(const std::string& dir, int epochs, int split_size,
                                           const std::string& extra_training = "") {
-  auto path = write_job(dir, "", "exactly_once = true\nsplit_size = " + std::to_string(split_size) + "\n" + extra_training,
-                        epochs, "[model]\ninput = [1, 1, 4]\n", 1, 0.02);
+  auto path =
+      write_job(dir, "", "exactly_once = true\nsplit_size = " + std::to_string(split_size) + "\n" + extra_training,
+                epochs, "[model]\ninput = [1, 1, 4]\n", 1, 0.02);
   std::ifstream in(path);
   std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-  for (auto cut : {"[[dataset.ops]]\ntype = \"repeat\"\n", "steps_per_epoch = 1\n"}) text.erase(text.find(cut), std::string(cut).size());
+  for (auto cut : {"[[dataset.ops]]\ntype = \"repeat\"\n", "steps_per_epoch = 1\n"})
+    text.erase(text.find(cut), std::string(cut).size());
   std::ofstream(path) << text;
   return path;
 }

@@ -10,9 +10,9 @@
 #include <caf/expected.hpp>
 #include <caf/scoped_actor.hpp>
 
-#include "actors/shard/ps_shard.hpp"
 #include "actors/net/request_now.hpp"
 #include "actors/net/system_config.hpp"
+#include "actors/shard/ps_shard.hpp"
 #include "messages/wire.hpp"
 
 namespace actorps::test {

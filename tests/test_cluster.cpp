@@ -5,9 +5,9 @@
 #include <boost/test/unit_test.hpp>
 
 #include <netinet/in.h>
-#include <set>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <set>
 
 #include "actors/launch/local_host.hpp"
 #include "tests/cluster_harness.hpp"
@@ -26,9 +26,7 @@ bool port_is_free(uint16_t port) {
   return fd >= 0;
 }
 
-double seconds_since(clock_type::time_point t) {
-  return std::chrono::duration<double>(clock_type::now() - t).count();
-}
+double seconds_since(clock_type::time_point t) { return std::chrono::duration<double>(clock_type::now() - t).count(); }
 
 }  // namespace
 
@@ -46,8 +44,8 @@ BOOST_AUTO_TEST_CASE(five_nodes_failures_and_restarts) {
   }
 
   // The long-lived failure detector, as the coordinator will use it.
-  auto watch = child_process::spawn({ACTORPS_BIN, "status", "--config", cluster.config, "--watch"},
-                                    cluster.dir + "/watch.log");
+  auto watch =
+      child_process::spawn({ACTORPS_BIN, "status", "--config", cluster.config, "--watch"}, cluster.dir + "/watch.log");
   BOOST_REQUIRE(watch);
   auto addr = [&](const std::string& task) { return task + " 127.0.0.1:" + std::to_string(cluster.ports[task]); };
   // The first five lines say every node is up, in any order.
@@ -111,8 +109,8 @@ BOOST_AUTO_TEST_CASE(five_nodes_failures_and_restarts) {
 BOOST_AUTO_TEST_CASE(node_from_tf_config) {
   auto chief = free_port();
   auto worker = free_port();
-  auto tf_config = R"({"cluster": {"chief": ["127.0.0.1:)" + std::to_string(chief) +
-                   R"("], "worker": ["127.0.0.1:)" + std::to_string(worker) + R"("]}, "task": {"type": "worker", "index": 0}})";
+  auto tf_config = R"({"cluster": {"chief": ["127.0.0.1:)" + std::to_string(chief) + R"("], "worker": ["127.0.0.1:)" +
+                   std::to_string(worker) + R"("]}, "task": {"type": "worker", "index": 0}})";
   ::setenv("TF_CONFIG", tf_config.c_str(), 1);
   auto dir = make_temp_dir("test");
   auto node = child_process::spawn({ACTORPS_BIN, "node"}, dir + "/node.log");
@@ -144,8 +142,9 @@ BOOST_AUTO_TEST_CASE(bad_input_exits_2_with_a_clear_message) {
   BOOST_TEST(res.exit_code == 2);
   std::ifstream log(cluster.dir + "/cli.log");
   std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
-  BOOST_TEST(text.find("bad.toml:3:8: cluster.nodes[0].port: expected an integer in 1..65535, got 99999") !=
-             std::string::npos, text);
+  BOOST_TEST(
+      text.find("bad.toml:3:8: cluster.nodes[0].port: expected an integer in 1..65535, got 99999") != std::string::npos,
+      text);
   BOOST_TEST(text.find("task worker:3 is not in the cluster") != std::string::npos, text);
   BOOST_TEST(text.find("missing.toml: cannot open file") != std::string::npos, text);
 }

@@ -153,8 +153,8 @@ BOOST_AUTO_TEST_CASE(toml_bad_input) {
   // 10. duplicate host:port
   BOOST_TEST(contains(toml_error(kNode + kNode), "cluster.nodes[1]: duplicate address 127.0.0.1:5000"));
   // 11. missing coordinator
-  BOOST_TEST(contains(toml_error("[[cluster.nodes]]\nhost = \"a\"\nport = 1\nroles = [\"worker\"]\n"),
-                      "missing coordinator"));
+  BOOST_TEST(
+      contains(toml_error("[[cluster.nodes]]\nhost = \"a\"\nport = 1\nroles = [\"worker\"]\n"), "missing coordinator"));
   // 12. two coordinators
   BOOST_TEST(contains(toml_error(kNode + "[[cluster.nodes]]\nhost = \"b\"\nport = 1\nroles = [\"coordinator\"]\n"),
                       "found 2 coordinators"));
@@ -218,12 +218,15 @@ BOOST_AUTO_TEST_CASE(tf_config_bad_input) {
   // 3. unknown role
   BOOST_TEST(contains(tf_error(R"({"cluster": {)" + chief + R"(, "boss": ["h:1"]}})"), "$.cluster.boss: unknown role"));
   // 4. address without port
-  BOOST_TEST(contains(tf_error(R"({"cluster": {"chief": ["127.0.0.1"]}})"), "$.cluster.chief[0]: expected \"host:port\""));
+  BOOST_TEST(
+      contains(tf_error(R"({"cluster": {"chief": ["127.0.0.1"]}})"), "$.cluster.chief[0]: expected \"host:port\""));
   // 5. port out of range
-  BOOST_TEST(contains(tf_error(R"({"cluster": {"chief": ["h:99999"]}})"), "$.cluster.chief[0]: expected a port in 1..65535"));
+  BOOST_TEST(
+      contains(tf_error(R"({"cluster": {"chief": ["h:99999"]}})"), "$.cluster.chief[0]: expected a port in 1..65535"));
   // 6. task index out of range
-  BOOST_TEST(contains(tf_error(R"({"cluster": {)" + chief + R"(, "worker": ["h:1"]}, "task": {"type": "worker", "index": 3}})"),
-                      "$.task.index: 3 is out of range: the cluster has 1 worker task(s)"));
+  BOOST_TEST(contains(
+      tf_error(R"({"cluster": {)" + chief + R"(, "worker": ["h:1"]}, "task": {"type": "worker", "index": 3}})"),
+      "$.task.index: 3 is out of range: the cluster has 1 worker task(s)"));
   // 7. task type not in the cluster
   BOOST_TEST(contains(tf_error(R"({"cluster": {)" + chief + R"(}, "task": {"type": "ps", "index": 0}})"),
                       "$.task.index: 0 is out of range: the cluster has 0 ps task(s)"));
@@ -242,9 +245,11 @@ BOOST_AUTO_TEST_CASE(tf_config_bad_input) {
   // 13. no cluster at all
   BOOST_TEST(contains(tf_error(R"({"task": {"type": "chief"}})"), "$.cluster: missing"));
   // 14. unknown task type
-  BOOST_TEST(contains(tf_error(R"({"cluster": {)" + chief + R"(}, "task": {"type": "boss"}})"), "$.task.type: unknown role"));
+  BOOST_TEST(
+      contains(tf_error(R"({"cluster": {)" + chief + R"(}, "task": {"type": "boss"}})"), "$.task.type: unknown role"));
   // 15. address of the wrong type
-  BOOST_TEST(contains(tf_error(R"({"cluster": {"chief": [5000]}})"), "$.cluster.chief[0]: expected \"host:port\", got number"));
+  BOOST_TEST(contains(tf_error(R"({"cluster": {"chief": [5000]}})"),
+                      "$.cluster.chief[0]: expected \"host:port\", got number"));
 }
 
 BOOST_AUTO_TEST_CASE(task_names) {

@@ -19,10 +19,12 @@
 #include "messages/tensor_bytes.hpp"
 #include "tests/actor_test.hpp"
 
+// clang-format off
 CAF_BEGIN_TYPE_ID_BLOCK(actorps_test, caf::first_custom_type_id + 300)
   // to a fake worker: answer every batch you hold (closure `fail` fails)
   CAF_ADD_ATOM(actorps_test, actorps::testing, answer_atom, "answer")
 CAF_END_TYPE_ID_BLOCK(actorps_test)
+// clang-format on
 
 using namespace actorps;
 using namespace actorps::testing;
@@ -46,7 +48,7 @@ struct fake_worker_state {
 // is `fail` fails with invalid_argument.
 pb::ClosuresDone done_for(const pb::RunClosures& req, int64_t fail) {
   pb::ClosuresDone done;
-  done.set_busy_micros(10 * uint64_t(req.closures_size()));
+  done.set_busy_micros(10 * int64_t(req.closures_size()));
   for (auto& c : req.closures()) {
     auto* r = done.add_results();
     r->set_id(c.id());

@@ -9,12 +9,12 @@
 
 #include "actors/dataset/idx.hpp"
 #include "actors/dataset/pipeline.hpp"
-#include "actors/dataset/tfrecord.hpp"
-#include "messages/example.pb.h"
-#include "actors/launch/local_host.hpp"
 #include "actors/dataset/prepare.hpp"
+#include "actors/dataset/tfrecord.hpp"
+#include "actors/launch/local_host.hpp"
 #include "config/dataset_config.hpp"
 #include "messages/errors.hpp"
+#include "messages/example.pb.h"
 
 using namespace actorps;
 
@@ -69,7 +69,8 @@ BOOST_AUTO_TEST_CASE(broken_idx_files_are_named_and_explained) {
   const bad_case cases[] = {
       {"\x01\x02", "not an IDX file: 2 bytes, shorter than the magic"},
       {std::string("\x12\x34\x08\x01", 4), "not an IDX file: magic must start with two zero bytes"},
-      {std::string("\0\0\x0d\x01\0\0\0\x01", 8) + "abcd", "unsupported IDX element type 0x0d (only 0x08, unsigned bytes)"},
+      {std::string("\0\0\x0d\x01\0\0\0\x01", 8) + "abcd",
+       "unsupported IDX element type 0x0d (only 0x08, unsigned bytes)"},
       {std::string("\0\0\x08\x03\0\0\0\x02", 8), "truncated header: rank 3 needs 16 bytes"},
       {header + "abcde", "header promises 6 bytes of data, the file holds 5 (truncated)"},
       {header + "abcdefg", "header promises 6 bytes of data, the file holds 7 (trailing garbage)"},
@@ -90,8 +91,8 @@ BOOST_AUTO_TEST_CASE(fashion_class_files_convert_and_refuse_surprises) {
   temp_files t;
   // Class 0 as published: 7,002 rows, empty at 1000 and 7001.
   auto good = t.write("0.json", class_json(7002, [](int r, std::string& row) {
-    if (r == 1000 || r == 7001) row = "[]";
-  }));
+                        if (r == 1000 || r == 7001) row = "[]";
+                      }));
   auto images = read_fashion_class(good, 0);
   BOOST_REQUIRE_MESSAGE(images, why(images));
   BOOST_TEST(images->size() == 7000u);
@@ -104,13 +105,27 @@ BOOST_AUTO_TEST_CASE(fashion_class_files_convert_and_refuse_surprises) {
   };
   const bad_case cases[] = {
       {class_json(7000), 0, "empty rows at [], expected [1000, 7001]"},
-      {class_json(7001, [](int r, std::string& row) { if (r == 5) row = "[]"; }), 3, "empty rows at [5], expected []"},
+      {class_json(7001,
+                  [](int r, std::string& row) {
+                    if (r == 5) row = "[]";
+                  }),
+       3, "empty rows at [5], expected []"},
       {class_json(10), 4, "10 images, expected 7000"},
-      {class_json(3, [](int r, std::string& row) { if (r == 2) row = "[1,2,3]"; }), 1, "row 2: 3 values, expected 784"},
-      {class_json(3, [](int r, std::string& row) { if (r == 1) row.replace(1, 1, "300"); }), 1,
-       "row 1: value 300 outside 0..255"},
-      {class_json(3, [](int r, std::string& row) { if (r == 1) row.replace(1, 1, "-4"); }), 1,
-       "row 1: value -4 outside 0..255"},
+      {class_json(3,
+                  [](int r, std::string& row) {
+                    if (r == 2) row = "[1,2,3]";
+                  }),
+       1, "row 2: 3 values, expected 784"},
+      {class_json(3,
+                  [](int r, std::string& row) {
+                    if (r == 1) row.replace(1, 1, "300");
+                  }),
+       1, "row 1: value 300 outside 0..255"},
+      {class_json(3,
+                  [](int r, std::string& row) {
+                    if (r == 1) row.replace(1, 1, "-4");
+                  }),
+       1, "row 1: value -4 outside 0..255"},
       {"{\"pixels\":[]}", 1, "unexpected key \"pixels\" (want \"data\")"},
       {"{\"data\":[[1,2,", 1, "JSON syntax error"},
   };
@@ -177,10 +192,10 @@ BOOST_AUTO_TEST_CASE(shuffle_is_a_seeded_permutation_reshuffled_each_epoch) {
   };
   std::vector<int64_t> all(1000);
   std::iota(all.begin(), all.end(), 0);
-  BOOST_TEST(sorted(first) == all);   // a permutation
+  BOOST_TEST(sorted(first) == all);  // a permutation
   BOOST_TEST(sorted(second) == all);
-  BOOST_TEST(first != all);           // shuffled
-  BOOST_TEST(first != second);        // each epoch anew
+  BOOST_TEST(first != all);            // shuffled
+  BOOST_TEST(first != second);         // each epoch anew
   BOOST_TEST(flat(run(spec)) == ids);  // deterministic from the seed
 }
 
@@ -197,7 +212,7 @@ BOOST_AUTO_TEST_CASE(repeat_batch_and_drop_remainder_counts) {
   spec.add_ops()->mutable_repeat()->set_count(2);
   add_batch(spec, 3, false);
   batches = run(spec);
-  BOOST_TEST(batches.size() == 7u);  // 20 examples: 6 x 3 + 2
+  BOOST_TEST(batches.size() == 7u);                           // 20 examples: 6 x 3 + 2
   BOOST_TEST(batches[3] == std::vector<int64_t>({9, 0, 1}));  // batches span the epoch boundary, as tf.data
   spec = synthetic(10);
   spec.add_ops()->mutable_repeat()->set_count(-1);
@@ -221,7 +236,7 @@ BOOST_AUTO_TEST_CASE(shards_are_disjoint_and_cover_the_input) {
   }
   std::sort(seen.begin(), seen.end());
   BOOST_TEST(bool(std::adjacent_find(seen.begin(), seen.end()) == seen.end()));  // disjoint
-  BOOST_TEST(seen.size() == 103u);                                         // covering
+  BOOST_TEST(seen.size() == 103u);                                               // covering
 }
 
 BOOST_AUTO_TEST_CASE(tensor_slices_are_a_source) {
@@ -323,21 +338,24 @@ BOOST_AUTO_TEST_CASE(datasets_declared_in_toml) {
   BOOST_TEST(spec->ops(4).prefetch().batches() == 4u);
   auto synthetic = parse_dataset_toml(
       "[dataset]\nsource = \"synthetic\"\nexamples = 10\nfeatures = 2\nclasses = 2\n"
-      "[[dataset.ops]]\ntype = \"filter\"\nlabels = [1]\n[[dataset.ops]]\ntype = \"shard\"\nnum_shards = 2\nindex = 1\n",
+      "[[dataset.ops]]\ntype = \"filter\"\nlabels = [1]\n[[dataset.ops]]\ntype = \"shard\"\nnum_shards = 2\nindex = "
+      "1\n",
       "s.toml");
   BOOST_REQUIRE_MESSAGE(synthetic, why(synthetic));
   BOOST_TEST(synthetic->synthetic().examples() == 10u);
   BOOST_TEST(synthetic->ops(0).filter().labels(0) == 1);
   BOOST_TEST(synthetic->ops(1).shard().index() == 1u);
   BOOST_TEST(bool(data::pipeline::build(*synthetic)));
-  auto records = parse_dataset_toml("[dataset]\nsource = \"tfrecord\"\nfiles = [\"a\", \"b\"]\nlabel_key = \"y\"\n", "t.toml");
+  auto records =
+      parse_dataset_toml("[dataset]\nsource = \"tfrecord\"\nfiles = [\"a\", \"b\"]\nlabel_key = \"y\"\n", "t.toml");
   BOOST_REQUIRE_MESSAGE(records, why(records));
   BOOST_TEST(records->tfrecord().files_size() == 2);
   BOOST_TEST(records->tfrecord().features_key() == "x");
   BOOST_TEST(records->tfrecord().label_key() == "y");
   auto csv = parse_dataset_toml(
       "[dataset]\nsource = \"csv\"\nfiles = [\"t.csv\"]\nheader = true\n"
-      "[[dataset.columns]]\nname = \"city\"\nkind = \"categorical\"\nvocabulary = [\"paris\", \"rome\"]\none_hot = true\n"
+      "[[dataset.columns]]\nname = \"city\"\nkind = \"categorical\"\nvocabulary = [\"paris\", \"rome\"]\none_hot = "
+      "true\n"
       "[[dataset.columns]]\nname = \"y\"\nkind = \"label\"\n",
       "c.toml");
   BOOST_REQUIRE_MESSAGE(csv, why(csv));
@@ -353,7 +371,8 @@ BOOST_AUTO_TEST_CASE(datasets_declared_in_toml) {
   const bad_case cases[] = {
       {"", "bad.toml: missing [dataset] table"},
       {"[dataset]\nimages = \"a\"\n", "bad.toml:1:1: dataset: missing required key 'source'"},
-      {"[dataset]\nsource = \"parquet\"\n", "bad.toml:2:10: dataset.source: expected \"idx\", \"tfrecord\", \"csv\" or \"synthetic\""},
+      {"[dataset]\nsource = \"parquet\"\n",
+       "bad.toml:2:10: dataset.source: expected \"idx\", \"tfrecord\", \"csv\" or \"synthetic\""},
       {"[dataset]\nsource = \"csv\"\nfiles = [\"a\"]\n", "source \"csv\" needs [[dataset.columns]]"},
       {"[dataset]\nsource = \"csv\"\nfiles = [\"a\"]\n[[dataset.columns]]\nname = \"a\"\nkind = \"date\"\n",
        "dataset.columns[0].kind: expected one of \"numeric\", \"categorical\", \"label\", \"ignore\""},
@@ -362,16 +381,19 @@ BOOST_AUTO_TEST_CASE(datasets_declared_in_toml) {
       {"[dataset]\nsource = \"idx\"\nimages = \"a\"\n", "source \"idx\" needs 'labels'"},
       {idx + "shuffle = 3\n", "dataset.shuffle: unknown key"},
       {idx + "[[dataset.ops]]\ntype = \"cache\"\n", "bad.toml:6:8: dataset.ops[0].type: expected one of \"map\""},
-      {idx + "[[dataset.ops]]\ntype = \"shuffle\"\nbuffer_size = 0\n", "dataset.ops[0].buffer_size: expected an integer in 1.."},
+      {idx + "[[dataset.ops]]\ntype = \"shuffle\"\nbuffer_size = 0\n",
+       "dataset.ops[0].buffer_size: expected an integer in 1.."},
       {idx + "[[dataset.ops]]\ntype = \"repeat\"\ncount = -2\n", "dataset.ops[0].count: expected an integer in -1.."},
       {idx + "[[dataset.ops]]\ntype = \"batch\"\nsize = 8\ndrop_remainder = \"yes\"\n",
        "dataset.ops[0].drop_remainder: expected true or false, got a string"},
       {idx + "[[dataset.ops]]\ntype = \"batch\"\nsize = 8\nseed = 1\n", "dataset.ops[0].seed: unknown key"},
       {idx + "[[dataset.ops]]\ntype = \"map\"\ntransform = \"log\"\n",
        "dataset.ops[0].transform: expected one of \"scale\", \"normalize\""},
-      {idx + "[[dataset.ops]]\ntype = \"map\"\nfactor = \"x\"\n", "dataset.ops[0].factor: expected a number, got a string"},
+      {idx + "[[dataset.ops]]\ntype = \"map\"\nfactor = \"x\"\n",
+       "dataset.ops[0].factor: expected a number, got a string"},
       {idx + "[[dataset.ops]]\ntype = \"filter\"\n", "filter needs labels = [...]"},
-      {idx + "[[dataset.ops]]\ntype = \"filter\"\nlabels = [\"cat\"]\n", "dataset.ops[0].labels[0]: expected an integer label"},
+      {idx + "[[dataset.ops]]\ntype = \"filter\"\nlabels = [\"cat\"]\n",
+       "dataset.ops[0].labels[0]: expected an integer label"},
   };
   for (auto& c : cases) {
     auto r = parse_dataset_toml(c.text, "bad.toml");
@@ -481,9 +503,9 @@ BOOST_AUTO_TEST_CASE(csv_columns_become_features) {
   BOOST_TEST(b.labels == std::vector<int32_t>({1, 0}));
   std::vector<float> first(b.x.begin(), b.x.begin() + 6), second(b.x.begin() + 6, b.x.end());
   BOOST_TEST(first[0] == 31.5f);
-  BOOST_TEST(first[1] == 2.0f);  // rome: vocabulary position 1 -> index 2
+  BOOST_TEST(first[1] == 2.0f);   // rome: vocabulary position 1 -> index 2
   BOOST_TEST(second[1] == 0.0f);  // oslo: out of vocabulary
-  BOOST_TEST((std::vector<float>(first.begin() + 2, first.begin() + 5) == std::vector<float>({0, 0, 1})));  // green
+  BOOST_TEST((std::vector<float>(first.begin() + 2, first.begin() + 5) == std::vector<float>({0, 0, 1})));    // green
   BOOST_TEST((std::vector<float>(second.begin() + 2, second.begin() + 5) == std::vector<float>({0, 1, 0})));  // red
   BOOST_TEST(first[5] == second[5]);  // same tag, same bucket
   BOOST_TEST((first[5] >= 0.0f && first[5] < 8.0f));
@@ -495,7 +517,8 @@ BOOST_AUTO_TEST_CASE(csv_columns_become_features) {
       {"age,city,color,tag,id,label\n1,rome,red,x,7\n", ":2: 5 fields, expected 6"},
       {"age,city,color,tag,id,label\nold,rome,red,x,7,1\n", ":2: column 'age': 'old' is not a finite number"},
       {"age,city,color,tag,id,label\nnan,rome,red,x,7,1\n", ":2: column 'age': 'nan' is not a finite number"},
-      {"age,city,color,tag,id,label\n1,rome,red,x,7,1e10\n", ":2: column 'label': label '1e10' is not a 32-bit integer"},
+      {"age,city,color,tag,id,label\n1,rome,red,x,7,1e10\n",
+       ":2: column 'label': label '1e10' is not a 32-bit integer"},
       {"age,town,color,tag,id,label\n", ":1: header column 2 is 'town', expected 'city'"},
       {"age,city,color,tag,id,label\n1,rome,red,x,7,0.5\n", ":2: column 'label': label '0.5' is not a 32-bit integer"},
   };

@@ -54,10 +54,11 @@ std::map<int64_t, int> drain(caf::scoped_actor& self, const dataset_actor& d, ui
           BOOST_ERROR(why(err));
           end = true;
         },
-        caf::after(std::chrono::seconds(10)) >> [&] {
-          BOOST_ERROR("no batch within 10 s");
-          end = true;
-        });
+        caf::after(std::chrono::seconds(10)) >>
+            [&] {
+              BOOST_ERROR("no batch within 10 s");
+              end = true;
+            });
   }
   for (uint32_t i = 1; i < ahead; ++i)  // the other answers to the requests in flight: ends too
     self->receive([](pb::BatchData&) {}, caf::after(std::chrono::seconds(10)) >> [] {});

@@ -65,7 +65,6 @@ run_result run_job(const std::string& dir, const std::string& job, const std::st
   return r;
 }
 
-
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(a_killed_worker_is_respawned_and_the_job_completes) {
@@ -225,8 +224,8 @@ BOOST_AUTO_TEST_CASE(actorps_chaos_carries_out_a_seeded_fault_plan) {
   BOOST_TEST(plan("3") != plan("4"));
   BOOST_TEST(plan("3").find("SIGSTOP worker:1 at step 6000 for ") != std::string::npos, plan("3"));
   // The run: both faults happen, both recoveries too, and the job completes.
-  auto res = run_command({ACTORPS_BIN, "chaos", job, "--seed", "3", "--log", dir + "/nodes.log"}, 180s,
-                         dir + "/chaos.log");
+  auto res =
+      run_command({ACTORPS_BIN, "chaos", job, "--seed", "3", "--log", dir + "/nodes.log"}, 180s, dir + "/chaos.log");
   BOOST_REQUIRE(res);
   const std::string log = read_file(dir + "/chaos.log");
   BOOST_TEST(res->exit_code == 0, res->out << log);
@@ -253,10 +252,12 @@ std::pair<long, long> fault_counts(const std::string& nodes, const std::string& 
 BOOST_AUTO_TEST_CASE(dropped_and_delayed_worker_to_ps_messages_do_not_stop_the_job) {
   auto dir = make_temp_dir("test");
   auto job = write_job(dir, "", "", 10, "[model]\ninput = [1, 1, 4]\n", 3000, 0.02);  // ~20 s with the drops
-  std::ofstream(job, std::ios::app)
-      << "[[faults]]\nkind = \"drop\"\ntask = \"worker:0\"\npeer = \"ps:0\"\nfraction = 0.05\nat = 0.3\nduration = 8.0\n"
-         "[[faults]]\nkind = \"drop\"\ntask = \"worker:1\"\npeer = \"ps:1\"\nfraction = 0.05\nat = 0.3\nduration = 8.0\n"
-         "[[faults]]\nkind = \"delay\"\ntask = \"worker:1\"\npeer = \"ps:0\"\ndelay_ms = 20\nat = 6.0\nduration = 2.0\n";
+  std::ofstream(job, std::ios::app) << "[[faults]]\nkind = \"drop\"\ntask = \"worker:0\"\npeer = \"ps:0\"\nfraction = "
+                                       "0.05\nat = 0.3\nduration = 8.0\n"
+                                       "[[faults]]\nkind = \"drop\"\ntask = \"worker:1\"\npeer = \"ps:1\"\nfraction = "
+                                       "0.05\nat = 0.3\nduration = 8.0\n"
+                                       "[[faults]]\nkind = \"delay\"\ntask = \"worker:1\"\npeer = \"ps:0\"\ndelay_ms = "
+                                       "20\nat = 6.0\nduration = 2.0\n";
   auto res = run_command({ACTORPS_BIN, "chaos", job, "--log", dir + "/nodes.log"}, 180s, dir + "/chaos.log");
   BOOST_REQUIRE(res);
   const std::string log = read_file(dir + "/chaos.log");
@@ -293,8 +294,7 @@ BOOST_AUTO_TEST_CASE(a_partition_between_a_worker_host_and_a_ps_host_is_survived
                        << "[[faults]]\nkind = \"partition\"\ntask = \"worker:1\"\npeer = \"ps:0\"\nat = 0.5\n"
                           "duration = 3.0\n";
   }
-  auto res = run_command({ACTORPS_BIN, "chaos", job, "--netns", "--log", dir + "/nodes.log"}, 180s,
-                         dir + "/chaos.log");
+  auto res = run_command({ACTORPS_BIN, "chaos", job, "--netns", "--log", dir + "/nodes.log"}, 180s, dir + "/chaos.log");
   BOOST_REQUIRE(res);
   const std::string log = read_file(dir + "/chaos.log");
   BOOST_TEST(res->exit_code == 0, res->out << log);

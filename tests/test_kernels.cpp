@@ -9,9 +9,9 @@
 #include <random>
 #include <vector>
 
-#include "kernels/ops.hpp"
 #include "kernels/device_memory.hpp"
 #include "kernels/initializers.hpp"
+#include "kernels/ops.hpp"
 #include "kernels/sparse.hpp"
 #include "kernels/tensor.hpp"
 #include "tests/kernel_check.hpp"
@@ -40,10 +40,14 @@ constexpr optimizer_kind kOptimizers[] = {optimizer_kind::sgd, optimizer_kind::m
 
 const char* name(optimizer_kind kind) {
   switch (kind) {
-    case optimizer_kind::sgd: return "sgd";
-    case optimizer_kind::momentum: return "momentum";
-    case optimizer_kind::adam: return "adam";
-    case optimizer_kind::adagrad: return "adagrad";
+    case optimizer_kind::sgd:
+      return "sgd";
+    case optimizer_kind::momentum:
+      return "momentum";
+    case optimizer_kind::adam:
+      return "adam";
+    case optimizer_kind::adagrad:
+      return "adagrad";
   }
   return "?";
 }
@@ -109,7 +113,8 @@ BOOST_AUTO_TEST_CASE(maxpool_matches_reference) {
 
 BOOST_AUTO_TEST_CASE(dense_matches_reference) {
   for (auto* ops : fast_tables()) {
-    for (auto [m, k, n] : {std::tuple{32, 5408, 64}, std::tuple{7, 13, 5}, std::tuple{1, 64, 10}}) {
+    for (auto dims : {std::tuple{32, 5408, 64}, std::tuple{7, 13, 5}, std::tuple{1, 64, 10}}) {
+      const int m = std::get<0>(dims), k = std::get<1>(dims), n = std::get<2>(dims);  // lambdas capture them
       BOOST_TEST_CONTEXT(ops->name << " dense " << m << "x" << k << "x" << n) {
         auto x = random_vector(int64_t(m) * k, 7), w = random_vector(int64_t(k) * n, 8), b = random_vector(n, 9),
              dy = random_vector(int64_t(m) * n, 10);
@@ -119,8 +124,7 @@ BOOST_AUTO_TEST_CASE(dense_matches_reference) {
           t.dense_forward(m, k, n, d.in(x), d.in(w), d.in(b), d.out(y));
         });
         check_close(y, y_ref, kGemmTol);
-        buffer dx_ref(int64_t(m) * k), dw_ref(int64_t(k) * n), db_ref(n), dx(int64_t(m) * k), dw(int64_t(k) * n),
-            db(n);
+        buffer dx_ref(int64_t(m) * k), dw_ref(int64_t(k) * n), db_ref(n), dx(int64_t(m) * k), dw(int64_t(k) * n), db(n);
         reference_ops().dense_backward(m, k, n, x.data(), w.data(), dy.data(), dx_ref.data(), dw_ref.data(),
                                        db_ref.data());
         run(*ops, [&](const ops_table& t, device_arrays& d) {
@@ -157,7 +161,8 @@ BOOST_AUTO_TEST_CASE(elementwise_loss_and_optimizers_match_reference) {
       for (int i = 0; i < m; ++i) labels[i] = (i * 7) % classes;
       buffer dl_ref(m * classes), dl(m * classes);
       int64_t right_ref = 0, right = 0;
-      float loss_ref = reference_ops().softmax_xent(m, classes, logits.data(), labels.data(), dl_ref.data(), &right_ref);
+      float loss_ref =
+          reference_ops().softmax_xent(m, classes, logits.data(), labels.data(), dl_ref.data(), &right_ref);
       float loss = 0;
       run(*ops, [&](const ops_table& t, device_arrays& d) {
         loss = t.softmax_xent(m, classes, d.in(logits), d.labels(labels), d.out(dl), &right);
@@ -461,7 +466,7 @@ BOOST_AUTO_TEST_CASE(sigmoid_bce_is_stable_for_huge_logits) {
       loss = t.sigmoid_bce(2, dv.in(logits), dv.labels(bits), dv.out(d), nullptr);
     });
     BOOST_TEST(std::abs(loss - 250.0f) < 1e-3f, ops->name << " loss " << loss);  // (500 + 0) / 2
-    BOOST_TEST(std::abs(d[0] - 0.5f) < 1e-6f, ops->name);  // (1 - 0) / 2
+    BOOST_TEST(std::abs(d[0] - 0.5f) < 1e-6f, ops->name);                        // (1 - 0) / 2
     BOOST_TEST(std::abs(d[1]) < 1e-6f, ops->name);
   }
 }
@@ -500,7 +505,7 @@ BOOST_AUTO_TEST_CASE(tensor_copies_only_when_asked_and_reshapes_in_place) {
   });
   tensor b(std::move(a));  // moves; copying does not compile
   BOOST_TEST(b.data() == storage);
-  BOOST_TEST(a.data() == nullptr);
+  BOOST_TEST(a.data() == nullptr);  // NOLINT(bugprone-use-after-move): the moved-from state is under test
   tensor c({3, 2});
   c.copy_from(b);
   BOOST_TEST(c.data() != b.data());

@@ -93,22 +93,24 @@ BOOST_AUTO_TEST_CASE(spec_errors_name_the_layer) {
 }
 
 BOOST_AUTO_TEST_CASE(whole_model_gradients_match_finite_differences) {
-  for (auto spec : {small_cnn(), model_spec::seed_cnn()}) {
+  for (const auto& spec : {small_cnn(), model_spec::seed_cnn()}) {
     BOOST_TEST_CONTEXT((spec.height == 28 ? "seed CNN" : "small CNN")) {
-    sequential_model model(spec, reference_ops());
-    auto values = model.initial_values(11);
-    for (size_t i = 1; i < values.size(); i += 2)  // non-zero biases (kernels stay
-      for (auto& x : values[i]) x = 0.05f;         // glorot: loss ~2, float32 noise small)
-    const int batch = 3;
-    auto data = random_batch(model, batch, 5);
-    guarded_gradients g(values);
-    model.train_step({batch, data.x.data(), nullptr, data.labels.data()}, g.params, g.ptrs);
-    auto loss = [&] { return double(model.evaluate({batch, data.x.data(), nullptr, data.labels.data()}, g.params).loss); };
-    // A first-layer weight feeds thousands of ReLUs and pool windows, so some
-    // probes straddle a kink (skipped, at most a quarter of them); float32
-    // loss noise (~1e-7 * loss / h) stays far below tol.
-    for (size_t i = 0; i < values.size(); ++i)
-      check_gradient(values[i], g.grads[i], loss, model.parameters()[i].name, 1e-3, 1e-2, 0.25);
+      sequential_model model(spec, reference_ops());
+      auto values = model.initial_values(11);
+      for (size_t i = 1; i < values.size(); i += 2)  // non-zero biases (kernels stay
+        for (auto& x : values[i]) x = 0.05f;         // glorot: loss ~2, float32 noise small)
+      const int batch = 3;
+      auto data = random_batch(model, batch, 5);
+      guarded_gradients g(values);
+      model.train_step({batch, data.x.data(), nullptr, data.labels.data()}, g.params, g.ptrs);
+      auto loss = [&] {
+        return double(model.evaluate({batch, data.x.data(), nullptr, data.labels.data()}, g.params).loss);
+      };
+      // A first-layer weight feeds thousands of ReLUs and pool windows, so some
+      // probes straddle a kink (skipped, at most a quarter of them); float32
+      // loss noise (~1e-7 * loss / h) stays far below tol.
+      for (size_t i = 0; i < values.size(); ++i)
+        check_gradient(values[i], g.grads[i], loss, model.parameters()[i].name, 1e-3, 1e-2, 0.25);
     }
   }
 }
@@ -116,36 +118,36 @@ BOOST_AUTO_TEST_CASE(whole_model_gradients_match_finite_differences) {
 BOOST_AUTO_TEST_CASE(fast_tables_train_like_the_reference) {
   for (auto* ops : fast_tables()) {
     BOOST_TEST_CONTEXT(ops->name) {
-    sequential_model ref(model_spec::seed_cnn(), reference_ops()), fast(model_spec::seed_cnn(), *ops);
-    auto values = ref.initial_values(2);
-    const int batch = 4;
-    auto data = random_batch(ref, batch, 9);
-    // The fast table's inputs, parameters and gradients live on its device.
-    tensor x({int64_t(data.x.size())}, ops->where);
-    x.copy_from_host(data.x.data(), x.size());
-    int_tensor labels({batch}, ops->where);
-    labels.copy_from_host(data.labels.data(), batch);
-    std::vector<tensor> dev_params, dev_grads;
-    std::vector<const float*> fast_params;
-    guarded_gradients ref_grads(values);
-    std::vector<buffer> g_fast;
-    std::vector<float*> p_fast;
-    for (auto& v : values) {
-      dev_params.emplace_back(std::vector<int64_t>{int64_t(v.size())}, ops->where);
-      dev_params.back().copy_from_host(v.data(), int64_t(v.size()));
-      fast_params.push_back(dev_params.back().data());
-      dev_grads.emplace_back(std::vector<int64_t>{int64_t(v.size())}, ops->where);
-      p_fast.push_back(dev_grads.back().data());
-      g_fast.emplace_back(int64_t(v.size()));
-    }
-    auto r1 = ref.train_step({batch, data.x.data(), nullptr, data.labels.data()}, ref_grads.params, ref_grads.ptrs);
-    auto r2 = fast.train_step({batch, x.data(), nullptr, labels.data()}, fast_params, p_fast);
-    BOOST_TEST(r1.loss == r2.loss, boost::test_tools::tolerance(1e-5f));
-    BOOST_TEST(r1.correct == r2.correct);
-    for (size_t i = 0; i < values.size(); ++i) {
-      dev_grads[i].copy_to_host(g_fast[i].data(), g_fast[i].size());
-      check_close(g_fast[i], ref_grads.grads[i], 2e-4);
-    }
+      sequential_model ref(model_spec::seed_cnn(), reference_ops()), fast(model_spec::seed_cnn(), *ops);
+      auto values = ref.initial_values(2);
+      const int batch = 4;
+      auto data = random_batch(ref, batch, 9);
+      // The fast table's inputs, parameters and gradients live on its device.
+      tensor x({int64_t(data.x.size())}, ops->where);
+      x.copy_from_host(data.x.data(), x.size());
+      int_tensor labels({batch}, ops->where);
+      labels.copy_from_host(data.labels.data(), batch);
+      std::vector<tensor> dev_params, dev_grads;
+      std::vector<const float*> fast_params;
+      guarded_gradients ref_grads(values);
+      std::vector<buffer> g_fast;
+      std::vector<float*> p_fast;
+      for (auto& v : values) {
+        dev_params.emplace_back(std::vector<int64_t>{int64_t(v.size())}, ops->where);
+        dev_params.back().copy_from_host(v.data(), int64_t(v.size()));
+        fast_params.push_back(dev_params.back().data());
+        dev_grads.emplace_back(std::vector<int64_t>{int64_t(v.size())}, ops->where);
+        p_fast.push_back(dev_grads.back().data());
+        g_fast.emplace_back(int64_t(v.size()));
+      }
+      auto r1 = ref.train_step({batch, data.x.data(), nullptr, data.labels.data()}, ref_grads.params, ref_grads.ptrs);
+      auto r2 = fast.train_step({batch, x.data(), nullptr, labels.data()}, fast_params, p_fast);
+      BOOST_TEST(r1.loss == r2.loss, boost::test_tools::tolerance(1e-5f));
+      BOOST_TEST(r1.correct == r2.correct);
+      for (size_t i = 0; i < values.size(); ++i) {
+        dev_grads[i].copy_to_host(g_fast[i].data(), g_fast[i].size());
+        check_close(g_fast[i], ref_grads.grads[i], 2e-4);
+      }
     }
   }
 }

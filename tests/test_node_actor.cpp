@@ -3,7 +3,6 @@
 #define BOOST_TEST_MODULE node_actor
 #include <boost/test/unit_test.hpp>
 
-
 #include <optional>
 
 #include <caf/actor_system.hpp>
@@ -13,10 +12,10 @@
 #include <caf/scoped_actor.hpp>
 #include <caf/send.hpp>
 
-#include "actors/node/node_actor.hpp"
+#include "actors/launch/subprocess.hpp"
 #include "actors/net/request_now.hpp"
 #include "actors/net/system_config.hpp"
-#include "actors/launch/subprocess.hpp"
+#include "actors/node/node_actor.hpp"
 
 using namespace actorps;
 using namespace std::chrono_literals;
@@ -69,9 +68,7 @@ struct fixture {
     return request_now<Reply>(*self, remote, 5s, msg);
   }
 
-  ~fixture() {
-    caf::anon_send_exit(served, caf::exit_reason::user_shutdown);
-  }
+  ~fixture() { caf::anon_send_exit(served, caf::exit_reason::user_shutdown); }
 };
 
 }  // namespace

@@ -21,11 +21,11 @@ using v = std::vector<int64_t>;
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(fixed_shards_as_tf) {
-  BOOST_TEST(rows({10, 3}, partitioner::fixed(2)) == v({5, 5}));    // TF doc: [10, 3], 2 shards -> [2, 1]
-  BOOST_TEST(rows({10, 4}, partitioner::fixed(2)) == v({5, 5}));    // the case: [5, 4] + [5, 4]
+  BOOST_TEST(rows({10, 3}, partitioner::fixed(2)) == v({5, 5}));     // TF doc: [10, 3], 2 shards -> [2, 1]
+  BOOST_TEST(rows({10, 4}, partitioner::fixed(2)) == v({5, 5}));     // the case: [5, 4] + [5, 4]
   BOOST_TEST(rows({10, 4}, partitioner::fixed(3)) == v({4, 3, 3}));  // extra rows first
   BOOST_TEST(rows({11, 2}, partitioner::fixed(4)) == v({3, 3, 3, 2}));
-  BOOST_TEST(rows({2, 8}, partitioner::fixed(5)) == v({1, 1}));     // never more shards than rows
+  BOOST_TEST(rows({2, 8}, partitioner::fixed(5)) == v({1, 1}));  // never more shards than rows
 }
 
 BOOST_AUTO_TEST_CASE(min_size_as_tf) {
@@ -56,11 +56,11 @@ BOOST_AUTO_TEST_CASE(unpartitioned_and_scalars_stay_whole) {
 }
 
 BOOST_AUTO_TEST_CASE(bad_partitioners_are_errors) {
-  for (auto& [p, part] : std::vector<std::pair<partitioner, std::string>>{
-           {partitioner::fixed(0), "num_shards must be >= 1, got 0"},
-           {partitioner::min_size(0, 2), "min_shard_bytes must be >= 1"},
-           {partitioner::min_size(4, 0), "max_shards must be >= 1"},
-           {partitioner::max_size(0), "max_shard_bytes must be >= 1"}}) {
+  for (auto& [p, part] :
+       std::vector<std::pair<partitioner, std::string>>{{partitioner::fixed(0), "num_shards must be >= 1, got 0"},
+                                                        {partitioner::min_size(0, 2), "min_shard_bytes must be >= 1"},
+                                                        {partitioner::min_size(4, 0), "max_shards must be >= 1"},
+                                                        {partitioner::max_size(0), "max_shard_bytes must be >= 1"}}) {
     auto r = shard_rows({10, 4}, 4, p);
     BOOST_REQUIRE(!r);
     BOOST_TEST(describe(r.error()).find(part) != std::string::npos, describe(r.error()));

@@ -7,11 +7,11 @@
 #include <caf/actor_system.hpp>
 #include <caf/io/middleman.hpp>
 
-#include "actors/shard/bulk_lane.hpp"
 #include "actors/launch/local_host.hpp"
 #include "actors/net/dial.hpp"
-#include "actors/variables/ps_client.hpp"
 #include "actors/net/system_config.hpp"
+#include "actors/shard/bulk_lane.hpp"
+#include "actors/variables/ps_client.hpp"
 #include "tests/cluster_harness.hpp"
 #include "tests/ps_check.hpp"
 
@@ -159,7 +159,8 @@ BOOST_AUTO_TEST_CASE(only_the_coordinator_spawns_shards_and_only_where_a_ps_task
   BOOST_REQUIRE(as_worker);
   auto refused = worker.spawn_shard(*as_worker, 0, pb::Consistency{});
   BOOST_REQUIRE(!refused);
-  BOOST_TEST(why(refused.error()).find("spawning PS shards is not for worker:0") != std::string::npos, why(refused.error()));
+  BOOST_TEST(why(refused.error()).find("spawning PS shards is not for worker:0") != std::string::npos,
+             why(refused.error()));
   // The node counted it, and `actorps status` says so.
   auto status = cluster.cli({"status", "--config", cluster.config});
   BOOST_TEST(status.out.find("ps:0 refused from worker:0: forbidden 1\n") != std::string::npos, status.out);

@@ -7,9 +7,9 @@
 #include <caf/actor_system.hpp>
 #include <caf/send.hpp>
 
-#include "actors/variables/ps_client.hpp"
-#include "actors/shard/ps_shard.hpp"
 #include "actors/net/system_config.hpp"
+#include "actors/shard/ps_shard.hpp"
+#include "actors/variables/ps_client.hpp"
 #include "kernels/ops.hpp"
 #include "messages/errors.hpp"
 #include "tests/ps_check.hpp"
@@ -29,7 +29,6 @@ pb::Consistency mode(pb::Consistency::Mode m, uint32_t workers = 2, uint32_t rep
 }
 
 struct fixture : shard_system {
-
   void start(pb::Consistency c, std::vector<pb::VariableSpec> vars) {
     shard = spawn_shard(0, c);
     pb::CreateVariables req;
@@ -170,7 +169,7 @@ BOOST_FIXTURE_TEST_CASE(sync_applies_one_mean_per_step_and_drops_stale_gradients
   call<pb::PushAck>(self, shard, push(1, 0, {slice("w", {4}, 0), slice("b", {4})}));
   BOOST_TEST(stats().step() == 0);
   call<pb::PushAck>(self, shard, push(1, 0, {slice("w", {4}, 1)}));
-  BOOST_TEST(stats().step() == 1);                         // advanced once
+  BOOST_TEST(stats().step() == 1);                               // advanced once
   BOOST_TEST(value("w") == std::vector<float>({-1.5f, -1.5f}));  // 0.5 * mean(2, 4)
   BOOST_TEST(value("b") == std::vector<float>({-1.5f}));
   auto late = call<pb::PushAck>(self, shard, push(2, 0, full(100)));  // the backup worker, too late
@@ -192,11 +191,13 @@ BOOST_FIXTURE_TEST_CASE(sync_pull_for_a_future_step_waits_for_it, fixture) {
   BOOST_TEST(stats().waiting() == 1u);
   call<pb::PushAck>(self, shard, push(1, 0, {slice("w", {4})}));
   bool answered = false;
-  waiter->receive([&](const pb::Values& v) {
-    answered = true;
-    BOOST_TEST(v.step() == 1);
-    BOOST_TEST(floats(v.tensors(0).data()) == std::vector<float>({-1.5f}));
-  }, caf::after(std::chrono::seconds(10)) >> [] {});
+  waiter->receive(
+      [&](const pb::Values& v) {
+        answered = true;
+        BOOST_TEST(v.step() == 1);
+        BOOST_TEST(floats(v.tensors(0).data()) == std::vector<float>({-1.5f}));
+      },
+      caf::after(std::chrono::seconds(10)) >> [] {});
   BOOST_TEST(answered);
   BOOST_TEST(stats().waiting() == 0u);
 }
@@ -364,8 +365,8 @@ BOOST_FIXTURE_TEST_CASE(sparse_rows_of_a_table_split_over_two_shards_travel_with
   }
   std::vector<float> expected(30, 99.0f);
   for (int c = 0; c < 3; ++c) {
-    expected[size_t(3 + c)] = -rows[size_t(c)];      // row 1
-    expected[size_t(6 + c)] = 0;                     // row 2: pulled, never pushed
+    expected[size_t(3 + c)] = -rows[size_t(c)];       // row 1
+    expected[size_t(6 + c)] = 0;                      // row 2: pulled, never pushed
     expected[size_t(21 + c)] = -rows[size_t(3 + c)];  // row 7
     expected[size_t(24 + c)] = -rows[size_t(6 + c)];  // row 8
   }
@@ -387,7 +388,8 @@ BOOST_FIXTURE_TEST_CASE(requests_over_the_runtime_limits_are_refused_and_counted
   auto big = call<pb::PushAck>(self, shard, push(0, 0, {slice("big", std::vector<float>(1 << 20, 1.0f))}));  // 4 MiB
   BOOST_REQUIRE(!big);
   BOOST_CHECK(big.error() == errc::too_large);
-  BOOST_TEST(error_of(big.error()).find("over max_message_bytes (2097152)") != std::string::npos, error_of(big.error()));
+  BOOST_TEST(error_of(big.error()).find("over max_message_bytes (2097152)") != std::string::npos,
+             error_of(big.error()));
   // Two pulls for step 5 wait; a third from the same process is refused.
   caf::scoped_actor waiter{sys};
   pb::Pull later;

@@ -111,16 +111,16 @@ BOOST_AUTO_TEST_CASE(only_peers_with_a_certificate_of_the_cluster_ca_connect) {
   // A certificate of another CA (also trusting only that one): refused.
   {
     auto other = make_certs(cluster.dir, "other", {"coordinator-0"});
-    cluster_client rogue(cluster.config, tls_files{other + "/ca.crt", other + "/coordinator-0.crt",
-                                                   other + "/coordinator-0.key"});
+    cluster_client rogue(cluster.config,
+                         tls_files{other + "/ca.crt", other + "/coordinator-0.crt", other + "/coordinator-0.key"});
     auto node = rogue.dial("ps:0", task_id{pb::COORDINATOR, 0});
     BOOST_TEST(!node, "a certificate of another CA was admitted");
   }
   // ... or trusting the cluster's CA, with its own certificate from the other one: refused too.
   {
     auto other = cluster.dir + "/other";
-    cluster_client rogue(cluster.config, tls_files{certs + "/ca.crt", other + "/coordinator-0.crt",
-                                                   other + "/coordinator-0.key"});
+    cluster_client rogue(cluster.config,
+                         tls_files{certs + "/ca.crt", other + "/coordinator-0.crt", other + "/coordinator-0.key"});
     auto node = rogue.dial("ps:0", task_id{pb::COORDINATOR, 0});
     BOOST_TEST(!node, "a certificate the cluster CA did not sign was admitted");
   }
@@ -148,8 +148,8 @@ BOOST_AUTO_TEST_CASE(a_missing_certificate_is_named_before_any_node_starts) {
   std::ofstream(cluster.config, std::ios::app) << security_table(certs);
   auto res = cluster.cli({"status", "--config", cluster.config});
   BOOST_TEST(res.exit_code == 2);
-  BOOST_TEST(read_file(cluster.dir + "/cli.log").find("security.cert: cannot read " + certs +
-                                                       "/worker-0.crt (for worker:0)") != std::string::npos,
+  BOOST_TEST(read_file(cluster.dir + "/cli.log")
+                     .find("security.cert: cannot read " + certs + "/worker-0.crt (for worker:0)") != std::string::npos,
              read_file(cluster.dir + "/cli.log"));
 }
 
@@ -237,7 +237,7 @@ BOOST_AUTO_TEST_CASE(an_admitted_worker_can_only_do_what_a_worker_may) {
   refused(call<pb::PushAck>(rogue.self, s, push(0, 0, {slice("v", {1})})), errc::unknown_variable, "a push to 'v'");
   refused(call<pb::PushAck>(rogue.self, s, push(0, 0, {slice("w", std::vector<float>(1 << 20, 1.0f))})),
           errc::too_large, "a 4 MiB push");
-  caf::anon_send_exit(s, caf::exit_reason::kill);  // CAF would stop any actor on this
+  caf::anon_send_exit(s, caf::exit_reason::kill);                   // CAF would stop any actor on this
   BOOST_REQUIRE(send_garbage(cluster.ports["ps:0"], 64 << 10, 1));  // not even TLS
 
   // The variable is as it was, the shard and its node answer the coordinator.

@@ -22,8 +22,8 @@ checkpoint at_step(int64_t step) {
   checkpoint c;
   c.step = step;
   c.epoch = step / 10;
-  c.variables.push_back({"dense_0/kernel", {2, 3}, {1, 2, 3, 4, 5, float(step)}});
-  c.variables.push_back({"dense_0/bias", {3}, {0.5f, -0.5f, 0}, {{0.1f, 0.2f, 0.3f}, {1, 2, float(step)}}});
+  c.variables.push_back({"dense_0/kernel", {2, 3}, {1, 2, 3, 4, 5, float(step)}, {}, 0});
+  c.variables.push_back({"dense_0/bias", {3}, {0.5f, -0.5f, 0}, {{0.1f, 0.2f, 0.3f}, {1, 2, float(step)}}, 0});
   c.splits.add_finished(7);
   c.splits.mutable_plan()->set_split_size(9);
   return c;
@@ -58,7 +58,7 @@ BOOST_AUTO_TEST_CASE(checkpoints_round_trip_keep_the_newest_and_fall_back_past_d
   BOOST_TEST(r.latest->variables[0].name == "dense_0/kernel");
   BOOST_TEST((r.latest->variables[0].shape == std::vector<int64_t>{2, 3}));
   BOOST_TEST((r.latest->variables[0].values == std::vector<float>{1, 2, 3, 4, 5, 40}));
-  BOOST_TEST(r.latest->variables[0].slots.empty());  // SGD: none
+  BOOST_TEST(r.latest->variables[0].slots.empty());          // SGD: none
   BOOST_REQUIRE(r.latest->variables[1].slots.size() == 2u);  // Adam's m and v
   BOOST_TEST((r.latest->variables[1].slots[1] == std::vector<float>{1, 2, 40}));
   BOOST_TEST(r.latest->splits.finished(0) == 7u);

@@ -9,13 +9,13 @@
 #include <random>
 #include <thread>
 
-#include "actors/coordinator/cluster_coordinator.hpp"
-#include "actors/coordinator/checkpoint.hpp"
 #include "actors/coordinator/callbacks.hpp"
-#include "actors/coordinator/fit.hpp"
-#include "actors/worker/worker_functions.hpp"
+#include "actors/coordinator/checkpoint.hpp"
+#include "actors/coordinator/cluster_coordinator.hpp"
 #include "actors/coordinator/event_log.hpp"
+#include "actors/coordinator/fit.hpp"
 #include "actors/variables/wire_forms.hpp"
+#include "actors/worker/worker_functions.hpp"
 
 #include <filesystem>
 #include "tests/cluster_harness.hpp"
@@ -101,7 +101,8 @@ BOOST_AUTO_TEST_CASE(closures_train_on_two_worker_processes_against_two_ps_proce
   auto m = small_model();
   j.setup(m, learnable(1024));
   std::vector<remote_value> runs;
-  for (int r = 0; r < 60; ++r) runs.push_back(j.c->schedule("train_step", {per_worker_dataset("train"), integer_value(5)}));
+  for (int r = 0; r < 60; ++r)
+    runs.push_back(j.c->schedule("train_step", {per_worker_dataset("train"), integer_value(5)}));
   BOOST_REQUIRE_MESSAGE(!j.c->join(), "join");
   BOOST_TEST(j.c->done());
   std::vector<values> results;
@@ -119,7 +120,8 @@ BOOST_AUTO_TEST_CASE(closures_train_on_two_worker_processes_against_two_ps_proce
     for (auto i = first; i != last; ++i) sum += (*i)[0].real();
     return sum / double(5 * (last - first));
   };
-  const double first = mean_loss(results.begin(), results.begin() + 6), last = mean_loss(results.end() - 6, results.end());
+  const double first = mean_loss(results.begin(), results.begin() + 6),
+               last = mean_loss(results.end() - 6, results.end());
   int64_t correct = 0;
   for (auto i = results.end() - 6; i != results.end(); ++i) correct += (*i)[1].integer();
   BOOST_TEST_MESSAGE("loss " << first << " -> " << last << ", accuracy " << correct / (6.0 * 160));
@@ -163,7 +165,8 @@ BOOST_AUTO_TEST_CASE(join_reports_the_first_error_and_cancels_what_was_queued) {
   BOOST_TEST(why(runs[2].fetch().error()) == why(err));
   int cancelled = 0;
   for (auto& r : runs)
-    if (!r.fetch() && why(r.fetch().error()).rfind("cancelled: an earlier closure failed: worker:0: train_step:", 0) == 0)
+    if (!r.fetch() &&
+        why(r.fetch().error()).rfind("cancelled: an earlier closure failed: worker:0: train_step:", 0) == 0)
       ++cancelled;
   BOOST_TEST(cancelled > 0);  // queued behind the failure: never ran
   // join() cleared the error: the coordinator schedules again.
@@ -171,7 +174,9 @@ BOOST_AUTO_TEST_CASE(join_reports_the_first_error_and_cancels_what_was_queued) {
   BOOST_TEST(j.c->schedule("noop", {}).fetch().engaged());
   // An unknown function and a missing per-worker dataset are the closures' errors.
   auto unknown = j.c->schedule("nope", {});
-  BOOST_TEST(why(j.c->join()) == "worker:0: nope: no function 'nope' on this worker (registered: eval_step, noop, train_split, train_step)");
+  BOOST_TEST(
+      why(j.c->join()) ==
+      "worker:0: nope: no function 'nope' on this worker (registered: eval_step, noop, train_split, train_step)");
   BOOST_TEST(!unknown.fetch());
   j.c->schedule("train_step", {per_worker_dataset("eval")});
   BOOST_TEST(why(j.c->join()) ==
@@ -195,7 +200,8 @@ BOOST_AUTO_TEST_CASE(sync_training_equals_single_process_sgd_on_the_same_batches
   j.setup(m, fixed, lr);
   const int steps = 12;
   for (int s = 0; s < steps; s += 3)
-    for (int w = 0; w < 2; ++w) j.c->schedule("train_step", {per_worker_dataset("train"), integer_value(3)}, {false, w});
+    for (int w = 0; w < 2; ++w)
+      j.c->schedule("train_step", {per_worker_dataset("train"), integer_value(3)}, {false, w});
   BOOST_REQUIRE(!j.c->join());
   auto trained = j.c->pull_values();
   BOOST_REQUIRE(trained);
@@ -301,8 +307,8 @@ BOOST_DATA_TEST_CASE(sync_save_restore_continue_equals_an_uninterrupted_run,
   };
   auto dir = make_temp_dir("test");
   auto [uninterrupted, from_a] = train_for(2, dir + "/a");
-  train_for(1, dir + "/b");                              // stops after epoch 1 ...
-  auto [resumed, from_b] = train_for(2, dir + "/b");     // ... a new cluster resumes from its checkpoint
+  train_for(1, dir + "/b");                           // stops after epoch 1 ...
+  auto [resumed, from_b] = train_for(2, dir + "/b");  // ... a new cluster resumes from its checkpoint
   BOOST_TEST(from_a == 1u);
   BOOST_TEST(from_b == 2u);
   BOOST_REQUIRE(uninterrupted.size() == resumed.size());
@@ -316,9 +322,9 @@ BOOST_DATA_TEST_CASE(sync_save_restore_continue_equals_an_uninterrupted_run,
 BOOST_AUTO_TEST_CASE(the_embedding_job_trains_sparse_rows_over_two_ps_processes) {
   // config/embedding_job.toml on a smaller generated data set, free ports.
   auto dir = make_temp_dir("test");
-  auto gen = run_command({ACTORPS_BIN, "data", "categorical", "--out", dir, "--vocabulary", "1000", "--train", "20000",
-                          "--test", "2000"},
-                         60s, dir + "/cli.log");
+  auto gen = run_command(
+      {ACTORPS_BIN, "data", "categorical", "--out", dir, "--vocabulary", "1000", "--train", "20000", "--test", "2000"},
+      60s, dir + "/cli.log");
   BOOST_REQUIRE(gen);
   BOOST_REQUIRE(gen->exit_code == 0);
   std::ifstream shipped(std::string(ACTORPS_SOURCE_DIR) + "/config/embedding_job.toml");
@@ -332,12 +338,12 @@ BOOST_AUTO_TEST_CASE(the_embedding_job_trains_sparse_rows_over_two_ps_processes)
   replace("steps_per_epoch = 782", "steps_per_epoch = 150");
   replace("target_accuracy = 0.90", "target_accuracy = 0.85");
   std::ofstream(dir + "/job.toml") << job;
-  auto res = run_command({ACTORPS_BIN, "local", dir + "/job.toml", "--log", dir + "/nodes.log"}, 120s, dir + "/cli.log");
+  auto res =
+      run_command({ACTORPS_BIN, "local", dir + "/job.toml", "--log", dir + "/nodes.log"}, 120s, dir + "/cli.log");
   BOOST_REQUIRE(res);
   BOOST_TEST(res->exit_code == 0, res->out);  // 0: the test accuracy reached 85%
   BOOST_TEST(res->out.find("(2000 examples)") != std::string::npos, res->out);
 }
-
 
 BOOST_AUTO_TEST_CASE(actorps_local_trains_a_job_end_to_end) {
   auto dir = make_temp_dir("test");
@@ -365,13 +371,13 @@ BOOST_AUTO_TEST_CASE(a_bad_job_fails_before_any_node_starts) {
     std::string model, training, error;
   };
   auto dir = make_temp_dir("test");
-  for (auto& c : std::vector<bad_job>{
-           {"[[model.layers]]\ntype = \"lstm\"\n", "", "model.layers[1].type: expected one of"},
-           {"", "checkpoint_dir = \"" + dir + "/job.toml/ckpt\"\n",
-            "training.checkpoint_dir: " + dir + "/job.toml is not a directory"},
-           {"", "exactly_once = true\nsplit_size = 100\n",  // write_job's dataset repeats
-            "training.exactly_once: reads every example once: the [dataset] may not repeat"},
-           {"", "exactly_once = true\n", "training: exactly_once needs 'split_size'"}}) {
+  for (auto& c :
+       std::vector<bad_job>{{"[[model.layers]]\ntype = \"lstm\"\n", "", "model.layers[1].type: expected one of"},
+                            {"", "checkpoint_dir = \"" + dir + "/job.toml/ckpt\"\n",
+                             "training.checkpoint_dir: " + dir + "/job.toml is not a directory"},
+                            {"", "exactly_once = true\nsplit_size = 100\n",  // write_job's dataset repeats
+                             "training.exactly_once: reads every example once: the [dataset] may not repeat"},
+                            {"", "exactly_once = true\n", "training: exactly_once needs 'split_size'"}}) {
     auto job = write_job(dir, c.model, c.training);
     auto started = std::chrono::steady_clock::now();
     auto res = run_command({ACTORPS_BIN, "local", job, "--log", dir + "/nodes.log"}, 30s, dir + "/cli.log");
@@ -409,9 +415,9 @@ BOOST_AUTO_TEST_CASE(early_stopping_ends_training_and_eval_needs_a_checkpoint) {
   auto res = run_command({ACTORPS_BIN, "local", job, "--log", dir + "/nodes.log"}, 120s, dir + "/cli.log");
   BOOST_REQUIRE(res);
   BOOST_TEST(res->exit_code == 0, res->out);
-  BOOST_TEST(res->out.find("early stopping: train_loss has not improved by more than 10 for 1 epoch(s)") !=
-                 std::string::npos,
-             res->out);
+  BOOST_TEST(
+      res->out.find("early stopping: train_loss has not improved by more than 10 for 1 epoch(s)") != std::string::npos,
+      res->out);
   BOOST_TEST(res->out.find("trained epochs 1..2 in") != std::string::npos, res->out);
   BOOST_TEST(res->out.find("epoch 3/5") == std::string::npos, res->out);
   // The sidecar evaluator without a checkpoint to read: a clear error.
@@ -507,7 +513,8 @@ BOOST_AUTO_TEST_CASE(checkpoints_restore_and_metrics_are_written) {
 BOOST_AUTO_TEST_CASE(checkpoints_every_n_steps_resume_mid_epoch) {
   auto dir = make_temp_dir("test");
   auto first = sync_fit(1, dir + "/ckpt", 5);
-  for (int step : {5, 10, 15, 16}) BOOST_TEST(std::ifstream(dir + "/ckpt/ckpt-" + std::to_string(step) + ".tfrecord").good(), step);
+  for (int step : {5, 10, 15, 16})
+    BOOST_TEST(std::ifstream(dir + "/ckpt/ckpt-" + std::to_string(step) + ".tfrecord").good(), step);
   for (int step : {15, 16}) std::filesystem::remove(dir + "/ckpt/ckpt-" + std::to_string(step) + ".tfrecord");
   // The newest left is step 10, mid-epoch 1: a new run does that epoch's last 6 steps.
   auto resumed = sync_fit(1, dir + "/ckpt", 5);

@@ -9,6 +9,7 @@ packages=(
   libcaf-dev libssl-dev                 # CAF 0.17.6 (core, io, openssl) + headers its openssl module needs
   openssl iproute2                      # tools/make_certs.sh ([security]); actorps local --netns
   clang libclang-rt-dev libomp-dev      # tools/fuzz.sh: libFuzzer, ASan/UBSan runtimes, clang's OpenMP
+  clang-format clang-tidy               # tools/check_format.sh (in the test command), tools/tidy.sh
   libprotobuf-dev protobuf-compiler     # wire schemas
   libtomlplusplus-dev nlohmann-json3-dev  # TOML topologies, TF_CONFIG (JSON)
   libcli11-dev libspdlog-dev libfmt-dev # CLI parsing, logging, formatting

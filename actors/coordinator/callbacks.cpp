@@ -1,8 +1,8 @@
 #include "actors/coordinator/callbacks.hpp"
 
+#include <unistd.h>
 #include <algorithm>
 #include <filesystem>
-#include <unistd.h>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -94,8 +94,7 @@ caf::error metrics_log::on_epoch_end(cluster_coordinator&, const epoch_logs& log
   if (err) return err;
   csv_ << fmt::format("{},{},{:.3f},{:.6f},{:.6f},", logs.epoch, logs.step, logs.seconds, logs.train_loss,
                       logs.train_accuracy)
-       << (logs.test ? fmt::format("{:.6f},{:.6f}", logs.test->loss, logs.test->accuracy) : std::string(","))
-       << '\n'
+       << (logs.test ? fmt::format("{:.6f},{:.6f}", logs.test->loss, logs.test->accuracy) : std::string(",")) << '\n'
        << std::flush;
   if (!csv_) return make_error(errc::io_error, "writing metrics.csv failed");
   return caf::none;
@@ -143,13 +142,14 @@ caf::error progress_bar::on_steps(cluster_coordinator&, const step_progress& p) 
     constexpr int width = 30;
     const int filled = int(width * uint64_t(done) / std::max(steps, 1u));
     fmt::print(out_, "\repoch {}/{} [{}{}] {}/{}  {:.0f} steps/s  loss {:.4f}  ETA {:.0f}s\x1b[K", p.epoch, epochs_,
-               std::string(size_t(filled), '='), std::string(size_t(width - filled), ' '), done, steps, rate, p.loss, eta);
+               std::string(size_t(filled), '='), std::string(size_t(width - filled), ' '), done, steps, rate, p.loss,
+               eta);
   } else {
     const uint32_t quarter = uint32_t(4 * uint64_t(done) / std::max(steps, 1u));
     if (quarter == last_quarter_ || quarter == 4) return caf::none;
     last_quarter_ = quarter;
-    fmt::print(out_, "epoch {}/{}: step {}/{}, {:.0f} steps/s, loss {:.4f}, ETA {:.0f} s\n", p.epoch, epochs_, done, steps,
-               rate, p.loss, eta);
+    fmt::print(out_, "epoch {}/{}: step {}/{}, {:.0f} steps/s, loss {:.4f}, ETA {:.0f} s\n", p.epoch, epochs_, done,
+               steps, rate, p.loss, eta);
   }
   std::fflush(out_);
   return caf::none;

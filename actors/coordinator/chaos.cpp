@@ -1,15 +1,15 @@
 #include "actors/coordinator/chaos.hpp"
 
-#include <csignal>
 #include <chrono>
+#include <csignal>
 #include <functional>
 #include <map>
 #include <optional>
 #include <utility>
 
+#include <spdlog/spdlog.h>
 #include <caf/event_based_actor.hpp>
 #include <caf/stateful_actor.hpp>
-#include <spdlog/spdlog.h>
 
 namespace actorps {
 namespace {

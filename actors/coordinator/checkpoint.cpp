@@ -55,7 +55,8 @@ caf::expected<checkpoint> load(const fs::path& path) {
   pb::CheckpointHeader header;
   if (records->empty() || !header.ParseFromString((*records)[0])) return bad("no checkpoint header");
   if (records->size() != size_t(header.variables()) + 1)
-    return bad(std::to_string(records->size() - 1) + " variables, the header says " + std::to_string(header.variables()));
+    return bad(std::to_string(records->size() - 1) + " variables, the header says " +
+               std::to_string(header.variables()));
   checkpoint c;
   c.step = header.step();
   c.epoch = header.epoch();
@@ -63,10 +64,11 @@ caf::expected<checkpoint> load(const fs::path& path) {
   for (size_t i = 1; i < records->size(); ++i) {
     pb::CheckpointVariable v;
     if (!v.ParseFromString((*records)[i])) return bad("record " + std::to_string(i) + ": not a variable");
-    saved_variable s{v.name(), {v.shape().begin(), v.shape().end()}, std::vector<float>(v.data().size() / 4)};
+    saved_variable s{v.name(), {v.shape().begin(), v.shape().end()}, std::vector<float>(v.data().size() / 4), {}, 0};
     int64_t elements = 1;
     for (auto d : s.shape) elements *= d;
-    if (int64_t(v.data().size()) != elements * 4) return bad("variable '" + v.name() + "': size does not match its shape");
+    if (int64_t(v.data().size()) != elements * 4)
+      return bad("variable '" + v.name() + "': size does not match its shape");
     std::memcpy(s.values.data(), v.data().data(), v.data().size());
     s.version = v.version();
     for (auto& slot : v.slots()) {
@@ -81,8 +83,8 @@ caf::expected<checkpoint> load(const fs::path& path) {
 
 }  // namespace
 
-caf::expected<const saved_variable*> find_variable(const checkpoint& c, const std::string& dir,
-                                                   const std::string& name, const std::vector<int64_t>& shape) {
+caf::expected<const saved_variable*> find_variable(const checkpoint& c, const std::string& dir, const std::string& name,
+                                                   const std::vector<int64_t>& shape) {
   for (auto& v : c.variables)
     if (v.name == name && v.shape == shape) return &v;
   return make_error(errc::invalid_config, dir + ": the checkpoint of step " + std::to_string(c.step) +

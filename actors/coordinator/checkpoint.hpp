@@ -42,8 +42,8 @@ struct checkpoint {
 [[nodiscard]] caf::error save_checkpoint(const std::string& dir, const checkpoint& c, int keep_max);
 
 struct restored {
-  std::optional<checkpoint> latest;   // none: start fresh
-  std::vector<std::string> skipped;   // damaged files passed over, with why
+  std::optional<checkpoint> latest;  // none: start fresh
+  std::vector<std::string> skipped;  // damaged files passed over, with why
 };
 
 /// The newest intact checkpoint of `dir` (a missing dir: none).

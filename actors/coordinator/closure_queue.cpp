@@ -28,9 +28,9 @@ closure_queue::closure_queue(size_t capacity, size_t workers)
     : capacity_(std::max<size_t>(capacity, 1)),
       workers_(workers),
       live_workers_(workers),
-      next_id_(uint64_t(std::chrono::duration_cast<std::chrono::microseconds>(
-                            std::chrono::system_clock::now().time_since_epoch())
-                            .count())) {}
+      next_id_(uint64_t(
+          std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+              .count())) {}
 
 remote_value closure_queue::put(pb::Closure closure, int worker) {
   auto result = std::make_shared<remote_value::state>();

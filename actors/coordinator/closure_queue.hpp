@@ -82,7 +82,7 @@ class closure_queue {
   void abort(const caf::error& why);
 
  private:
-  void cancel_queued(const caf::error& why);     // lock held
+  void cancel_queued(const caf::error& why);                      // lock held
   void resolve(queued_closure& c, caf::expected<values> result);  // lock held
   void wake_all(std::unique_lock<std::mutex>& lock);
 

@@ -155,7 +155,7 @@ caf::error cluster_coordinator::create_workers(const kernels::model_spec& model,
 }
 
 caf::expected<pb::DatasetInfo> cluster_coordinator::create_per_worker_dataset(const std::string& name,
-                                                                             const pb::DatasetSpec& spec, bool whole) {
+                                                                              const pb::DatasetSpec& spec, bool whole) {
   if (p_->proxies.empty()) return make_error(errc::invalid_argument, "create_per_worker_dataset: create_workers first");
   const auto workers = uint32_t(p_->worker_nodes.size());
   pb::DatasetInfo first;
@@ -262,8 +262,8 @@ caf::error cluster_coordinator::set_learning_rate(float learning_rate) {
 caf::error cluster_coordinator::assign_values(const std::vector<const float*>& values, uint32_t slot,
                                               const std::vector<uint64_t>* versions) {
   if (values.size() != p_->vars.size())
-    return make_error(errc::invalid_argument, fmt::format("assign_values: {} values for {} variables", values.size(),
-                                                          p_->vars.size()));
+    return make_error(errc::invalid_argument,
+                      fmt::format("assign_values: {} values for {} variables", values.size(), p_->vars.size()));
   auto view = p_->view();
   auto by_ps = split_assign(view, values, kDefaultChunkBytes, slot);
   if (versions != nullptr && versions->size() == view.size()) set_versions(by_ps, view, *versions);

@@ -36,9 +36,10 @@ struct schedule_options {
 class cluster_coordinator {
  public:
   /// Dials the PS nodes and has each spawn its shard with `consistency`.
-  [[nodiscard]] static caf::expected<std::unique_ptr<cluster_coordinator>>
-  connect(caf::actor_system& sys, const cluster_spec& spec, const pb::Consistency& consistency,
-          size_t queue_capacity = 4096);
+  [[nodiscard]] static caf::expected<std::unique_ptr<cluster_coordinator>> connect(caf::actor_system& sys,
+                                                                                   const cluster_spec& spec,
+                                                                                   const pb::Consistency& consistency,
+                                                                                   size_t queue_capacity = 4096);
   ~cluster_coordinator();
   cluster_coordinator(const cluster_coordinator&) = delete;
   cluster_coordinator& operator=(const cluster_coordinator&) = delete;
@@ -71,7 +72,7 @@ class cluster_coordinator {
   /// The variables' current values, whole, in variables() order (slot k > 0:
   /// their optimizer slot k - 1); `versions` gets their update counts.
   [[nodiscard]] caf::expected<std::vector<std::vector<float>>> pull_values(uint32_t slot = 0,
-                                                                          std::vector<uint64_t>* versions = nullptr);
+                                                                           std::vector<uint64_t>* versions = nullptr);
   /// Where a PS shard that was lost and comes back gets its variables from:
   /// the newest intact checkpoint there (default: their initial values).
   /// See actors/coordinator/ps_keeper.hpp.

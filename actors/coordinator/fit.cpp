@@ -1,7 +1,7 @@
 #include "actors/coordinator/fit.hpp"
 
-#include <chrono>
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <random>
 #include <set>
@@ -60,7 +60,8 @@ caf::expected<std::unique_ptr<cluster_coordinator>> connect_job(caf::actor_syste
 caf::expected<evaluation> evaluate(cluster_coordinator& c, const pb::DatasetSpec& eval, uint32_t parts) {
   const auto spec = eval.SerializeAsString();
   std::vector<remote_value> results;
-  for (uint32_t i = 0; i < parts; ++i) results.push_back(c.schedule("eval_step", {bytes_value(spec), integer_value(i), integer_value(parts)}));
+  for (uint32_t i = 0; i < parts; ++i)
+    results.push_back(c.schedule("eval_step", {bytes_value(spec), integer_value(i), integer_value(parts)}));
   if (auto err = c.join()) return err;
   evaluation out;
   double loss_sum = 0;
@@ -78,7 +79,8 @@ caf::expected<evaluation> evaluate(cluster_coordinator& c, const pb::DatasetSpec
   return out;
 }
 
-caf::expected<fit_result> fit(cluster_coordinator& c, const job_spec& job, const std::vector<fit_callback*>& callbacks) {
+caf::expected<fit_result> fit(cluster_coordinator& c, const job_spec& job,
+                              const std::vector<fit_callback*>& callbacks) {
   const auto& t = job.training;
   const bool sync = t.consistency.mode() == pb::Consistency::SYNC;
   const bool ssp = t.consistency.mode() == pb::Consistency::BOUNDED_STALENESS;
@@ -109,8 +111,8 @@ caf::expected<fit_result> fit(cluster_coordinator& c, const job_spec& job, const
     for (auto* cb : callbacks) cb->on_epoch_begin(epoch);
     struct scheduled {
       remote_value result;
-      uint32_t steps;   // the job steps it completes
-      int64_t split;    // exactly_once: its split, else -1
+      uint32_t steps;  // the job steps it completes
+      int64_t split;   // exactly_once: its split, else -1
     };
     std::vector<scheduled> closures;
     uint32_t skipped = 0;  // steps done before a mid-epoch restore
@@ -126,9 +128,9 @@ caf::expected<fit_result> fit(cluster_coordinator& c, const job_spec& job, const
           skipped += uint32_t(s.steps);
           continue;
         }
-        closures.push_back({c.schedule("train_split", {per_worker_dataset("train"), integer_value(s.begin),
-                                                        integer_value(s.end)}),
-                            uint32_t(s.steps), int64_t(s.id)});
+        closures.push_back(
+            {c.schedule("train_split", {per_worker_dataset("train"), integer_value(s.begin), integer_value(s.end)}),
+             uint32_t(s.steps), int64_t(s.id)});
         out.split_examples += s.end - s.begin;
       }
     } else {

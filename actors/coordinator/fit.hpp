@@ -33,9 +33,9 @@ struct epoch_logs {
 
 struct step_progress {
   uint32_t epoch = 0;
-  uint32_t done = 0, steps = 0;  // of this epoch
-  int64_t job_step = 0;          // the job's steps so far
-  double loss = 0;               // mean over this epoch so far
+  uint32_t done = 0, steps = 0;             // of this epoch
+  int64_t job_step = 0;                     // the job's steps so far
+  double loss = 0;                          // mean over this epoch so far
   const pb::SplitStatus* splits = nullptr;  // exactly_once: this epoch's plan and finished splits
 };
 
@@ -43,8 +43,8 @@ struct step_progress {
 /// epoch then runs only its remaining steps, or its unfinished splits).
 struct fit_start {
   uint32_t epoch = 1;
-  int64_t step = 0;         // the job's steps before it
-  pb::SplitStatus splits;   // exactly_once: the first epoch's finished splits
+  int64_t step = 0;        // the job's steps before it
+  pb::SplitStatus splits;  // exactly_once: the first epoch's finished splits
 };
 
 class fit_callback {

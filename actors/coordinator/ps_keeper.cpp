@@ -6,10 +6,10 @@
 #include <optional>
 #include <set>
 
-#include <caf/event_based_actor.hpp>
-#include <caf/stateful_actor.hpp>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
+#include <caf/event_based_actor.hpp>
+#include <caf/stateful_actor.hpp>
 
 #include "actors/coordinator/checkpoint.hpp"
 #include "actors/coordinator/worker_proxy.hpp"
@@ -212,7 +212,8 @@ caf::behavior keeper_behavior(keeper_ptr self, keeper_setup setup, node_dialer d
       },
       [self](keeper_shards_atom, uint32_t ps, const ps_shard_actor& stale) -> caf::result<shard_list> {
         if (ps >= self->state.l.shards.size())
-          return make_error(errc::invalid_argument, fmt::format("no ps:{} (the job has {})", ps, self->state.l.shards.size()));
+          return make_error(errc::invalid_argument,
+                            fmt::format("no ps:{} (the job has {})", ps, self->state.l.shards.size()));
         self->state.waiting.push_back({self->make_response_promise(), std::make_pair(ps, stale.address())});
         answer_waiting(self, false);
         return caf::delegated<shard_list>{};

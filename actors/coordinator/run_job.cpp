@@ -2,12 +2,12 @@
 
 #include <cstdio>
 
-#include <caf/actor_system.hpp>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
+#include <caf/actor_system.hpp>
 
-#include "actors/net/system_config.hpp"
 #include "actors/coordinator/callbacks.hpp"
+#include "actors/net/system_config.hpp"
 
 namespace actorps {
 namespace {

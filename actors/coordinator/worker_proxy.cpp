@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <map>
 
+#include <spdlog/spdlog.h>
 #include <caf/event_based_actor.hpp>
 #include <caf/stateful_actor.hpp>
-#include <spdlog/spdlog.h>
 
 #include "actors/net/countdown.hpp"
 #include "messages/wire.hpp"
@@ -25,7 +25,7 @@ struct proxy_state {
   std::vector<pb::SpawnDataset> dataset_specs;  // how each was built (rebuilt on respawn)
   respawn_plan plan;
   caf::actor_clock::time_point lost_at;
-  bool cause_logged = false;  // why the node did not answer, once per loss
+  bool cause_logged = false;                                  // why the node did not answer, once per loss
   std::map<uint64_t, std::vector<queued_closure>> in_flight;  // by batch
   uint64_t next_batch = 0;
   size_t running = 0, window = kMinWindow;
@@ -113,16 +113,16 @@ void spawn_at(proxy_ptr self, node_actor node, std::chrono::seconds timeout) {
   auto& st = self->state;
   self->request(node, timeout, st.plan.spawn, st.plan.shards)
       .then(
-            [self](const worker_actor& worker) {
-              auto& st = self->state;
-              st.worker = worker;
-              self->monitor(worker);
-              st.queue->worker_back(st.index);
-              spdlog::warn("coordinator: worker:{} respawned after {:.2f} s", st.index,
-                           std::chrono::duration<double>(self->clock().now() - st.lost_at).count());
-              dispatch(self);
-            },
-            [self](caf::error& err) { retry_later(self, err); });
+          [self](const worker_actor& worker) {
+            auto& st = self->state;
+            st.worker = worker;
+            self->monitor(worker);
+            st.queue->worker_back(st.index);
+            spdlog::warn("coordinator: worker:{} respawned after {:.2f} s", st.index,
+                         std::chrono::duration<double>(self->clock().now() - st.lost_at).count());
+            dispatch(self);
+          },
+          [self](caf::error& err) { retry_later(self, err); });
 }
 
 // On the worker's node (back up): its datasets, then a new worker actor.
@@ -131,9 +131,9 @@ void respawn_on(proxy_ptr self, node_actor node) {
   const auto timeout = std::chrono::seconds(30);
   if (st.dataset_specs.empty()) return spawn_at(self, node, timeout);
   auto c = std::make_shared<countdown>(countdown{st.dataset_specs.size(), [self, node, timeout](caf::error err) {
-                                                  if (err) return retry_later(self, err);
-                                                  spawn_at(self, node, timeout);
-                                                }});
+                                                   if (err) return retry_later(self, err);
+                                                   spawn_at(self, node, timeout);
+                                                 }});
   for (size_t i = 0; i < st.dataset_specs.size(); ++i)
     self->request(node, timeout, st.dataset_specs[i])
         .then(

@@ -28,7 +28,6 @@ constexpr auto kQueuedWork = std::chrono::milliseconds(2);
 constexpr auto kRespawnRetry = std::chrono::milliseconds(250);
 constexpr auto kRecoveryTimeout = std::chrono::seconds(120);
 
-
 /// How to bring a worker back: its node and what spawned it there.
 struct respawn_plan {
   node_dialer dial;  // reaches the worker's node

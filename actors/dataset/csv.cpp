@@ -1,10 +1,10 @@
 #include "actors/dataset/csv.hpp"
 
 #include <cerrno>
-#include <limits>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <limits>
 #include <string>
 #include <unordered_map>
 

@@ -30,8 +30,8 @@ caf::error ensure_built(dataset_ptr self) {
   if (st.pipeline || st.broken) return st.broken;
   auto built = data::pipeline::build(st.spec);
   if (!built) {
-    st.broken = make_error(errc::invalid_config, "dataset of worker:" + std::to_string(st.worker) + ": " +
-                                                     describe(built.error()));
+    st.broken = make_error(errc::invalid_config,
+                           "dataset of worker:" + std::to_string(st.worker) + ": " + describe(built.error()));
     return st.broken;
   }
   st.pipeline.emplace(std::move(*built));

@@ -14,7 +14,9 @@ caf::error bad(const std::string& path, const std::string& what) {
   return make_error(errc::invalid_config, path + ": " + what);
 }
 
-uint32_t big_endian(const uint8_t* p) { return uint32_t(p[0]) << 24 | uint32_t(p[1]) << 16 | uint32_t(p[2]) << 8 | p[3]; }
+uint32_t big_endian(const uint8_t* p) {
+  return uint32_t(p[0]) << 24 | uint32_t(p[1]) << 16 | uint32_t(p[2]) << 8 | p[3];
+}
 
 }  // namespace
 
@@ -28,11 +30,10 @@ caf::expected<idx_array> read_idx(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return bad(path, "cannot open file");
   std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (bytes.size() < 4) return bad(path, "not an IDX file: " + std::to_string(bytes.size()) + " bytes, shorter than the magic");
-  if (bytes[0] != 0 || bytes[1] != 0)
-    return bad(path, "not an IDX file: magic must start with two zero bytes");
-  if (bytes[2] != 0x08)
-  {
+  if (bytes.size() < 4)
+    return bad(path, "not an IDX file: " + std::to_string(bytes.size()) + " bytes, shorter than the magic");
+  if (bytes[0] != 0 || bytes[1] != 0) return bad(path, "not an IDX file: magic must start with two zero bytes");
+  if (bytes[2] != 0x08) {
     char type[8];
     std::snprintf(type, sizeof(type), "0x%02x", bytes[2]);
     return bad(path, std::string("unsupported IDX element type ") + type + " (only 0x08, unsigned bytes)");
@@ -40,7 +41,8 @@ caf::expected<idx_array> read_idx(const std::string& path) {
   const size_t rank = bytes[3];
   if (rank == 0) return bad(path, "IDX rank 0: no dimensions");
   if (bytes.size() < 4 + 4 * rank)
-    return bad(path, "truncated header: rank " + std::to_string(rank) + " needs " + std::to_string(4 + 4 * rank) + " bytes");
+    return bad(path,
+               "truncated header: rank " + std::to_string(rank) + " needs " + std::to_string(4 + 4 * rank) + " bytes");
   idx_array a;
   uint64_t size = 1;
   for (size_t i = 0; i < rank; ++i) {
@@ -49,8 +51,8 @@ caf::expected<idx_array> read_idx(const std::string& path) {
   }
   const uint64_t have = bytes.size() - 4 - 4 * rank;
   if (have != size)
-    return bad(path, "header promises " + std::to_string(size) + " bytes of data, the file holds " + std::to_string(have) +
-                         (have < size ? " (truncated)" : " (trailing garbage)"));
+    return bad(path, "header promises " + std::to_string(size) + " bytes of data, the file holds " +
+                         std::to_string(have) + (have < size ? " (truncated)" : " (trailing garbage)"));
   a.data.assign(bytes.begin() + long(4 + 4 * rank), bytes.end());
   return a;
 }
@@ -73,7 +75,8 @@ caf::error write_idx(const std::string& path, const idx_array& a) {
     out.write(reinterpret_cast<const char*>(a.data.data()), std::streamsize(a.data.size()));
     if (!out.flush()) return make_error(errc::io_error, tmp + ": write failed");
   }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) return make_error(errc::io_error, path + ": cannot rename into place");
+  if (std::rename(tmp.c_str(), path.c_str()) != 0)
+    return make_error(errc::io_error, path + ": cannot rename into place");
   return caf::none;
 }
 

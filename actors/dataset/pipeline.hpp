@@ -18,7 +18,7 @@
 namespace actorps::data {
 
 struct example {
-  int64_t id = 0;      // index at the source
+  int64_t id = 0;  // index at the source
   int32_t label = 0;
   std::vector<float> x;
 };
@@ -83,7 +83,7 @@ class pipeline {
 
  private:
   std::unique_ptr<stage> head_;
-  indexed_source* source_ = nullptr;  // the first stage, owned through head_
+  indexed_source* source_ = nullptr;      // the first stage, owned through head_
   std::vector<shuffle_stage*> shuffles_;  // owned through head_ too
   int features_ = 0;
   int64_t source_size_ = 0;

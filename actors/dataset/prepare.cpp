@@ -82,11 +82,11 @@ caf::expected<idx_array> expect_idx(const std::string& path, std::vector<uint32_
 
 caf::error prepare_mnist(const std::string& package, const std::string& out) {
   const std::string in = package + "/data/";
-  for (auto [name, dims] : std::vector<std::pair<std::string, std::vector<uint32_t>>>{
-           {"train-images-idx3-ubyte", {60000, 28, 28}},
-           {"train-labels-idx1-ubyte", {60000}},
-           {"t10k-images-idx3-ubyte", {10000, 28, 28}},
-           {"t10k-labels-idx1-ubyte", {10000}}}) {
+  for (auto [name, dims] :
+       std::vector<std::pair<std::string, std::vector<uint32_t>>>{{"train-images-idx3-ubyte", {60000, 28, 28}},
+                                                                  {"train-labels-idx1-ubyte", {60000}},
+                                                                  {"t10k-images-idx3-ubyte", {10000, 28, 28}},
+                                                                  {"t10k-labels-idx1-ubyte", {10000}}}) {
     auto a = expect_idx(in + name, dims);
     if (!a) return a.error();
     if (dims.size() == 1)
@@ -118,7 +118,8 @@ caf::expected<std::vector<std::vector<uint8_t>>> read_fashion_class(const std::s
     images.push_back(std::move(rows[i]));
   }
   if (empty != allowed_empty)
-    return bad(path, fmt::format("empty rows at [{}], expected [{}]", fmt::join(empty, ", "), fmt::join(allowed_empty, ", ")));
+    return bad(
+        path, fmt::format("empty rows at [{}], expected [{}]", fmt::join(empty, ", "), fmt::join(allowed_empty, ", ")));
   if (images.size() != size_t(kPerClass))
     return bad(path, fmt::format("{} images, expected {}", images.size(), kPerClass));
   return images;

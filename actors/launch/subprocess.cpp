@@ -5,13 +5,13 @@
 #include <poll.h>
 #include <signal.h>
 
-#include <mutex>
-#include <set>
 #include <spawn.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <mutex>
+#include <set>
 
 #include <cerrno>
 #include <cstring>
@@ -24,9 +24,7 @@ extern char** environ;
 namespace actorps {
 namespace {
 
-caf::error sys_error(const std::string& what) {
-  return make_error(errc::io_error, what + ": " + std::strerror(errno));
-}
+caf::error sys_error(const std::string& what) { return make_error(errc::io_error, what + ": " + std::strerror(errno)); }
 
 using clock_type = std::chrono::steady_clock;
 
@@ -37,8 +35,7 @@ int remaining_ms(clock_type::time_point deadline) {
 
 }  // namespace
 
-caf::expected<child_process> child_process::spawn(const std::vector<std::string>& argv,
-                                                  const std::string& stderr_path,
+caf::expected<child_process> child_process::spawn(const std::vector<std::string>& argv, const std::string& stderr_path,
                                                   const std::vector<std::string>& env) {
   int out[2];
   if (::pipe2(out, O_CLOEXEC) != 0) return sys_error("pipe2");
@@ -46,8 +43,7 @@ caf::expected<child_process> child_process::spawn(const std::vector<std::string>
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
   if (!stderr_path.empty())
-    posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, stderr_path.c_str(),
-                                     O_WRONLY | O_CREAT | O_APPEND, 0644);
+    posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, stderr_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
   std::vector<char*> args;
   for (auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
@@ -138,15 +134,13 @@ caf::expected<std::string> child_process::read_line(std::chrono::milliseconds ti
   }
 }
 
-caf::expected<std::string> child_process::wait_for_line(const std::string& needle,
-                                                        std::chrono::milliseconds timeout) {
+caf::expected<std::string> child_process::wait_for_line(const std::string& needle, std::chrono::milliseconds timeout) {
   auto deadline = clock_type::now() + timeout;
   for (;;) {
     auto line = read_line(std::chrono::milliseconds(remaining_ms(deadline)));
     if (!line)
-      return make_error(errc::timeout, "child " + std::to_string(pid_) + " did not print \"" + needle +
-                                           "\" within " + std::to_string(timeout.count()) + " ms (" +
-                                           describe(line.error()) + ")");
+      return make_error(errc::timeout, "child " + std::to_string(pid_) + " did not print \"" + needle + "\" within " +
+                                           std::to_string(timeout.count()) + " ms (" + describe(line.error()) + ")");
     if (line->find(needle) != std::string::npos) return line;
   }
 }
@@ -156,8 +150,9 @@ caf::expected<std::string> child_process::read_all(std::chrono::milliseconds tim
   while (out_fd_ >= 0) {
     pollfd p{out_fd_, POLLIN, 0};
     int n = ::poll(&p, 1, remaining_ms(deadline));
-    if (n == 0) return make_error(errc::timeout, "child " + std::to_string(pid_) + " still writing after " +
-                                                     std::to_string(timeout.count()) + " ms");
+    if (n == 0)
+      return make_error(errc::timeout, "child " + std::to_string(pid_) + " still writing after " +
+                                           std::to_string(timeout.count()) + " ms");
     if (n < 0 && errno != EINTR) return sys_error("poll");
     char buf[4096];
     auto got = ::read(out_fd_, buf, sizeof(buf));

@@ -36,8 +36,7 @@ class child_process {
 
   /// Reads stdout lines until one contains `needle` and returns it; the
   /// lines before it are dropped.
-  [[nodiscard]] caf::expected<std::string> wait_for_line(const std::string& needle,
-                                                         std::chrono::milliseconds timeout);
+  [[nodiscard]] caf::expected<std::string> wait_for_line(const std::string& needle, std::chrono::milliseconds timeout);
 
   /// Reads stdout to its end (the child closed it or exited).
   [[nodiscard]] caf::expected<std::string> read_all(std::chrono::milliseconds timeout);

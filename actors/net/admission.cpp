@@ -1,8 +1,8 @@
 #include "actors/net/admission.hpp"
 
 #include <chrono>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 
 #include <fmt/format.h>
@@ -51,11 +51,11 @@ caf::error sign_hello_with(pb::Hello& hello, const std::string& key_file) {
   std::string sig;
   if (EVP_DigestSignInit(ctx.get(), nullptr, EVP_sha256(), nullptr, key.get()) != 1 ||
       EVP_DigestSign(ctx.get(), nullptr, &len, reinterpret_cast<const unsigned char*>(text.data()), text.size()) != 1)
-    return make_error(errc::internal, key_file + ": cannot sign with this key");
+    return make_error(errc::invalid_config, key_file + ": cannot sign with this key");
   sig.resize(len);
   if (EVP_DigestSign(ctx.get(), reinterpret_cast<unsigned char*>(sig.data()), &len,
                      reinterpret_cast<const unsigned char*>(text.data()), text.size()) != 1)
-    return make_error(errc::internal, key_file + ": cannot sign with this key");
+    return make_error(errc::invalid_config, key_file + ": cannot sign with this key");
   sig.resize(len);
   hello.set_signature(std::move(sig));
   return caf::none;

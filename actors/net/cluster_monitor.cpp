@@ -8,7 +8,6 @@
 namespace actorps {
 namespace {
 
-
 struct monitor_state {
   static inline const char* name = "cluster_monitor";
   cluster_spec spec;
@@ -23,8 +22,7 @@ struct monitor_state {
 using monitor_ptr = caf::stateful_actor<monitor_state>*;
 
 std::string cause_of(const caf::error& err) {
-  if (err == caf::sec::request_timeout || err == caf::sec::connection_timeout)
-    return "timed out (hung or overloaded)";
+  if (err == caf::sec::request_timeout || err == caf::sec::connection_timeout) return "timed out (hung or overloaded)";
   if (err == caf::sec::cannot_connect_to_node) return "refused (nothing listens there)";
   if (err.category() == caf::atom("actorps")) return "rejected: " + describe(err);
   return "unreachable: " + describe(err);
@@ -88,8 +86,8 @@ void probe_all(monitor_ptr self) {
   }
 }
 
-caf::behavior monitor_behavior(monitor_ptr self, cluster_spec spec, task_id from,
-                               std::chrono::milliseconds interval, monitor_events events) {
+caf::behavior monitor_behavior(monitor_ptr self, cluster_spec spec, task_id from, std::chrono::milliseconds interval,
+                               monitor_events events) {
   auto& st = self->state;
   st.spec = std::move(spec);
   st.from = from;
@@ -102,9 +100,8 @@ caf::behavior monitor_behavior(monitor_ptr self, cluster_spec spec, task_id from
     auto& st = self->state;
     for (size_t i = 0; i < st.handles.size(); ++i) {
       if (st.handles[i] != nullptr && st.handles[i].address() == msg.source) {
-        auto cause = msg.reason == caf::exit_reason::remote_link_unreachable
-                         ? "unreachable: connection lost"
-                         : "exited: " + to_string(msg.reason);
+        auto cause = msg.reason == caf::exit_reason::remote_link_unreachable ? "unreachable: connection lost"
+                                                                             : "exited: " + to_string(msg.reason);
         set_state(self, i, false, cause);
       }
     }

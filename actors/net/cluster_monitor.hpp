@@ -23,10 +23,10 @@
 namespace actorps {
 
 struct node_report {
-  size_t node = 0;          // index into cluster_spec::nodes
+  size_t node = 0;  // index into cluster_spec::nodes
   bool up = false;
-  std::string cause;        // why it is down ("" when up)
-  pb::NodeStatus status;    // last status answered (when up)
+  std::string cause;                            // why it is down ("" when up)
+  pb::NodeStatus status;                        // last status answered (when up)
   std::chrono::steady_clock::time_point since;  // when it entered this state
 };
 

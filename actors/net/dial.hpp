@@ -5,18 +5,18 @@
 
 #include <functional>
 
+#include <unistd.h>
 #include <caf/event_based_actor.hpp>
 #include <caf/expected.hpp>
 #include <caf/io/middleman.hpp>
 #include <caf/openssl/remote_actor.hpp>
 #include <caf/scoped_actor.hpp>
-#include <unistd.h>
 
 #include "actors/net/admission.hpp"
-#include "messages/wire.hpp"
 #include "actors/net/request_now.hpp"
 #include "actors/net/system_config.hpp"
 #include "config/cluster_spec.hpp"
+#include "messages/wire.hpp"
 
 namespace actorps {
 
@@ -42,14 +42,12 @@ inline caf::expected<pb::Hello> signed_hello_from(const cluster_spec& spec, task
 namespace detail {
 
 template <class Self>
-void greet(Self* self, const cluster_spec& spec, task_id from, node_actor node,
-           dial_callback done) {
+void greet(Self* self, const cluster_spec& spec, task_id from, node_actor node, dial_callback done) {
   auto hello = signed_hello_from(spec, from);
   if (!hello) return done(hello.error());
   auto timeout = std::chrono::milliseconds(spec.runtime.connect_timeout_ms);
   self->request(node, timeout, *hello)
-      .then([node, done](const pb::Welcome&) { done(node); },
-            [done](const caf::error& err) { done(err); });
+      .then([node, done](const pb::Welcome&) { done(node); }, [done](const caf::error& err) { done(err); });
 }
 
 }  // namespace detail
@@ -60,8 +58,7 @@ void greet(Self* self, const cluster_spec& spec, task_id from, node_actor node,
 /// sec::cannot_connect_to_node, sec::request_timeout,
 /// errc::protocol_mismatch, errc::not_admitted, ...).
 template <class Self>
-void dial_node(Self* self, const cluster_spec& spec, task_id from, size_t node,
-               dial_callback done) {
+void dial_node(Self* self, const cluster_spec& spec, task_id from, size_t node, dial_callback done) {
   auto& target = spec.nodes[node];
   if (!spec.may_connect(from.role, target)) {
     done(make_error(errc::device_filter,
@@ -114,15 +111,16 @@ inline caf::expected<node_actor> dial_node_now(caf::scoped_actor& self, const cl
                                                size_t node, pb::Welcome* welcome = nullptr) {
   auto& target = spec.nodes[node];
   if (!spec.may_connect(from.role, target))
-    return make_error(errc::device_filter, "device filters forbid " + to_string(from) + " to talk to " + target.address());
+    return make_error(errc::device_filter,
+                      "device filters forbid " + to_string(from) + " to talk to " + target.address());
   auto& sys = self->home_system();
   auto handle = sys.has_openssl_manager() ? caf::openssl::remote_actor<node_actor>(sys, target.host, target.port)
                                           : sys.middleman().remote_actor<node_actor>(target.host, target.port);
   if (!handle) return handle.error();
   auto hello = signed_hello_from(spec, from);
   if (!hello) return hello.error();
-  auto reply = request_now<pb::Welcome>(self, *handle, std::chrono::milliseconds(spec.runtime.connect_timeout_ms),
-                                       *hello);
+  auto reply =
+      request_now<pb::Welcome>(self, *handle, std::chrono::milliseconds(spec.runtime.connect_timeout_ms), *hello);
   if (!reply) return reply.error();
   if (welcome != nullptr) *welcome = std::move(*reply);
   return *handle;

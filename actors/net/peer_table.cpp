@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
-#include <caf/actor_control_block.hpp>
 #include <spdlog/spdlog.h>
+#include <caf/actor_control_block.hpp>
 
 #include "messages/errors.hpp"
 
@@ -31,8 +31,8 @@ std::string peer_table::peer_name(const caf::strong_actor_ptr& sender, const caf
 }
 
 void peer_table::count_locked(const std::string& peer, const caf::error& err) {
-  const auto kind = err.category() == caf::atom("actorps") ? to_string(static_cast<errc>(err.code()))
-                                                           : caf::to_string(err);
+  const auto kind =
+      err.category() == caf::atom("actorps") ? to_string(static_cast<errc>(err.code())) : caf::to_string(err);
   const auto n = ++refused_[peer][kind];
   if ((n & (n - 1)) == 0)  // the 1st, 2nd, 4th, 8th, ... of a kind: a flood does not flood the log
     spdlog::warn("refused a request of {} ({} so far): {}", peer, n, describe(err));
@@ -41,7 +41,8 @@ void peer_table::count_locked(const std::string& peer, const caf::error& err) {
 // Why a request may not pass (its code, and the reason after "<what> "), or none.
 caf::error peer_table::refusal(const caf::strong_actor_ptr& sender, const caf::node_id& here,
                                std::initializer_list<Role> roles, size_t bytes) const {
-  if (sender == nullptr) return make_error(errc::not_admitted, "from an anonymous sender (requests must say who sends them)");
+  if (sender == nullptr)
+    return make_error(errc::not_admitted, "from an anonymous sender (requests must say who sends them)");
   if (sender->node() != here) {
     auto i = admitted_.find(sender->node());
     if (i == admitted_.end()) return make_error(errc::not_admitted, "from a process that never said Hello");

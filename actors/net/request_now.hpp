@@ -11,8 +11,8 @@ namespace actorps {
 template <class Reply, class Handle, class Duration, class... Ts>
 caf::expected<Reply> request_now(caf::scoped_actor& self, const Handle& to, Duration timeout, const Ts&... xs) {
   caf::expected<Reply> out{caf::error{}};
-  self->request(to, timeout, xs...).receive([&](Reply& r) { out = std::move(r); },
-                                            [&](caf::error& e) { out = std::move(e); });
+  self->request(to, timeout, xs...)
+      .receive([&](Reply& r) { out = std::move(r); }, [&](caf::error& e) { out = std::move(e); });
   return out;
 }
 

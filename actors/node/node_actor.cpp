@@ -3,24 +3,24 @@
 #include "actors/net/admission.hpp"
 #include "actors/net/peer_table.hpp"
 
-#include <chrono>
 #include <algorithm>
+#include <chrono>
 #include <map>
 #include <unordered_map>
 
-#include <caf/actor_system.hpp>
-#include <caf/event_based_actor.hpp>
-#include <caf/send.hpp>
-#include <caf/stateful_actor.hpp>
-#include <caf/io/middleman.hpp>
-#include <caf/io/typed_broker.hpp>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
+#include <caf/actor_system.hpp>
+#include <caf/event_based_actor.hpp>
+#include <caf/io/middleman.hpp>
+#include <caf/io/typed_broker.hpp>
+#include <caf/send.hpp>
+#include <caf/stateful_actor.hpp>
 
-#include "actors/shard/bulk_lane.hpp"
 #include "actors/dataset/dataset_actor.hpp"
-#include "actors/worker/worker_actor.hpp"
+#include "actors/shard/bulk_lane.hpp"
 #include "actors/shard/ps_shard.hpp"
+#include "actors/worker/worker_actor.hpp"
 #include "kernels/device_memory.hpp"
 
 namespace actorps {
@@ -34,9 +34,9 @@ struct spawned_shard {
 struct node_state {
   static inline const char* name = "node";
   cluster_spec spec;
-  std::map<uint32_t, spawned_shard> shards;  // by ps task index
+  std::map<uint32_t, spawned_shard> shards;       // by ps task index
   std::map<std::string, dataset_actor> datasets;  // by "<worker task index>[/<name>]"
-  std::map<uint32_t, worker_actor> workers;    // by worker task index
+  std::map<uint32_t, worker_actor> workers;       // by worker task index
   bulk_server* bulk = nullptr;
   size_t index = 0;
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
@@ -49,13 +49,13 @@ struct node_state {
 // The node actor is a broker: it runs on the middleman's I/O thread, so a
 // request from the network is handled and answered without any thread hop.
 // Its handlers must stay short; heavy work goes to other actors.
-using node_broker = caf::io::typed_broker<caf::replies_to<pb::Hello>::with<pb::Welcome>,
-                                          caf::replies_to<pb::Ping>::with<pb::Pong>,
-                                          caf::replies_to<pb::StatusRequest>::with<pb::NodeStatus>,
-                                          caf::replies_to<pb::SpawnShard>::with<ps_shard_actor>,
-                                          caf::replies_to<pb::SpawnDataset>::with<dataset_actor>,
-                                          caf::replies_to<pb::SpawnWorker, shard_list>::with<worker_actor>,
-                                          caf::replies_to<pb::InjectFault>::with<pb::FaultInjected>>;
+using node_broker =
+    caf::io::typed_broker<caf::replies_to<pb::Hello>::with<pb::Welcome>, caf::replies_to<pb::Ping>::with<pb::Pong>,
+                          caf::replies_to<pb::StatusRequest>::with<pb::NodeStatus>,
+                          caf::replies_to<pb::SpawnShard>::with<ps_shard_actor>,
+                          caf::replies_to<pb::SpawnDataset>::with<dataset_actor>,
+                          caf::replies_to<pb::SpawnWorker, shard_list>::with<worker_actor>,
+                          caf::replies_to<pb::InjectFault>::with<pb::FaultInjected>>;
 using node_ptr = caf::stateful_actor<node_state, node_broker>*;
 
 // The check of every request but Hello: the sender's process said Hello as
@@ -75,9 +75,8 @@ caf::result<pb::Welcome> on_hello(node_ptr self, const pb::Hello& hello) {
                                                    std::to_string(hello.protocol_version()) + ", this node " +
                                                    std::to_string(kProtocolVersion));
   if (hello.cluster_name() != st.spec.name)
-    return make_error(errc::protocol_mismatch,
-                      where + "peer belongs to cluster \"" + hello.cluster_name() + "\", this node to \"" +
-                          st.spec.name + "\"");
+    return make_error(errc::protocol_mismatch, where + "peer belongs to cluster \"" + hello.cluster_name() +
+                                                   "\", this node to \"" + st.spec.name + "\"");
   auto from = from_proto(hello.from());
   if (from.role != pb::CLIENT && st.spec.node_of(from) == nullptr)
     return make_error(errc::not_admitted, where + "task " + to_string(from) + " is not in the topology");
@@ -108,7 +107,8 @@ template <class Map>
 bool forget_child(node_state& st, Map& children, const caf::exit_msg& msg) {
   for (auto i = children.begin(); i != children.end(); ++i)
     if (i->second.address() == msg.source) {
-      spdlog::error("node {}: the actor of worker {} stopped: {}", st.self().address(), i->first, to_string(msg.reason));
+      spdlog::error("node {}: the actor of worker {} stopped: {}", st.self().address(), i->first,
+                    to_string(msg.reason));
       children.erase(i);
       return true;
     }

@@ -3,20 +3,20 @@
 #include <arpa/inet.h>
 #include <algorithm>
 #include <csignal>
-#include <optional>
 #include <cstdio>
+#include <optional>
 
+#include <spdlog/spdlog.h>
+#include <sys/prctl.h>
+#include <unistd.h>
 #include <caf/actor_system.hpp>
 #include <caf/io/middleman.hpp>
 #include <caf/openssl/publish.hpp>
 #include <caf/send.hpp>
-#include <spdlog/spdlog.h>
-#include <sys/prctl.h>
-#include <unistd.h>
 
-#include "actors/shard/bulk_lane.hpp"
-#include "actors/node/node_actor.hpp"
 #include "actors/net/system_config.hpp"
+#include "actors/node/node_actor.hpp"
+#include "actors/shard/bulk_lane.hpp"
 #include "kernels/ops.hpp"
 
 namespace actorps {
@@ -26,8 +26,7 @@ namespace {
 // can share a port on 127.0.0.x), else to every interface.
 const char* bind_address(const std::string& host) {
   unsigned char buf[sizeof(struct in6_addr)];
-  if (inet_pton(AF_INET, host.c_str(), buf) == 1 || inet_pton(AF_INET6, host.c_str(), buf) == 1)
-    return host.c_str();
+  if (inet_pton(AF_INET, host.c_str(), buf) == 1 || inet_pton(AF_INET6, host.c_str(), buf) == 1) return host.c_str();
   return nullptr;
 }
 

@@ -3,16 +3,16 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <sys/socket.h>
 #include <poll.h>
+#include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
 #include <cstring>
 #include <random>
 
-#include <caf/scoped_actor.hpp>
 #include <spdlog/spdlog.h>
+#include <caf/scoped_actor.hpp>
 
 namespace actorps {
 namespace {
@@ -67,7 +67,7 @@ std::string random_token() {
 
 pb::BulkReply failure(const caf::error& err) {
   pb::BulkReply reply;
-  reply.set_code(err.category() == caf::atom("actorps") ? err.code() : uint32_t(errc::internal));
+  reply.set_code(uint32_t(code_of(err)));
   reply.set_error(describe(err));
   return reply;
 }
@@ -180,7 +180,8 @@ void bulk_server::serve(int fd) {
     return write_frame(fd, reply, payload ? payload->data() : nullptr, payload ? payload->size() : 0);
   };
   auto no_shard = [](uint32_t index) {
-    return failure(make_error(errc::unknown_variable, "bulk lane: no shard ps:" + std::to_string(index) + " on this node"));
+    return failure(
+        make_error(errc::unknown_variable, "bulk lane: no shard ps:" + std::to_string(index) + " on this node"));
   };
   pb::BulkRequest req;
   for (;;) {
@@ -230,8 +231,9 @@ void bulk_server::serve(int fd) {
     const bool complete = read_full(fd, data->data(), data->size());
     set_read_timeout(fd, std::chrono::milliseconds(0));
     if (!complete) {  // nothing of it is applied
-      write_frame(fd, failure(make_error(errc::bad_tensor, "bulk push: frame for '" + req.name() +
-                                                               "' incomplete (sender stalled or gone); dropped")),
+      write_frame(fd,
+                  failure(make_error(errc::bad_tensor, "bulk push: frame for '" + req.name() +
+                                                           "' incomplete (sender stalled or gone); dropped")),
                   nullptr, 0);
       break;
     }
@@ -282,8 +284,7 @@ caf::expected<pb::BulkReply> bulk_client::read_reply() {
 // Frames go out back to back and replies are read afterwards, so the PS
 // applies (or copies) one frame while the next is on the wire.
 std::vector<pb::BulkRequest> bulk_client::frames(pb::BulkRequest::Kind kind, uint32_t shard, uint32_t worker,
-                                                 int64_t step, const std::string& name, int64_t offset,
-                                                 int64_t count) {
+                                                 int64_t step, const std::string& name, int64_t offset, int64_t count) {
   std::vector<pb::BulkRequest> out;
   const int64_t frame = kBulkFrameBytes / 4;
   for (int64_t at = 0; at < count; at += frame) {

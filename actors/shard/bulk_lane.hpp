@@ -75,14 +75,14 @@ class bulk_client {
   caf::expected<pb::PushAck> push(uint32_t shard, uint32_t worker, int64_t step, const std::string& name,
                                   int64_t offset, int64_t count, const float* grad);
   /// Reads elements [offset, offset + count) of `name` into out.
-  caf::error pull(uint32_t shard, uint32_t worker, int64_t step, const std::string& name, int64_t offset,
-                  int64_t count, float* out);
+  caf::error pull(uint32_t shard, uint32_t worker, int64_t step, const std::string& name, int64_t offset, int64_t count,
+                  float* out);
 
  private:
   explicit bulk_client(int fd) : fd_(fd) {}
   caf::expected<pb::BulkReply> read_reply();
-  static std::vector<pb::BulkRequest> frames(pb::BulkRequest::Kind kind, uint32_t shard, uint32_t worker,
-                                             int64_t step, const std::string& name, int64_t offset, int64_t count);
+  static std::vector<pb::BulkRequest> frames(pb::BulkRequest::Kind kind, uint32_t shard, uint32_t worker, int64_t step,
+                                             const std::string& name, int64_t offset, int64_t count);
   int fd_ = -1;
 };
 

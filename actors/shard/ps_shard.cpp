@@ -31,7 +31,8 @@ using shard_actor = ps_shard_actor::stateful_pointer<shard_state>;
 // Who may send what (actors/net/peer_table.hpp).
 constexpr std::initializer_list<Role> kCoordinator = {pb::COORDINATOR, pb::CLIENT};
 constexpr std::initializer_list<Role> kReaders = {pb::COORDINATOR, pb::WORKER, pb::EVALUATOR, pb::CLIENT};
-constexpr std::initializer_list<Role> kWriters = {pb::WORKER, pb::COORDINATOR, pb::CLIENT};  // the coordinator may do anything
+constexpr std::initializer_list<Role> kWriters = {pb::WORKER, pb::COORDINATOR,
+                                                  pb::CLIENT};  // the coordinator may do anything
 
 // A refused request, counted against its sender.
 caf::error refuse(shard_actor self, const caf::strong_actor_ptr& sender, caf::error err) {
@@ -218,9 +219,10 @@ class shard_process : public caf::stateful_actor<shard_state, ps_shard_actor::ba
     auto& msg = x.content();
     if (msg.match_elements<caf::exit_msg>() && msg.get_as<caf::exit_msg>(0).source != state.parent) {
       const std::string where = state.core ? state.core->where() : std::string("ps shard: ");
-      refuse(this, x.sender,
-             make_error(errc::forbidden, where + "an exit message from " +
-                                             caf::to_string(msg.get_as<caf::exit_msg>(0).source) + ", not from its node"));
+      refuse(
+          this, x.sender,
+          make_error(errc::forbidden, where + "an exit message from " +
+                                          caf::to_string(msg.get_as<caf::exit_msg>(0).source) + ", not from its node"));
       return caf::invoke_message_result::dropped;
     }
     return super::consume(x);

@@ -147,8 +147,8 @@ caf::error shard_core::check_rows(const std::string& name, const google::protobu
                                   const variable& v) const {
   for (auto id : ids)
     if (id < 0 || id >= v.rows())
-      return error(errc::out_of_range, "'" + name + "': row " + std::to_string(id) + " outside [0, " +
-                                           std::to_string(v.rows()) + ")");
+      return error(errc::out_of_range,
+                   "'" + name + "': row " + std::to_string(id) + " outside [0, " + std::to_string(v.rows()) + ")");
   return caf::none;
 }
 
@@ -176,9 +176,12 @@ int64_t shard_core::visible_step() const {
 
 bool shard_core::ready(const pb::Pull& p) const {
   switch (consistency_.mode()) {
-    case pb::Consistency::SYNC: return p.step() <= step_;
-    case pb::Consistency::BOUNDED_STALENESS: return p.step() - slowest_clock() <= int64_t(consistency_.staleness());
-    default: return true;
+    case pb::Consistency::SYNC:
+      return p.step() <= step_;
+    case pb::Consistency::BOUNDED_STALENESS:
+      return p.step() - slowest_clock() <= int64_t(consistency_.staleness());
+    default:
+      return true;
   }
 }
 
@@ -408,7 +411,8 @@ std::string check_consistency(const pb::Consistency& c) {
     case pb::Consistency::BOUNDED_STALENESS:
       if (c.num_workers() < 1) return "bounded_staleness: num_workers must be >= 1";
       return {};
-    default: return {};
+    default:
+      return {};
   }
 }
 

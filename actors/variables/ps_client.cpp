@@ -134,8 +134,8 @@ std::map<int, std::vector<pb::Assign>> split_assign(const std::vector<const shar
       });
 }
 
-std::map<int, std::vector<pb::Pull>> split_pull(const std::vector<const sharded_variable*>& vars,
-                                                int64_t chunk_bytes, uint32_t slot) {
+std::map<int, std::vector<pb::Pull>> split_pull(const std::vector<const sharded_variable*>& vars, int64_t chunk_bytes,
+                                                uint32_t slot) {
   const int64_t chunk = std::max<int64_t>(1, chunk_bytes / 4);
   std::map<int, std::vector<pb::Pull>> out;
   std::map<int, pb::Pull> small;  // whole small shards, batched per PS task
@@ -180,7 +180,8 @@ caf::error scatter_values(const pb::Values& values, const std::vector<const shar
             int64_t(t.data().size()) != t.count() * 4)
           return make_error(errc::bad_tensor, "pull answer for '" + t.name() + "' overruns the shard");
         std::memcpy(outs[v] + shard_first(*vars[v], s) + t.offset(), t.data().data(), t.data().size());
-        if (versions != nullptr && i < values.versions_size()) (*versions)[v] = std::max((*versions)[v], values.versions(i));
+        if (versions != nullptr && i < values.versions_size())
+          (*versions)[v] = std::max((*versions)[v], values.versions(i));
         placed = true;
       }
     if (!placed) return make_error(errc::unknown_variable, "pull answer names unknown shard '" + t.name() + "'");

@@ -101,8 +101,8 @@ void param_buffers::pull_rows(const std::vector<int64_t>& ids, then_fn then) {
   for (auto i : sparse_) {
     auto& var = vars_[i];
     if (!unique.empty() && unique.back() >= var.shape[0])
-      return then(make_error(errc::out_of_range, fmt::format("id {} outside the {} rows of '{}'", unique.back(),
-                                                             var.shape[0], var.name)));
+      return then(make_error(errc::out_of_range,
+                             fmt::format("id {} outside the {} rows of '{}'", unique.back(), var.shape[0], var.name)));
     pulls.emplace_back(i, split_sparse_pull(var, unique));
     total += pulls.back().second.size();
   }

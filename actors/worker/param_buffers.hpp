@@ -29,8 +29,8 @@ class param_buffers {
 
   /// Buffers for `vars` (the model's parameters in order); the requests of
   /// worker `worker` go through `net`. Both must outlive it.
-  param_buffers(kernels::sequential_model& model, std::vector<sharded_variable> vars, uint32_t worker,
-                bool pull_ahead, transport& net);
+  param_buffers(kernels::sequential_model& model, std::vector<sharded_variable> vars, uint32_t worker, bool pull_ahead,
+                transport& net);
 
   /// The values and gradients in use (another buffer after pull_for_step).
   kernels::host_parameters* current() { return buffers_[current_].get(); }
@@ -54,8 +54,8 @@ class param_buffers {
   uint32_t worker_;
   bool pull_ahead_;
   transport& net_;
-  std::vector<const sharded_variable*> view_;  // the dense variables (pulled and pushed whole)
-  std::vector<size_t> dense_, sparse_;           // model parameter indices of each kind
+  std::vector<const sharded_variable*> view_;             // the dense variables (pulled and pushed whole)
+  std::vector<size_t> dense_, sparse_;                    // model parameter indices of each kind
   std::unique_ptr<kernels::host_parameters> buffers_[2];  // values in use, values pulled ahead
   // Per buffer, the dense variables' value and gradient pointers in view
   // order (what ps_client takes), built once.
@@ -67,7 +67,7 @@ class param_buffers {
     int64_t step = 0;
     caf::error err;
     then_fn waiting;
-  } ahead_;  // the pull of the next step, into buffers_[1 - current_]
+  } ahead_;                                     // the pull of the next step, into buffers_[1 - current_]
   std::map<int, std::vector<pb::Pull>> pulls_;  // by ps task; step set per call
 };
 

@@ -23,8 +23,8 @@ void transport::inject(const pb::InjectFault& req) {
                worker_, 100 * std::clamp(req.drop(), 0.0, 1.0), req.ps(), req.delay_ms(), req.duration_ms());
   after(std::chrono::milliseconds(req.duration_ms()), [this, ps = req.ps()] {
     if (faults_.over(ps, std::chrono::steady_clock::now()))
-      spdlog::warn("worker:{}: injected fault on ps:{} over: {} of {} requests dropped", worker_, ps,
-                   faults_.dropped(), faults_.sent());
+      spdlog::warn("worker:{}: injected fault on ps:{} over: {} of {} requests dropped", worker_, ps, faults_.dropped(),
+                   faults_.sent());
   });
 }
 

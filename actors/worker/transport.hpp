@@ -13,8 +13,8 @@
 #include <memory>
 #include <utility>
 
-#include <caf/typed_event_based_actor.hpp>
 #include <spdlog/spdlog.h>
+#include <caf/typed_event_based_actor.hpp>
 
 #include "actors/worker/fault_injector.hpp"
 #include "messages/wire.hpp"
@@ -38,9 +38,8 @@ class transport {
       if (auto held = faults_.hold(uint32_t(ps), std::chrono::steady_clock::now())) {
         auto m = std::make_shared<Msg>(std::move(msg));
         const bool again = held->dropped;  // a dropped request is a new one when it is sent again
-        return after(held->delay, [this, ps, m, ok, fail, again] {
-          to_shard<Reply>(ps, std::move(*m), ok, fail, !again);
-        });
+        return after(held->delay,
+                     [this, ps, m, ok, fail, again] { to_shard<Reply>(ps, std::move(*m), ok, fail, !again); });
       }
     self_->request(shards_[size_t(ps)], deadline_, std::move(msg))
         .then([ok](Reply& r) { ok(r); }, [fail](caf::error& err) { fail(std::move(err)); });

@@ -1,13 +1,13 @@
 #include "actors/worker/worker_actor.hpp"
 
-#include <chrono>
 #include <algorithm>
+#include <chrono>
 #include <deque>
 #include <memory>
 
+#include <fmt/format.h>
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
-#include <fmt/format.h>
 
 #include <spdlog/spdlog.h>
 
@@ -82,6 +82,7 @@ void push(worker_ptr self, int64_t step, int32_t examples, std::function<void(ca
       if (b.seq == seq) {
         --b.unacked;
         if (err && !b.link_failed) b.link_failed = std::move(err);
+        break;
       }
     answer_finished(self);
   });
@@ -99,8 +100,7 @@ void settle(worker_ptr self, const pb::Closure& closure, caf::expected<values> r
     run.link_failed = result.error();  // a transport error, not the function's: the proxy takes the worker as lost
   }
   if (!result) {
-    r->set_error_code(result.error().category() == caf::atom("actorps") ? result.error().code()
-                                                                          : uint8_t(errc::internal));
+    r->set_error_code(uint8_t(code_of(result.error())));
     r->set_error(fmt::format("worker:{}: {}: {}", self->state.index, closure.function(), describe(result.error())));
   } else if (closure.want_result()) {
     for (auto& v : *result) *r->add_values() = std::move(v);
@@ -150,7 +150,8 @@ caf::expected<dataset_actor> dataset_of(worker_ptr self, const pb::Value& arg) {
   if (arg.kind_case() != pb::Value::kPerWorkerDataset)
     return make_error(errc::invalid_argument, "expected a per_worker_dataset argument");
   for (int i = 0; i < run.request.datasets_size(); ++i)
-    if (run.request.datasets(i) == arg.per_worker_dataset() && size_t(i) < run.datasets.size()) return run.datasets[size_t(i)];
+    if (run.request.datasets(i) == arg.per_worker_dataset() && size_t(i) < run.datasets.size())
+      return run.datasets[size_t(i)];
   return make_error(errc::invalid_argument,
                     fmt::format("worker:{} has no dataset '{}' (create_per_worker_dataset first)", self->state.index,
                                 arg.per_worker_dataset()));
@@ -288,8 +289,8 @@ caf::expected<worker_actor> spawn_worker(caf::actor_system& sys, const pb::Spawn
       return make_error(errc::bad_tensor, "variable '" + v.name() + "' does not have the shape of " + params[i].name);
     for (auto& s : v.shards())
       if (s.ps_task() >= shards.size())
-        return make_error(errc::invalid_config, "variable '" + v.name() + "' lives on ps:" +
-                                                    std::to_string(s.ps_task()) + ", the job has " +
+        return make_error(errc::invalid_config, "variable '" + v.name() +
+                                                    "' lives on ps:" + std::to_string(s.ps_task()) + ", the job has " +
                                                     std::to_string(shards.size()) + " shards");
   }
   // Not detached: CAF 0.17 can hang at shutdown waiting for a detached

@@ -20,7 +20,8 @@ caf::expected<int64_t> integer_arg(const std::vector<pb::Value>& args, size_t i,
 
 caf::error arity(const char* fn, const std::vector<pb::Value>& args, size_t min, size_t max) {
   if (args.size() >= min && args.size() <= max) return caf::none;
-  return make_error(errc::invalid_argument, fmt::format("{} takes {} to {} arguments, got {}", fn, min, max, args.size()));
+  return make_error(errc::invalid_argument,
+                    fmt::format("{} takes {} to {} arguments, got {}", fn, min, max, args.size()));
 }
 
 bool takes_ids(const kernels::sequential_model& m) {
@@ -36,8 +37,8 @@ struct train_run {
   double loss_sum = 0;
   int64_t correct = 0, examples = 0;
   pb::BatchData batch;
-  const float* x = nullptr;     // the batch's inputs, in place when aligned
-  std::vector<float> x_copy;    // ... else here
+  const float* x = nullptr;   // the batch's inputs, in place when aligned
+  std::vector<float> x_copy;  // ... else here
   std::vector<int64_t> ids;
   std::function<void(caf::expected<values>)> done;
 
@@ -47,13 +48,13 @@ struct train_run {
       if (!b) return run->done(b.error());
       if (b->end() && run->steps < 0) return run->finish();
       if (b->end())
-        return run->done(make_error(errc::out_of_range,
-                                    fmt::format("the dataset ended after {} of {} steps (add repeat to the dataset)",
-                                                run->ran, run->steps)));
+        return run->done(make_error(
+            errc::out_of_range,
+            fmt::format("the dataset ended after {} of {} steps (add repeat to the dataset)", run->ran, run->steps)));
       const int64_t features = run->ctx->model->input_size();
       if (int64_t(b->features()) != features)
-        return run->done(make_error(errc::bad_tensor, fmt::format("batches of {} features, the model takes {}",
-                                                                  b->features(), features)));
+        return run->done(make_error(
+            errc::bad_tensor, fmt::format("batches of {} features, the model takes {}", b->features(), features)));
       run->batch = std::move(*b);
       run->unpack();
       const int64_t step = run->first_step >= 0 ? run->first_step + run->ran : run->ctx->next_step();
@@ -111,7 +112,8 @@ void train(worker_context& ctx, const dataset_actor& dataset, int64_t steps, int
   train_run::next(run);
 }
 
-void train_step(worker_context& ctx, const std::vector<pb::Value>& args, std::function<void(caf::expected<values>)> done) {
+void train_step(worker_context& ctx, const std::vector<pb::Value>& args,
+                std::function<void(caf::expected<values>)> done) {
   if (auto err = arity("train_step", args, 1, 3)) return done(err);
   auto dataset = ctx.dataset(args[0]);
   if (!dataset) return done(dataset.error());
@@ -122,7 +124,8 @@ void train_step(worker_context& ctx, const std::vector<pb::Value>& args, std::fu
   train(ctx, *dataset, *steps, *first, std::move(done));
 }
 
-void train_split(worker_context& ctx, const std::vector<pb::Value>& args, std::function<void(caf::expected<values>)> done) {
+void train_split(worker_context& ctx, const std::vector<pb::Value>& args,
+                 std::function<void(caf::expected<values>)> done) {
   if (auto err = arity("train_split", args, 3, 3)) return done(err);
   auto dataset = ctx.dataset(args[0]);
   if (!dataset) return done(dataset.error());
@@ -173,7 +176,8 @@ struct eval_run {
     examples += b.size();
   }
 };
-void eval_step(worker_context& ctx, const std::vector<pb::Value>& args, std::function<void(caf::expected<values>)> done) {
+void eval_step(worker_context& ctx, const std::vector<pb::Value>& args,
+               std::function<void(caf::expected<values>)> done) {
   if (auto err = arity("eval_step", args, 3, 3)) return done(err);
   auto shard = integer_arg(args, 1, "shard", 0), shards = integer_arg(args, 2, "shards", 1);
   if (!shard) return done(shard.error());

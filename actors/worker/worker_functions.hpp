@@ -69,8 +69,8 @@ struct worker_context {
   std::function<int64_t()> next_step;
 };
 
-using worker_function =
-    std::function<void(worker_context& ctx, const std::vector<pb::Value>& args, std::function<void(caf::expected<values>)> done)>;
+using worker_function = std::function<void(worker_context& ctx, const std::vector<pb::Value>& args,
+                                           std::function<void(caf::expected<values>)> done)>;
 
 /// A function fails with an actorps error (make_error(errc::..., message)):
 /// that closure's error, reported by join(). A CAF system error (a request

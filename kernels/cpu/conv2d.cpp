@@ -72,8 +72,7 @@ void conv2d_forward(const conv2d_shape& s, const float* x, const float* w, const
   gemm(false, false, int(pixels), s.k, s.r * s.s * s.c, 1.0f, cols, w, 1.0f, y);
 }
 
-void conv2d_backward_filter(const conv2d_shape& s, const float* x, const float* dy, float* dw, float* db,
-                            float* cols) {
+void conv2d_backward_filter(const conv2d_shape& s, const float* x, const float* dy, float* dw, float* db, float* cols) {
   const int64_t pixels = int64_t(s.n) * s.out_h() * s.out_w();
   column_sums(pixels, s.k, dy, db);
   if (direct_conv_fits(s)) {

@@ -104,7 +104,8 @@ ACTORPS_SIMD void backward_filter_k(const conv2d_shape& s, const float* __restri
           }
         }
     for (int t = 0; t < tn; ++t)
-      for (int v = 0; v < V; ++v) store(dw + int64_t(t0 + t) * K + 8 * v, load(dw + int64_t(t0 + t) * K + 8 * v) + acc[t][v]);
+      for (int v = 0; v < V; ++v)
+        store(dw + int64_t(t0 + t) * K + 8 * v, load(dw + int64_t(t0 + t) * K + 8 * v) + acc[t][v]);
   }
 }
 
@@ -117,20 +118,28 @@ bool direct_conv_fits(const conv2d_shape& s) {
 void direct_conv_forward(const conv2d_shape& s, const float* x, const float* w, const float* b, float* y, int first,
                          int last) {
   switch (s.k) {
-    case 8: return forward_k<8>(s, x, w, b, y, first, last);
-    case 16: return forward_k<16>(s, x, w, b, y, first, last);
-    case 32: return forward_k<32>(s, x, w, b, y, first, last);
-    default: return forward_k<64>(s, x, w, b, y, first, last);
+    case 8:
+      return forward_k<8>(s, x, w, b, y, first, last);
+    case 16:
+      return forward_k<16>(s, x, w, b, y, first, last);
+    case 32:
+      return forward_k<32>(s, x, w, b, y, first, last);
+    default:
+      return forward_k<64>(s, x, w, b, y, first, last);
   }
 }
 
 void direct_conv_backward_filter(const conv2d_shape& s, const float* x, const float* dy, float* dw, int first,
                                  int last) {
   switch (s.k) {
-    case 8: return backward_filter_k<8>(s, x, dy, dw, first, last);
-    case 16: return backward_filter_k<16>(s, x, dy, dw, first, last);
-    case 32: return backward_filter_k<32>(s, x, dy, dw, first, last);
-    default: return backward_filter_k<64>(s, x, dy, dw, first, last);
+    case 8:
+      return backward_filter_k<8>(s, x, dy, dw, first, last);
+    case 16:
+      return backward_filter_k<16>(s, x, dy, dw, first, last);
+    case 32:
+      return backward_filter_k<32>(s, x, dy, dw, first, last);
+    default:
+      return backward_filter_k<64>(s, x, dy, dw, first, last);
   }
 }
 

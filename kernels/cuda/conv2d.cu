@@ -131,8 +131,8 @@ void conv2d_backward_filter(const conv2d_shape& s, const float* x, const float* 
   const conv_plan& plan = plan_for(s);
   carve ws(s, plan, plan.filter_bytes);
   const float* grad = cudnn_dy(s, plan, dy, ws.big);
-  check(cudnnConvolutionBackwardFilter(cudnn(), &kOne, plan.x, x, plan.y, grad, plan.conv, plan.filter_algo,
-                                       ws.scratch, plan.filter_bytes, &kZero, plan.w, ws.filters),
+  check(cudnnConvolutionBackwardFilter(cudnn(), &kOne, plan.x, x, plan.y, grad, plan.conv, plan.filter_algo, ws.scratch,
+                                       plan.filter_bytes, &kZero, plan.w, ws.filters),
         "cudnnConvolutionBackwardFilter");
   transpose(s.k, int64_t(s.r) * s.s * s.c, ws.filters, dw);
   column_sums(int64_t(s.n) * s.out_h() * s.out_w(), s.k, dy, db);
@@ -143,8 +143,8 @@ void conv2d_backward_data(const conv2d_shape& s, const float* dy, const float* w
   carve ws(s, plan, plan.data_bytes);
   transpose(int64_t(s.r) * s.s * s.c, s.k, w, ws.filters);
   const float* grad = cudnn_dy(s, plan, dy, ws.big);
-  check(cudnnConvolutionBackwardData(cudnn(), &kOne, plan.w, ws.filters, plan.y, grad, plan.conv,
-                                     plan.data_algo, ws.scratch, plan.data_bytes, &kZero, plan.x, dx),
+  check(cudnnConvolutionBackwardData(cudnn(), &kOne, plan.w, ws.filters, plan.y, grad, plan.conv, plan.data_algo,
+                                     ws.scratch, plan.data_bytes, &kZero, plan.x, dx),
         "cudnnConvolutionBackwardData");
 }
 

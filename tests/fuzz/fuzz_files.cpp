@@ -9,10 +9,10 @@
 #include <fstream>
 #include <string>
 
+#include "actors/coordinator/checkpoint.hpp"
 #include "actors/dataset/csv.hpp"
 #include "actors/dataset/idx.hpp"
 #include "actors/dataset/tfrecord.hpp"
-#include "actors/coordinator/checkpoint.hpp"
 
 namespace {
 
@@ -31,11 +31,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   const int reader = data[0] % 4;
   const std::string file = scratch_dir() + (reader == 3 ? "/ckpt-7.tfrecord" : "/input");
-  std::ofstream(file, std::ios::binary | std::ios::trunc).write(reinterpret_cast<const char*>(data) + 1,
-                                                                std::streamsize(size - 1));
+  std::ofstream(file, std::ios::binary | std::ios::trunc)
+      .write(reinterpret_cast<const char*>(data) + 1, std::streamsize(size - 1));
   switch (reader) {
-    case 0: (void)actorps::data::read_idx(file); break;
-    case 1: (void)actorps::data::read_tfrecords(file); break;
+    case 0:
+      (void)actorps::data::read_idx(file);
+      break;
+    case 1:
+      (void)actorps::data::read_tfrecords(file);
+      break;
     case 2: {
       actorps::pb::CsvSource src;
       src.add_files(file);
@@ -50,7 +54,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       (void)actorps::data::read_csv(src, xs, labels);
       break;
     }
-    default: (void)actorps::train::restore_latest(scratch_dir()); break;
+    default:
+      (void)actorps::train::restore_latest(scratch_dir());
+      break;
   }
   return 0;
 }
