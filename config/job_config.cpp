@@ -16,6 +16,73 @@ caf::expected<std::optional<job_spec>> load_job_file(const std::string& path) {
   return parse_job_toml(*text, path);
 }
 
+namespace {
+
+const std::initializer_list<const char*> kTrainingKeys = {"epochs",
+                                                          "steps_per_epoch",
+                                                          "steps_per_execution",
+                                                          "optimizer",
+                                                          "learning_rate",
+                                                          "momentum",
+                                                          "nesterov",
+                                                          "consistency",
+                                                          "replicas_to_aggregate",
+                                                          "staleness",
+                                                          "seed",
+                                                          "threads_per_worker",
+                                                          "target_accuracy",
+                                                          "checkpoint_dir",
+                                                          "checkpoint_keep",
+                                                          "log_dir",
+                                                          "early_stopping_patience",
+                                                          "early_stopping_monitor",
+                                                          "early_stopping_min_delta",
+                                                          "partitioner",
+                                                          "num_shards",
+                                                          "min_shard_bytes",
+                                                          "max_shard_bytes",
+                                                          "max_shards",
+                                                          "learning_rate_decay",
+                                                          "checkpoint_steps",
+                                                          "exactly_once",
+                                                          "split_size"};
+
+// exactly_once needs split_size, a dataset that reads every example once and
+// no steps_per_epoch; otherwise steps_per_epoch is required (as in TF).
+caf::error check_epoch_keys(const reader& r, const toml::table& t, const job_spec& job) {
+  const auto& o = job.training;
+  if (o.exactly_once) {
+    if (!t.contains("split_size")) return r.fail(t, "training", "exactly_once needs 'split_size' (examples per split)");
+    for (auto& op : job.train.ops())
+      if (op.has_repeat() || (op.has_batch() && op.batch().drop_remainder()))
+        return r.fail(*t.get("exactly_once"), "training.exactly_once",
+                      "reads every example once: the [dataset] may not repeat or drop a batch's remainder");
+    if (auto* s = t.get("steps_per_epoch"))
+      return r.fail(*s, "training.steps_per_epoch", "exactly_once epochs end with the data: remove it");
+  } else if (!t.contains("steps_per_epoch")) {
+    return r.fail(t, "training", "missing required key 'steps_per_epoch' (as in TF)");
+  }
+  return caf::none;
+}
+
+// checkpoint_dir and log_dir are created on demand: the nearest existing
+// ancestor must be a directory we may write in.
+caf::error check_output_dirs(const reader& r, const toml::table& t) {
+  for (auto key : {"checkpoint_dir", "log_dir"}) {
+    auto* dir = t.get(key);
+    if (dir == nullptr) continue;
+    auto at = std::filesystem::absolute(dir->value_or(std::string{}));
+    while (!std::filesystem::exists(at) && at.has_parent_path() && at != at.parent_path()) at = at.parent_path();
+    if (!std::filesystem::is_directory(at))
+      return r.fail(*dir, std::string("training.") + key, at.string() + " is not a directory");
+    if (::access(at.c_str(), W_OK) != 0)
+      return r.fail(*dir, std::string("training.") + key, "cannot create directories in " + at.string());
+  }
+  return caf::none;
+}
+
+}  // namespace
+
 caf::expected<std::optional<job_spec>> parse_job_toml(std::string_view text, const std::string& path) {
   auto doc = parse_document(text, path);
   if (!doc) return doc.error();
@@ -38,49 +105,10 @@ caf::expected<std::optional<job_spec>> parse_job_toml(std::string_view text, con
   reader r(path);
   auto& t = *node->as_table();
   auto& o = job.training;
-  if (auto err = r.only_keys(t, "training",
-                             {"epochs",
-                              "steps_per_epoch",
-                              "steps_per_execution",
-                              "optimizer",
-                              "learning_rate",
-                              "momentum",
-                              "nesterov",
-                              "consistency",
-                              "replicas_to_aggregate",
-                              "staleness",
-                              "seed",
-                              "threads_per_worker",
-                              "target_accuracy",
-                              "checkpoint_dir",
-                              "checkpoint_keep",
-                              "log_dir",
-                              "early_stopping_patience",
-                              "early_stopping_monitor",
-                              "early_stopping_min_delta",
-                              "partitioner",
-                              "num_shards",
-                              "min_shard_bytes",
-                              "max_shard_bytes",
-                              "max_shards",
-                              "learning_rate_decay",
-                              "checkpoint_steps",
-                              "exactly_once",
-                              "split_size"}))
-    return err;
+  if (auto err = r.only_keys(t, "training", kTrainingKeys)) return err;
   caf::error err;
   if ((err = r.get(t, "training", "exactly_once", o.exactly_once))) return err;
-  if (o.exactly_once) {
-    if (!t.contains("split_size")) return r.fail(t, "training", "exactly_once needs 'split_size' (examples per split)");
-    for (auto& op : job.train.ops())
-      if (op.has_repeat() || (op.has_batch() && op.batch().drop_remainder()))
-        return r.fail(*t.get("exactly_once"), "training.exactly_once",
-                      "reads every example once: the [dataset] may not repeat or drop a batch's remainder");
-    if (auto* s = t.get("steps_per_epoch"))
-      return r.fail(*s, "training.steps_per_epoch", "exactly_once epochs end with the data: remove it");
-  } else if (!t.contains("steps_per_epoch")) {
-    return r.fail(t, "training", "missing required key 'steps_per_epoch' (as in TF)");
-  }
+  if (auto err = check_epoch_keys(r, t, job)) return err;
   pb::Optimizer::Kind kind = pb::Optimizer::SGD;
   pb::Consistency::Mode mode = pb::Consistency::ASYNC;
   float lr = 0.01f, momentum = 0.9f, target = 0;
@@ -126,16 +154,7 @@ caf::expected<std::optional<job_spec>> parse_job_toml(std::string_view text, con
   if (lr <= 0) return r.fail(*t.get("learning_rate"), "training.learning_rate", "expected a number > 0");
   if (!(o.learning_rate_decay > 0 && o.learning_rate_decay <= 1))
     return r.fail(*t.get("learning_rate_decay"), "training.learning_rate_decay", "expected a number in (0, 1]");
-  for (auto key : {"checkpoint_dir", "log_dir"}) {  // created on demand: the nearest existing ancestor must allow it
-    auto* dir = t.get(key);
-    if (dir == nullptr) continue;
-    auto at = std::filesystem::absolute(dir->value_or(std::string{}));
-    while (!std::filesystem::exists(at) && at.has_parent_path() && at != at.parent_path()) at = at.parent_path();
-    if (!std::filesystem::is_directory(at))
-      return r.fail(*dir, std::string("training.") + key, at.string() + " is not a directory");
-    if (::access(at.c_str(), W_OK) != 0)
-      return r.fail(*dir, std::string("training.") + key, "cannot create directories in " + at.string());
-  }
+  if (auto err = check_output_dirs(r, t)) return err;
   o.optimizer.set_kind(kind);
   o.optimizer.set_learning_rate(lr);
   o.optimizer.set_momentum(momentum);

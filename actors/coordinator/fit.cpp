@@ -79,123 +79,172 @@ caf::expected<evaluation> evaluate(cluster_coordinator& c, const pb::DatasetSpec
   return out;
 }
 
+namespace {
+
+// The closures of one epoch, with what each completes.
+struct scheduled {
+  remote_value result;
+  uint32_t steps;  // the job steps it completes
+  int64_t split;   // exactly_once: its split, else -1
+};
+
+struct epoch_plan {
+  std::vector<scheduled> closures;
+  uint32_t skipped = 0;  // steps done before a restore (mid-epoch)
+};
+
+// What fit carries from epoch to epoch.
+struct fit_run {
+  cluster_coordinator& c;
+  const job_spec& job;
+  const std::vector<fit_callback*>& callbacks;
+  fit_start start;
+  uint32_t workers;
+  uint32_t steps_per_epoch;
+  std::vector<split_range> splits;         // exactly_once
+  pb::SplitStatus status;                  // exactly_once: this epoch's plan and finished splits
+  std::vector<int64_t> worker_steps_done;  // SSP: each worker's steps in this run
+  uint32_t next_worker = 0;                // SSP: round robin
+  fit_result out;
+};
+
+// exactly_once: one train_split closure per unfinished split, in an order
+// new each epoch and the same in every run.
+epoch_plan schedule_splits(fit_run& r, uint32_t epoch) {
+  const auto& t = r.job.training;
+  epoch_plan plan;
+  if (epoch != r.out.first_epoch || !r.status.has_plan()) r.status.Clear();
+  r.status.mutable_plan()->set_examples(r.splits.empty() ? 0 : r.splits.back().end);
+  r.status.mutable_plan()->set_split_size(t.split_size);
+  const std::set<uint64_t> finished(r.status.finished().begin(), r.status.finished().end());
+  std::vector<split_range> order = r.splits;
+  std::shuffle(order.begin(), order.end(), std::mt19937_64(t.seed * 1000003u + epoch));
+  for (auto& s : order) {
+    if (finished.count(s.id) != 0) {
+      plan.skipped += uint32_t(s.steps);
+      continue;
+    }
+    plan.closures.push_back(
+        {r.c.schedule("train_split", {per_worker_dataset("train"), integer_value(s.begin), integer_value(s.end)}),
+         uint32_t(s.steps), int64_t(s.id)});
+    r.out.split_examples += s.end - s.begin;
+  }
+  return plan;
+}
+
+// Closures of steps_per_execution steps from where a restore left off:
+// SYNC one per worker per step, numbered from this run's start as the
+// shards count them; SSP pinned round robin with each worker's own step
+// numbers (an idle worker would hold the others back); ASYNC on any worker.
+epoch_plan schedule_steps(fit_run& r, uint32_t epoch, int64_t step) {
+  const auto& t = r.job.training;
+  const auto mode = t.consistency.mode();
+  const uint32_t per_epoch = r.steps_per_epoch;
+  epoch_plan plan;
+  plan.skipped = uint32_t(std::clamp<int64_t>(step - int64_t(epoch - 1) * per_epoch, 0, per_epoch));
+  for (uint32_t s = plan.skipped; s < per_epoch;) {
+    const uint32_t n = std::min(t.steps_per_execution, per_epoch - s);
+    if (mode == pb::Consistency::SYNC) {
+      const int64_t first = int64_t(epoch - 1) * per_epoch + s - r.start.step;
+      const values args{per_worker_dataset("train"), integer_value(n), integer_value(first)};
+      for (uint32_t w = 0; w < r.workers; ++w)
+        plan.closures.push_back({r.c.schedule("train_step", args, {true, int(w)}), w + 1 == r.workers ? n : 0, -1});
+    } else if (mode == pb::Consistency::BOUNDED_STALENESS) {
+      const uint32_t w = r.next_worker++ % r.workers;
+      const values args{per_worker_dataset("train"), integer_value(n), integer_value(r.worker_steps_done[w])};
+      r.worker_steps_done[w] += n;
+      plan.closures.push_back({r.c.schedule("train_step", args, {true, int(w)}), n, -1});
+    } else {
+      plan.closures.push_back({r.c.schedule("train_step", {per_worker_dataset("train"), integer_value(n)}), n, -1});
+    }
+    s += n;
+  }
+  return plan;
+}
+
+// Fetches the epoch's results as they complete, telling the callbacks;
+// then join() reports the first error.
+caf::expected<epoch_logs> collect(fit_run& r, uint32_t epoch, epoch_plan& plan) {
+  const bool exactly_once = r.job.training.exactly_once;
+  epoch_logs logs;
+  logs.epoch = epoch;
+  double loss_sum = 0;
+  int64_t correct = 0, worker_steps = 0;
+  uint32_t done = plan.skipped;
+  caf::error callback_failed;
+  for (auto& closure : plan.closures) {
+    auto v = closure.result.fetch();
+    if (!v) break;  // join() below reports the first error
+    loss_sum += real_at(*v, 0);
+    correct += integer_at(*v, 1);
+    logs.train_examples += integer_at(*v, 2);
+    worker_steps += integer_at(*v, 3);
+    done += closure.steps;
+    if (closure.split >= 0) r.status.add_finished(uint64_t(closure.split));
+    const step_progress progress{epoch,
+                                 done,
+                                 r.steps_per_epoch,
+                                 int64_t(epoch - 1) * r.steps_per_epoch + done,
+                                 loss_sum / double(std::max<int64_t>(worker_steps, 1)),
+                                 exactly_once ? &r.status : nullptr};
+    for (auto* cb : r.callbacks)
+      if (!callback_failed) callback_failed = cb->on_steps(r.c, progress);
+  }
+  if (auto err = r.c.join()) return in_context(err, fmt::format("epoch {}", epoch));
+  if (callback_failed) return callback_failed;
+  logs.step = int64_t(epoch) * r.steps_per_epoch;
+  logs.train_loss = loss_sum / double(std::max<int64_t>(worker_steps, 1));
+  logs.train_accuracy = double(correct) / double(std::max<int64_t>(logs.train_examples, 1));
+  return logs;
+}
+
+caf::expected<epoch_logs> run_epoch(fit_run& r, uint32_t epoch, int64_t step) {
+  const auto& t = r.job.training;
+  const auto started = clock_type::now();
+  if (t.learning_rate_decay != 1) {
+    const float lr = t.optimizer.learning_rate() * std::pow(t.learning_rate_decay, float(epoch - 1));
+    if (auto err = r.c.set_learning_rate(lr)) return err;
+  }
+  for (auto* cb : r.callbacks) cb->on_epoch_begin(epoch);
+  auto plan = t.exactly_once ? schedule_splits(r, epoch) : schedule_steps(r, epoch, step);
+  auto logs = collect(r, epoch, plan);
+  if (!logs) return logs;
+  logs->seconds = std::chrono::duration<double>(clock_type::now() - started).count();
+  if (r.job.eval.source_case() != pb::DatasetSpec::SOURCE_NOT_SET) {
+    auto test = evaluate(r.c, r.job.eval, 2 * r.workers);
+    if (!test) return in_context(test.error(), fmt::format("epoch {} evaluation", epoch));
+    logs->test = *test;
+  }
+  return logs;
+}
+
+}  // namespace
+
 caf::expected<fit_result> fit(cluster_coordinator& c, const job_spec& job,
                               const std::vector<fit_callback*>& callbacks) {
   const auto& t = job.training;
-  const bool sync = t.consistency.mode() == pb::Consistency::SYNC;
-  const bool ssp = t.consistency.mode() == pb::Consistency::BOUNDED_STALENESS;
-  const uint32_t workers = uint32_t(c.num_workers()), eval_parts = 2 * workers;
-  std::vector<int64_t> worker_steps_done(workers, 0);  // SSP: each worker's steps in this run
-  uint32_t next_worker = 0;
-  fit_result out;
-  fit_start start;
+  const auto workers = uint32_t(c.num_workers());
+  fit_run r{c, job, callbacks, {}, workers, t.steps_per_epoch, {}, {}, std::vector<int64_t>(workers, 0), 0, {}};
   for (auto* cb : callbacks)
-    if (auto err = cb->on_train_begin(c, start)) return err;
-  out.first_epoch = start.epoch;
-  int64_t step = start.step;
-  std::vector<split_range> splits;
-  uint32_t steps_per_epoch = t.steps_per_epoch;
+    if (auto err = cb->on_train_begin(c, r.start)) return err;
+  r.out.first_epoch = r.start.epoch;
+  r.status = r.start.splits;
   if (t.exactly_once) {
     auto* info = c.dataset_info("train");
-    splits = cut_splits(job.train, info == nullptr ? 0 : info->examples_at_source(), t.split_size);
-    steps_per_epoch = 0;
-    for (auto& s : splits) steps_per_epoch += uint32_t(s.steps);
+    r.splits = cut_splits(job.train, info == nullptr ? 0 : info->examples_at_source(), t.split_size);
+    r.steps_per_epoch = 0;
+    for (auto& s : r.splits) r.steps_per_epoch += uint32_t(s.steps);
   }
-  pb::SplitStatus status = start.splits;  // exactly_once: this epoch's
-  for (uint32_t epoch = out.first_epoch; epoch <= t.epochs && !out.stopped_early; ++epoch) {
-    const auto started = clock_type::now();
-    if (t.learning_rate_decay != 1) {
-      const float lr = t.optimizer.learning_rate() * std::pow(t.learning_rate_decay, float(epoch - 1));
-      if (auto err = c.set_learning_rate(lr)) return err;
-    }
-    for (auto* cb : callbacks) cb->on_epoch_begin(epoch);
-    struct scheduled {
-      remote_value result;
-      uint32_t steps;  // the job steps it completes
-      int64_t split;   // exactly_once: its split, else -1
-    };
-    std::vector<scheduled> closures;
-    uint32_t skipped = 0;  // steps done before a mid-epoch restore
-    if (t.exactly_once) {
-      if (epoch != out.first_epoch || !status.has_plan()) status.Clear();
-      status.mutable_plan()->set_examples(splits.empty() ? 0 : splits.back().end);
-      status.mutable_plan()->set_split_size(t.split_size);
-      const std::set<uint64_t> finished(status.finished().begin(), status.finished().end());
-      std::vector<split_range> order = splits;  // a new order each epoch, the same in every run
-      std::shuffle(order.begin(), order.end(), std::mt19937_64(t.seed * 1000003u + epoch));
-      for (auto& s : order) {
-        if (finished.count(s.id) != 0) {
-          skipped += uint32_t(s.steps);
-          continue;
-        }
-        closures.push_back(
-            {c.schedule("train_split", {per_worker_dataset("train"), integer_value(s.begin), integer_value(s.end)}),
-             uint32_t(s.steps), int64_t(s.id)});
-        out.split_examples += s.end - s.begin;
-      }
-    } else {
-      // A mid-epoch restore: this epoch's steps before the checkpoint are done.
-      skipped = uint32_t(std::clamp<int64_t>(step - int64_t(epoch - 1) * steps_per_epoch, 0, steps_per_epoch));
-      // Closures of steps_per_execution steps; SYNC: one per worker per step.
-      for (uint32_t s = skipped; s < steps_per_epoch;) {
-        const uint32_t n = std::min(t.steps_per_execution, steps_per_epoch - s);
-        if (sync) {  // steps numbered from this run's start, as the shards count them
-          const int64_t first = int64_t(epoch - 1) * steps_per_epoch + s - start.step;
-          const values args{per_worker_dataset("train"), integer_value(n), integer_value(first)};
-          for (uint32_t w = 0; w < workers; ++w)
-            closures.push_back({c.schedule("train_step", args, {true, int(w)}), w + 1 == workers ? n : 0, -1});
-        } else if (ssp) {  // round robin, each worker's steps numbered: an idle worker would hold the others back
-          const uint32_t w = next_worker++ % workers;
-          const values args{per_worker_dataset("train"), integer_value(n), integer_value(worker_steps_done[w])};
-          worker_steps_done[w] += n;
-          closures.push_back({c.schedule("train_step", args, {true, int(w)}), n, -1});
-        } else {
-          closures.push_back({c.schedule("train_step", {per_worker_dataset("train"), integer_value(n)}), n, -1});
-        }
-        s += n;
-      }
-    }
-    epoch_logs logs;
-    logs.epoch = epoch;
-    double loss_sum = 0;
-    int64_t correct = 0, worker_steps = 0;
-    uint32_t done = skipped;
-    caf::error callback_failed;
-    for (auto& closure : closures) {
-      auto v = closure.result.fetch();
-      if (!v) break;  // join() below reports the first error
-      loss_sum += real_at(*v, 0);
-      correct += integer_at(*v, 1);
-      logs.train_examples += integer_at(*v, 2);
-      worker_steps += integer_at(*v, 3);
-      done += closure.steps;
-      if (closure.split >= 0) status.add_finished(uint64_t(closure.split));
-      const step_progress progress{epoch,
-                                   done,
-                                   steps_per_epoch,
-                                   int64_t(epoch - 1) * steps_per_epoch + done,
-                                   loss_sum / double(std::max<int64_t>(worker_steps, 1)),
-                                   t.exactly_once ? &status : nullptr};
-      for (auto* cb : callbacks)
-        if (!callback_failed) callback_failed = cb->on_steps(c, progress);
-    }
-    if (auto err = c.join()) return in_context(err, fmt::format("epoch {}", epoch));
-    if (callback_failed) return callback_failed;
-    step = int64_t(epoch) * steps_per_epoch;
-    logs.step = step;
-    logs.seconds = std::chrono::duration<double>(clock_type::now() - started).count();
-    logs.train_loss = loss_sum / double(std::max<int64_t>(worker_steps, 1));
-    logs.train_accuracy = double(correct) / double(std::max<int64_t>(logs.train_examples, 1));
-    if (job.eval.source_case() != pb::DatasetSpec::SOURCE_NOT_SET) {
-      auto test = evaluate(c, job.eval, eval_parts);
-      if (!test) return in_context(test.error(), fmt::format("epoch {} evaluation", epoch));
-      logs.test = *test;
-    }
-    out.history.push_back(logs);
+  int64_t step = r.start.step;
+  for (uint32_t epoch = r.out.first_epoch; epoch <= t.epochs && !r.out.stopped_early; ++epoch) {
+    auto logs = run_epoch(r, epoch, step);
+    if (!logs) return logs.error();
+    step = logs->step;
+    r.out.history.push_back(*logs);
     for (auto* cb : callbacks)
-      if (auto err = cb->on_epoch_end(c, logs, out.stopped_early)) return err;
+      if (auto err = cb->on_epoch_end(c, *logs, r.out.stopped_early)) return err;
   }
-  return out;
+  return std::move(r.out);
 }
 
 }  // namespace actorps::train

@@ -133,8 +133,7 @@ caf::result<ps_shard_actor> on_spawn_shard(node_ptr self, const pb::SpawnShard& 
   if (auto err = check_spawn(self, req, task, "PS shards")) return err;
   auto& st = self->state;
   auto where = "node " + st.self().address() + ": ";
-  auto problem = check_consistency(req.consistency());
-  if (!problem.empty()) return make_error(errc::invalid_argument, where + problem);
+  if (auto err = check_consistency(req.consistency())) return in_context(err, "node " + st.self().address());
   auto known = st.shards.find(req.shard());
   if (known != st.shards.end()) {
     if (known->second.consistency.SerializeAsString() != req.consistency().SerializeAsString())

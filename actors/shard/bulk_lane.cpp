@@ -150,6 +150,33 @@ bool readable_now(int fd) {
   return ::poll(&p, 1, 0) > 0;
 }
 
+// The Push a frame header announces, its payload read from `fd`; an error
+// when the header's sizes disagree or the payload stalls (sender gone).
+caf::expected<pb::Push> read_push(int fd, const pb::BulkRequest& req, std::chrono::milliseconds stall) {
+  if (req.count() < 1 || int64_t(req.payload_bytes()) != req.count() * 4 ||
+      int64_t(req.payload_bytes()) > kBulkFrameBytes)
+    return make_error(errc::bad_tensor, "bulk push: payload of " + std::to_string(req.payload_bytes()) + " bytes for " +
+                                            std::to_string(req.count()) + " elements (at most " +
+                                            std::to_string(kBulkFrameBytes) + ")");
+  pb::Push push;
+  push.set_worker(req.worker());
+  push.set_step(req.step());
+  auto* slice = push.add_gradients();
+  slice->set_name(req.name());
+  slice->set_dtype(pb::FLOAT32);
+  slice->set_offset(req.offset());
+  slice->set_count(req.count());
+  auto* data = slice->mutable_data();
+  data->resize(req.payload_bytes());
+  set_read_timeout(fd, stall);
+  const bool complete = read_full(fd, data->data(), data->size());
+  set_read_timeout(fd, std::chrono::milliseconds(0));
+  if (!complete)
+    return make_error(errc::bad_tensor,
+                      "bulk push: frame for '" + req.name() + "' incomplete (sender stalled or gone); dropped");
+  return push;
+}
+
 constexpr size_t kPullsInFlight = 4;
 
 }  // namespace
@@ -208,39 +235,16 @@ void bulk_server::serve(int fd) {
       continue;
     }
     while (pulls > 0) answer_pull();  // answers stay in request order
-    pb::BulkReply reply;
-    if (req.count() < 1 || int64_t(req.payload_bytes()) != req.count() * 4 ||
-        int64_t(req.payload_bytes()) > kBulkFrameBytes) {
-      reply = failure(make_error(errc::bad_tensor, "bulk push: payload of " + std::to_string(req.payload_bytes()) +
-                                                       " bytes for " + std::to_string(req.count()) +
-                                                       " elements (at most " + std::to_string(kBulkFrameBytes) + ")"));
-      write_frame(fd, reply, nullptr, 0);
-      break;  // the stream cannot be trusted any more
-    }
-    pb::Push push;
-    push.set_worker(req.worker());
-    push.set_step(req.step());
-    auto* slice = push.add_gradients();
-    slice->set_name(req.name());
-    slice->set_dtype(pb::FLOAT32);
-    slice->set_offset(req.offset());
-    slice->set_count(req.count());
-    auto* data = slice->mutable_data();
-    data->resize(req.payload_bytes());
-    set_read_timeout(fd, stall_);
-    const bool complete = read_full(fd, data->data(), data->size());
-    set_read_timeout(fd, std::chrono::milliseconds(0));
-    if (!complete) {  // nothing of it is applied
-      write_frame(fd,
-                  failure(make_error(errc::bad_tensor, "bulk push: frame for '" + req.name() +
-                                                           "' incomplete (sender stalled or gone); dropped")),
-                  nullptr, 0);
+    auto push = read_push(fd, req, stall_);
+    if (!push) {  // the stream cannot be trusted any more; nothing of it is applied
+      write_frame(fd, failure(push.error()), nullptr, 0);
       break;
     }
+    pb::BulkReply reply;
     if (!target)
       reply = no_shard(req.shard());
     else
-      self->request(target, caf::infinite, std::move(push))
+      self->request(target, caf::infinite, std::move(*push))
           .receive([&](pb::PushAck& ack) { *reply.mutable_ack() = std::move(ack); },
                    [&](caf::error& err) { reply = failure(err); });
     if (!write_frame(fd, reply, nullptr, 0)) break;

@@ -402,17 +402,18 @@ pb::ShardStats shard_core::stats() const {
   return out;
 }
 
-std::string check_consistency(const pb::Consistency& c) {
+caf::error check_consistency(const pb::Consistency& c) {
+  auto bad = [](const char* what) { return make_error(errc::invalid_argument, what); };
   switch (c.mode()) {
     case pb::Consistency::SYNC:
-      if (c.replicas_to_aggregate() < 1) return "sync: replicas_to_aggregate must be >= 1";
-      if (c.num_workers() < c.replicas_to_aggregate()) return "sync: num_workers must be >= replicas_to_aggregate";
-      return {};
+      if (c.replicas_to_aggregate() < 1) return bad("sync: replicas_to_aggregate must be >= 1");
+      if (c.num_workers() < c.replicas_to_aggregate()) return bad("sync: num_workers must be >= replicas_to_aggregate");
+      return caf::none;
     case pb::Consistency::BOUNDED_STALENESS:
-      if (c.num_workers() < 1) return "bounded_staleness: num_workers must be >= 1";
-      return {};
+      if (c.num_workers() < 1) return bad("bounded_staleness: num_workers must be >= 1");
+      return caf::none;
     default:
-      return {};
+      return caf::none;
   }
 }
 

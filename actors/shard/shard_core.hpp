@@ -117,7 +117,7 @@ class shard_core {
   pb::ShardStats stats_;
 };
 
-/// "" when `c` is usable, else what is wrong with it.
-std::string check_consistency(const pb::Consistency& c);
+/// Whether `c` is usable (errc::invalid_argument naming the field otherwise).
+[[nodiscard]] caf::error check_consistency(const pb::Consistency& c);
 
 }  // namespace actorps
