@@ -1,7 +1,13 @@
 #include "actors/launch/local_nodes.hpp"
 
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <utility>
 
 #include <fmt/format.h>
@@ -13,7 +19,14 @@ namespace actorps {
 
 local_nodes::local_nodes(std::string config, std::string self_exe, std::string log, const cluster_spec& spec,
                          const host_namespaces* hosts)
-    : config_(std::move(config)), self_exe_(std::move(self_exe)), log_(std::move(log)), spec_(spec), hosts_(hosts) {}
+    : config_(std::move(config)),
+      self_exe_(std::move(self_exe)),
+      log_(std::move(log)),
+      spec_(spec),
+      hosts_(hosts),
+      wake_fd_(::eventfd(0, EFD_CLOEXEC)) {}
+
+local_nodes::~local_nodes() { ::close(wake_fd_); }
 
 caf::error local_nodes::start(const std::string& task) {
   auto child = launch(task);
@@ -26,30 +39,49 @@ caf::error local_nodes::start(const std::string& task) {
 }
 
 void local_nodes::supervise() {
-  std::unique_lock<std::mutex> lock(m_);
-  while (!stopping_) {
-    for (size_t i = 0; i < nodes_.size(); ++i) {
-      auto code = nodes_[i].wait(std::chrono::milliseconds(0));
-      if (!code) continue;  // still running (or already given up)
-      if (++restarts_[i] > kMaxRestarts) {
-        spdlog::error("local: node {} exited ({}) {} times; leaving it down", tasks_[i], *code, kMaxRestarts);
-        continue;
-      }
-      spdlog::warn("local: node {} exited ({}); restarting it", tasks_[i], *code);
-      auto child = launch(tasks_[i]);
-      if (child)
-        nodes_[i] = std::move(*child);
-      else
-        spdlog::error("local: cannot restart node {}: {}", tasks_[i], describe(child.error()));
+  for (;;) {
+    std::vector<pollfd> fds{{wake_fd_, POLLIN, 0}};
+    std::vector<size_t> node_of;  // fds[k + 1] is node node_of[k]'s
+    {
+      std::lock_guard<std::mutex> guard(m_);
+      if (stopping_) return;
+      for (size_t i = 0; i < nodes_.size(); ++i)
+        if (int fd = nodes_[i].exit_fd(); fd >= 0) {
+          fds.push_back({fd, POLLIN, 0});
+          node_of.push_back(i);
+        }
     }
-    wake_.wait_for(lock, std::chrono::milliseconds(100));
+    if (::poll(fds.data(), fds.size(), -1) < 0 && errno != EINTR) {
+      spdlog::error("local: poll: {}; nodes that exit are not restarted any more", std::strerror(errno));
+      return;
+    }
+    std::lock_guard<std::mutex> guard(m_);
+    if (stopping_) return;
+    for (size_t k = 0; k < node_of.size(); ++k)
+      if (fds[k + 1].revents != 0) restart(node_of[k]);
   }
+}
+
+void local_nodes::restart(size_t i) {
+  auto code = nodes_[i].wait(std::chrono::milliseconds(0));
+  if (!code) return;  // still running
+  if (++restarts_[i] > kMaxRestarts) {
+    spdlog::error("local: node {} exited ({}) {} times; leaving it down", tasks_[i], *code, kMaxRestarts);
+    return;
+  }
+  spdlog::warn("local: node {} exited ({}); restarting it", tasks_[i], *code);
+  auto child = launch(tasks_[i]);
+  if (child)
+    nodes_[i] = std::move(*child);
+  else
+    spdlog::error("local: cannot restart node {}: {}", tasks_[i], describe(child.error()));
 }
 
 int local_nodes::stop() {
   std::lock_guard<std::mutex> guard(m_);
   if (std::exchange(stopping_, true)) return 0;  // the other path (signal or end) stops them
-  wake_.notify_all();
+  const uint64_t one = 1;
+  if (::write(wake_fd_, &one, sizeof(one)) != sizeof(one)) spdlog::error("local: cannot wake the supervisor");
   for (auto& n : nodes_) n.signal(SIGTERM);
   int rc = 0;
   for (size_t i = 0; i < nodes_.size(); ++i) {

@@ -7,7 +7,6 @@
 
 #include <sys/types.h>
 
-#include <condition_variable>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -29,12 +28,15 @@ class local_nodes {
   /// stderr appended to `log`; `hosts` (may be null) their namespaces.
   local_nodes(std::string config, std::string self_exe, std::string log, const cluster_spec& spec,
               const host_namespaces* hosts);
+  ~local_nodes();
+  local_nodes(const local_nodes&) = delete;
+  local_nodes& operator=(const local_nodes&) = delete;
 
   /// Starts the node hosting `task` and waits for its ready line.
   [[nodiscard]] caf::error start(const std::string& task);
 
-  /// Restarts the nodes that exit, until stop() (waits on the children's
-  /// pidfds, 100 ms at a time, so stop() is seen).
+  /// Restarts the nodes that exit, until stop(): sleeps in poll() on the
+  /// children's pidfds and an eventfd that stop() writes.
   void supervise();
 
   /// SIGTERM to every node, then each gets 10 s to exit 0; a node that does
@@ -48,12 +50,13 @@ class local_nodes {
 
  private:
   caf::expected<child_process> launch(const std::string& task);
+  void restart(size_t i);  // lock held
 
   std::string config_, self_exe_, log_;
   const cluster_spec& spec_;      // as written in the file
   const host_namespaces* hosts_;  // nullptr: the nodes run here
   std::mutex m_;
-  std::condition_variable wake_;
+  int wake_fd_;  // an eventfd: stop() wakes supervise()
   bool stopping_ = false;
   std::vector<child_process> nodes_;
   std::vector<std::string> tasks_;

@@ -49,6 +49,10 @@ class child_process {
 
   bool running() const { return pid_ > 0; }
 
+  /// A descriptor that polls readable once the child exited (a pidfd), or
+  /// -1 once it was reaped.
+  int exit_fd() const { return pid_ > 0 ? pidfd_ : -1; }
+
  private:
   child_process(pid_t pid, int pidfd, int out_fd) : pid_(pid), pidfd_(pidfd), out_fd_(out_fd) {}
   void close_fds();
