@@ -64,12 +64,9 @@ bool tcp_transfer(int fd, op o, int64_t bytes, std::vector<char>& buf) {
   };
   char ack = 0;
   switch (o) {
-    case op::push:
-      return send() && read_full(fd, &ack, 1);
-    case op::pull:
-      return receive();
-    case op::pushpull:
-      return send() && receive();
+    case op::push: return send() && read_full(fd, &ack, 1);
+    case op::pull: return receive();
+    case op::pushpull: return send() && receive();
   }
   return false;
 }
@@ -183,10 +180,8 @@ void pull_op(driver_ptr self, const std::vector<ps_shard_actor>& shards, dense_c
 issue_fn dense_ops(const std::vector<ps_shard_actor>& shards, dense_case& c, op o) {
   return [&shards, &c, o](driver_ptr self, int i, std::function<void(caf::error)> done) {
     switch (o) {
-      case op::push:
-        return push_op(self, shards, c, i, std::move(done));
-      case op::pull:
-        return pull_op(self, shards, c, std::move(done));
+      case op::push: return push_op(self, shards, c, i, std::move(done));
+      case op::pull: return pull_op(self, shards, c, std::move(done));
       case op::pushpull:
         return push_op(self, shards, c, i, [self, &shards, &c, done](caf::error err) {
           if (err) return done(std::move(err));

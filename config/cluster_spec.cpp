@@ -11,18 +11,12 @@ namespace actorps {
 
 std::string to_string(Role role) {
   switch (role) {
-    case pb::COORDINATOR:
-      return "coordinator";
-    case pb::WORKER:
-      return "worker";
-    case pb::PS:
-      return "ps";
-    case pb::EVALUATOR:
-      return "evaluator";
-    case pb::CLIENT:
-      return "client";
-    default:
-      return "unspecified";
+    case pb::COORDINATOR: return "coordinator";
+    case pb::WORKER: return "worker";
+    case pb::PS: return "ps";
+    case pb::EVALUATOR: return "evaluator";
+    case pb::CLIENT: return "client";
+    default: return "unspecified";
   }
 }
 

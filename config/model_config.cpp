@@ -42,8 +42,7 @@ caf::error read_layer(const reader& r, const toml::node& n, const std::string& p
       (err = r.only_keys(*t, p, {"type", "pool"})) || (err = r.get(*t, p, "pool", pool, 1, 64));
       if (pool != 0) l.pool = int(pool);
       return err;
-    case layer_kind::flatten:
-      return r.only_keys(*t, p, {"type"});
+    case layer_kind::flatten: return r.only_keys(*t, p, {"type"});
     case layer_kind::dense:
       (err = r.only_keys(*t, p, {"type", "units", "activation"})) || (err = required({"units"})) ||
           (err = r.get(*t, p, "units", units, 1, big)) || (err = act());

@@ -41,8 +41,7 @@ caf::expected<int64_t> shard_count(const std::vector<int64_t>& shape, int64_t el
   for (auto d : shape) elements *= d;
   const int64_t bytes = elements * element_bytes;
   switch (p.type) {
-    case partitioner::kind::none:
-      return 1;
+    case partitioner::kind::none: return 1;
     case partitioner::kind::fixed_shards:  // FixedShardsPartitioner: min(num_shards, rows)
       if (p.num_shards < 1) return invalid("num_shards must be >= 1, got " + std::to_string(p.num_shards));
       return std::min(p.num_shards, rows);

@@ -37,14 +37,9 @@ void initialize_rows(const initializer& init, const std::vector<int64_t>& shape,
   for (size_t i = 1; i < shape.size(); ++i) row_size *= shape[i];
   const int64_t count = rows * row_size;
   switch (init.type) {
-    case initializer::kind::zeros:
-      std::fill(out, out + count, 0.0f);
-      return;
-    case initializer::kind::constant:
-      std::fill(out, out + count, init.value);
-      return;
-    default:
-      break;
+    case initializer::kind::zeros: std::fill(out, out + count, 0.0f); return;
+    case initializer::kind::constant: std::fill(out, out + count, init.value); return;
+    default: break;
   }
   const float limit = init.type == initializer::kind::glorot_uniform ? glorot_limit(shape) : 0.0f;
   for (int64_t r = 0; r < rows; ++r) {

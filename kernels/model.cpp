@@ -21,13 +21,10 @@ dims output_of(const layer_spec& l, dims in) {
     case layer_kind::conv2d:
       return l.pad == padding::valid ? dims{in.h - l.kernel + 1, in.w - l.kernel + 1, l.units}
                                      : dims{in.h, in.w, l.units};
-    case layer_kind::maxpool2d:
-      return dims{in.h / l.pool, in.w / l.pool, in.c};
-    case layer_kind::flatten:
-      return dims{1, 1, int(in.size())};
+    case layer_kind::maxpool2d: return dims{in.h / l.pool, in.w / l.pool, in.c};
+    case layer_kind::flatten: return dims{1, 1, int(in.size())};
     case layer_kind::dense:
-    case layer_kind::embedding:
-      return dims{1, 1, l.units};
+    case layer_kind::embedding: return dims{1, 1, l.units};
   }
   return in;
 }
@@ -79,8 +76,7 @@ std::string model_spec::check() const {
         if (l.pool <= 0 || d.h < l.pool || d.w < l.pool)
           return where + "maxpool2d window " + std::to_string(l.pool) + " does not fit its input " + shape;
         break;
-      case layer_kind::flatten:
-        break;
+      case layer_kind::flatten: break;
       case layer_kind::embedding:
         if (i != 0) return where + "embedding must be the first layer (it reads the example's ids)";
         if (l.vocabulary <= 0 || l.units <= 0 || l.inputs <= 0)

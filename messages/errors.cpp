@@ -7,40 +7,23 @@ namespace actorps {
 
 std::string to_string(errc code) {
   switch (code) {
-    case errc::invalid_config:
-      return "invalid_config";
-    case errc::invalid_argument:
-      return "invalid_argument";
-    case errc::not_admitted:
-      return "not_admitted";
-    case errc::device_filter:
-      return "device_filter";
-    case errc::protocol_mismatch:
-      return "protocol_mismatch";
-    case errc::unreachable:
-      return "unreachable";
-    case errc::timeout:
-      return "timeout";
-    case errc::io_error:
-      return "io_error";
-    case errc::internal:
-      return "internal";
-    case errc::unknown_variable:
-      return "unknown_variable";
-    case errc::bad_tensor:
-      return "bad_tensor";
-    case errc::out_of_range:
-      return "out_of_range";
-    case errc::forbidden:
-      return "forbidden";
-    case errc::too_large:
-      return "too_large";
-    case errc::too_busy:
-      return "too_busy";
-    case errc::cancelled:
-      return "cancelled";
-    case errc::replaced:
-      return "replaced";
+    case errc::invalid_config: return "invalid_config";
+    case errc::invalid_argument: return "invalid_argument";
+    case errc::not_admitted: return "not_admitted";
+    case errc::device_filter: return "device_filter";
+    case errc::protocol_mismatch: return "protocol_mismatch";
+    case errc::unreachable: return "unreachable";
+    case errc::timeout: return "timeout";
+    case errc::io_error: return "io_error";
+    case errc::internal: return "internal";
+    case errc::unknown_variable: return "unknown_variable";
+    case errc::bad_tensor: return "bad_tensor";
+    case errc::out_of_range: return "out_of_range";
+    case errc::forbidden: return "forbidden";
+    case errc::too_large: return "too_large";
+    case errc::too_busy: return "too_busy";
+    case errc::cancelled: return "cancelled";
+    case errc::replaced: return "replaced";
   }
   return "unknown";
 }

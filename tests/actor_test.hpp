@@ -16,6 +16,15 @@
 
 #include "messages/wire.hpp"
 
+// clang-format off
+CAF_BEGIN_TYPE_ID_BLOCK(actorps_test, caf::first_custom_type_id + 300)
+  // to a fake worker: answer every batch you hold (tests/test_coordinator_actors.cpp)
+  CAF_ADD_ATOM(actorps_test, actorps::testing, answer_atom, "answer")
+  // to a fake shard: answer the oldest pull you hold (tests/test_worker_actor.cpp)
+  CAF_ADD_ATOM(actorps_test, actorps::testing, release_atom, "release")
+CAF_END_TYPE_ID_BLOCK(actorps_test)
+// clang-format on
+
 namespace actorps::testing {
 
 class deterministic_system {

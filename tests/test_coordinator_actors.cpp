@@ -19,13 +19,6 @@
 #include "messages/tensor_bytes.hpp"
 #include "tests/actor_test.hpp"
 
-// clang-format off
-CAF_BEGIN_TYPE_ID_BLOCK(actorps_test, caf::first_custom_type_id + 300)
-  // to a fake worker: answer every batch you hold (closure `fail` fails)
-  CAF_ADD_ATOM(actorps_test, actorps::testing, answer_atom, "answer")
-CAF_END_TYPE_ID_BLOCK(actorps_test)
-// clang-format on
-
 using namespace actorps;
 using namespace actorps::testing;
 using namespace std::chrono_literals;
@@ -166,6 +159,13 @@ size_t answer_all(const caf::actor& worker, int64_t fail = -1) {
   return st.batches.size() - st.answered;
 }
 
+// Closures f(from), ..., f(to - 1) into the queue, for any worker.
+std::vector<remote_value> put_closures(closure_queue& q, int64_t from, int64_t to) {
+  std::vector<remote_value> out;
+  for (int64_t i = from; i < to; ++i) out.push_back(q.put(closure_of(i), -1));
+  return out;
+}
+
 size_t closures_held(const caf::actor& worker) {
   size_t n = 0;
   for (auto& b : state_of<fake_worker_state>(worker).batches) n += size_t(b.request.closures_size());
@@ -194,21 +194,29 @@ struct proxy_fixture : deterministic_system {
   fake_dialer nodes;
   proxy_fixture() { nodes.node = sys().spawn(fake_node); }
 
-  caf::actor proxy_for(std::shared_ptr<closure_queue> q, uint32_t index, const caf::actor& worker) {
-    respawn_plan plan{nodes.get(), 1, pb::SpawnWorker{}, shard_list{}};
-    return spawn_worker_proxy(sys(), std::move(q), index, caf::actor_cast<worker_actor>(worker), std::move(plan));
+  std::shared_ptr<closure_queue> q;
+  std::vector<caf::actor> workers, proxies;  // a fake worker and its proxy per worker task
+
+  // A queue holding closures f(0), ..., f(closures - 1) for `n` workers,
+  // each with a proxy, all run until they wait.
+  std::vector<remote_value> start(size_t n, int64_t closures) {
+    q = std::make_shared<closure_queue>(100, n);
+    auto results = put_closures(*q, 0, closures);
+    for (uint32_t w = 0; w < n; ++w) {
+      workers.push_back(sys().spawn(fake_worker));
+      respawn_plan plan{nodes.get(), 1, pb::SpawnWorker{}, shard_list{}};
+      proxies.push_back(spawn_worker_proxy(sys(), q, w, caf::actor_cast<worker_actor>(workers.back()), plan));
+    }
+    sched.run();
+    return results;
   }
 };
 
 }  // namespace
 
 BOOST_FIXTURE_TEST_CASE(a_proxy_keeps_a_window_of_closures_and_batches_them, proxy_fixture) {
-  auto q = std::make_shared<closure_queue>(100, 1);
-  std::vector<remote_value> results;
-  for (int64_t i = 0; i < 5; ++i) results.push_back(q->put(closure_of(i), -1));
-  auto w = sys().spawn(fake_worker);
-  auto p = proxy_for(q, 0, w);
-  sched.run();
+  auto results = start(1, 5);
+  auto& w = workers[0];
   auto& st = state_of<fake_worker_state>(w);
   // The first window: kMinWindow (2) closures in one message.
   BOOST_REQUIRE_EQUAL(st.batches.size(), 1u);
@@ -223,17 +231,12 @@ BOOST_FIXTURE_TEST_CASE(a_proxy_keeps_a_window_of_closures_and_batches_them, pro
   sched.run();
   for (int64_t i = 0; i < 5; ++i) BOOST_TEST(value_of(results[size_t(i)]) == 10 * i);
   BOOST_TEST(q->done());
-  caf::anon_send_exit(p, caf::exit_reason::user_shutdown);
   sched.run();
 }
 
 BOOST_FIXTURE_TEST_CASE(a_lost_workers_closures_run_elsewhere_and_it_is_respawned, proxy_fixture) {
-  auto q = std::make_shared<closure_queue>(100, 2);
-  std::vector<remote_value> results;
-  for (int64_t i = 0; i < 4; ++i) results.push_back(q->put(closure_of(i), -1));
-  auto w0 = sys().spawn(fake_worker), w1 = sys().spawn(fake_worker);
-  auto p0 = proxy_for(q, 0, w0), p1 = proxy_for(q, 1, w1);
-  sched.run();
+  auto results = start(2, 4);
+  auto &w0 = workers[0], &w1 = workers[1];
   // Each proxy took a fair share: a window of 2 for worker:0, one for
   // worker:1 (half of what was left), one closure still queued.
   BOOST_TEST(closures_held(w0) == 2u);
@@ -259,8 +262,7 @@ BOOST_FIXTURE_TEST_CASE(a_lost_workers_closures_run_elsewhere_and_it_is_respawne
   sched.run();
   auto& node = state_of<fake_node_state>(nodes.node);
   BOOST_REQUIRE_EQUAL(node.workers.size(), 1u);
-  std::vector<remote_value> more;
-  for (int64_t i = 10; i < 14; ++i) more.push_back(q->put(closure_of(i), -1));
+  auto more = put_closures(*q, 10, 14);
   sched.run();
   BOOST_TEST(closures_held(node.workers[0]) > 0u);
   for (int i = 0; i < 4; ++i) {
@@ -269,18 +271,12 @@ BOOST_FIXTURE_TEST_CASE(a_lost_workers_closures_run_elsewhere_and_it_is_respawne
     sched.run();
   }
   for (int64_t i = 0; i < 4; ++i) BOOST_TEST(value_of(more[size_t(i)]) == 10 * (10 + i));
-  caf::anon_send_exit(p0, caf::exit_reason::user_shutdown);
-  caf::anon_send_exit(p1, caf::exit_reason::user_shutdown);
   sched.run();
 }
 
 BOOST_FIXTURE_TEST_CASE(the_first_error_cancels_the_queued_closures_until_join, proxy_fixture) {
-  auto q = std::make_shared<closure_queue>(100, 1);
-  std::vector<remote_value> results;
-  for (int64_t i = 0; i < 4; ++i) results.push_back(q->put(closure_of(i), -1));
-  auto w = sys().spawn(fake_worker);
-  auto p = proxy_for(q, 0, w);
-  sched.run();
+  auto results = start(1, 4);
+  auto& w = workers[0];
   BOOST_REQUIRE_EQUAL(closures_held(w), 2u);  // closures 0 and 1 run, 2 and 3 wait
   answer_all(w, 0);
   sched.run();
@@ -305,7 +301,6 @@ BOOST_FIXTURE_TEST_CASE(the_first_error_cancels_the_queued_closures_until_join, 
   answer_all(w);
   sched.run();
   BOOST_TEST(value_of(again) == 50);
-  caf::anon_send_exit(p, caf::exit_reason::user_shutdown);
   sched.run();
 }
 
@@ -402,7 +397,6 @@ BOOST_FIXTURE_TEST_CASE(the_keeper_restores_a_lost_shard_step_by_step, keeper_fi
   BOOST_TEST((last_shards[1] == caf::actor_cast<ps_shard_actor>(node.shards[0])));
   BOOST_REQUIRE(during->reply && *during->reply);
   BOOST_TEST(((**during->reply)[1] == caf::actor_cast<ps_shard_actor>(node.shards[0])));
-  caf::anon_send_exit(k, caf::exit_reason::user_shutdown);
   sched.run();
   std::filesystem::remove_all(dir);
 }
@@ -425,7 +419,6 @@ BOOST_FIXTURE_TEST_CASE(a_shard_that_did_not_answer_is_asked_again_once_replaced
   sched.run();
   BOOST_REQUIRE(unknown->reply);
   BOOST_TEST(!*unknown->reply);
-  caf::anon_send_exit(k, caf::exit_reason::user_shutdown);
   sched.run();
 }
 
@@ -453,7 +446,6 @@ BOOST_FIXTURE_TEST_CASE(the_keeper_gives_up_after_the_recovery_timeout, keeper_f
   BOOST_CHECK(queue->join() == errc::unreachable);
   BOOST_REQUIRE(waiting->reply);
   BOOST_TEST(!*waiting->reply);
-  caf::anon_send_exit(k, caf::exit_reason::user_shutdown);
   sched.run();
 }
 
@@ -516,6 +508,5 @@ BOOST_FIXTURE_TEST_CASE(the_fault_plan_runs_on_time_and_at_its_steps, determinis
   sched.advance_time(5s);
   sched.run();
   BOOST_TEST(hands.log.size() == 3u);
-  caf::anon_send_exit(chaos, caf::exit_reason::user_shutdown);
   sched.run();
 }

@@ -40,14 +40,10 @@ constexpr optimizer_kind kOptimizers[] = {optimizer_kind::sgd, optimizer_kind::m
 
 const char* name(optimizer_kind kind) {
   switch (kind) {
-    case optimizer_kind::sgd:
-      return "sgd";
-    case optimizer_kind::momentum:
-      return "momentum";
-    case optimizer_kind::adam:
-      return "adam";
-    case optimizer_kind::adagrad:
-      return "adagrad";
+    case optimizer_kind::sgd: return "sgd";
+    case optimizer_kind::momentum: return "momentum";
+    case optimizer_kind::adam: return "adam";
+    case optimizer_kind::adagrad: return "adagrad";
   }
   return "?";
 }

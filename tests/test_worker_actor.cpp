@@ -17,13 +17,6 @@
 #include "config/model_config.hpp"
 #include "tests/actor_test.hpp"
 
-// clang-format off
-CAF_BEGIN_TYPE_ID_BLOCK(actorps_test, caf::first_custom_type_id + 300)
-  // to the fake shard: answer the oldest pull you hold
-  CAF_ADD_ATOM(actorps_test, actorps::testing, release_atom, "release")
-CAF_END_TYPE_ID_BLOCK(actorps_test)
-// clang-format on
-
 using namespace actorps;
 using namespace actorps::testing;
 

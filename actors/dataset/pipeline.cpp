@@ -190,8 +190,7 @@ caf::expected<std::unique_ptr<indexed_source>> open_source(const pb::DatasetSpec
                    std::to_string(images->count()) + " images in " + spec.idx().images());
       return std::unique_ptr<indexed_source>(new idx_source(std::move(*images), std::move(*labels)));
     }
-    case pb::DatasetSpec::kTfrecord:
-      return open_tfrecords(spec.tfrecord());
+    case pb::DatasetSpec::kTfrecord: return open_tfrecords(spec.tfrecord());
     case pb::DatasetSpec::kCsv: {
       std::vector<std::vector<float>> xs;
       std::vector<int32_t> labels;
@@ -215,8 +214,7 @@ caf::expected<std::unique_ptr<indexed_source>> open_source(const pb::DatasetSpec
       if (s.features() == 0 || s.classes() == 0) return bad("synthetic source needs features > 0 and classes > 0");
       return std::unique_ptr<indexed_source>(new synthetic_source(s));
     }
-    default:
-      return bad("no source (idx, tfrecord, csv, slices or synthetic)");
+    default: return bad("no source (idx, tfrecord, csv, slices or synthetic)");
   }
 }
 
@@ -313,11 +311,8 @@ caf::expected<pipeline> pipeline::build(const pb::DatasetSpec& spec) {
         p.drop_remainder_ = op.batch().drop_remainder();
         batched = true;
         break;
-      case pb::DatasetOp::kPrefetch:
-        p.prefetch_ = op.prefetch().batches();
-        break;
-      default:
-        return bad(where + "empty op");
+      case pb::DatasetOp::kPrefetch: p.prefetch_ = op.prefetch().batches(); break;
+      default: return bad(where + "empty op");
     }
   }
   p.head_ = std::move(s);

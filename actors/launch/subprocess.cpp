@@ -107,6 +107,24 @@ void child_process::close_fds() {
   pidfd_ = out_fd_ = -1;
 }
 
+// Waits until stdout has more (appended to buffered_) or is closed; false
+// at the deadline.
+caf::expected<bool> child_process::read_more(clock_type::time_point deadline) {
+  pollfd p{out_fd_, POLLIN, 0};
+  int n = ::poll(&p, 1, remaining_ms(deadline));
+  if (n == 0) return false;
+  if (n < 0 && errno != EINTR) return sys_error("poll");
+  char buf[4096];
+  auto got = ::read(out_fd_, buf, sizeof(buf));
+  if (got <= 0) {
+    ::close(out_fd_);
+    out_fd_ = -1;
+  } else {
+    buffered_.append(buf, static_cast<size_t>(got));
+  }
+  return true;
+}
+
 caf::expected<std::string> child_process::read_line(std::chrono::milliseconds timeout) {
   auto deadline = clock_type::now() + timeout;
   for (;;) {
@@ -117,20 +135,11 @@ caf::expected<std::string> child_process::read_line(std::chrono::milliseconds ti
       return line;
     }
     if (out_fd_ < 0) return make_error(errc::io_error, "child " + std::to_string(pid_) + " closed stdout");
-    pollfd p{out_fd_, POLLIN, 0};
-    int n = ::poll(&p, 1, remaining_ms(deadline));
-    if (n == 0)
+    auto more = read_more(deadline);
+    if (!more) return more.error();
+    if (!*more)
       return make_error(errc::timeout, "child " + std::to_string(pid_) + " printed no line within " +
                                            std::to_string(timeout.count()) + " ms");
-    if (n < 0 && errno != EINTR) return sys_error("poll");
-    char buf[4096];
-    auto got = ::read(out_fd_, buf, sizeof(buf));
-    if (got <= 0) {
-      ::close(out_fd_);
-      out_fd_ = -1;
-      continue;
-    }
-    buffered_.append(buf, static_cast<size_t>(got));
   }
 }
 
@@ -148,20 +157,11 @@ caf::expected<std::string> child_process::wait_for_line(const std::string& needl
 caf::expected<std::string> child_process::read_all(std::chrono::milliseconds timeout) {
   auto deadline = clock_type::now() + timeout;
   while (out_fd_ >= 0) {
-    pollfd p{out_fd_, POLLIN, 0};
-    int n = ::poll(&p, 1, remaining_ms(deadline));
-    if (n == 0)
+    auto more = read_more(deadline);
+    if (!more) return more.error();
+    if (!*more)
       return make_error(errc::timeout, "child " + std::to_string(pid_) + " still writing after " +
                                            std::to_string(timeout.count()) + " ms");
-    if (n < 0 && errno != EINTR) return sys_error("poll");
-    char buf[4096];
-    auto got = ::read(out_fd_, buf, sizeof(buf));
-    if (got <= 0) {
-      ::close(out_fd_);
-      out_fd_ = -1;
-    } else {
-      buffered_.append(buf, static_cast<size_t>(got));
-    }
   }
   return std::exchange(buffered_, {});
 }

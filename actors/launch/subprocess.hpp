@@ -56,6 +56,7 @@ class child_process {
  private:
   child_process(pid_t pid, int pidfd, int out_fd) : pid_(pid), pidfd_(pidfd), out_fd_(out_fd) {}
   void close_fds();
+  caf::expected<bool> read_more(std::chrono::steady_clock::time_point deadline);
 
   pid_t pid_ = -1;
   int pidfd_ = -1;

@@ -176,12 +176,9 @@ int64_t shard_core::visible_step() const {
 
 bool shard_core::ready(const pb::Pull& p) const {
   switch (consistency_.mode()) {
-    case pb::Consistency::SYNC:
-      return p.step() <= step_;
-    case pb::Consistency::BOUNDED_STALENESS:
-      return p.step() - slowest_clock() <= int64_t(consistency_.staleness());
-    default:
-      return true;
+    case pb::Consistency::SYNC: return p.step() <= step_;
+    case pb::Consistency::BOUNDED_STALENESS: return p.step() - slowest_clock() <= int64_t(consistency_.staleness());
+    default: return true;
   }
 }
 
@@ -412,8 +409,7 @@ caf::error check_consistency(const pb::Consistency& c) {
     case pb::Consistency::BOUNDED_STALENESS:
       if (c.num_workers() < 1) return bad("bounded_staleness: num_workers must be >= 1");
       return caf::none;
-    default:
-      return caf::none;
+    default: return caf::none;
   }
 }
 

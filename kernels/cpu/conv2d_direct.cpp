@@ -118,28 +118,20 @@ bool direct_conv_fits(const conv2d_shape& s) {
 void direct_conv_forward(const conv2d_shape& s, const float* x, const float* w, const float* b, float* y, int first,
                          int last) {
   switch (s.k) {
-    case 8:
-      return forward_k<8>(s, x, w, b, y, first, last);
-    case 16:
-      return forward_k<16>(s, x, w, b, y, first, last);
-    case 32:
-      return forward_k<32>(s, x, w, b, y, first, last);
-    default:
-      return forward_k<64>(s, x, w, b, y, first, last);
+    case 8: return forward_k<8>(s, x, w, b, y, first, last);
+    case 16: return forward_k<16>(s, x, w, b, y, first, last);
+    case 32: return forward_k<32>(s, x, w, b, y, first, last);
+    default: return forward_k<64>(s, x, w, b, y, first, last);
   }
 }
 
 void direct_conv_backward_filter(const conv2d_shape& s, const float* x, const float* dy, float* dw, int first,
                                  int last) {
   switch (s.k) {
-    case 8:
-      return backward_filter_k<8>(s, x, dy, dw, first, last);
-    case 16:
-      return backward_filter_k<16>(s, x, dy, dw, first, last);
-    case 32:
-      return backward_filter_k<32>(s, x, dy, dw, first, last);
-    default:
-      return backward_filter_k<64>(s, x, dy, dw, first, last);
+    case 8: return backward_filter_k<8>(s, x, dy, dw, first, last);
+    case 16: return backward_filter_k<16>(s, x, dy, dw, first, last);
+    case 32: return backward_filter_k<32>(s, x, dy, dw, first, last);
+    default: return backward_filter_k<64>(s, x, dy, dw, first, last);
   }
 }
 

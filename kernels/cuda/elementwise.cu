@@ -123,9 +123,7 @@ __global__ void embedding_backward_k(embedding_shape s, const int64_t* ids, cons
 __device__ void update(optimizer_kind kind, const optimizer_params& p, float lr_t, float& param, float* s0, float* s1,
                        float g) {
   switch (kind) {
-    case optimizer_kind::sgd:
-      param -= p.lr * g;
-      break;
+    case optimizer_kind::sgd: param -= p.lr * g; break;
     case optimizer_kind::momentum:
       *s0 = p.momentum * *s0 - p.lr * g;
       param += p.nesterov ? p.momentum * *s0 - p.lr * g : *s0;

@@ -85,14 +85,10 @@ inline void adagrad(int64_t count, const optimizer_params& p, float* param, floa
 inline void apply_dense(optimizer_kind kind, const optimizer_params& p, int64_t count, float* param,
                         float* const* slots, const float* grad) {
   switch (kind) {
-    case optimizer_kind::sgd:
-      return sgd(count, p, param, grad);
-    case optimizer_kind::momentum:
-      return momentum(count, p, param, slots[0], grad);
-    case optimizer_kind::adam:
-      return adam(count, p, param, slots[0], slots[1], grad);
-    case optimizer_kind::adagrad:
-      return adagrad(count, p, param, slots[0], grad);
+    case optimizer_kind::sgd: return sgd(count, p, param, grad);
+    case optimizer_kind::momentum: return momentum(count, p, param, slots[0], grad);
+    case optimizer_kind::adam: return adam(count, p, param, slots[0], slots[1], grad);
+    case optimizer_kind::adagrad: return adagrad(count, p, param, slots[0], grad);
   }
 }
 

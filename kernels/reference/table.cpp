@@ -4,39 +4,23 @@ namespace actorps::kernels {
 
 int slot_count(optimizer_kind kind) {
   switch (kind) {
-    case optimizer_kind::sgd:
-      return 0;
-    case optimizer_kind::momentum:
-      return 1;
-    case optimizer_kind::adam:
-      return 2;
-    case optimizer_kind::adagrad:
-      return 1;
+    case optimizer_kind::sgd: return 0;
+    case optimizer_kind::momentum: return 1;
+    case optimizer_kind::adam: return 2;
+    case optimizer_kind::adagrad: return 1;
   }
   return 0;
 }
 
 const ops_table& reference_ops() {
   using namespace reference;
-  static const ops_table table{"reference",
-                               device::host,
-                               conv2d_forward,
-                               conv2d_backward_filter,
-                               conv2d_backward_data,
-                               maxpool_forward,
-                               maxpool_backward,
-                               dense_forward,
-                               dense_backward,
-                               relu_forward,
-                               relu_backward,
-                               softmax_xent,
-                               sigmoid_bce,
-                               embedding_forward,
-                               embedding_backward,
-                               concat,
-                               split,
-                               apply_dense,
-                               apply_sparse};
+  // clang-format off
+  static const ops_table table{"reference",        device::host,       conv2d_forward,     conv2d_backward_filter, conv2d_backward_data,
+                               maxpool_forward,    maxpool_backward,   dense_forward,          dense_backward,
+                               relu_forward,       relu_backward,      softmax_xent,           sigmoid_bce,
+                               embedding_forward,  embedding_backward, concat,                 split,
+                               apply_dense,        apply_sparse};
+  // clang-format on
   return table;
 }
 

@@ -34,12 +34,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::ofstream(file, std::ios::binary | std::ios::trunc)
       .write(reinterpret_cast<const char*>(data) + 1, std::streamsize(size - 1));
   switch (reader) {
-    case 0:
-      (void)actorps::data::read_idx(file);
-      break;
-    case 1:
-      (void)actorps::data::read_tfrecords(file);
-      break;
+    case 0: (void)actorps::data::read_idx(file); break;
+    case 1: (void)actorps::data::read_tfrecords(file); break;
     case 2: {
       actorps::pb::CsvSource src;
       src.add_files(file);
@@ -54,9 +50,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       (void)actorps::data::read_csv(src, xs, labels);
       break;
     }
-    default:
-      (void)actorps::train::restore_latest(scratch_dir());
-      break;
+    default: (void)actorps::train::restore_latest(scratch_dir()); break;
   }
   return 0;
 }

@@ -78,27 +78,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const uint8_t* body = data + 1;
   const size_t n = size - 1;
   switch (data[0] % 7) {
-    case 0:
-      f.deliver<pb::Pull, pb::Values>(body, n);
-      break;
-    case 1:
-      f.deliver<pb::Push, pb::PushAck>(body, n);
-      break;
-    case 2:
-      f.deliver<pb::SparsePull, pb::Rows>(body, n);
-      break;
-    case 3:
-      f.deliver<pb::SparsePush, pb::PushAck>(body, n);
-      break;
-    case 4:
-      f.deliver<pb::Assign, pb::Assigned>(body, n);
-      break;
-    case 5:
-      f.deliver<pb::CreateVariables, pb::Created>(body, n);
-      break;
-    default:
-      f.deliver<pb::SetLearningRate, pb::LearningRateSet>(body, n);
-      break;
+    case 0: f.deliver<pb::Pull, pb::Values>(body, n); break;
+    case 1: f.deliver<pb::Push, pb::PushAck>(body, n); break;
+    case 2: f.deliver<pb::SparsePull, pb::Rows>(body, n); break;
+    case 3: f.deliver<pb::SparsePush, pb::PushAck>(body, n); break;
+    case 4: f.deliver<pb::Assign, pb::Assigned>(body, n); break;
+    case 5: f.deliver<pb::CreateVariables, pb::Created>(body, n); break;
+    default: f.deliver<pb::SetLearningRate, pb::LearningRateSet>(body, n); break;
   }
   return 0;
 }
