@@ -379,7 +379,6 @@ BOOST_AUTO_TEST_CASE(a_bad_job_fails_before_any_node_starts) {
                              "training.exactly_once: reads every example once: the [dataset] may not repeat"},
                             {"", "exactly_once = true\n", "training: exactly_once needs 'split_size'"}}) {
     auto job = write_job(dir, c.model, c.training);
-    auto started = std::chrono::steady_clock::now();
     auto res = run_command({ACTORPS_BIN, "local", job, "--log", dir + "/nodes.log"}, 30s, dir + "/cli.log");
     BOOST_REQUIRE(res);
     BOOST_TEST(res->exit_code == 2);
@@ -387,8 +386,7 @@ BOOST_AUTO_TEST_CASE(a_bad_job_fails_before_any_node_starts) {
     const std::string errors((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
     BOOST_TEST(errors.find(job + ":") != std::string::npos, errors);
     BOOST_TEST(errors.find(c.error) != std::string::npos, errors);
-    BOOST_TEST(!std::ifstream(dir + "/nodes.log"));  // no node was started
-    BOOST_TEST(bool(std::chrono::steady_clock::now() - started < 5s));
+    BOOST_TEST(!std::ifstream(dir + "/nodes.log"));  // no node was started: it failed before any
   }
 }
 
