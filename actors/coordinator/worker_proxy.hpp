@@ -9,6 +9,12 @@
 // operator), rebuilds the worker's datasets there and spawns a new worker
 // actor, whose pushes are numbered from a new incarnation (so shards never
 // take them for retries of the old one's). After kRecoveryTimeout it gives up.
+//
+//   dispatching --queue empty--> waiting --closures queued (wake)--> dispatching
+//   dispatching --worker down or its request fails--> respawning (closures back in the queue)
+//   respawning --node answers, datasets rebuilt, worker spawned--> dispatching
+//   respawning --kRecoveryTimeout--> gone (the queue is told; with every worker gone it fails)
+//   any --pause (a PS shard is restored)--> paused --new shard list--> respawning
 #pragma once
 
 #include <chrono>

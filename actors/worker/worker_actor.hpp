@@ -1,11 +1,16 @@
-// A worker: runs closures (actors/worker_functions.hpp) one after another,
-// in the order they arrive. A RunClosures message carries a batch of them
-// and the worker's dataset handles; the reply lists each closure's result
-// (values only when asked for) or its function's error, so one failing
-// closure does not fail the others. The worker holds the model on its
-// kernels and one buffer of pulled values and gradients, reused by every
-// step; its step counter numbers its pushes (worker, step), so shards apply
-// a retried push once and SYNC shards see its k-th step as the job's step k.
+// A worker: runs closures (worker_functions.hpp) one after another, in the
+// order they arrive. A RunClosures message carries a batch of them and the
+// worker's dataset handles; the reply lists each closure's result (values
+// only when asked for) or its function's error, so one failing closure does
+// not fail the others. The worker holds the model on its kernels and two
+// buffers of values and gradients (param_buffers.hpp); its step counter
+// numbers its pushes (worker, step), so shards apply a retried push once and
+// SYNC shards see its k-th step as the job's step k.
+//
+//   greeting (PS nodes admit it) --all admitted--> idle
+//   idle --RunClosures--> running (a closure at a time; more batches queue)
+//   running --closure done, pushes acknowledged--> answers its batch; idle when none is left
+//   any --a shard lost or a PS node refuses it--> stopped (the coordinator respawns it)
 #pragma once
 
 #include <caf/actor_system.hpp>
