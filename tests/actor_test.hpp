@@ -51,6 +51,21 @@ class deterministic_system {
   caf::scheduler::test_coordinator& sched;
 };
 
+// CAF 0.17.6 binds a null tuple pointer when a function is spawned without
+// arguments (caf/detail/init_fun_factory.hpp), which UBSan reports: the
+// spawns of these tests pass one ignored argument.
+
+/// where.spawn(f) (where: the actor system, or an actor) for a fake that takes only its self pointer.
+template <class State, class Where>
+caf::actor spawn_fake(Where& where, caf::behavior (*f)(caf::stateful_actor<State>*)) {
+  return where.spawn([f](caf::stateful_actor<State>* self, int) { return f(self); }, 0);
+}
+
+template <class Where>
+caf::actor spawn_fake(Where& where, caf::behavior (*f)(caf::event_based_actor*)) {
+  return where.spawn([f](caf::event_based_actor* self, int) { return f(self); }, 0);
+}
+
 /// The state of a stateful actor of this test (an untyped handle or one cast from it).
 template <class State, class Handle>
 State& state_of(const Handle& h) {
@@ -67,10 +82,13 @@ struct asked {
 template <class Reply, class Handle, class... Ts>
 std::shared_ptr<asked<Reply>> ask(caf::actor_system& sys, const Handle& to, Ts... msg) {
   auto out = std::make_shared<asked<Reply>>();
-  sys.spawn([out, to, msg...](caf::event_based_actor* self) {
-    self->request(to, caf::infinite, msg...)
-        .then([out](Reply& r) { out->reply = std::move(r); }, [out](caf::error& err) { out->reply = std::move(err); });
-  });
+  sys.spawn(
+      [out, to, msg...](caf::event_based_actor* self, int) {
+        self->request(to, caf::infinite, msg...)
+            .then([out](Reply& r) { out->reply = std::move(r); },
+                  [out](caf::error& err) { out->reply = std::move(err); });
+      },
+      0);
   return out;
 }
 

@@ -114,12 +114,12 @@ struct fake_node_state {
 caf::behavior fake_node(caf::stateful_actor<fake_node_state>* self) {
   return {
       [self](const pb::SpawnWorker&, const shard_list&) {
-        self->state.workers.push_back(self->spawn(fake_worker));
+        self->state.workers.push_back(spawn_fake(*self, fake_worker));
         return caf::actor_cast<worker_actor>(self->state.workers.back());
       },
       [self](const pb::SpawnShard& req) {
         self->state.shard_requests.push_back(req);
-        self->state.shards.push_back(self->spawn(fake_shard));
+        self->state.shards.push_back(spawn_fake(*self, fake_shard));
         return caf::actor_cast<ps_shard_actor>(self->state.shards.back());
       },
   };
@@ -192,7 +192,7 @@ cluster_spec four_nodes() {
 
 struct proxy_fixture : deterministic_system {
   fake_dialer nodes;
-  proxy_fixture() { nodes.node = sys().spawn(fake_node); }
+  proxy_fixture() { nodes.node = spawn_fake(sys(), fake_node); }
 
   std::shared_ptr<closure_queue> q;
   std::vector<caf::actor> workers, proxies;  // a fake worker and its proxy per worker task
@@ -203,7 +203,7 @@ struct proxy_fixture : deterministic_system {
     q = std::make_shared<closure_queue>(100, n);
     auto results = put_closures(*q, 0, closures);
     for (uint32_t w = 0; w < n; ++w) {
-      workers.push_back(sys().spawn(fake_worker));
+      workers.push_back(spawn_fake(sys(), fake_worker));
       respawn_plan plan{nodes.get(), 1, pb::SpawnWorker{}, shard_list{}};
       proxies.push_back(spawn_worker_proxy(sys(), q, w, caf::actor_cast<worker_actor>(workers.back()), plan));
     }
@@ -316,17 +316,19 @@ struct keeper_fixture : deterministic_system {
   std::vector<sharded_variable> vars;
 
   keeper_fixture() {
-    nodes.node = sys().spawn(fake_node);
-    for (int i = 0; i < 2; ++i) shards.push_back(sys().spawn(fake_shard));
-    proxy = sys().spawn([this](caf::event_based_actor*) -> caf::behavior {
-      return {
-          [this](proxy_pause_atom) { proxy_log.push_back("pause"); },
-          [this](proxy_shards_atom, const shard_list& s) {
-            proxy_log.push_back("shards " + std::to_string(s.size()));
-            last_shards = s;
-          },
-      };
-    });
+    nodes.node = spawn_fake(sys(), fake_node);
+    for (int i = 0; i < 2; ++i) shards.push_back(spawn_fake(sys(), fake_shard));
+    proxy = sys().spawn(
+        [this](caf::event_based_actor*, int) -> caf::behavior {
+          return {
+              [this](proxy_pause_atom) { proxy_log.push_back("pause"); },
+              [this](proxy_shards_atom, const shard_list& s) {
+                proxy_log.push_back("shards " + std::to_string(s.size()));
+                last_shards = s;
+              },
+          };
+        },
+        0);
     kernels::param_info w{"w", {4, 3}, false, kernels::initializer::kind::zeros};
     pb::Optimizer sgd;
     sgd.set_learning_rate(0.1f);

@@ -83,7 +83,7 @@ struct worker_fixture : deterministic_system {
     sgd.set_learning_rate(0.1f);
     auto vars = model_variables(probe.parameters(), 1, {}, 1, sgd);
     shard = sys().spawn(fake_shard, create_requests(vars)[0]);
-    dataset = caf::actor_cast<dataset_actor>(sys().spawn(fake_dataset));
+    dataset = caf::actor_cast<dataset_actor>(spawn_fake(sys(), fake_dataset));
     pb::SpawnWorker spec;
     *spec.mutable_model() = train::to_proto(*model);
     for (auto& v : vars) *spec.add_variables() = train::to_proto(v);
