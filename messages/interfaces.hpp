@@ -16,7 +16,7 @@
 
 namespace actorps {
 
-/// A parameter-server shard (actors/ps_shard.hpp).
+/// A parameter-server shard (actors/shard/ps_shard.hpp).
 using ps_shard_actor = caf::typed_actor<
     caf::replies_to<pb::CreateVariables>::with<pb::Created>, caf::replies_to<pb::Pull>::with<pb::Values>,
     caf::replies_to<pb::Push>::with<pb::PushAck>, caf::replies_to<pb::SparsePull>::with<pb::Rows>,
@@ -25,12 +25,12 @@ using ps_shard_actor = caf::typed_actor<
     caf::replies_to<pb::ShardStatsRequest>::with<pb::ShardStats>,
     caf::replies_to<pb::WorkerLost>::with<pb::ShardStats>>;
 
-/// A worker's input pipeline (actors/dataset_actor.hpp).
+/// A worker's input pipeline (actors/dataset/dataset_actor.hpp).
 using dataset_actor = caf::typed_actor<caf::replies_to<pb::DatasetInfoRequest>::with<pb::DatasetInfo>,
                                        caf::replies_to<pb::NextBatch>::with<pb::BatchData>,
                                        caf::replies_to<pb::ReadSplit>::with<pb::SplitAccepted>>;
 
-/// A worker (actors/worker_actor.hpp): runs closures, handed its datasets
+/// A worker (actors/worker/worker_actor.hpp): runs closures, handed its datasets
 /// (named by RunClosures.datasets) with each batch of them.
 using worker_actor =
     caf::typed_actor<caf::replies_to<pb::RunClosures, std::vector<dataset_actor>>::with<pb::ClosuresDone>,
@@ -43,7 +43,7 @@ using values = std::vector<pb::Value>;
 /// The PS shards of a job, indexed by ps task (sent with SpawnWorker).
 using shard_list = std::vector<ps_shard_actor>;
 
-/// The node actor, one per process (actors/node_actor.hpp).
+/// The node actor, one per process (actors/node/node_actor.hpp).
 using node_actor =
     caf::typed_actor<caf::replies_to<pb::Hello>::with<pb::Welcome>, caf::replies_to<pb::Ping>::with<pb::Pong>,
                      caf::replies_to<pb::StatusRequest>::with<pb::NodeStatus>,

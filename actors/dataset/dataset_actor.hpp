@@ -6,7 +6,7 @@
 // Prefetching is the consumer's: it keeps DatasetInfo.prefetch NextBatch
 // requests in flight, so batches are built while it computes.
 // Exactly-once epochs: ReadSplit restricts the source to a split's indices
-// (from the split dispatcher) and restarts the stages; the batches then end
+// (a train_split closure's range) and restarts the stages; the batches then end
 // with the split (a spec with repeat or drop_remainder is refused there).
 #pragma once
 

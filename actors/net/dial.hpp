@@ -32,7 +32,7 @@ inline pb::Hello hello_from(const cluster_spec& spec, task_id from) {
   return hello;
 }
 
-/// hello_from, signed for a secured cluster (actors/admission.hpp).
+/// hello_from, signed for a secured cluster (actors/net/admission.hpp).
 inline caf::expected<pb::Hello> signed_hello_from(const cluster_spec& spec, task_id from) {
   auto hello = hello_from(spec, from);
   if (auto err = sign_hello(hello, spec)) return err;

@@ -177,7 +177,7 @@ void dial_ps_nodes(worker_ptr self, const cluster_spec& cluster) {
   }
 }
 
-// Who may send a worker what (actors/peer_table.hpp): closures and injected
+// Who may send a worker what (actors/net/peer_table.hpp): closures and injected
 // faults come from the coordinator.
 template <class Msg>
 caf::error check(worker_ptr self, const Msg& msg, const char* what) {
