@@ -164,3 +164,57 @@ BOOST_FIXTURE_TEST_CASE(without_pull_ahead_each_step_pulls_after_the_last_push, 
   BOOST_REQUIRE(done->reply && *done->reply);
   BOOST_TEST((*done->reply)->results(0).values(3).integer() == 2);
 }
+
+namespace {
+
+pb::InjectFault fault_on_ps0(double drop, uint32_t delay_ms, uint32_t duration_ms) {
+  pb::InjectFault f;
+  f.set_worker(0);
+  f.set_ps(0);
+  f.set_drop(drop);
+  f.set_delay_ms(delay_ms);
+  f.set_duration_ms(duration_ms);
+  return f;
+}
+
+}  // namespace
+
+// Injected faults live in the worker's transport and run on its clock: a
+// dropped request is sent again after 500 ms (and may be dropped again);
+// once the fault ends requests leave at once.
+BOOST_FIXTURE_TEST_CASE(a_dropped_request_is_sent_again_until_the_fault_ends, with_pull_ahead) {
+  auto injected = ask<pb::FaultInjected>(sys(), worker, fault_on_ps0(1.0, 0, 1000));
+  sched.run();
+  BOOST_REQUIRE(injected->reply && *injected->reply);
+  auto done = train(1);
+  sched.run();
+  BOOST_TEST(log().empty());  // dropped before it left
+  sched.advance_time(std::chrono::milliseconds(500));
+  sched.run();
+  BOOST_TEST(log().empty());  // sent again at 500 ms: dropped again
+  sched.advance_time(std::chrono::milliseconds(500));
+  sched.run();
+  BOOST_TEST(log() == log_t{"pull 0"});  // at 1 s the fault is over
+  release();
+  BOOST_TEST(log() == (log_t{"pull 0", "pull 1", "push 0"}));  // nothing held back any more
+  BOOST_REQUIRE(done->reply && *done->reply);
+}
+
+BOOST_FIXTURE_TEST_CASE(a_delayed_request_leaves_after_the_delay, with_pull_ahead) {
+  auto injected = ask<pb::FaultInjected>(sys(), worker, fault_on_ps0(0, 50, 10000));
+  sched.run();
+  BOOST_REQUIRE(injected->reply && *injected->reply);
+  auto done = train(1);
+  sched.run();
+  BOOST_TEST(log().empty());
+  sched.advance_time(std::chrono::milliseconds(50));
+  sched.run();
+  BOOST_TEST(log() == log_t{"pull 0"});
+  release();
+  BOOST_TEST(log() == log_t{"pull 0"});  // step 1's pull and step 0's push wait their 50 ms too
+  BOOST_TEST(!done->reply);
+  sched.advance_time(std::chrono::milliseconds(50));
+  sched.run();
+  BOOST_TEST(log() == (log_t{"pull 0", "pull 1", "push 0"}));
+  BOOST_REQUIRE(done->reply && *done->reply);
+}

@@ -30,12 +30,12 @@ struct chaos_state {
   std::map<uint64_t, std::function<void()>> undos;  // pauses to resume, partitions to heal
   uint64_t next_undo = 0;
   std::optional<caf::response_promise> end;
-
-  clock_type* clock = nullptr;
-  double since() const { return std::chrono::duration<double>(clock->now() - start).count(); }
 };
 
 using chaos_ptr = caf::stateful_actor<chaos_state>*;
+
+// Seconds since the nodes came up (the executor started), on the actor clock.
+double since(chaos_ptr self) { return std::chrono::duration<double>(self->clock().now() - self->state.start).count(); }
 
 // Runs `undo` after `seconds`, and answers chaos_end once nothing is left.
 void undo_later(chaos_ptr self, double seconds, std::function<void()> undo) {
@@ -50,7 +50,7 @@ void finish_if_done(chaos_ptr self) {
 }
 
 void log_fault(chaos_ptr self, const std::string& what, const caf::error& err) {
-  spdlog::warn("chaos: t={:.2f} s, step {}: {}{}", self->state.since(), self->state.steps, what,
+  spdlog::warn("chaos: t={:.2f} s, step {}: {}{}", since(self), self->state.steps, what,
                err ? " failed: " + describe(err) : std::string());
 }
 
@@ -82,7 +82,7 @@ void fire(chaos_ptr self, const planned_fault& f) {
   if (f.what == fault::kind::partition && st.hands->can_partition()) {
     auto cut = [self, f](bool heal) {
       auto err = self->state.hands->partition(f.task, f.peer, heal);
-      spdlog::warn("chaos: t={:.2f} s, step {}: {} the hosts of {} and {}{}", self->state.since(), self->state.steps,
+      spdlog::warn("chaos: t={:.2f} s, step {}: {} the hosts of {} and {}{}", since(self), self->state.steps,
                    heal ? "healed the partition between" : "partitioned", to_string(f.task), to_string(f.peer),
                    err ? " failed: " + describe(err) : std::string());
     };
@@ -94,12 +94,12 @@ void fire(chaos_ptr self, const planned_fault& f) {
   const auto task = to_string(f.task);
   const bool kill = f.what == fault::kind::kill;
   const auto pid = st.hands->signal(task, kill ? SIGKILL : SIGSTOP);
-  spdlog::warn("chaos: t={:.2f} s, step {}: {} {} (pid {})", st.since(), st.steps, kill ? "SIGKILL" : "SIGSTOP", task,
+  spdlog::warn("chaos: t={:.2f} s, step {}: {} {} (pid {})", since(self), st.steps, kill ? "SIGKILL" : "SIGSTOP", task,
                pid);
   if (f.what == fault::kind::pause)
     undo_later(self, f.duration, [self, task] {
       auto pid = self->state.hands->signal(task, SIGCONT);
-      spdlog::warn("chaos: t={:.2f} s: SIGCONT {} (pid {})", self->state.since(), task, pid);
+      spdlog::warn("chaos: t={:.2f} s: SIGCONT {} (pid {})", since(self), task, pid);
     });
 }
 
@@ -110,9 +110,9 @@ void fire_due(chaos_ptr self) {
   while (!st.ended && st.next < st.plan.size()) {
     const auto& f = st.plan[st.next];
     if (f.at_step >= 0 && st.steps < f.at_step) return;
-    if (f.at_step < 0 && st.since() < f.at) {
+    if (f.at_step < 0 && since(self) < f.at) {
       if (!std::exchange(st.tick_pending, true))
-        self->delayed_send(self, std::chrono::microseconds(int64_t((f.at - st.since()) * 1e6) + 1), chaos_tick_atom_v);
+        self->delayed_send(self, std::chrono::microseconds(int64_t((f.at - since(self)) * 1e6) + 1), chaos_tick_atom_v);
       return;
     }
     fire(self, st.plan[st.next++]);
@@ -126,8 +126,7 @@ caf::behavior chaos_behavior(chaos_ptr self, cluster_spec spec, node_dialer dial
   st.dial = std::move(dial);
   st.hands = hands;
   st.plan = std::move(plan);
-  st.clock = &self->clock();
-  st.start = st.clock->now();
+  st.start = self->clock().now();
   fire_due(self);
   return {
       [self](chaos_step_atom, int64_t steps) {

@@ -59,7 +59,7 @@ void answer_waiting(keeper_ptr self, bool tick) {
   }
   st.waiting = std::move(still);
   if (!st.waiting.empty() && !std::exchange(st.tick_pending, true))
-    self->delayed_send(self, kRespawnRetry, keeper_shards_atom_v, true);
+    self->delayed_send(self, kRespawnRetry, keeper_tick_atom_v);
 }
 
 void fail_recovery(keeper_ptr self, uint32_t ps, const caf::error& why) {
@@ -218,7 +218,7 @@ caf::behavior keeper_behavior(keeper_ptr self, keeper_setup setup, node_dialer d
         answer_waiting(self, false);
         return caf::delegated<shard_list>{};
       },
-      [self](keeper_shards_atom, bool) {  // the tick
+      [self](keeper_tick_atom) {
         self->state.tick_pending = false;
         answer_waiting(self, true);
       },

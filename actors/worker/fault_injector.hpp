@@ -10,13 +10,15 @@
 #include <optional>
 #include <random>
 
+#include <caf/actor_clock.hpp>
+
 #include "messages/wire.hpp"
 
 namespace actorps {
 
 class fault_injector {
  public:
-  using time_point = std::chrono::steady_clock::time_point;
+  using time_point = caf::actor_clock::time_point;  // the worker's actor clock
   static constexpr auto kDropRetry = std::chrono::milliseconds(500);
 
   /// From now on, until now + duration: requests to req.ps() are dropped

@@ -10,8 +10,8 @@
 namespace actorps {
 
 param_buffers::param_buffers(kernels::sequential_model& model, std::vector<sharded_variable> vars, uint32_t worker,
-                             bool pull_ahead, transport& net)
-    : model_(model), vars_(std::move(vars)), worker_(worker), pull_ahead_(pull_ahead), net_(net) {
+                             bool pull_ahead, transport& net, kernels::host_parameters** in_use)
+    : model_(model), vars_(std::move(vars)), worker_(worker), pull_ahead_(pull_ahead), net_(net), in_use_(in_use) {
   std::vector<std::vector<float>> zeros;
   auto& params = model_.parameters();
   for (size_t i = 0; i < vars_.size(); ++i) {
@@ -27,6 +27,7 @@ param_buffers::param_buffers(kernels::sequential_model& model, std::vector<shard
     }
   }
   pulls_ = split_pull(view_);
+  *in_use_ = buffers_[current_].get();
 }
 
 void param_buffers::pull(int64_t step, then_fn then) { pull_into(current_, step, std::move(then)); }
@@ -68,6 +69,7 @@ void param_buffers::pull_for_step(int64_t step, then_fn then) {
       ahead_.active = false;
       if (!err) {
         current_ = 1 - current_;
+        *in_use_ = buffers_[current_].get();
         pull_ahead(step + 1);
       }
       then(std::move(err));
@@ -113,7 +115,7 @@ void param_buffers::pull_rows(const std::vector<int64_t>& ids, then_fn then) {
       net_.to_shard<pb::Rows>(
           ps, std::move(req),
           [this, c, i = i](const pb::Rows& rows) {
-            if (auto err = scatter_rows(rows, vars_[i], current()->value_ptrs[i])) return c->fail(err);
+            if (auto err = scatter_rows(rows, vars_[i], buffers_[current_]->value_ptrs[i])) return c->fail(err);
             c->ok();
           },
           [c](caf::error err) { c->fail(std::move(err)); });

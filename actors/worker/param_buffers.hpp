@@ -28,12 +28,11 @@ class param_buffers {
   using then_fn = std::function<void(caf::error)>;
 
   /// Buffers for `vars` (the model's parameters in order); the requests of
-  /// worker `worker` go through `net`. Both must outlive it.
+  /// worker `worker` go through `net`; `*in_use` always points at the
+  /// buffer in use (the closures' worker_context::params). All three must
+  /// outlive it.
   param_buffers(kernels::sequential_model& model, std::vector<sharded_variable> vars, uint32_t worker, bool pull_ahead,
-                transport& net);
-
-  /// The values and gradients in use (another buffer after pull_for_step).
-  kernels::host_parameters* current() { return buffers_[current_].get(); }
+                transport& net, kernels::host_parameters** in_use);
 
   /// Every dense variable into the current buffer; SYNC shards answer once `step` has come.
   void pull(int64_t step, then_fn then);
@@ -54,6 +53,7 @@ class param_buffers {
   uint32_t worker_;
   bool pull_ahead_;
   transport& net_;
+  kernels::host_parameters** in_use_;
   std::vector<const sharded_variable*> view_;             // the dense variables (pulled and pushed whole)
   std::vector<size_t> dense_, sparse_;                    // model parameter indices of each kind
   std::unique_ptr<kernels::host_parameters> buffers_[2];  // values in use, values pulled ahead

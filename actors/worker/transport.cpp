@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include <spdlog/spdlog.h>
+
 namespace actorps {
 
 void transport::after(std::chrono::milliseconds delay, std::function<void()> fn) {
@@ -18,11 +20,11 @@ void transport::on_timer(uint64_t id) {
 }
 
 void transport::inject(const pb::InjectFault& req) {
-  faults_.set(req, std::chrono::steady_clock::now());
+  faults_.set(req, self_->clock().now());
   spdlog::warn("worker:{}: dropping {:.0f}% of its requests to ps:{} and delaying the rest {} ms, for {} ms (injected)",
                worker_, 100 * std::clamp(req.drop(), 0.0, 1.0), req.ps(), req.delay_ms(), req.duration_ms());
   after(std::chrono::milliseconds(req.duration_ms()), [this, ps = req.ps()] {
-    if (faults_.over(ps, std::chrono::steady_clock::now()))
+    if (faults_.over(ps, self_->clock().now()))
       spdlog::warn("worker:{}: injected fault on ps:{} over: {} of {} requests dropped", worker_, ps, faults_.dropped(),
                    faults_.sent());
   });

@@ -13,7 +13,6 @@
 #include <memory>
 #include <utility>
 
-#include <spdlog/spdlog.h>
 #include <caf/typed_event_based_actor.hpp>
 
 #include "actors/worker/fault_injector.hpp"
@@ -24,18 +23,17 @@ namespace actorps {
 class transport {
  public:
   using actor_ptr = worker_actor::pointer;
-  using fail_fn = std::function<void(caf::error)>;
 
   transport(actor_ptr self, uint32_t worker, shard_list shards, caf::duration deadline)
       : self_(self), worker_(worker), shards_(std::move(shards)), deadline_(deadline) {}
 
-  const shard_list& shards() const { return shards_; }
-
-  /// A request to PS task `ps`; `ok` gets the reply, `fail` any error.
-  template <class Reply, class Msg>
-  void to_shard(int ps, Msg msg, std::function<void(Reply&)> ok, fail_fn fail, bool unfiltered = false) {
+  /// A request to PS task `ps`; `ok` gets the reply (Reply&), `fail` any
+  /// error (caf::error). The callbacks travel as they are: no allocation
+  /// per request beyond CAF's own.
+  template <class Reply, class Msg, class Ok, class Fail>
+  void to_shard(int ps, Msg msg, Ok ok, Fail fail, bool unfiltered = false) {
     if (!unfiltered)
-      if (auto held = faults_.hold(uint32_t(ps), std::chrono::steady_clock::now())) {
+      if (auto held = faults_.hold(uint32_t(ps), self_->clock().now())) {
         auto m = std::make_shared<Msg>(std::move(msg));
         const bool again = held->dropped;  // a dropped request is a new one when it is sent again
         return after(held->delay,
@@ -47,8 +45,8 @@ class transport {
 
   /// A request to one of the worker's datasets (no deadline: a dataset
   /// lives on the worker's own node).
-  template <class Reply, class Msg>
-  void to_dataset(const dataset_actor& d, Msg msg, std::function<void(Reply&)> ok, fail_fn fail) {
+  template <class Reply, class Msg, class Ok, class Fail>
+  void to_dataset(const dataset_actor& d, Msg msg, Ok ok, Fail fail) {
     self_->request(d, caf::infinite, std::move(msg))
         .then([ok](Reply& r) { ok(r); }, [fail](caf::error& err) { fail(std::move(err)); });
   }

@@ -190,7 +190,6 @@ void wire_context(worker_ptr self) {
   auto& ctx = st.ctx;
   ctx.worker = st.index;
   ctx.model = st.model.get();
-  ctx.params = st.params->current();
   ctx.dataset = [self](const pb::Value& arg) { return dataset_of(self, arg); };
   ctx.next_batch = [self](const dataset_actor& d, batch_prefetch::batch_fn then) {
     self->state.batches->next(d, std::move(then));
@@ -202,10 +201,7 @@ void wire_context(worker_ptr self) {
     self->state.params->pull(step, std::move(then));
   };
   ctx.pull_for_step = [self](int64_t step, std::function<void(caf::error)> then) {
-    self->state.params->pull_for_step(step, [self, then = std::move(then)](caf::error err) {
-      self->state.ctx.params = self->state.params->current();  // pull-ahead may have swapped buffers
-      then(std::move(err));
-    });
+    self->state.params->pull_for_step(step, std::move(then));  // keeps ctx.params on the buffer in use
   };
   ctx.pull_rows = [self](const std::vector<int64_t>& ids, std::function<void(caf::error)> then) {
     self->state.params->pull_rows(ids, std::move(then));
@@ -248,7 +244,8 @@ worker_actor::behavior_type worker_behavior(worker_ptr self, pb::SpawnWorker spe
   // elsewhere and respawns it, dialing the PS nodes afresh.
   for (auto& shard : shards) self->monitor(shard);
   st.net = std::make_unique<transport>(self, st.index, std::move(shards), deadline);
-  st.params = std::make_unique<param_buffers>(*st.model, std::move(vars), st.index, spec.pull_ahead(), *st.net);
+  st.params =
+      std::make_unique<param_buffers>(*st.model, std::move(vars), st.index, spec.pull_ahead(), *st.net, &st.ctx.params);
   st.batches = std::make_unique<batch_prefetch>(*st.net);
   if (spec.threads() > 0) kernels::set_cpu_threads(int(spec.threads()));
   dial_ps_nodes(self, cluster);
