@@ -5,8 +5,12 @@
 // wall clock, no sleeps: each test drives its actors message by message.
 #pragma once
 
+#include <map>
 #include <optional>
+#include <stdexcept>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
@@ -14,6 +18,8 @@
 #include <caf/scheduler/test_coordinator.hpp>
 #include <caf/stateful_actor.hpp>
 
+#include "actors/net/dial.hpp"
+#include "config/cluster_spec.hpp"
 #include "messages/wire.hpp"
 
 // clang-format off
@@ -65,6 +71,38 @@ template <class Where>
 caf::actor spawn_fake(Where& where, caf::behavior (*f)(caf::event_based_actor*)) {
   return where.spawn([f](caf::event_based_actor* self, int) { return f(self); }, 0);
 }
+
+/// A topology of one node per role, on 127.0.0.1 ports 1, 2, ... (never dialed:
+/// the tests' nodes are fakes).
+inline cluster_spec topology(std::initializer_list<const char*> roles) {
+  std::string text = "[cluster]\nname = \"t\"\n";
+  int port = 0;
+  for (auto* role : roles)
+    text +=
+        "[[cluster.nodes]]\nhost = \"127.0.0.1\"\nport = " + std::to_string(++port) + "\nroles = [\"" + role + "\"]\n";
+  auto spec = parse_toml(text, "test topology");
+  if (!spec) throw std::runtime_error(describe(spec.error()));
+  return *spec;
+}
+
+/// Nodes as a dialer sees them: those in `up` answer with their (fake) node
+/// actor, the others fail with `down`; every dial is recorded.
+struct fake_dialer {
+  std::map<size_t, caf::actor> up;  // node index -> its node actor
+  caf::error down = make_error(errc::unreachable, "node down (test)");
+  std::vector<size_t> dials;
+
+  node_dialer get() {
+    return [this](caf::event_based_actor*, size_t n, dial_callback done) {
+      dials.push_back(n);
+      auto i = up.find(n);
+      if (i != up.end())
+        done(caf::actor_cast<node_actor>(i->second));
+      else
+        done(down);
+    };
+  }
+};
 
 /// The state of a stateful actor of this test (an untyped handle or one cast from it).
 template <class State, class Handle>

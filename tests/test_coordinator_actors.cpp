@@ -125,23 +125,6 @@ caf::behavior fake_node(caf::stateful_actor<fake_node_state>* self) {
   };
 }
 
-// Nodes as a dialer sees them: down until `up`, then the fake node.
-struct fake_dialer {
-  bool up = false;
-  caf::actor node;
-  std::vector<size_t> dials;
-
-  node_dialer get() {
-    return [this](caf::event_based_actor*, size_t n, dial_callback done) {
-      dials.push_back(n);
-      if (up)
-        done(caf::actor_cast<node_actor>(node));
-      else
-        done(make_error(errc::unreachable, "node down (test)"));
-    };
-  }
-};
-
 pb::Closure closure_of(int64_t x) {
   pb::Closure c;
   c.set_function("f");
@@ -178,21 +161,9 @@ int64_t value_of(const remote_value& v) {
   return got->at(0).integer();
 }
 
-cluster_spec four_nodes() {
-  auto spec = parse_toml(
-      "[cluster]\nname = \"t\"\n"
-      "[[cluster.nodes]]\nhost = \"127.0.0.1\"\nport = 1\nroles = [\"coordinator\"]\n"
-      "[[cluster.nodes]]\nhost = \"127.0.0.1\"\nport = 2\nroles = [\"worker\"]\n"
-      "[[cluster.nodes]]\nhost = \"127.0.0.1\"\nport = 3\nroles = [\"ps\"]\n"
-      "[[cluster.nodes]]\nhost = \"127.0.0.1\"\nport = 4\nroles = [\"ps\"]\n",
-      "test");
-  BOOST_REQUIRE_MESSAGE(spec, (spec ? "" : describe(spec.error())));
-  return *spec;
-}
-
 struct proxy_fixture : deterministic_system {
   fake_dialer nodes;
-  proxy_fixture() { nodes.node = spawn_fake(sys(), fake_node); }
+  caf::actor node = spawn_fake(sys(), fake_node);  // worker:0's, once it is back
 
   std::shared_ptr<closure_queue> q;
   std::vector<caf::actor> workers, proxies;  // a fake worker and its proxy per worker task
@@ -257,16 +228,16 @@ BOOST_FIXTURE_TEST_CASE(a_lost_workers_closures_run_elsewhere_and_it_is_respawne
   for (auto id : lost_ids) BOOST_TEST(ran_on_w1.count(id) == 1u);
   for (int64_t i = 0; i < 4; ++i) BOOST_TEST(value_of(results[size_t(i)]) == 10 * i);
   // The node comes back: the next retry spawns worker:0 again, which gets new closures.
-  nodes.up = true;
+  nodes.up[1] = node;
   BOOST_REQUIRE(sched.trigger_timeout());
   sched.run();
-  auto& node = state_of<fake_node_state>(nodes.node);
-  BOOST_REQUIRE_EQUAL(node.workers.size(), 1u);
+  auto& back = state_of<fake_node_state>(node);
+  BOOST_REQUIRE_EQUAL(back.workers.size(), 1u);
   auto more = put_closures(*q, 10, 14);
   sched.run();
-  BOOST_TEST(closures_held(node.workers[0]) > 0u);
+  BOOST_TEST(closures_held(back.workers[0]) > 0u);
   for (int i = 0; i < 4; ++i) {
-    answer_all(node.workers[0]);
+    answer_all(back.workers[0]);
     answer_all(w1);
     sched.run();
   }
@@ -308,15 +279,16 @@ namespace {
 
 struct keeper_fixture : deterministic_system {
   fake_dialer nodes;
-  cluster_spec spec = four_nodes();
+  cluster_spec spec = topology({"coordinator", "worker", "ps", "ps"});
   std::shared_ptr<closure_queue> queue = std::make_shared<closure_queue>(10, 1);
   std::vector<caf::actor> shards;
   caf::actor proxy;  // records what the keeper tells the proxies
   std::vector<std::string> proxy_log;
   std::vector<sharded_variable> vars;
 
+  caf::actor node = spawn_fake(sys(), fake_node);  // ps:1's, once it is back
+
   keeper_fixture() {
-    nodes.node = spawn_fake(sys(), fake_node);
     for (int i = 0; i < 2; ++i) shards.push_back(spawn_fake(sys(), fake_shard));
     proxy = sys().spawn(
         [this](caf::event_based_actor*, int) -> caf::behavior {
@@ -377,15 +349,15 @@ BOOST_FIXTURE_TEST_CASE(the_keeper_restores_a_lost_shard_step_by_step, keeper_fi
   sched.run();
   BOOST_TEST(nodes.dials == std::vector<size_t>{3});
   BOOST_TEST(!during->reply);
-  nodes.up = true;
+  nodes.up[3] = node;
   BOOST_REQUIRE(sched.trigger_timeout());
   sched.run();
-  auto& node = state_of<fake_node_state>(nodes.node);
-  BOOST_REQUIRE_EQUAL(node.shards.size(), 1u);
-  BOOST_TEST(node.shard_requests[0].shard() == 1u);
-  BOOST_TEST(node.shard_requests[0].first_step() == 7);  // SYNC: joins the other shard's step
+  auto& back = state_of<fake_node_state>(node);
+  BOOST_REQUIRE_EQUAL(back.shards.size(), 1u);
+  BOOST_TEST(back.shard_requests[0].shard() == 1u);
+  BOOST_TEST(back.shard_requests[0].first_step() == 7);  // SYNC: joins the other shard's step
   // The new shard: its variables, the learning rate, then the checkpoint's values of its part.
-  auto& restored = state_of<fake_shard_state>(node.shards[0]);
+  auto& restored = state_of<fake_shard_state>(back.shards[0]);
   BOOST_TEST(restored.log == (std::vector<std::string>{"create", "lr 0.050000", "assign"}));
   BOOST_REQUIRE_EQUAL(restored.assigns.size(), 1u);
   auto& slice = restored.assigns[0].values(0);
@@ -396,9 +368,9 @@ BOOST_FIXTURE_TEST_CASE(the_keeper_restores_a_lost_shard_step_by_step, keeper_fi
   BOOST_TEST(slice.version() == 3u);
   // Then the proxies resume over the new list and the facade gets it.
   BOOST_TEST(proxy_log == (std::vector<std::string>{"pause", "shards 2"}));
-  BOOST_TEST((last_shards[1] == caf::actor_cast<ps_shard_actor>(node.shards[0])));
+  BOOST_TEST((last_shards[1] == caf::actor_cast<ps_shard_actor>(back.shards[0])));
   BOOST_REQUIRE(during->reply && *during->reply);
-  BOOST_TEST(((**during->reply)[1] == caf::actor_cast<ps_shard_actor>(node.shards[0])));
+  BOOST_TEST(((**during->reply)[1] == caf::actor_cast<ps_shard_actor>(back.shards[0])));
   sched.run();
   std::filesystem::remove_all(dir);
 }
@@ -486,7 +458,7 @@ BOOST_FIXTURE_TEST_CASE(the_fault_plan_runs_on_time_and_at_its_steps, determinis
   std::vector<planned_fault> plan{planned(fault::kind::kill, "worker:0", 1.0, -1, 0),
                                   planned(fault::kind::pause, "ps:1", 0, 5, 2.0),
                                   planned(fault::kind::partition, "worker:0", 4.0, -1, 1.0)};
-  auto chaos = spawn_chaos(sys(), four_nodes(), nodes.get(), hands, plan);
+  auto chaos = spawn_chaos(sys(), topology({"coordinator", "worker", "ps", "ps"}), nodes.get(), hands, plan);
   sched.run();
   BOOST_TEST(hands.log.empty());
   sched.advance_time(1001ms);

@@ -88,13 +88,8 @@ struct worker_fixture : deterministic_system {
     *spec.mutable_model() = train::to_proto(*model);
     for (auto& v : vars) *spec.add_variables() = train::to_proto(v);
     spec.set_pull_ahead(pull_ahead);
-    auto cluster = parse_toml(
-        "[cluster]\nname = \"t\"\n"
-        "[[cluster.nodes]]\nhost = \"127.0.0.1\"\nport = 1\nroles = [\"coordinator\"]\n"
-        "[[cluster.nodes]]\nhost = \"127.0.0.1\"\nport = 2\nroles = [\"worker\"]\n",
-        "test");  // no PS node to greet: the shard is local
-    BOOST_REQUIRE(cluster);
-    auto w = spawn_worker(sys(), spec, {caf::actor_cast<ps_shard_actor>(shard)}, *cluster,
+    auto cluster = topology({"coordinator", "worker"});  // no PS node to greet: the shard is local
+    auto w = spawn_worker(sys(), spec, {caf::actor_cast<ps_shard_actor>(shard)}, cluster,
                           std::make_shared<peer_table>(runtime_options{}));
     BOOST_REQUIRE_MESSAGE(w, (w ? "" : describe(w.error())));
     worker = *w;
@@ -167,14 +162,22 @@ BOOST_FIXTURE_TEST_CASE(without_pull_ahead_each_step_pulls_after_the_last_push, 
 
 namespace {
 
-pb::InjectFault fault_on_ps0(double drop, uint32_t delay_ms, uint32_t duration_ms) {
-  pb::InjectFault f;
-  f.set_worker(0);
-  f.set_ps(0);
-  f.set_drop(drop);
-  f.set_delay_ms(delay_ms);
-  f.set_duration_ms(duration_ms);
-  return f;
+// Injects a fault on the worker's requests to ps:0, then has it train one
+// step; the closure's answer, once it comes.
+std::shared_ptr<asked<pb::ClosuresDone>> train_with_fault(with_pull_ahead& f, double drop, uint32_t delay_ms,
+                                                          uint32_t duration_ms) {
+  pb::InjectFault fault;
+  fault.set_ps(0);
+  fault.set_drop(drop);
+  fault.set_delay_ms(delay_ms);
+  fault.set_duration_ms(duration_ms);
+  auto injected = ask<pb::FaultInjected>(f.sys(), f.worker, fault);
+  f.sched.run();
+  BOOST_REQUIRE(injected->reply && *injected->reply);
+  auto done = f.train(1);
+  f.sched.run();
+  BOOST_TEST(f.log().empty());  // held back before it left
+  return done;
 }
 
 }  // namespace
@@ -183,12 +186,7 @@ pb::InjectFault fault_on_ps0(double drop, uint32_t delay_ms, uint32_t duration_m
 // dropped request is sent again after 500 ms (and may be dropped again);
 // once the fault ends requests leave at once.
 BOOST_FIXTURE_TEST_CASE(a_dropped_request_is_sent_again_until_the_fault_ends, with_pull_ahead) {
-  auto injected = ask<pb::FaultInjected>(sys(), worker, fault_on_ps0(1.0, 0, 1000));
-  sched.run();
-  BOOST_REQUIRE(injected->reply && *injected->reply);
-  auto done = train(1);
-  sched.run();
-  BOOST_TEST(log().empty());  // dropped before it left
+  auto done = train_with_fault(*this, 1.0, 0, 1000);
   sched.advance_time(std::chrono::milliseconds(500));
   sched.run();
   BOOST_TEST(log().empty());  // sent again at 500 ms: dropped again
@@ -201,12 +199,7 @@ BOOST_FIXTURE_TEST_CASE(a_dropped_request_is_sent_again_until_the_fault_ends, wi
 }
 
 BOOST_FIXTURE_TEST_CASE(a_delayed_request_leaves_after_the_delay, with_pull_ahead) {
-  auto injected = ask<pb::FaultInjected>(sys(), worker, fault_on_ps0(0, 50, 10000));
-  sched.run();
-  BOOST_REQUIRE(injected->reply && *injected->reply);
-  auto done = train(1);
-  sched.run();
-  BOOST_TEST(log().empty());
+  auto done = train_with_fault(*this, 0, 50, 10000);
   sched.advance_time(std::chrono::milliseconds(50));
   sched.run();
   BOOST_TEST(log() == log_t{"pull 0"});

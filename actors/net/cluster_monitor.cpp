@@ -11,7 +11,7 @@ namespace {
 struct monitor_state {
   static inline const char* name = "cluster_monitor";
   cluster_spec spec;
-  task_id from;
+  node_dialer dial;
   std::chrono::milliseconds interval{500};
   monitor_events events;
   std::vector<node_report> reports;
@@ -30,12 +30,12 @@ std::string cause_of(const caf::error& err) {
 
 void set_state(monitor_ptr self, size_t i, bool up, std::string cause) {
   auto& r = self->state.reports[i];
-  bool changed = r.up != up || r.since == std::chrono::steady_clock::time_point{};
+  bool changed = r.up != up || r.since == caf::actor_clock::time_point{};
   r.up = up;
   r.cause = up ? std::string() : std::move(cause);
   if (!up) self->state.handles[i] = node_actor{};
   if (changed) {
-    r.since = std::chrono::steady_clock::now();
+    r.since = self->clock().now();
     if (self->state.events.on_change) self->state.events.on_change(r);
   }
 }
@@ -63,7 +63,7 @@ void ask_status(monitor_ptr self, size_t i) {
 }
 
 void dial(monitor_ptr self, size_t i) {
-  dial_node(self, self->state.spec, self->state.from, i, [self, i](caf::expected<node_actor> node) {
+  self->state.dial(self, i, [self, i](caf::expected<node_actor> node) {
     if (!node) {
       set_state(self, i, false, cause_of(node.error()));
       probe_done(self);
@@ -86,11 +86,11 @@ void probe_all(monitor_ptr self) {
   }
 }
 
-caf::behavior monitor_behavior(monitor_ptr self, cluster_spec spec, task_id from, std::chrono::milliseconds interval,
-                               monitor_events events) {
+caf::behavior monitor_behavior(monitor_ptr self, cluster_spec spec, node_dialer dial,
+                               std::chrono::milliseconds interval, monitor_events events) {
   auto& st = self->state;
   st.spec = std::move(spec);
-  st.from = from;
+  st.dial = std::move(dial);
   st.interval = interval;
   st.events = std::move(events);
   st.reports.resize(st.spec.nodes.size());
@@ -114,9 +114,9 @@ caf::behavior monitor_behavior(monitor_ptr self, cluster_spec spec, task_id from
 
 }  // namespace
 
-caf::actor spawn_cluster_monitor(caf::actor_system& sys, cluster_spec spec, task_id from,
+caf::actor spawn_cluster_monitor(caf::actor_system& sys, cluster_spec spec, node_dialer dial,
                                  std::chrono::milliseconds interval, monitor_events events) {
-  return sys.spawn(monitor_behavior, std::move(spec), from, interval, std::move(events));
+  return sys.spawn(monitor_behavior, std::move(spec), std::move(dial), interval, std::move(events));
 }
 
 }  // namespace actorps

@@ -17,6 +17,7 @@
 #include <caf/actor.hpp>
 #include <caf/actor_system.hpp>
 
+#include "actors/net/dial.hpp"
 #include "config/cluster_spec.hpp"
 #include "messages/wire.hpp"
 
@@ -25,9 +26,9 @@ namespace actorps {
 struct node_report {
   size_t node = 0;  // index into cluster_spec::nodes
   bool up = false;
-  std::string cause;                            // why it is down ("" when up)
-  pb::NodeStatus status;                        // last status answered (when up)
-  std::chrono::steady_clock::time_point since;  // when it entered this state
+  std::string cause;                   // why it is down ("" when up)
+  pb::NodeStatus status;               // last status answered (when up)
+  caf::actor_clock::time_point since;  // when it entered this state (the monitor's clock)
 };
 
 struct monitor_events {
@@ -37,9 +38,10 @@ struct monitor_events {
   std::function<void(const std::vector<node_report>&)> on_round;
 };
 
-/// Spawns the monitor, which dials every node as task `from` (CLIENT for
-/// operator tools) and probes every `interval`.
-caf::actor spawn_cluster_monitor(caf::actor_system& sys, cluster_spec spec, task_id from,
+/// Spawns the monitor, which reaches every node of `spec` through `dial`
+/// (network_dialer(spec, from): as task `from`, CLIENT for operator tools)
+/// and probes every `interval`; a probe gets spec.runtime.request_timeout_ms.
+caf::actor spawn_cluster_monitor(caf::actor_system& sys, cluster_spec spec, node_dialer dial,
                                  std::chrono::milliseconds interval, monitor_events events);
 
 }  // namespace actorps
