@@ -25,6 +25,18 @@ int run_local(const std::string& config_path, const cluster_spec& spec, std::opt
               const std::string& self_exe, const std::string& log_path,
               std::optional<uint64_t> chaos_seed = std::nullopt, bool netns = false);
 
+struct node_options {
+  std::string task;                   // ROLE:INDEX; "": TF_CONFIG's task
+  bool exit_with_parent = false;      // actorps local sets it
+  std::vector<std::string> host_map;  // HOST=ADDRESS (actorps local --netns)
+  std::string join;                   // HOST:PORT of the coordinator of a running job, or ""
+  std::string listen;                 // HOST:PORT for a worker the topology does not declare
+};
+
+/// `actorps node`: serves one node of `spec` (actors/node/serve_node.hpp);
+/// with `join` and a worker task the topology does not declare, on `listen`.
+int run_node(cluster_spec spec, const node_options& options);
+
 /// `actorps eval JOB`: the newest checkpoint of `checkpoint_dir` (default:
 /// the job's) evaluated on the job's eval dataset in this process.
 int run_eval(const job_spec& job, const std::string& checkpoint_dir);

@@ -5,6 +5,7 @@
 // SIGTERM (Ctrl-C) stop every child the same way and exit 130: the
 // coordinator is interrupted between writes, and a checkpoint is renamed
 // into place only when complete, so the last complete one stays intact.
+#include <algorithm>
 #include <csignal>
 #include <cstdlib>
 #include <memory>
@@ -93,12 +94,16 @@ int run_local(const std::string& config_path, const cluster_spec& file_spec, std
     }
   }
   local_nodes nodes(config_path, self_exe, log_path, file_spec, hosts.get());
-  for (auto& node : spec.nodes)
+  for (auto& node : spec.nodes) {
+    const bool coordinator_only =
+        std::all_of(node.tasks.begin(), node.tasks.end(), [](const task_id& t) { return t.role == pb::COORDINATOR; });
+    if (job && coordinator_only) continue;  // this process is the coordinator: it serves that node itself
     if (auto err = nodes.start(to_string(node.tasks.front()))) {
       spdlog::error("local: {}", describe(err));
       nodes.stop();
       return 1;
     }
+  }
   std::thread([&nodes, &hosts, stop_signals] {
     int sig = 0;
     sigwait(&stop_signals, &sig);

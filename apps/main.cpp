@@ -59,18 +59,19 @@ int main(int argc, char** argv) {  // NOLINT(bugprone-exception-escape)
   CLI::App app{"actorps: parameter-server training as an actor system"};
   app.require_subcommand(1);
   std::string config_path;
-  std::string task_text;
   bool watch = false;
+  node_options node_opts;
 
   auto* node = app.add_subcommand("node", "serve one node of the cluster until SIGINT/SIGTERM");
   node->add_option("--config", config_path, "cluster topology (TOML); default: TF_CONFIG");
-  node->add_option("--task", task_text, "the task this node hosts, e.g. worker:0; default: TF_CONFIG's task");
-  bool exit_with_parent = false;
-  node->add_flag("--exit-with-parent", exit_with_parent,
+  node->add_option("--task", node_opts.task, "the task this node hosts, e.g. worker:0; default: TF_CONFIG's task");
+  node->add_flag("--exit-with-parent", node_opts.exit_with_parent,
                  "stop (as on SIGTERM) when the process that started this one dies (actorps local sets it)");
-  std::vector<std::string> host_map;
-  node->add_option("--host-map", host_map,
+  node->add_option("--host-map", node_opts.host_map,
                    "HOST=ADDRESS: the topology's HOST is reached at ADDRESS (actorps local --netns)");
+  node->add_option("--join", node_opts.join, "HOST:PORT: once up, join the running job of this coordinator");
+  node->add_option("--listen", node_opts.listen,
+                   "HOST:PORT this node serves on, for a worker the topology does not declare (with --join)");
   bool netns = false;
 
   auto* local = app.add_subcommand("local", "start every node of a topology on this machine, run, stop");
@@ -228,22 +229,5 @@ int main(int argc, char** argv) {  // NOLINT(bugprone-exception-escape)
     if (!job) return fail(job.error());
     return run_local(config_path, *spec, *job, self_exe(), log_path, std::nullopt, netns);
   }
-  // node
-  std::map<std::string, std::string> addresses;
-  for (auto& entry : host_map) {
-    auto eq = entry.find('=');
-    if (eq == std::string::npos || eq == 0 || eq + 1 == entry.size())
-      return fail(make_error(errc::invalid_argument, "--host-map " + entry + ": expected HOST=ADDRESS"));
-    addresses[entry.substr(0, eq)] = entry.substr(eq + 1);
-  }
-  *spec = with_addresses(std::move(*spec), addresses);
-  std::optional<task_id> task = spec->self;
-  if (!task_text.empty()) {
-    auto parsed = parse_task(task_text);
-    if (!parsed) return fail(parsed.error());
-    task = *parsed;
-  }
-  if (!task)
-    return fail(make_error(errc::invalid_argument, "which task? pass --task ROLE:INDEX or set TF_CONFIG's task"));
-  return serve_node(*spec, *task, exit_with_parent);
+  return run_node(std::move(*spec), node_opts);
 }

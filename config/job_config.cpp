@@ -2,6 +2,8 @@
 
 #include <filesystem>
 
+#include <fmt/format.h>
+
 #include <unistd.h>
 
 #include "config/dataset_config.hpp"
@@ -45,7 +47,8 @@ const std::initializer_list<const char*> kTrainingKeys = {"epochs",
                                                           "learning_rate_decay",
                                                           "checkpoint_steps",
                                                           "exactly_once",
-                                                          "split_size"};
+                                                          "split_size",
+                                                          "min_workers"};
 
 // exactly_once needs split_size, a dataset that reads every example once and
 // no steps_per_epoch; otherwise steps_per_epoch is required (as in TF).
@@ -62,6 +65,19 @@ caf::error check_epoch_keys(const reader& r, const toml::table& t, const job_spe
   } else if (!t.contains("steps_per_epoch")) {
     return r.fail(t, "training", "missing required key 'steps_per_epoch' (as in TF)");
   }
+  return caf::none;
+}
+
+// min_workers: 1..workers under async (default 1); sync and
+// bounded_staleness pin steps to workers, so they start with all of them.
+caf::error read_min_workers(const reader& r, const toml::table& t, training_options& o, uint32_t workers) {
+  const bool fixed = o.consistency.mode() != pb::Consistency::ASYNC;
+  o.min_workers = fixed ? workers : 1;
+  if (auto err = r.get(t, "training", "min_workers", o.min_workers, 1, std::max<uint32_t>(workers, 1))) return err;
+  if (fixed && o.min_workers != workers)
+    return r.fail(
+        *t.get("min_workers"), "training.min_workers",
+        fmt::format("sync and bounded_staleness train with all {} workers (steps are pinned to workers)", workers));
   return caf::none;
 }
 
@@ -165,6 +181,7 @@ caf::expected<std::optional<job_spec>> parse_job_toml(std::string_view text, con
   o.consistency.set_replicas_to_aggregate(replicas == 0 ? workers : replicas);
   o.consistency.set_staleness(staleness);
   o.target_accuracy = target;
+  if (auto err = read_min_workers(r, t, o, workers)) return err;
   if (o.exactly_once && mode != pb::Consistency::ASYNC)
     return r.fail(*t.get("exactly_once"), "training.exactly_once",
                   "needs consistency \"async\" (sync and bounded_staleness steps are pinned to workers)");

@@ -28,6 +28,11 @@ struct training_options {
   // splits, so a rerun resumes mid-epoch.
   bool exactly_once = false;
   uint32_t split_size = 0;
+  // Training starts once this many workers are up; the others join as they
+  // come. Default: 1 under async (as TF's ClusterCoordinator, which
+  // schedules on whichever workers are available), every worker under sync
+  // and bounded_staleness (their steps are pinned to workers: fixed membership).
+  uint32_t min_workers = 1;
   uint32_t steps_per_execution = 10;  // steps per closure
   pb::Optimizer optimizer;            // kind, learning_rate, momentum, ...
   float learning_rate_decay = 1;  // epoch e trains with learning_rate * decay^(e-1) (Keras ExponentialDecay per epoch)

@@ -24,6 +24,8 @@ std::string to_string(errc code) {
     case errc::too_busy: return "too_busy";
     case errc::cancelled: return "cancelled";
     case errc::replaced: return "replaced";
+    case errc::not_up: return "not_up";
+    case errc::refused: return "refused";
   }
   return "unknown";
 }

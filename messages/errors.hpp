@@ -30,6 +30,8 @@ enum class errc : uint8_t {
   too_busy,            // a peer holds runtime.max_in_flight_per_peer requests already
   cancelled,           // a queued closure dropped because an earlier one failed (TF's semantics)
   replaced,            // a worker stopped to be respawned over restored PS shards
+  not_up,              // the worker has not joined (yet): what it needs is done when it does
+  refused,             // a join the coordinator turned down (task taken, job finishing, ...)
 };
 
 std::string to_string(errc code);

@@ -44,12 +44,20 @@ using values = std::vector<pb::Value>;
 using shard_list = std::vector<ps_shard_actor>;
 
 /// The node actor, one per process (actors/node/node_actor.hpp).
-using node_actor =
-    caf::typed_actor<caf::replies_to<pb::Hello>::with<pb::Welcome>, caf::replies_to<pb::Ping>::with<pb::Pong>,
-                     caf::replies_to<pb::StatusRequest>::with<pb::NodeStatus>,
-                     caf::replies_to<pb::SpawnShard>::with<ps_shard_actor>,
-                     caf::replies_to<pb::SpawnDataset>::with<dataset_actor>,
-                     caf::replies_to<pb::SpawnWorker, shard_list>::with<worker_actor>,
-                     caf::replies_to<pb::InjectFault>::with<pb::FaultInjected>>;
+using node_actor = caf::typed_actor<
+    caf::replies_to<pb::Hello>::with<pb::Welcome>, caf::replies_to<pb::Ping>::with<pb::Pong>,
+    caf::replies_to<pb::StatusRequest>::with<pb::NodeStatus>, caf::replies_to<pb::SpawnShard>::with<ps_shard_actor>,
+    caf::replies_to<pb::SpawnDataset>::with<dataset_actor>,
+    caf::replies_to<pb::SpawnWorker, shard_list>::with<worker_actor>,
+    caf::replies_to<pb::InjectFault>::with<pb::FaultInjected>, caf::replies_to<pb::LeaveJob>::with<pb::LeftJob>,
+    caf::replies_to<pb::JoinJob>::with<pb::JoinAccepted>>;
+
+/// What drains a worker out of the job: its proxy on the coordinator
+/// (actors/coordinator/worker_proxy.hpp), reached from the worker's node.
+using leave_actor = caf::typed_actor<caf::replies_to<pb::LeaveJob>::with<pb::LeftJob>>;
+
+/// Where `actorps node --join` sends JoinJob: the node actor the coordinator
+/// process publishes on its node (a subset of node_actor).
+using join_gate_actor = caf::typed_actor<caf::replies_to<pb::JoinJob>::with<pb::JoinAccepted>>;
 
 }  // namespace actorps

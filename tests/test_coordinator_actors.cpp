@@ -171,7 +171,7 @@ struct proxy_fixture : deterministic_system {
   // A queue holding closures f(0), ..., f(closures - 1) for `n` workers,
   // each with a proxy, all run until they wait.
   std::vector<remote_value> start(size_t n, int64_t closures) {
-    q = std::make_shared<closure_queue>(100, n);
+    q = std::make_shared<closure_queue>(100);
     auto results = put_closures(*q, 0, closures);
     for (uint32_t w = 0; w < n; ++w) {
       workers.push_back(spawn_fake(sys(), fake_worker));
@@ -280,7 +280,7 @@ namespace {
 struct keeper_fixture : deterministic_system {
   fake_dialer nodes;
   cluster_spec spec = topology({"coordinator", "worker", "ps", "ps"});
-  std::shared_ptr<closure_queue> queue = std::make_shared<closure_queue>(10, 1);
+  std::shared_ptr<closure_queue> queue = std::make_shared<closure_queue>(10);
   std::vector<caf::actor> shards;
   caf::actor proxy;  // records what the keeper tells the proxies
   std::vector<std::string> proxy_log;
@@ -406,7 +406,7 @@ BOOST_FIXTURE_TEST_CASE(the_keeper_gives_up_after_the_recovery_timeout, keeper_f
   sched.run();
   size_t retries = 0;
   while (!pending.ready() && retries < 1000) {
-    sched.advance_time(kRespawnRetry);
+    sched.advance_time(kShardRetry);
     sched.run();
     ++retries;
   }

@@ -24,10 +24,8 @@ caf::expected<values> remote_value::fetch() const {
   return *state_->result;
 }
 
-closure_queue::closure_queue(size_t capacity, size_t workers)
+closure_queue::closure_queue(size_t capacity)
     : capacity_(std::max<size_t>(capacity, 1)),
-      workers_(workers),
-      live_workers_(workers),
       next_id_(uint64_t(
           std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
               .count())) {}
@@ -69,7 +67,8 @@ std::vector<queued_closure> closure_queue::take(size_t max, uint32_t worker, std
   }
   // A fair share of the common closures: a proxy with room for many must
   // not strand work on its worker while another worker idles.
-  const size_t share = (common_.size() + live_workers_ - 1) / std::max<size_t>(live_workers_, 1);
+  const size_t live = std::max<size_t>(live_.size(), 1);
+  const size_t share = (common_.size() + live - 1) / live;
   for (size_t n = std::min(max - out.size(), std::max<size_t>(share, 1)); n > 0 && !common_.empty(); --n) {
     out.push_back(std::move(common_.front()));
     common_.pop_front();
@@ -116,19 +115,52 @@ void closure_queue::put_back(std::vector<queued_closure> lost) {
   wake_all(lock);
 }
 
-void closure_queue::worker_lost(uint32_t) {
-  std::lock_guard<std::mutex> guard(m_);
-  if (live_workers_ > 0) --live_workers_;
-}
-
-void closure_queue::worker_back(uint32_t) {
-  std::lock_guard<std::mutex> guard(m_);
-  ++live_workers_;
-}
-
-void closure_queue::worker_gone(uint32_t, const caf::error& why) {
+size_t closure_queue::wait_for_workers(size_t n, std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(m_);
-  if (++gone_workers_ < workers_) return;
+  changed_.wait_for(lock, timeout, [&] { return live_.size() >= n; });
+  return live_.size();
+}
+
+size_t closure_queue::live_workers() {
+  std::lock_guard<std::mutex> guard(m_);
+  return live_.size();
+}
+
+size_t closure_queue::members() {
+  std::lock_guard<std::mutex> guard(m_);
+  return members_.size();
+}
+
+std::vector<uint32_t> closure_queue::absent_workers() {
+  std::lock_guard<std::mutex> guard(m_);
+  std::vector<uint32_t> out;
+  for (auto w : members_)
+    if (live_.count(w) == 0) out.push_back(w);
+  return out;
+}
+
+void closure_queue::worker_added(uint32_t worker) {
+  std::lock_guard<std::mutex> guard(m_);
+  members_.insert(worker);
+}
+
+void closure_queue::worker_up(uint32_t worker) {
+  std::lock_guard<std::mutex> guard(m_);
+  members_.insert(worker);
+  live_.insert(worker);
+  changed_.notify_all();
+}
+
+void closure_queue::worker_lost(uint32_t worker) {
+  std::lock_guard<std::mutex> guard(m_);
+  live_.erase(worker);
+}
+
+void closure_queue::worker_gone(uint32_t worker, const caf::error& why) {
+  std::unique_lock<std::mutex> lock(m_);
+  live_.erase(worker);
+  members_.erase(worker);
+  if (!members_.empty()) return;
   if (!error_) error_ = make_error(errc::unreachable, "no worker left: " + describe(why));
   cancel_queued(error_);
   changed_.notify_all();

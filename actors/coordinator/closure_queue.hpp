@@ -9,6 +9,7 @@
 // join() reports the error and clears it.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -17,6 +18,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <vector>
 
 #include <caf/expected.hpp>
@@ -54,7 +56,7 @@ struct queued_closure {
 
 class closure_queue {
  public:
-  closure_queue(size_t capacity, size_t workers);
+  explicit closure_queue(size_t capacity);
 
   // ---- the user's side ----
   /// Queues a closure (blocks while `capacity` closures are outstanding).
@@ -64,6 +66,13 @@ class closure_queue {
   caf::error join();
   /// Nothing queued or running (and no error pending).
   bool done();
+  /// Blocks until `n` workers take closures, or `timeout` passed: how many do.
+  size_t wait_for_workers(size_t n, std::chrono::milliseconds timeout);
+  /// Workers taking closures now.
+  size_t live_workers();
+  /// Members of the job (their proxies bring them up), and those not taking closures.
+  size_t members();
+  std::vector<uint32_t> absent_workers();
 
   // ---- the proxies' side ----
   /// Up to `max` closures for `worker` — its own first, then a fair share of
@@ -72,11 +81,14 @@ class closure_queue {
   void settle(queued_closure& c, caf::expected<values> result);
   /// A lost worker's closures go back to the front.
   void put_back(std::vector<queued_closure> lost);
-  /// A worker stopped taking closures (lost; its proxy tries to respawn it).
+  /// A proxy exists for `worker`: it is a member of the job (not yet taking closures).
+  void worker_added(uint32_t worker);
+  /// The worker takes closures (spawned, joined or respawned).
+  void worker_up(uint32_t worker);
+  /// It stopped taking closures (lost; its proxy tries to respawn it).
   void worker_lost(uint32_t worker);
-  /// It takes closures again (respawned).
-  void worker_back(uint32_t worker);
-  /// Its proxy gave up on it; with every worker gone, everything queued fails.
+  /// It left the job (drained, or its proxy gave up on it: `why`). With no
+  /// member left, everything queued fails.
   void worker_gone(uint32_t worker, const caf::error& why);
   /// The job cannot go on (a PS that never came back): everything queued fails.
   void abort(const caf::error& why);
@@ -89,8 +101,7 @@ class closure_queue {
   std::mutex m_;
   std::condition_variable changed_;
   const size_t capacity_;
-  const size_t workers_;
-  size_t live_workers_, gone_workers_ = 0;
+  std::set<uint32_t> members_, live_;  // workers of the job; those taking closures
   std::deque<queued_closure> common_;
   std::map<uint32_t, std::deque<queued_closure>> pinned_;
   size_t outstanding_ = 0;  // queued + running

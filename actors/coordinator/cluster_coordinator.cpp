@@ -5,10 +5,13 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "actors/coordinator/membership.hpp"
 #include "actors/coordinator/ps_keeper.hpp"
 #include "actors/coordinator/worker_proxy.hpp"
 #include "actors/net/dial.hpp"
 #include "actors/net/request_now.hpp"
+#include "actors/net/system_config.hpp"
+#include "actors/node/node_actor.hpp"
 #include "actors/variables/wire_forms.hpp"
 
 namespace actorps {
@@ -24,8 +27,9 @@ struct cluster_coordinator::impl {
   caf::actor keeper;        // from create_workers on: the one owner of the shard list
   std::string checkpoint_dir;
   int64_t input_size = 0;  // the model's, once variables exist
-  std::vector<node_actor> worker_nodes;
-  std::vector<caf::actor> proxies;
+  caf::actor membership;   // from create_workers on: the one owner of the worker set
+  node_actor node;         // accept_joins: this process's node actor, published on the coordinator's node
+  uint16_t node_port = 0;
   std::shared_ptr<closure_queue> queue;
   size_t queue_capacity = 0;
   pb::Consistency consistency;
@@ -85,8 +89,10 @@ struct cluster_coordinator::impl {
 cluster_coordinator::cluster_coordinator(std::unique_ptr<impl> p) : p_(std::move(p)) {}
 
 cluster_coordinator::~cluster_coordinator() {
-  for (auto& proxy : p_->proxies) p_->self->send_exit(proxy, caf::exit_reason::user_shutdown);
-  if (p_->keeper) p_->self->send_exit(p_->keeper, caf::exit_reason::user_shutdown);
+  if (p_->node_port != 0) p_->self->send(connector(p_->self->home_system()), caf::close_atom_v, p_->node_port);
+  if (p_->node) p_->self->send_exit(p_->node, caf::exit_reason::user_shutdown);
+  for (auto* a : {&p_->membership, &p_->keeper})
+    if (*a) p_->self->send_exit(*a, caf::exit_reason::user_shutdown);
 }
 
 caf::expected<std::unique_ptr<cluster_coordinator>> cluster_coordinator::connect(caf::actor_system& sys,
@@ -126,65 +132,86 @@ caf::error cluster_coordinator::create_variables(const kernels::model_spec& mode
 
 caf::error cluster_coordinator::create_workers(const kernels::model_spec& model, uint32_t threads_per_worker) {
   if (p_->vars.empty()) return make_error(errc::invalid_argument, "create_workers: create_variables first");
-  const auto workers = p_->spec.count(pb::WORKER);
-  p_->queue = std::make_shared<closure_queue>(p_->queue_capacity, workers);
   if (p_->keeper) return make_error(errc::invalid_argument, "create_workers: called twice");
-  const auto shards = p_->setup_shards;
-  const auto dialer = network_dialer(p_->spec, task_id{pb::COORDINATOR, 0});
-  for (uint32_t w = 0; w < workers; ++w) {
-    const task_id task{pb::WORKER, w};
-    auto node = p_->dial(task);
-    if (!node) return node.error();
-    pb::SpawnWorker sw;
-    sw.set_worker(w);
-    *sw.mutable_model() = train::to_proto(model);
-    for (auto& v : p_->vars) *sw.add_variables() = train::to_proto(v);
-    sw.set_threads(threads_per_worker);
-    const bool async = p_->consistency.mode() == pb::Consistency::ASYNC;
-    sw.set_pull_ahead(async);
-    sw.set_request_timeout_ms(async ? p_->spec.runtime.request_timeout_ms : 0);
-    auto worker = p_->ask<worker_actor>(*node, sw, shards);
-    if (!worker) return in_context(worker.error(), to_string(task));
-    p_->worker_nodes.push_back(*node);
-    respawn_plan plan{dialer, size_t(p_->spec.node_of(task) - p_->spec.nodes.data()), sw, shards};
-    p_->proxies.push_back(spawn_worker_proxy(p_->self->home_system(), p_->queue, w, *worker, std::move(plan)));
-  }
-  keeper_setup setup{p_->spec, p_->consistency, shards, p_->vars, p_->proxies, p_->queue, p_->checkpoint_dir};
-  p_->keeper = spawn_ps_keeper(p_->self->home_system(), std::move(setup), dialer);
+  auto& sys = p_->self->home_system();
+  p_->queue = std::make_shared<closure_queue>(p_->queue_capacity);
+  const auto& spec = p_->spec;
+  const task_id self_task{pb::COORDINATOR, 0};
+  p_->keeper =
+      spawn_ps_keeper(sys, {spec, p_->consistency, p_->setup_shards, p_->vars, {}, p_->queue, p_->checkpoint_dir},
+                      network_dialer(spec, self_task));
+  pb::SpawnWorker sw;
+  *sw.mutable_model() = train::to_proto(model);
+  for (auto& v : p_->vars) *sw.add_variables() = train::to_proto(v);
+  sw.set_threads(threads_per_worker);
+  const bool async = p_->consistency.mode() == pb::Consistency::ASYNC;
+  sw.set_pull_ahead(async);
+  sw.set_request_timeout_ms(async ? spec.runtime.request_timeout_ms : 0);
+  auto dialer = [self_task](const cluster_spec& s) { return network_dialer(s, self_task); };
+  p_->membership = spawn_membership(sys, {spec, sw, p_->setup_shards, p_->queue, p_->keeper, dialer});
   return caf::none;
+}
+
+caf::error cluster_coordinator::wait_for_workers(size_t n, std::chrono::milliseconds timeout) {
+  if (!p_->queue) return make_error(errc::invalid_argument, "wait_for_workers: create_workers first");
+  const auto up = p_->queue->wait_for_workers(n, timeout);
+  if (up >= n) return caf::none;
+  std::string absent;
+  for (auto w : p_->queue->absent_workers()) absent += (absent.empty() ? "" : ", ") + fmt::format("worker:{}", w);
+  return make_error(errc::not_up,
+                    fmt::format("{} of the {} workers up after {} s, training needs {} (min_workers); not up: {}", up,
+                                p_->queue->members(), timeout.count() / 1000, n, absent));
 }
 
 caf::expected<pb::DatasetInfo> cluster_coordinator::create_per_worker_dataset(const std::string& name,
                                                                               const pb::DatasetSpec& spec, bool whole) {
-  if (p_->proxies.empty()) return make_error(errc::invalid_argument, "create_per_worker_dataset: create_workers first");
-  const auto workers = uint32_t(p_->worker_nodes.size());
-  pb::DatasetInfo first;
-  for (uint32_t w = 0; w < workers; ++w) {
-    const auto where = fmt::format("worker:{} dataset '{}'", w, name);
-    pb::SpawnDataset req;
-    req.set_worker(w);
-    req.set_name(name);
-    auto* mine = req.mutable_spec();
-    *mine = spec;
-    if (!whole) {
-      mine->clear_ops();
-      auto* shard = mine->add_ops()->mutable_shard();
-      shard->set_num_shards(workers);
-      shard->set_index(w);
-      for (auto& op : spec.ops()) *mine->add_ops() = op;
-    }
-    auto dataset = p_->ask<dataset_actor>(p_->worker_nodes[w], req);
-    if (!dataset) return in_context(dataset.error(), where);
-    auto info = p_->ask<pb::DatasetInfo>(*dataset, pb::DatasetInfoRequest{});
-    if (!info) return in_context(info.error(), where);
-    if (int64_t(info->features()) != p_->input_size)
-      return make_error(errc::invalid_config, fmt::format("{}: examples of {} features, the model takes {}", where,
-                                                          info->features(), p_->input_size));
-    if (w == 0) first = *info;
-    if (auto ok = p_->ask<bool>(p_->proxies[w], proxy_dataset_atom_v, name, *dataset, req); !ok) return ok.error();
+  if (!p_->membership) return make_error(errc::invalid_argument, "create_per_worker_dataset: create_workers first");
+  const auto where = fmt::format("dataset '{}'", name);
+  // Built on the workers that are up, and on each other one when it comes;
+  // with none up (all lost just now), once one is.
+  auto info = p_->ask<pb::DatasetInfo>(p_->membership, membership_dataset_atom_v, name, spec, whole);
+  if (!info && info.error() == errc::not_up) {
+    if (auto err = wait_for_workers(1, kRecoveryTimeout)) return in_context(err, where);
+    info = p_->ask<pb::DatasetInfo>(p_->membership, membership_dataset_atom_v, name, spec, whole);
   }
-  p_->datasets[name] = first;
-  return first;
+  if (!info) return in_context(info.error(), where);
+  if (int64_t(info->features()) != p_->input_size)
+    return make_error(errc::invalid_config, fmt::format("{}: examples of {} features, the model takes {}", where,
+                                                        info->features(), p_->input_size));
+  p_->datasets[name] = *info;
+  return *info;
+}
+
+caf::error cluster_coordinator::add_worker(uint32_t worker, const std::string& host, uint16_t port) {
+  if (!p_->membership) return make_error(errc::invalid_argument, "add_worker: create_workers first");
+  auto ok = p_->ask<pb::JoinAccepted>(p_->membership, membership_add_atom_v, worker, host, port);
+  return ok ? caf::none : ok.error();
+}
+
+caf::error cluster_coordinator::remove_worker(uint32_t worker) {
+  if (!p_->membership) return make_error(errc::invalid_argument, "remove_worker: create_workers first");
+  auto left = request_now<pb::LeftJob>(p_->self, p_->membership, kRecoveryTimeout, membership_remove_atom_v, worker);
+  return left ? caf::none : left.error();
+}
+
+caf::expected<uint16_t> cluster_coordinator::accept_joins() {
+  if (!p_->membership) return make_error(errc::invalid_argument, "accept_joins: create_workers first");
+  const auto* node = p_->spec.node_of(task_id{pb::COORDINATOR, 0});
+  if (node == nullptr) return make_error(errc::invalid_config, "accept_joins: the topology has no coordinator node");
+  auto& sys = p_->self->home_system();
+  p_->node = spawn_node(sys, p_->spec, size_t(node - p_->spec.nodes.data()), {nullptr, {}, p_->membership});
+  auto port = publish_on(sys, p_->node, *node);
+  if (!port) {
+    p_->self->send_exit(p_->node, caf::exit_reason::user_shutdown);
+    p_->node = nullptr;
+    return in_context(port.error(), "serving the coordinator's node on " + node->address());
+  }
+  p_->node_port = *port;
+  return *port;
+}
+
+void cluster_coordinator::close_joins() {
+  if (p_->membership) p_->ask<bool>(p_->membership, membership_close_atom_v);
 }
 
 const pb::DatasetInfo* cluster_coordinator::dataset_info(const std::string& name) const {
@@ -210,6 +237,8 @@ caf::error cluster_coordinator::join() { return p_->queue ? p_->queue->join() : 
 bool cluster_coordinator::done() { return !p_->queue || p_->queue->done(); }
 
 size_t cluster_coordinator::num_workers() const { return p_->spec.count(pb::WORKER); }
+
+size_t cluster_coordinator::live_workers() const { return p_->queue ? p_->queue->live_workers() : 0; }
 
 const std::vector<sharded_variable>& cluster_coordinator::variables() const { return p_->vars; }
 

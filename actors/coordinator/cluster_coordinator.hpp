@@ -4,16 +4,21 @@
 //   auto c = cluster_coordinator::connect(sys, spec, consistency);   // PS shards up
 //   c->create_variables(model, seed, optimizer);                     // round-robin over them
 //   c->create_workers(model, threads);                               // one proxy each
+//   c->wait_for_workers(1);                                          // training starts with those up
 //   c->create_per_worker_dataset("train", spec);                     // each worker its shard
 //   auto v = c->schedule("train_step", {per_worker_dataset("train"), integer(10)});
 //   c->join();  v.fetch();
 //
+// Workers come and go while the job runs: a declared worker whose node
+// comes up late joins when it does, add_worker()/accept_joins() take in new
+// ones, remove_worker() drains one out (actors/coordinator/membership.hpp).
 // Setup calls block (each with the topology's connect timeout); schedule()
 // only queues, and blocks only while `queue_capacity` closures are
 // outstanding. Closures run on whichever worker is free, in queue order;
 // see closure_queue.hpp for what an error does to the others.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -33,6 +38,9 @@ struct schedule_options {
   int worker = -1;          // -1: any worker; else only that one
 };
 
+/// How long wait_for_workers waits by default.
+constexpr auto kJoinTimeout = std::chrono::milliseconds(120000);
+
 class cluster_coordinator {
  public:
   /// Dials the PS nodes and has each spawn its shard with `consistency`.
@@ -48,12 +56,18 @@ class cluster_coordinator {
   /// creation under strategy.scope()).
   [[nodiscard]] caf::error create_variables(const kernels::model_spec& model, uint64_t seed,
                                             const pb::Optimizer& optimizer, const partitioner& split = {});
-  /// A worker actor per worker task, over those variables.
+  /// A proxy per declared worker task, over those variables: each brings its
+  /// worker up as soon as the worker's node answers (returns at once).
   [[nodiscard]] caf::error create_workers(const kernels::model_spec& model, uint32_t threads_per_worker);
+  /// Blocks until `n` workers take closures; errc::not_up (naming the
+  /// absent ones) when they did not within `timeout`.
+  [[nodiscard]] caf::error wait_for_workers(size_t n, std::chrono::milliseconds timeout = kJoinTimeout);
   /// On every worker, its dataset `name`: `spec` behind a leading shard op
-  /// (worker w of W reads examples w, w+W, ...), or with `whole` the same
-  /// `spec` everywhere (exactly-once splits pick ranges of it). Checks the
-  /// features against the model; returns worker 0's DatasetInfo.
+  /// (worker w of the W declared reads examples w, w+W, ...), or with
+  /// `whole` the same `spec` everywhere (exactly-once splits pick ranges of
+  /// it); built now on the workers that are up, on the others when they
+  /// join. Checks the features against the model; returns the DatasetInfo
+  /// of the first built.
   [[nodiscard]] caf::expected<pb::DatasetInfo> create_per_worker_dataset(const std::string& name,
                                                                          const pb::DatasetSpec& spec,
                                                                          bool whole = false);
@@ -61,11 +75,28 @@ class cluster_coordinator {
   /// What create_per_worker_dataset returned for `name`, or nullptr.
   const pb::DatasetInfo* dataset_info(const std::string& name) const;
 
+  /// Takes worker `worker`, served by the node at host:port, into the job
+  /// (a declared one: dial it now). errc::refused when it is in the job
+  /// already, when joins are closed, or when the job's data is sharded
+  /// statically and the topology does not declare it.
+  [[nodiscard]] caf::error add_worker(uint32_t worker, const std::string& host, uint16_t port);
+  /// Drains worker `worker` (its closures finish and their pushes are
+  /// acknowledged; it gets no new ones) and takes it out of the job; its node exits.
+  [[nodiscard]] caf::error remove_worker(uint32_t worker);
+  /// Serves the topology's coordinator node from this process (a node
+  /// actor: Hello, status, and JoinJob for `actorps node --join`); the port.
+  [[nodiscard]] caf::expected<uint16_t> accept_joins();
+  /// The job is finishing: joins are refused from now on.
+  void close_joins();
+
   remote_value schedule(const std::string& function, values args, schedule_options options = {});
   [[nodiscard]] caf::error join();
   bool done();
 
+  /// The workers the topology declares (each one's proxy exists from create_workers on).
   size_t num_workers() const;
+  /// Workers taking closures now.
+  size_t live_workers() const;
   const std::vector<sharded_variable>& variables() const;
   /// Optimizer slots per variable (0 for SGD, 1 for momentum and Adagrad, 2 for Adam).
   uint32_t slot_count() const;

@@ -59,7 +59,7 @@ void answer_waiting(keeper_ptr self, bool tick) {
   }
   st.waiting = std::move(still);
   if (!st.waiting.empty() && !std::exchange(st.tick_pending, true))
-    self->delayed_send(self, kRespawnRetry, keeper_tick_atom_v);
+    self->delayed_send(self, kShardRetry, keeper_tick_atom_v);
 }
 
 void fail_recovery(keeper_ptr self, uint32_t ps, const caf::error& why) {
@@ -72,9 +72,9 @@ void fail_recovery(keeper_ptr self, uint32_t ps, const caf::error& why) {
 void retry_later(keeper_ptr self, uint32_t ps, const caf::error& why) {
   if (self->state.cause_logged.insert(ps).second)
     spdlog::warn("coordinator: ps:{}'s node {} ({}); retrying every {} ms", ps, dial_failure_cause(why), describe(why),
-                 kRespawnRetry.count());
+                 kShardRetry.count());
   if (self->clock().now() - self->state.lost_at[ps] > kRecoveryTimeout) return fail_recovery(self, ps, why);
-  self->delayed_send(self, kRespawnRetry, keeper_retry_atom_v, ps);
+  self->delayed_send(self, kShardRetry, keeper_retry_atom_v, ps);
 }
 
 // The shard's restore: the newest checkpoint's values and optimizer slots
@@ -195,7 +195,7 @@ void on_shard_down(keeper_ptr self, const caf::down_msg& msg) {
   st.cause_logged.erase(ps);
   spdlog::warn("coordinator: ps:{} lost ({}); pausing the workers while it is restored", ps, to_string(msg.reason));
   for (auto& p : st.l.proxies) self->send(p, proxy_pause_atom_v);
-  self->delayed_send(self, kRespawnRetry, keeper_retry_atom_v, ps);
+  self->delayed_send(self, kShardRetry, keeper_retry_atom_v, ps);
 }
 
 caf::behavior keeper_behavior(keeper_ptr self, keeper_setup setup, node_dialer dial) {
@@ -222,6 +222,7 @@ caf::behavior keeper_behavior(keeper_ptr self, keeper_setup setup, node_dialer d
         self->state.tick_pending = false;
         answer_waiting(self, true);
       },
+      [self](keeper_proxy_atom, const caf::actor& proxy) { self->state.l.proxies.push_back(proxy); },
       [self](keeper_lr_atom, float lr) { self->state.learning_rate = lr; },
       [self](keeper_ckpt_atom, const std::string& dir) { self->state.l.checkpoint_dir = dir; },
       [self](keeper_retry_atom, uint32_t ps) {

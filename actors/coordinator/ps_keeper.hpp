@@ -11,7 +11,7 @@
 // Steps of a restore:
 //   1. pause the worker proxies (closures stay queued; workers that fail on
 //      the lost shard hand theirs back);
-//   2. dial the shard's node every kRespawnRetry until it is back (restarted
+//   2. dial the shard's node every kShardRetry until it is back (restarted
 //      by `actorps local` or an operator), have it spawn the shard and
 //      create that shard's variables;
 //   3. restore them from the newest intact checkpoint of the job's
@@ -21,6 +21,7 @@
 //      and resumes.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -36,6 +37,8 @@
 
 namespace actorps {
 
+constexpr auto kShardRetry = std::chrono::milliseconds(250);  // a lost shard's node is dialed this often
+
 /// What the keeper starts with; it owns it from then on.
 struct keeper_setup {
   cluster_spec spec;
@@ -50,9 +53,10 @@ struct keeper_setup {
 /// A local actor. Requests:
 ///   (keeper_shards_atom) -> shard_list: the shards, once none is being restored;
 ///   (keeper_shards_atom, ps, stale) -> shard_list: the same, after `stale`
-///     (a shard that did not answer) is replaced, or kRespawnRetry later if
+///     (a shard that did not answer) is replaced, or kShardRetry later if
 ///     the keeper still holds it for alive.
-/// Messages: (keeper_lr_atom, float) the schedule's current learning rate
+/// Messages: (keeper_proxy_atom, proxy) a worker proxy added to the job (it
+/// is paused and given new shards like the others); (keeper_lr_atom, float) the schedule's current learning rate
 /// (set again on a restored shard); (keeper_ckpt_atom, dir) where restores
 /// read checkpoints from. `dial` reaches a lost shard's node.
 caf::actor spawn_ps_keeper(caf::actor_system& sys, keeper_setup setup, node_dialer dial);

@@ -55,6 +55,7 @@ int run_job(const job_spec& job, std::function<void(int64_t)> on_step) {
   std::vector<train::fit_callback*> callbacks;
   for (auto& cb : owned) callbacks.push_back(cb.get());
   auto result = train::fit(c, job, callbacks);
+  c.close_joins();
   if (!result) return fail("training", result.error());
   std::optional<train::evaluation> last;
   if (!result->history.empty()) {

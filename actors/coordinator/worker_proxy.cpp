@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <random>
 
 #include <spdlog/spdlog.h>
 #include <caf/event_based_actor.hpp>
@@ -14,29 +15,46 @@ namespace actorps {
 namespace {
 
 constexpr size_t kMinWindow = 2, kMaxWindow = 256;
+constexpr auto kStillAbsentLog = std::chrono::seconds(30);  // a worker that never came: logged this often
+constexpr auto kSpawnTimeout = std::chrono::seconds(30);
+
+using clock_point = caf::actor_clock::time_point;
 
 struct proxy_state {
   static inline const char* name = "worker_proxy";
   std::shared_ptr<closure_queue> queue;
   uint32_t index = 0;
   worker_actor worker;
+  node_actor node;        // the worker's node, while the worker is up
   pb::RunClosures names;  // datasets only
   std::vector<dataset_actor> datasets;
   std::vector<pb::SpawnDataset> dataset_specs;  // how each was built (rebuilt on respawn)
   respawn_plan plan;
-  caf::actor_clock::time_point lost_at;
-  bool cause_logged = false;                                  // why the node did not answer, once per loss
+  bool ever_up = false;  // it joined once (else: retried for as long as the job runs)
+  bool left = false;     // drained and out of the job, until its node announces itself again
+  clock_point lost_at, logged_at;
+  std::chrono::milliseconds backoff = kFirstRetry;
+  std::minstd_rand jitter;
+  uint64_t dial_round = 0;                                    // a retry timer of an older round is ignored
   std::map<uint64_t, std::vector<queued_closure>> in_flight;  // by batch
   uint64_t next_batch = 0;
   size_t running = 0, window = kMinWindow;
-  double micros_per_closure = 0;  // learnt from the worker's busy time
-  bool waiting = false;           // a wake-up is registered with the queue
-  bool paused = false;            // a PS shard is being restored
+  double micros_per_closure = 0;                                    // learnt from the worker's busy time
+  bool waiting = false;                                             // a wake-up is registered with the queue
+  bool paused = false;                                              // a PS shard is being restored
+  std::optional<caf::typed_response_promise<pb::LeftJob>> leaving;  // draining for this LeaveJob
+  bool release_node = false;                                        // remove_worker: tell the node once drained
+  uint64_t finished_while_leaving = 0;
 };
 
 using proxy_ptr = caf::stateful_actor<proxy_state>*;
 
 void dispatch(proxy_ptr self);
+void dial(proxy_ptr self);
+
+double seconds_since(proxy_ptr self, clock_point t) {
+  return std::chrono::duration<double>(self->clock().now() - t).count();
+}
 
 void adapt_window(proxy_state& st, const pb::ClosuresDone& done) {
   if (done.results_size() == 0) return;
@@ -44,6 +62,31 @@ void adapt_window(proxy_state& st, const pb::ClosuresDone& done) {
   st.micros_per_closure = st.micros_per_closure == 0 ? per : 0.8 * st.micros_per_closure + 0.2 * per;
   const double target = double(std::chrono::microseconds(kQueuedWork).count());
   st.window = std::clamp(size_t(target / std::max(st.micros_per_closure, 1.0)), kMinWindow, kMaxWindow);
+}
+
+// Drained: out of the job. Its node is told when the coordinator asked.
+pb::LeftJob finish_leaving(proxy_ptr self) {
+  auto& st = self->state;
+  pb::LeftJob left;
+  left.set_worker(st.index);
+  left.set_closures_finished(st.finished_while_leaving);
+  spdlog::info("coordinator: worker:{} drained ({} closure(s) finished) and left the job", st.index,
+               st.finished_while_leaving);
+  if (st.worker) self->demonitor(st.worker.address());
+  if (st.release_node && st.node) {
+    pb::LeaveJob release;
+    release.set_worker(st.index);
+    release.set_reason("removed by the coordinator");
+    self->request(st.node, std::chrono::seconds(10), release).then([](const pb::LeftJob&) {}, [](caf::error&) {});
+  }
+  st.worker = nullptr;
+  st.node = nullptr;
+  st.left = true;
+  st.waiting = false;
+  st.queue->worker_gone(st.index, make_error(errc::not_up, "worker:" + std::to_string(st.index) + " left the job"));
+  if (st.leaving) st.leaving->deliver(left);
+  st.leaving.reset();
+  return left;
 }
 
 void on_done(proxy_ptr self, uint64_t batch, const pb::ClosuresDone& done) {
@@ -64,8 +107,13 @@ void on_done(proxy_ptr self, uint64_t batch, const pb::ClosuresDone& done) {
       st.queue->settle(closures[i], values(r.values().begin(), r.values().end()));
   }
   st.running -= closures.size();
+  if (st.leaving) st.finished_while_leaving += closures.size();
   st.in_flight.erase(sent);
   adapt_window(st, done);
+  if (st.leaving && st.running == 0) {
+    finish_leaving(self);
+    return;
+  }
   dispatch(self);
 }
 
@@ -81,61 +129,82 @@ void lose_worker(proxy_ptr self, const caf::error& why) {
   st.in_flight.clear();
   st.running = 0;
   st.worker = nullptr;
+  st.node = nullptr;
   st.waiting = false;
   st.queue->put_back(std::move(back));
   st.queue->worker_lost(st.index);
   st.lost_at = self->clock().now();
-  st.cause_logged = false;
+  st.logged_at = {};
+  st.backoff = kFirstRetry;
   // BOUNDED_STALENESS shards stop waiting for its clock until its respawn pushes.
   pb::WorkerLost lost;
   lost.set_worker(st.index);
   for (auto& shard : st.plan.shards)
     self->request(shard, std::chrono::seconds(10), lost).then([](const pb::ShardStats&) {}, [](caf::error&) {});
-  self->send(self, proxy_respawn_atom_v);  // at once: the node may be up (a lost link, new shards)
+  if (st.leaving) {  // its closures run elsewhere: nothing left to drain
+    finish_leaving(self);
+    return;
+  }
+  dial(self);  // at once: the node may be up (a lost link, new shards)
 }
 
+// A dial or spawn failed: again after the back-off (doubled, with jitter:
+// proxies that failed together do not retry together).
 void retry_later(proxy_ptr self, const caf::error& why) {
   auto& st = self->state;
-  if (!std::exchange(st.cause_logged, true))
-    spdlog::warn("coordinator: worker:{}'s node {} ({}); retrying every {} ms", st.index, dial_failure_cause(why),
-                 describe(why), kRespawnRetry.count());
-  if (self->clock().now() - st.lost_at > kRecoveryTimeout) {
+  const auto now = self->clock().now();
+  if (st.logged_at == clock_point{} || now - st.logged_at > kStillAbsentLog) {
+    st.logged_at = now;
+    spdlog::warn("coordinator: worker:{}'s node {} ({}); {} for {:.0f} s, retrying with back-off up to {} ms", st.index,
+                 dial_failure_cause(why), describe(why), st.ever_up ? "lost" : "not up",
+                 seconds_since(self, st.lost_at), kMaxRetry.count());
+  }
+  if (st.ever_up && now - st.lost_at > kRecoveryTimeout) {
     spdlog::error("coordinator: worker:{} did not come back in {} s ({}); giving up on it", st.index,
                   std::chrono::duration_cast<std::chrono::seconds>(kRecoveryTimeout).count(), describe(why));
     st.queue->worker_gone(st.index, why);
     return;
   }
-  self->delayed_send(self, kRespawnRetry, proxy_respawn_atom_v);
+  const auto delay = std::chrono::milliseconds(
+      int64_t(double(st.backoff.count()) * std::uniform_real_distribution<double>(0.5, 1.0)(st.jitter)));
+  st.backoff = std::min(st.backoff * 2, kMaxRetry);
+  self->delayed_send(self, delay, proxy_respawn_atom_v, st.dial_round);
+}
+
+// The worker actor is up on `node`: it takes closures.
+void worker_up(proxy_ptr self, node_actor node, worker_actor worker) {
+  auto& st = self->state;
+  st.worker = std::move(worker);
+  st.node = std::move(node);
+  self->monitor(st.worker);
+  st.queue->worker_up(st.index);
+  if (st.ever_up)
+    spdlog::warn("coordinator: worker:{} respawned after {:.2f} s", st.index, seconds_since(self, st.lost_at));
+  else
+    spdlog::info("coordinator: worker:{} joined after {:.2f} s", st.index, seconds_since(self, st.lost_at));
+  st.ever_up = true;
+  st.backoff = kFirstRetry;
+  dispatch(self);
 }
 
 // Spawns the worker actor on its node.
-void spawn_at(proxy_ptr self, node_actor node, std::chrono::seconds timeout) {
+void spawn_at(proxy_ptr self, node_actor node) {
   auto& st = self->state;
-  self->request(node, timeout, st.plan.spawn, st.plan.shards)
-      .then(
-          [self](const worker_actor& worker) {
-            auto& st = self->state;
-            st.worker = worker;
-            self->monitor(worker);
-            st.queue->worker_back(st.index);
-            spdlog::warn("coordinator: worker:{} respawned after {:.2f} s", st.index,
-                         std::chrono::duration<double>(self->clock().now() - st.lost_at).count());
-            dispatch(self);
-          },
-          [self](caf::error& err) { retry_later(self, err); });
+  self->request(node, kSpawnTimeout, st.plan.spawn, st.plan.shards)
+      .then([self, node](const worker_actor& worker) { worker_up(self, node, worker); },
+            [self](caf::error& err) { retry_later(self, err); });
 }
 
-// On the worker's node (back up): its datasets, then a new worker actor.
-void respawn_on(proxy_ptr self, node_actor node) {
+// On the worker's node (up): its datasets, then a new worker actor.
+void spawn_on(proxy_ptr self, node_actor node) {
   auto& st = self->state;
-  const auto timeout = std::chrono::seconds(30);
-  if (st.dataset_specs.empty()) return spawn_at(self, node, timeout);
-  auto c = std::make_shared<countdown>(countdown{st.dataset_specs.size(), [self, node, timeout](caf::error err) {
+  if (st.dataset_specs.empty()) return spawn_at(self, node);
+  auto c = std::make_shared<countdown>(countdown{st.dataset_specs.size(), [self, node](caf::error err) {
                                                    if (err) return retry_later(self, err);
-                                                   spawn_at(self, node, timeout);
+                                                   spawn_at(self, node);
                                                  }});
   for (size_t i = 0; i < st.dataset_specs.size(); ++i)
-    self->request(node, timeout, st.dataset_specs[i])
+    self->request(node, kSpawnTimeout, st.dataset_specs[i])
         .then(
             [self, i, c](const dataset_actor& d) {
               self->state.datasets[i] = d;
@@ -144,30 +213,84 @@ void respawn_on(proxy_ptr self, node_actor node) {
             [c](caf::error& err) { c->fail(std::move(err)); });
 }
 
+// Dials the worker's node and brings the worker up there.
+void dial(proxy_ptr self) {
+  auto& st = self->state;
+  if (st.worker || st.paused || st.left) return;
+  st.plan.dial(self, st.plan.node, [self, round = st.dial_round](caf::expected<node_actor> node) {
+    auto& st = self->state;
+    if (round != st.dial_round || st.worker || st.left) return;  // a newer dial is under way, or it is up
+    if (!node) return retry_later(self, node.error());
+    spawn_on(self, *node);
+  });
+}
+
 // One take per call: the queue hands out a fair share of the common
 // closures, and the rest stays for the other workers' proxies (a proxy
 // with room for many would otherwise drain a short queue while others idle).
 void dispatch(proxy_ptr self) {
   auto& st = self->state;
-  if (st.worker && !st.paused && st.running < st.window && !st.waiting) {
-    auto batch = st.queue->take(st.window - st.running, st.index, [weak = self->address()] {
-      if (auto proxy = caf::actor_cast<caf::actor>(weak)) caf::anon_send(proxy, proxy_wake_atom_v);
-    });
-    if (batch.empty()) {
-      st.waiting = true;
-      return;
-    }
-    pb::RunClosures msg = st.names;
-    for (auto& c : batch) *msg.add_closures() = c.closure;
-    const uint64_t id = st.next_batch++;
-    st.running += batch.size();
-    st.in_flight.emplace(id, std::move(batch));
-    self->request(st.worker, caf::infinite, std::move(msg), st.datasets)
-        .then([self, id](const pb::ClosuresDone& done) { on_done(self, id, done); },
-              [self, to = st.worker](caf::error& err) {
-                if (to == self->state.worker) lose_worker(self, err);  // else: the lost one's, already handled
-              });
+  if (!st.worker || st.paused || st.leaving || st.running >= st.window || st.waiting) return;
+  auto batch = st.queue->take(st.window - st.running, st.index, [weak = self->address()] {
+    if (auto proxy = caf::actor_cast<caf::actor>(weak)) caf::anon_send(proxy, proxy_wake_atom_v);
+  });
+  if (batch.empty()) {
+    st.waiting = true;
+    return;
   }
+  pb::RunClosures msg = st.names;
+  for (auto& c : batch) *msg.add_closures() = c.closure;
+  const uint64_t id = st.next_batch++;
+  st.running += batch.size();
+  st.in_flight.emplace(id, std::move(batch));
+  self->request(st.worker, caf::infinite, std::move(msg), st.datasets)
+      .then([self, id](const pb::ClosuresDone& done) { on_done(self, id, done); },
+            [self, to = st.worker](caf::error& err) {
+              if (to == self->state.worker) lose_worker(self, err);  // else: the lost one's, already handled
+            });
+}
+
+// Records dataset `name` (replacing one of that name) and, with the worker
+// up, builds it on its node now.
+caf::result<pb::DatasetInfo> add_dataset(proxy_ptr self, const std::string& name, const pb::SpawnDataset& how) {
+  auto& st = self->state;
+  size_t i = 0;
+  while (i < size_t(st.names.datasets_size()) && st.names.datasets(int(i)) != name) ++i;
+  if (i == size_t(st.names.datasets_size())) {
+    st.names.add_datasets(name);
+    st.datasets.emplace_back();
+    st.dataset_specs.emplace_back();
+  }
+  st.dataset_specs[i] = how;
+  if (!st.worker) return make_error(errc::not_up, "worker:" + std::to_string(st.index) + " is not up yet");
+  auto rp = self->make_response_promise<pb::DatasetInfo>();
+  self->request(st.node, kSpawnTimeout, how)
+      .then(
+          [self, i, rp](const dataset_actor& d) mutable {
+            self->state.datasets[i] = d;
+            self->request(d, kSpawnTimeout, pb::DatasetInfoRequest{})
+                .then([rp](const pb::DatasetInfo& info) mutable { rp.deliver(info); },
+                      [rp](caf::error& err) mutable { rp.deliver(std::move(err)); });
+          },
+          [rp](caf::error& err) mutable { rp.deliver(std::move(err)); });
+  return rp;
+}
+
+caf::result<pb::LeftJob> on_leave(proxy_ptr self, const pb::LeaveJob& req) {
+  auto& st = self->state;
+  if (!st.worker || st.leaving) {
+    pb::LeftJob left;
+    left.set_worker(st.index);
+    return left;
+  }
+  const auto& sender = self->current_sender();
+  st.release_node = sender == nullptr || sender->node() == self->node();  // the coordinator asked, not the node
+  spdlog::info("coordinator: worker:{} leaves the job ({}): draining {} closure(s)", st.index, req.reason(),
+               st.running);
+  st.finished_while_leaving = 0;
+  if (st.running == 0) return finish_leaving(self);
+  st.leaving = self->make_response_promise<pb::LeftJob>();
+  return *st.leaving;
 }
 
 caf::behavior proxy_behavior(proxy_ptr self, std::shared_ptr<closure_queue> queue, uint32_t index, worker_actor worker,
@@ -175,13 +298,17 @@ caf::behavior proxy_behavior(proxy_ptr self, std::shared_ptr<closure_queue> queu
   auto& st = self->state;
   st.queue = std::move(queue);
   st.index = index;
-  st.worker = std::move(worker);
   st.plan = std::move(plan);
-  self->monitor(st.worker);
+  st.jitter.seed(index + 1);
+  st.lost_at = self->clock().now();
+  st.queue->worker_added(index);
   self->set_down_handler([self](const caf::down_msg& msg) {
     if (self->state.worker && msg.source == self->state.worker.address()) lose_worker(self, msg.reason);
   });
-  dispatch(self);
+  if (worker)
+    worker_up(self, node_actor{}, std::move(worker));
+  else
+    dial(self);
   return {
       [self](proxy_wake_atom) {
         self->state.waiting = false;
@@ -192,34 +319,31 @@ caf::behavior proxy_behavior(proxy_ptr self, std::shared_ptr<closure_queue> queu
         auto& st = self->state;
         st.plan.shards = shards;
         st.paused = false;
-        if (st.worker) {
-          self->send_exit(st.worker, caf::exit_reason::user_shutdown);  // it holds the old shard handles
-          lose_worker(self, make_error(errc::replaced, "the PS shards changed"));
-        } else {
-          self->send(self, proxy_respawn_atom_v);
+        if (!st.worker) {
+          ++st.dial_round;  // pending retries are dropped: this dial replaces them
+          return dial(self);
         }
+        self->send_exit(st.worker, caf::exit_reason::user_shutdown);  // it holds the old shard handles
+        lose_worker(self, make_error(errc::replaced, "the PS shards changed"));
       },
-      [self](proxy_respawn_atom) {
-        auto& st = self->state;
-        if (st.worker || st.paused) return;
-        st.plan.dial(self, st.plan.node, [self](caf::expected<node_actor> node) {
-          if (!node) return retry_later(self, node.error());
-          respawn_on(self, *node);
-        });
+      [self](proxy_respawn_atom, uint64_t round) {
+        if (round == self->state.dial_round) dial(self);
       },
-      [self](proxy_dataset_atom, const std::string& name, const dataset_actor& dataset, const pb::SpawnDataset& how) {
+      [self](proxy_dial_atom) -> caf::result<bool> {
         auto& st = self->state;
-        for (int i = 0; i < st.names.datasets_size(); ++i)
-          if (st.names.datasets(i) == name) {
-            st.datasets[size_t(i)] = dataset;
-            st.dataset_specs[size_t(i)] = how;
-            return true;
-          }
-        st.names.add_datasets(name);
-        st.datasets.push_back(dataset);
-        st.dataset_specs.push_back(how);
+        if (st.worker)
+          return make_error(errc::refused, "worker:" + std::to_string(st.index) + " is in the job already");
+        if (st.left) st.queue->worker_added(st.index);
+        st.left = false;
+        st.backoff = kFirstRetry;
+        ++st.dial_round;  // pending retries are dropped: this dial replaces them
+        dial(self);
         return true;
       },
+      [self](proxy_dataset_atom, const std::string& name, const pb::SpawnDataset& how) {
+        return add_dataset(self, name, how);
+      },
+      [self](const pb::LeaveJob& req) { return on_leave(self, req); },
   };
 }
 

@@ -1,19 +1,24 @@
-// One proxy per worker on the coordinator (TF's WorkerProxy): takes
-// closures from the queue and keeps its worker busy with them. It keeps
-// about kQueuedWork of work in flight (at least 2 closures, so the worker
-// never waits for the next one; up to 256 tiny ones in one message), learnt
-// from the worker's busy time. When the worker is lost (down, or its
-// connection fails) its closures in flight go back to the queue and run
-// elsewhere, and the proxy respawns it: it dials the worker's node every
-// kRespawnRetry until the node is back (restarted by `actorps local` or an
-// operator), rebuilds the worker's datasets there and spawns a new worker
-// actor, whose pushes are numbered from a new incarnation (so shards never
-// take them for retries of the old one's). After kRecoveryTimeout it gives up.
+// One proxy per worker on the coordinator (TF's WorkerProxy): brings its
+// worker into the job, keeps it busy with closures from the queue, and
+// brings it back when it is lost.
 //
+// It keeps about kQueuedWork of work in flight (at least 2 closures, so the
+// worker never waits for the next one; up to 256 tiny ones in one message),
+// learnt from the worker's busy time. A proxy starts without a worker: it
+// dials the worker's node, builds the worker's datasets there and spawns
+// the worker actor — the same steps as a respawn. Dials that fail are
+// retried with exponential back-off (kFirstRetry doubling to kMaxRetry, with
+// jitter), so dozens of proxies dialing nodes that come up late neither
+// give up nor hammer them. A worker that never came up is retried for as
+// long as the job runs (and logged); one that was lost is given up after
+// kRecoveryTimeout.
+//
+//   joining --node answers, datasets built, worker spawned--> dispatching
 //   dispatching --queue empty--> waiting --closures queued (wake)--> dispatching
 //   dispatching --worker down or its request fails--> respawning (closures back in the queue)
-//   respawning --node answers, datasets rebuilt, worker spawned--> dispatching
-//   respawning --kRecoveryTimeout--> gone (the queue is told; with every worker gone it fails)
+//   respawning --as joining--> dispatching;  --kRecoveryTimeout--> gone (the queue is told)
+//   dispatching --LeaveJob--> draining --its closures answered--> left (LeftJob)
+//   joining, respawning, left --proxy_dial (its node announced itself)--> dial at once
 //   any --pause (a PS shard is restored)--> paused --new shard list--> respawning
 #pragma once
 
@@ -31,22 +36,30 @@
 namespace actorps {
 
 constexpr auto kQueuedWork = std::chrono::milliseconds(2);
-constexpr auto kRespawnRetry = std::chrono::milliseconds(250);
+constexpr auto kFirstRetry = std::chrono::milliseconds(100);
+constexpr auto kMaxRetry = std::chrono::milliseconds(2000);
 constexpr auto kRecoveryTimeout = std::chrono::seconds(120);
 
-/// How to bring a worker back: its node and what spawned it there.
+/// How to bring a worker up: its node and what spawns it there.
 struct respawn_plan {
   node_dialer dial;  // reaches the worker's node
-  size_t node = 0;   // index into the topology's nodes
+  size_t node = 0;   // the dialer's index of that node
   pb::SpawnWorker spawn;
   shard_list shards;
 };
 
-/// A local actor. Requests: (proxy_dataset_atom, name, dataset_actor,
-/// SpawnDataset) -> bool (the worker's dataset of that name and how it was
-/// built, added or replaced; closures sent afterwards see it). Messages:
-/// proxy_pause_atom (no dispatching, no respawning), (proxy_shards_atom,
-/// shard_list) (the PS shards changed: respawn the worker over them, resume).
+/// A local actor; `worker` may be null (not up yet: the proxy brings it up).
+/// Requests:
+///  - (proxy_dataset_atom, name, SpawnDataset) -> DatasetInfo: the worker's
+///    dataset of that name, built on its node now (closures sent afterwards
+///    see it) or, with errc::not_up, as soon as the worker comes up;
+///  - LeaveJob -> LeftJob: drain the worker and take it out of the job (from
+///    its node on SIGTERM; from the coordinator, remove_worker, which then
+///    tells the node too);
+///  - proxy_dial_atom -> bool: the worker's node is up (it announced itself):
+///    dial it now; errc::refused when the worker is in the job already.
+/// Messages: proxy_pause_atom (no dispatching, no respawning),
+/// (proxy_shards_atom, shard_list) (the PS shards changed: respawn over them).
 caf::actor spawn_worker_proxy(caf::actor_system& sys, std::shared_ptr<closure_queue> queue, uint32_t index,
                               worker_actor worker, respawn_plan plan);
 

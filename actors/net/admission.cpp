@@ -89,4 +89,17 @@ caf::error verify_hello(const pb::Hello& hello, const cluster_spec& spec) {
   return caf::none;
 }
 
+caf::error check_hello(const pb::Hello& hello, const cluster_spec& spec, uint32_t protocol_version) {
+  if (hello.protocol_version() != protocol_version)
+    return make_error(errc::protocol_mismatch, fmt::format("peer speaks protocol {}, this process {}",
+                                                           hello.protocol_version(), protocol_version));
+  if (hello.cluster_name() != spec.name)
+    return make_error(errc::protocol_mismatch, fmt::format("peer belongs to cluster \"{}\", this process to \"{}\"",
+                                                           hello.cluster_name(), spec.name));
+  const auto from = from_proto(hello.from());
+  if (from.role != pb::CLIENT && from.role != pb::WORKER && spec.node_of(from) == nullptr)
+    return make_error(errc::not_admitted, "task " + to_string(from) + " is not in the topology");
+  return verify_hello(hello, spec);
+}
+
 }  // namespace actorps

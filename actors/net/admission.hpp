@@ -23,4 +23,10 @@ namespace actorps {
 /// the Hello names, made within 5 minutes of now. Else nothing to check.
 [[nodiscard]] caf::error verify_hello(const pb::Hello& hello, const cluster_spec& spec);
 
+/// Everything a node checks of a Hello before it admits the caller: the
+/// protocol version (errc::protocol_mismatch), the cluster name (the same),
+/// a task the topology declares — or a worker task, which may join
+/// (errc::not_admitted) — and verify_hello (errc::not_admitted).
+[[nodiscard]] caf::error check_hello(const pb::Hello& hello, const cluster_spec& spec, uint32_t protocol_version);
+
 }  // namespace actorps

@@ -1,5 +1,7 @@
 #include "actors/net/system_config.hpp"
 
+#include <arpa/inet.h>
+
 #include <chrono>
 #include <thread>
 
@@ -36,6 +38,12 @@ system_config::system_config(const runtime_options& rt, const std::optional<tls_
 
 caf::io::middleman_actor connector(caf::actor_system& sys) {
   return sys.has_openssl_manager() ? sys.openssl_manager().actor_handle() : sys.middleman().actor_handle();
+}
+
+const char* bind_address(const std::string& host) {
+  unsigned char buf[sizeof(struct in6_addr)];
+  if (inet_pton(AF_INET, host.c_str(), buf) == 1 || inet_pton(AF_INET6, host.c_str(), buf) == 1) return host.c_str();
+  return nullptr;
 }
 
 }  // namespace actorps

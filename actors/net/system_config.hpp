@@ -3,7 +3,9 @@
 #pragma once
 
 #include <caf/actor_system_config.hpp>
+#include <caf/io/middleman.hpp>
 #include <caf/io/middleman_actor.hpp>
+#include <caf/openssl/publish.hpp>
 
 #include "config/cluster_spec.hpp"
 
@@ -24,5 +26,18 @@ class system_config : public caf::actor_system_config {
 /// What connects and publishes: CAF's OpenSSL middleman when the system
 /// runs TLS, else the plain one.
 caf::io::middleman_actor connector(caf::actor_system& sys);
+
+/// Where a process listens for `host`: that address when it is an IP
+/// literal (so several nodes can share a port on 127.0.0.x), else nullptr
+/// (every interface).
+const char* bind_address(const std::string& host);
+
+/// Publishes `handle` on `node`'s port (with TLS when the system runs it;
+/// the port reused, so a restarted process gets it back at once).
+template <class Handle>
+caf::expected<uint16_t> publish_on(caf::actor_system& sys, const Handle& handle, const node_spec& node) {
+  return sys.has_openssl_manager() ? caf::openssl::publish(handle, node.port, bind_address(node.host), true)
+                                   : sys.middleman().publish(handle, node.port, bind_address(node.host), true);
+}
 
 }  // namespace actorps

@@ -37,6 +37,10 @@ struct node_state {
   std::map<uint32_t, spawned_shard> shards;       // by ps task index
   std::map<std::string, dataset_actor> datasets;  // by "<worker task index>[/<name>]"
   std::map<uint32_t, worker_actor> workers;       // by worker task index
+  std::map<uint32_t, leave_actor> proxies;        // each worker's proxy on the coordinator (it spawned the worker)
+  std::map<uint32_t, caf::typed_response_promise<pb::LeftJob>> draining;  // SIGTERM: by worker, until its proxy answers
+  std::function<void()> on_released;  // every worker of a worker-only node left the job
+  caf::actor membership;              // on the coordinator's process: who takes JoinJob
   bulk_server* bulk = nullptr;
   size_t index = 0;
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
@@ -49,13 +53,13 @@ struct node_state {
 // The node actor is a broker: it runs on the middleman's I/O thread, so a
 // request from the network is handled and answered without any thread hop.
 // Its handlers must stay short; heavy work goes to other actors.
-using node_broker =
-    caf::io::typed_broker<caf::replies_to<pb::Hello>::with<pb::Welcome>, caf::replies_to<pb::Ping>::with<pb::Pong>,
-                          caf::replies_to<pb::StatusRequest>::with<pb::NodeStatus>,
-                          caf::replies_to<pb::SpawnShard>::with<ps_shard_actor>,
-                          caf::replies_to<pb::SpawnDataset>::with<dataset_actor>,
-                          caf::replies_to<pb::SpawnWorker, shard_list>::with<worker_actor>,
-                          caf::replies_to<pb::InjectFault>::with<pb::FaultInjected>>;
+using node_broker = caf::io::typed_broker<
+    caf::replies_to<pb::Hello>::with<pb::Welcome>, caf::replies_to<pb::Ping>::with<pb::Pong>,
+    caf::replies_to<pb::StatusRequest>::with<pb::NodeStatus>, caf::replies_to<pb::SpawnShard>::with<ps_shard_actor>,
+    caf::replies_to<pb::SpawnDataset>::with<dataset_actor>,
+    caf::replies_to<pb::SpawnWorker, shard_list>::with<worker_actor>,
+    caf::replies_to<pb::InjectFault>::with<pb::FaultInjected>, caf::replies_to<pb::LeaveJob>::with<pb::LeftJob>,
+    caf::replies_to<pb::JoinJob>::with<pb::JoinAccepted>>;
 using node_ptr = caf::stateful_actor<node_state, node_broker>*;
 
 // The check of every request but Hello: the sender's process said Hello as
@@ -70,20 +74,11 @@ constexpr std::initializer_list<Role> kAnyRole = {pb::COORDINATOR, pb::WORKER, p
 caf::result<pb::Welcome> on_hello(node_ptr self, const pb::Hello& hello) {
   auto& st = self->state;
   auto where = "node " + st.self().address() + ": ";
-  if (hello.protocol_version() != kProtocolVersion)
-    return make_error(errc::protocol_mismatch, where + "peer speaks protocol " +
-                                                   std::to_string(hello.protocol_version()) + ", this node " +
-                                                   std::to_string(kProtocolVersion));
-  if (hello.cluster_name() != st.spec.name)
-    return make_error(errc::protocol_mismatch, where + "peer belongs to cluster \"" + hello.cluster_name() +
-                                                   "\", this node to \"" + st.spec.name + "\"");
-  auto from = from_proto(hello.from());
-  if (from.role != pb::CLIENT && st.spec.node_of(from) == nullptr)
-    return make_error(errc::not_admitted, where + "task " + to_string(from) + " is not in the topology");
-  if (auto err = verify_hello(hello, st.spec)) {
+  if (auto err = check_hello(hello, st.spec, kProtocolVersion)) {
     spdlog::warn("{}refused a Hello: {}", where, describe(err));
-    return make_error(errc::not_admitted, where + describe(err));
+    return in_context(err, where.substr(0, where.size() - 2));
   }
+  auto from = from_proto(hello.from());
   if (!st.spec.may_connect(from.role, st.self()))
     return make_error(errc::device_filter, where + "device filters forbid " + to_string(from) +
                                                " to talk to this node (it hosts no coordinator or ps task)");
@@ -180,13 +175,80 @@ caf::result<worker_actor> on_spawn_worker(node_ptr self, const pb::SpawnWorker& 
   }
   self->link_to(*worker);
   st.workers[req.worker()] = *worker;
+  if (auto proxy = caf::actor_cast<leave_actor>(self->current_sender())) {
+    self->monitor(proxy);
+    st.proxies[req.worker()] = proxy;
+  }
   return *worker;
 }
 
-node_broker::behavior_type node_behavior(node_ptr self, cluster_spec spec, size_t index, bulk_server* bulk) {
+// LeaveJob from this process (SIGTERM): the worker's proxy drains it and
+// answers. From the coordinator (remove_worker, drained): the worker stops
+// here, and a node left with no worker exits (on_released).
+caf::result<pb::LeftJob> on_leave(node_ptr self, const pb::LeaveJob& req) {
+  auto& st = self->state;
+  pb::LeftJob left;
+  left.set_worker(req.worker());
+  const auto& sender = self->current_sender();
+  if (sender != nullptr && sender->node() == self->node()) {
+    auto proxy = st.proxies.find(req.worker());
+    if (proxy == st.proxies.end()) return left;  // in no job: nothing to drain
+    // Answered by the proxy, or at once if it goes down meanwhile (the
+    // coordinator is gone: nothing to drain into).
+    auto rp = self->make_response_promise<pb::LeftJob>();
+    st.draining[req.worker()] = rp;
+    const uint32_t w = req.worker();
+    auto done = [self, w](caf::expected<pb::LeftJob> got) {
+      auto i = self->state.draining.find(w);
+      if (i == self->state.draining.end()) return;
+      if (got)
+        i->second.deliver(*got);
+      else
+        i->second.deliver(got.error());
+      self->state.draining.erase(i);
+    };
+    self->request(proxy->second, caf::infinite, req)
+        .then([done](const pb::LeftJob& l) { done(l); }, [done](caf::error& err) { done(err); });
+    return rp;
+  }
+  if (auto err = check_peer(self, req, {pb::COORDINATOR}, "LeaveJob")) return err;
+  spdlog::info("{}worker:{} left the job ({})", st.where, req.worker(), req.reason());
+  st.proxies.erase(req.worker());
+  if (auto w = st.workers.find(req.worker()); w != st.workers.end()) {
+    self->unlink_from(w->second);
+    self->send_exit(w->second, caf::exit_reason::user_shutdown);
+    st.workers.erase(w);
+  }
+  const auto& tasks = st.self().tasks;
+  const bool only_workers =
+      std::all_of(tasks.begin(), tasks.end(), [](const task_id& t) { return t.role == pb::WORKER; });
+  if (st.workers.empty() && only_workers && st.on_released) st.on_released();
+  return left;
+}
+
+// JoinJob (`actorps node --join`): its Hello checked as a Hello is, then
+// handed to the coordinator's membership actor, which answers.
+caf::result<pb::JoinAccepted> on_join(node_ptr self, const pb::JoinJob& req) {
+  auto& st = self->state;
+  const auto from = from_proto(req.hello().from());
+  auto err = check_hello(req.hello(), st.spec, kProtocolVersion);
+  if (!err && from.role != pb::WORKER)
+    err = make_error(errc::not_admitted, to_string(from) + " cannot join: only workers join a running job");
+  if (!err && !st.membership) err = make_error(errc::refused, "no job's coordinator runs on this node");
+  if (err) {
+    spdlog::warn("{}refused a join from {} at {}:{}: {}", st.where, to_string(from), req.host(), req.port(),
+                 describe(err));
+    return in_context(err, st.where.substr(0, st.where.size() - 2));
+  }
+  return self->delegate(caf::actor_cast<join_gate_actor>(st.membership), req);  // it answers JoinJob
+}
+
+node_broker::behavior_type node_behavior(node_ptr self, cluster_spec spec, size_t index, node_extras extras) {
   self->state.spec = std::move(spec);
+  self->state.on_released = std::move(extras.on_released);
+  self->state.membership = std::move(extras.membership);
   self->state.index = index;
-  self->state.bulk = bulk;
+  self->state.bulk = extras.bulk;
   self->state.peers = std::make_shared<peer_table>(self->state.spec.runtime);
   self->state.where = "node " + self->state.self().address() + ": ";
   // Children (shards, datasets, workers) are linked so they stop with the node; a
@@ -201,6 +263,20 @@ node_broker::behavior_type node_behavior(node_ptr self, cluster_spec spec, size_
       }
     if (forget_child(st, st.datasets, msg) || forget_child(st, st.workers, msg)) return;
     self->quit(msg.reason);
+  });
+  self->set_down_handler([self](const caf::down_msg& msg) {  // a proxy (the coordinator) is gone: no drain
+    auto& st = self->state;
+    for (auto i = st.proxies.begin(); i != st.proxies.end();) {
+      if (i->second.address() != msg.source) {
+        ++i;
+        continue;
+      }
+      if (auto d = st.draining.find(i->first); d != st.draining.end()) {
+        d->second.deliver(make_error(errc::unreachable, "the coordinator is gone: " + to_string(msg.reason)));
+        st.draining.erase(d);
+      }
+      i = st.proxies.erase(i);
+    }
   });
   return {
       [self](const pb::Hello& hello) { return on_hello(self, hello); },
@@ -237,13 +313,15 @@ node_broker::behavior_type node_behavior(node_ptr self, cluster_spec spec, size_
           return make_error(errc::invalid_argument, "worker:" + std::to_string(req.worker()) + " runs no worker actor");
         return self->delegate(worker->second, req);  // the worker answers the requester
       },
+      [self](const pb::LeaveJob& req) { return on_leave(self, req); },
+      [self](const pb::JoinJob& req) { return on_join(self, req); },
   };
 }
 
 }  // namespace
 
-node_actor spawn_node(caf::actor_system& sys, cluster_spec spec, size_t node_index, bulk_server* bulk) {
-  return sys.middleman().spawn_broker(node_behavior, std::move(spec), node_index, bulk);
+node_actor spawn_node(caf::actor_system& sys, cluster_spec spec, size_t node_index, node_extras extras) {
+  return sys.middleman().spawn_broker(node_behavior, std::move(spec), node_index, std::move(extras));
 }
 
 }  // namespace actorps

@@ -1,7 +1,8 @@
 // The node actor: one per process, published on the node's port. It admits
 // peers (Hello), answers liveness probes and status queries (with the
 // requests its actors refused, per peer), and spawns the PS shards, workers
-// and datasets of the tasks it hosts on the coordinator's request.
+// and datasets of the tasks it hosts on the coordinator's request. On the
+// coordinator's own process it also takes JoinJob for the running job.
 //
 // State machine (per peer process, in the node's peer_table):
 //   unknown --Hello ok--> admitted as that task (for the peer process's life)
@@ -9,6 +10,9 @@
 //   admitted --request its role may not send--> error forbidden
 #pragma once
 
+#include <functional>
+
+#include <caf/actor.hpp>
 #include <caf/typed_actor.hpp>
 
 #include "config/cluster_spec.hpp"
@@ -18,9 +22,14 @@ namespace actorps {
 
 class bulk_server;
 
-/// Spawns the node actor for `spec.nodes[node_index]`. With `bulk`, the
-/// node announces that bulk lane in its Welcome and registers its shards
-/// there (`bulk` must outlive the node actor's work).
-node_actor spawn_node(caf::actor_system& sys, cluster_spec spec, size_t node_index, bulk_server* bulk = nullptr);
+/// What a node actor may have besides its topology.
+struct node_extras {
+  bulk_server* bulk = nullptr;        // announced in Welcome, shards registered there (must outlive the work)
+  std::function<void()> on_released;  // the coordinator took every worker of a worker-only node out of its job
+  caf::actor membership;              // the coordinator's (actors/coordinator/membership.hpp): JoinJob goes there
+};
+
+/// Spawns the node actor for `spec.nodes[node_index]`.
+node_actor spawn_node(caf::actor_system& sys, cluster_spec spec, size_t node_index, node_extras extras = {});
 
 }  // namespace actorps

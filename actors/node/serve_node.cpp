@@ -1,6 +1,5 @@
 #include "actors/node/serve_node.hpp"
 
-#include <arpa/inet.h>
 #include <algorithm>
 #include <csignal>
 #include <cstdio>
@@ -11,28 +10,45 @@
 #include <unistd.h>
 #include <caf/actor_system.hpp>
 #include <caf/io/middleman.hpp>
-#include <caf/openssl/publish.hpp>
+#include <caf/scoped_actor.hpp>
 #include <caf/send.hpp>
 
+#include "actors/net/request_now.hpp"
 #include "actors/net/system_config.hpp"
+#include "actors/node/join.hpp"
 #include "actors/node/node_actor.hpp"
 #include "actors/shard/bulk_lane.hpp"
 #include "kernels/ops.hpp"
 
 namespace actorps {
+
 namespace {
 
-// Bind to the node's own address when it is an IP literal (so several nodes
-// can share a port on 127.0.0.x), else to every interface.
-const char* bind_address(const std::string& host) {
-  unsigned char buf[sizeof(struct in6_addr)];
-  if (inet_pton(AF_INET, host.c_str(), buf) == 1 || inet_pton(AF_INET6, host.c_str(), buf) == 1) return host.c_str();
-  return nullptr;
+constexpr auto kDrainTimeout = std::chrono::seconds(60);
+
+// Each worker of the node leaves its job: its proxy gives it no new
+// closures and answers once those it holds finished and their pushes were
+// acknowledged. A worker in no job (or whose coordinator is gone) has
+// nothing to drain.
+void drain_workers(caf::actor_system& sys, const node_actor& node, const node_spec& self) {
+  caf::scoped_actor me(sys);
+  for (auto& task : self.tasks) {
+    if (task.role != pb::WORKER) continue;
+    pb::LeaveJob leave;
+    leave.set_worker(task.index);
+    leave.set_reason("SIGTERM on its node");
+    auto left = request_now<pb::LeftJob>(me, node, kDrainTimeout, leave);
+    if (left)
+      spdlog::info("node {}: drained ({} closure(s) finished); it left the job", to_string(task),
+                   left->closures_finished());
+    else
+      spdlog::warn("node {}: could not drain: {}", to_string(task), describe(left.error()));
+  }
 }
 
 }  // namespace
 
-int serve_node(const cluster_spec& spec, const task_id& task, bool exit_with_parent) {
+int serve_node(const cluster_spec& spec, const task_id& task, const serve_options& options) {
   auto* node = spec.node_of(task);
   if (node == nullptr) {
     spdlog::error("task {} is not in the cluster (it has {} {} task(s))", to_string(task), spec.count(task.role),
@@ -48,8 +64,8 @@ int serve_node(const cluster_spec& spec, const task_id& task, bool exit_with_par
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   // A launcher killed outright (SIGKILL) cannot stop its nodes: they stop
   // themselves, so a rerun finds the ports free.
-  if (exit_with_parent) {
-    const pid_t parent = ::getppid();
+  const pid_t parent = ::getppid();
+  if (options.exit_with_parent) {
     ::prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (::getppid() != parent) return 0;  // it died before prctl
   }
@@ -67,9 +83,8 @@ int serve_node(const cluster_spec& spec, const task_id& task, bool exit_with_par
   std::optional<bulk_server> bulk;
   if (!tls && std::any_of(node->tasks.begin(), node->tasks.end(), [](const task_id& t) { return t.role == pb::PS; }))
     bulk.emplace(sys, std::chrono::milliseconds(std::max<uint32_t>(spec.runtime.connection_timeout_ms, 1000)));
-  auto actor = spawn_node(sys, spec, index, bulk ? &*bulk : nullptr);
-  auto port = tls ? caf::openssl::publish(actor, node->port, bind_address(node->host), true)
-                  : sys.middleman().publish(actor, node->port, bind_address(node->host), true);
+  auto actor = spawn_node(sys, spec, index, {bulk ? &*bulk : nullptr, [] { ::kill(::getpid(), SIGTERM); }, {}});
+  auto port = publish_on(sys, actor, *node);
   if (!port) {
     spdlog::error("node {}: cannot listen on {}: {}", to_string(task), node->address(), describe(port.error()));
     caf::anon_send_exit(actor, caf::exit_reason::user_shutdown);
@@ -79,9 +94,24 @@ int serve_node(const cluster_spec& spec, const task_id& task, bool exit_with_par
   spdlog::info("node {} serving on {} (pid {})", to_string(task), node->address(), ::getpid());
   std::printf("actorps node ready: %s at %s pid %d\n", to_string(task).c_str(), node->address().c_str(), ::getpid());
   std::fflush(stdout);
+  if (!options.join.empty()) {
+    auto joined = join_job(sys, spec, task, *node, options.join);
+    if (!joined) {
+      spdlog::error("node {}: cannot join the job at {}: {}", to_string(task), options.join, describe(joined.error()));
+      caf::anon_send(connector(sys), caf::close_atom_v, *port);
+      caf::anon_send_exit(actor, caf::exit_reason::user_shutdown);
+      return joined.error().category() == caf::atom("actorps") ? 2 : 1;
+    }
+    spdlog::info("node {}: the coordinator at {} takes it into the job ({} workers)", to_string(task), options.join,
+                 joined->workers());
+  }
   int sig = 0;
   sigwait(&stop_signals, &sig);
   spdlog::info("node {}: {} received, shutting down", to_string(task), sig == SIGINT ? "SIGINT" : "SIGTERM");
+  // SIGINT (Ctrl-C) stops at once, and so does a node whose launcher died
+  // (its coordinator with it: nothing to drain into).
+  const bool orphaned = options.exit_with_parent && ::getppid() != parent;
+  if (sig == SIGTERM && !orphaned) drain_workers(sys, actor, *node);
   caf::anon_send(connector(sys), caf::close_atom_v, *port);
   caf::anon_send_exit(actor, caf::exit_reason::user_shutdown);
   return 0;

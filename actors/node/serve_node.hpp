@@ -4,16 +4,27 @@
 // to a node without workers, publishes the node actor on its port (mutual
 // TLS with [security]), serves the bulk lane beside it on PS nodes of plain
 // TCP clusters (it lives until the node actor stops), prints
-// "actorps node ready: ..." and serves until a signal.
+// "actorps node ready: ..." and serves until a signal. With `join`, it then
+// asks the coordinator to take its worker into the running job
+// (actors/node/join.hpp). SIGTERM drains its workers out of their job first
+// (each finishes its closures, its pushes acknowledged); SIGINT stops at once.
 #pragma once
+
+#include <string>
 
 #include "config/cluster_spec.hpp"
 
 namespace actorps {
 
-/// Serves the node hosting `task` until SIGINT/SIGTERM; with
-/// `exit_with_parent` also when the launching process dies. The process
-/// exit code: 0, 1 (cannot listen), 2 (the task is not in the cluster).
-int serve_node(const cluster_spec& spec, const task_id& task, bool exit_with_parent = false);
+struct serve_options {
+  bool exit_with_parent = false;  // stop (as on SIGTERM) when the launching process dies
+  std::string join;               // HOST:PORT of a running job's coordinator to join, or ""
+};
+
+/// Serves the node hosting `task` until SIGINT/SIGTERM (or the coordinator
+/// removed its workers). The process exit code: 0, 1 (cannot listen; the
+/// coordinator to join is unreachable), 2 (the task is not in the cluster;
+/// the join was refused).
+int serve_node(const cluster_spec& spec, const task_id& task, const serve_options& options = {});
 
 }  // namespace actorps

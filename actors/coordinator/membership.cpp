@@ -1,0 +1,181 @@
+#include "actors/coordinator/membership.hpp"
+
+#include <map>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <caf/event_based_actor.hpp>
+#include <caf/stateful_actor.hpp>
+
+#include "actors/coordinator/worker_proxy.hpp"
+#include "actors/net/countdown.hpp"
+
+namespace actorps {
+namespace {
+
+// A dataset every member gets: the spec, and whether each reads all of it.
+struct member_dataset {
+  pb::DatasetSpec spec;
+  bool whole = false;
+};
+
+struct membership_state {
+  static inline const char* name = "membership";
+  membership_setup s;
+  uint32_t declared = 0;                   // workers of the topology
+  std::map<uint32_t, caf::actor> proxies;  // by worker index
+  std::map<std::string, member_dataset> datasets;
+  bool closing = false;
+};
+
+using membership_ptr = caf::stateful_actor<membership_state>*;
+
+// What worker `w` builds for `name`: the spec behind a leading shard op
+// (worker w of the declared W reads examples w, w+W, ...) unless whole.
+pb::SpawnDataset dataset_for(const membership_state& st, uint32_t w, const std::string& name, const member_dataset& d) {
+  pb::SpawnDataset req;
+  req.set_worker(w);
+  req.set_name(name);
+  auto* mine = req.mutable_spec();
+  *mine = d.spec;
+  if (!d.whole) {
+    mine->clear_ops();
+    auto* shard = mine->add_ops()->mutable_shard();
+    shard->set_num_shards(st.declared);
+    shard->set_index(w);
+    for (auto& op : d.spec.ops()) *mine->add_ops() = op;
+  }
+  return req;
+}
+
+// A proxy for worker `w` on `node` of `spec` (the topology, or it with a
+// joining node added), with every dataset so far.
+void add_proxy(membership_ptr self, uint32_t w, const cluster_spec& spec, size_t node) {
+  auto& st = self->state;
+  respawn_plan plan{st.s.dialer(spec), node, st.s.spawn, st.s.shards};
+  plan.spawn.set_worker(w);
+  auto proxy = spawn_worker_proxy(self->home_system(), st.s.queue, w, worker_actor{}, std::move(plan));
+  for (auto& [name, d] : st.datasets)
+    self->request(proxy, kRecoveryTimeout, proxy_dataset_atom_v, name, dataset_for(st, w, name, d))
+        .then([](const pb::DatasetInfo&) {}, [](caf::error&) {});  // built when it comes up
+  self->send(st.s.keeper, keeper_proxy_atom_v, proxy);
+  st.proxies[w] = proxy;
+}
+
+caf::result<pb::DatasetInfo> add_dataset(membership_ptr self, const std::string& name, const pb::DatasetSpec& spec,
+                                         bool whole) {
+  auto& st = self->state;
+  st.datasets[name] = member_dataset{spec, whole};
+  if (st.proxies.empty()) return make_error(errc::not_up, "the job has no worker");
+  auto rp = self->make_response_promise<pb::DatasetInfo>();
+  auto first = std::make_shared<std::optional<pb::DatasetInfo>>();
+  auto error = std::make_shared<caf::error>();
+  auto c = std::make_shared<countdown>(countdown{st.proxies.size(), [rp, first, error](caf::error) mutable {
+                                                   if (*error)  // a dataset's own error, e.g. a missing file
+                                                     rp.deliver(*error);
+                                                   else if (*first)
+                                                     rp.deliver(**first);
+                                                   else
+                                                     rp.deliver(make_error(errc::not_up, "no worker is up"));
+                                                 }});
+  for (auto& [w, proxy] : st.proxies)
+    self->request(proxy, kRecoveryTimeout, proxy_dataset_atom_v, name, dataset_for(st, w, name, st.datasets[name]))
+        .then(
+            [first, c](const pb::DatasetInfo& info) {
+              if (!*first) *first = info;
+              c->ok();
+            },
+            [error, c, w = w, name](caf::error& err) {
+              if (err != errc::not_up && !*error)
+                *error = in_context(err, fmt::format("worker:{} dataset '{}'", w, name));
+              c->ok();
+            });
+  return rp;
+}
+
+// A worker joins: `task` at host:port (a declared one may come from
+// elsewhere than the topology says). Refusals say why.
+caf::result<pb::JoinAccepted> join(membership_ptr self, uint32_t w, const std::string& host, uint16_t port) {
+  auto& st = self->state;
+  const auto who = fmt::format("worker:{} at {}:{}", w, host, port);
+  auto refuse = [&](const std::string& why) {
+    spdlog::warn("coordinator: refused the join of {}: {}", who, why);
+    return make_error(errc::refused, fmt::format("the coordinator refused {}: {}", who, why));
+  };
+  if (st.closing) return refuse("the job is finishing");
+  pb::JoinAccepted ok;
+  ok.set_worker(w);
+  if (auto known = st.proxies.find(w); known != st.proxies.end()) {
+    auto rp = self->make_response_promise<pb::JoinAccepted>();
+    self->request(known->second, std::chrono::seconds(10), proxy_dial_atom_v)
+        .then(
+            [self, rp, ok, who](bool) mutable {
+              ok.set_workers(uint32_t(self->state.proxies.size()));
+              spdlog::info("coordinator: {} announced itself; dialing it", who);
+              rp.deliver(ok);
+            },
+            [rp, who](caf::error& err) mutable {
+              spdlog::warn("coordinator: refused the join of {}: {}", who, describe(err));
+              rp.deliver(err);
+            });
+    return rp;
+  }
+  for (auto& [name, d] : st.datasets)
+    if (!d.whole)
+      return refuse(
+          fmt::format("dataset '{}' is sharded over the {} declared workers (an elastic job sets "
+                      "[training] exactly_once = true)",
+                      name, st.declared));
+  cluster_spec spec = st.s.spec;
+  spec.nodes.push_back(node_spec{host, port, {task_id{pb::WORKER, w}}, 0});
+  add_proxy(self, w, spec, spec.nodes.size() - 1);
+  ok.set_workers(uint32_t(st.proxies.size()));
+  spdlog::info("coordinator: {} joins the job ({} members)", who, ok.workers());
+  return ok;
+}
+
+caf::behavior membership_behavior(membership_ptr self, membership_setup setup) {
+  auto& st = self->state;
+  st.s = std::move(setup);
+  st.declared = st.s.spec.count(pb::WORKER);
+  for (uint32_t w = 0; w < st.declared; ++w) {
+    const auto* node = st.s.spec.node_of(task_id{pb::WORKER, w});
+    add_proxy(self, w, st.s.spec, size_t(node - st.s.spec.nodes.data()));
+  }
+  self->set_exit_handler([self](const caf::exit_msg& msg) {  // the proxies stop with it
+    for (auto& [w, proxy] : self->state.proxies) self->send_exit(proxy, msg.reason);
+    self->quit(msg.reason);
+  });
+  return {
+      [self](membership_dataset_atom, const std::string& name, const pb::DatasetSpec& spec, bool whole) {
+        return add_dataset(self, name, spec, whole);
+      },
+      [self](membership_add_atom, uint32_t w, const std::string& host, uint16_t port) {
+        return join(self, w, host, port);
+      },
+      [self](const pb::JoinJob& req) {
+        return join(self, req.hello().from().index(), req.host(), uint16_t(req.port()));
+      },
+      [self](membership_remove_atom, uint32_t w) -> caf::result<pb::LeftJob> {
+        auto proxy = self->state.proxies.find(w);
+        if (proxy == self->state.proxies.end())
+          return make_error(errc::invalid_argument, fmt::format("remove_worker: worker:{} is not in the job", w));
+        pb::LeaveJob leave;
+        leave.set_worker(w);
+        leave.set_reason("remove_worker");
+        return self->delegate(caf::actor_cast<leave_actor>(proxy->second), leave);
+      },
+      [self](membership_close_atom) {
+        self->state.closing = true;
+        return true;
+      },
+  };
+}
+
+}  // namespace
+
+caf::actor spawn_membership(caf::actor_system& sys, membership_setup setup) {
+  return sys.spawn(membership_behavior, std::move(setup));
+}
+
+}  // namespace actorps
