@@ -12,6 +12,7 @@
 
 #include "actors/coordinator/checkpoint.hpp"
 #include "actors/launch/subprocess.hpp"
+#include "config/cluster_spec.hpp"
 
 namespace actorps::test {
 
@@ -97,6 +98,26 @@ inline std::string write_exactly_once_job(const std::string& dir, int epochs, in
     text.erase(text.find(cut), std::string(cut).size());
   std::ofstream(path) << text;
   return path;
+}
+
+/// Adds `n` worker nodes on free ports to the job at `path` (worker:2, ... after write_job's two).
+inline void add_workers(const std::string& path, int n) {
+  std::string text = read_file(path);
+  std::string nodes;
+  for (int i = 0; i < n; ++i)
+    nodes +=
+        "[[cluster.nodes]]\nhost = \"127.0.0.1\"\nport = " + std::to_string(free_port()) + "\nroles = [\"worker\"]\n";
+  text.insert(text.find("[model]"), nodes);
+  std::ofstream(path) << text;
+}
+
+/// The port of `task`'s node in the job at `path` (its n-th node of that role).
+inline uint16_t port_of(const std::string& path, const std::string& task) {
+  auto spec = load_toml_file(path);
+  BOOST_REQUIRE(spec);
+  auto* node = spec->node_of(*parse_task(task));
+  BOOST_REQUIRE(node != nullptr);
+  return node->port;
 }
 
 // The "examples applied: ps:0 A, ps:1 B (this run's splits hold C)" line of

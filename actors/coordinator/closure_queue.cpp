@@ -98,6 +98,16 @@ void closure_queue::settle(queued_closure& c, caf::expected<values> result) {
   changed_.notify_all();
 }
 
+void closure_queue::answered(uint32_t worker, size_t n) {
+  std::lock_guard<std::mutex> guard(m_);
+  answered_[worker] += n;
+}
+
+std::map<uint32_t, uint64_t> closure_queue::closures_by_worker() {
+  std::lock_guard<std::mutex> guard(m_);
+  return answered_;
+}
+
 void closure_queue::cancel_queued(const caf::error& why) {
   auto cancelled = make_error(errc::cancelled, "cancelled: an earlier closure failed: " + describe(why));
   for (auto& c : common_) resolve(c, cancelled);

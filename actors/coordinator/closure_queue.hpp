@@ -79,6 +79,10 @@ class closure_queue {
   /// the common ones. None: `wake` is called once more arrive.
   std::vector<queued_closure> take(size_t max, uint32_t worker, std::function<void()> wake);
   void settle(queued_closure& c, caf::expected<values> result);
+  /// `worker` answered `n` closures (closures_by_worker counts them).
+  void answered(uint32_t worker, size_t n);
+  /// Closures each worker answered so far, by worker index.
+  std::map<uint32_t, uint64_t> closures_by_worker();
   /// A lost worker's closures go back to the front.
   void put_back(std::vector<queued_closure> lost);
   /// A proxy exists for `worker`: it is a member of the job (not yet taking closures).
@@ -102,6 +106,7 @@ class closure_queue {
   std::condition_variable changed_;
   const size_t capacity_;
   std::set<uint32_t> members_, live_;  // workers of the job; those taking closures
+  std::map<uint32_t, uint64_t> answered_;
   std::deque<queued_closure> common_;
   std::map<uint32_t, std::deque<queued_closure>> pinned_;
   size_t outstanding_ = 0;  // queued + running

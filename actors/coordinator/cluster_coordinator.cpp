@@ -240,6 +240,10 @@ size_t cluster_coordinator::num_workers() const { return p_->spec.count(pb::WORK
 
 size_t cluster_coordinator::live_workers() const { return p_->queue ? p_->queue->live_workers() : 0; }
 
+std::map<uint32_t, uint64_t> cluster_coordinator::closures_by_worker() const {
+  return p_->queue ? p_->queue->closures_by_worker() : std::map<uint32_t, uint64_t>{};
+}
+
 const std::vector<sharded_variable>& cluster_coordinator::variables() const { return p_->vars; }
 
 uint32_t cluster_coordinator::slot_count() const {

@@ -19,6 +19,7 @@
 #pragma once
 
 #include <chrono>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -97,6 +98,8 @@ class cluster_coordinator {
   size_t num_workers() const;
   /// Workers taking closures now.
   size_t live_workers() const;
+  /// Closures each worker answered so far, by worker index.
+  std::map<uint32_t, uint64_t> closures_by_worker() const;
   const std::vector<sharded_variable>& variables() const;
   /// Optimizer slots per variable (0 for SGD, 1 for momentum and Adagrad, 2 for Adam).
   uint32_t slot_count() const;

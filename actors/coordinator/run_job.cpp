@@ -64,6 +64,10 @@ int run_job(const job_spec& job, std::function<void(int64_t)> on_step) {
     for (auto& e : result->history) seconds += e.seconds;
     fmt::print("trained epochs {}..{} in {:.1f} s{}\n", result->first_epoch, result->history.back().epoch, seconds,
                result->stopped_early ? " (stopped early)" : "");
+    std::string by_worker;
+    for (auto& [w, n] : c.closures_by_worker())
+      by_worker += fmt::format("{}worker:{} {}", by_worker.empty() ? "" : ", ", w, n);
+    fmt::print("closures by worker: {}\n", by_worker);
     if (t.exactly_once) {  // every shard took each example of this run's splits once (a restored shard: since then)
       auto stats = c.shard_stats();
       if (!stats) return fail("reading the shards' counters", stats.error());

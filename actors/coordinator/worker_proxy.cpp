@@ -39,9 +39,11 @@ struct proxy_state {
   std::map<uint64_t, std::vector<queued_closure>> in_flight;  // by batch
   uint64_t next_batch = 0;
   size_t running = 0, window = kMinWindow;
-  double micros_per_closure = 0;                                    // learnt from the worker's busy time
-  bool waiting = false;                                             // a wake-up is registered with the queue
-  bool paused = false;                                              // a PS shard is being restored
+  double micros_per_closure = 0;  // learnt from the worker's busy time
+  bool waiting = false;           // a wake-up is registered with the queue
+  size_t building = 0;            // datasets being built on the worker's node: no closures before they are
+  uint64_t incarnation = 0;       // the worker's: a lost one's late answers are ignored
+  bool paused = false;            // a PS shard is being restored
   std::optional<caf::typed_response_promise<pb::LeftJob>> leaving;  // draining for this LeaveJob
   bool release_node = false;                                        // remove_worker: tell the node once drained
   uint64_t finished_while_leaving = 0;
@@ -51,6 +53,7 @@ using proxy_ptr = caf::stateful_actor<proxy_state>*;
 
 void dispatch(proxy_ptr self);
 void dial(proxy_ptr self);
+void build_dataset(proxy_ptr self, size_t i, std::function<void(caf::expected<pb::DatasetInfo>)> then);
 
 double seconds_since(proxy_ptr self, clock_point t) {
   return std::chrono::duration<double>(self->clock().now() - t).count();
@@ -106,6 +109,7 @@ void on_done(proxy_ptr self, uint64_t batch, const pb::ClosuresDone& done) {
     else
       st.queue->settle(closures[i], values(r.values().begin(), r.values().end()));
   }
+  st.queue->answered(st.index, closures.size());
   st.running -= closures.size();
   if (st.leaving) st.finished_while_leaving += closures.size();
   st.in_flight.erase(sent);
@@ -131,6 +135,8 @@ void lose_worker(proxy_ptr self, const caf::error& why) {
   st.worker = nullptr;
   st.node = nullptr;
   st.waiting = false;
+  st.building = 0;
+  ++st.incarnation;
   st.queue->put_back(std::move(back));
   st.queue->worker_lost(st.index);
   st.lost_at = self->clock().now();
@@ -184,6 +190,8 @@ void worker_up(proxy_ptr self, node_actor node, worker_actor worker) {
     spdlog::info("coordinator: worker:{} joined after {:.2f} s", st.index, seconds_since(self, st.lost_at));
   st.ever_up = true;
   st.backoff = kFirstRetry;
+  for (size_t i = 0; i < st.datasets.size(); ++i)  // recorded while it was being spawned
+    if (!st.datasets[i]) build_dataset(self, i, [](caf::expected<pb::DatasetInfo>) {});
   dispatch(self);
 }
 
@@ -230,7 +238,7 @@ void dial(proxy_ptr self) {
 // with room for many would otherwise drain a short queue while others idle).
 void dispatch(proxy_ptr self) {
   auto& st = self->state;
-  if (!st.worker || st.paused || st.leaving || st.running >= st.window || st.waiting) return;
+  if (!st.worker || st.paused || st.leaving || st.building > 0 || st.running >= st.window || st.waiting) return;
   auto batch = st.queue->take(st.window - st.running, st.index, [weak = self->address()] {
     if (auto proxy = caf::actor_cast<caf::actor>(weak)) caf::anon_send(proxy, proxy_wake_atom_v);
   });
@@ -250,6 +258,26 @@ void dispatch(proxy_ptr self) {
             });
 }
 
+// Builds dataset i on the worker's node; no closures go to the worker
+// until it is built. `then` gets its DatasetInfo or the error.
+void build_dataset(proxy_ptr self, size_t i, std::function<void(caf::expected<pb::DatasetInfo>)> then) {
+  auto& st = self->state;
+  auto built = [self, then, incarnation = st.incarnation](caf::expected<pb::DatasetInfo> info) {
+    if (incarnation == self->state.incarnation) --self->state.building;
+    then(std::move(info));
+    dispatch(self);
+  };
+  ++st.building;
+  self->request(st.node, kSpawnTimeout, st.dataset_specs[i])
+      .then(
+          [self, i, built, incarnation = st.incarnation](const dataset_actor& d) {
+            if (incarnation == self->state.incarnation) self->state.datasets[i] = d;
+            self->request(d, kSpawnTimeout, pb::DatasetInfoRequest{})
+                .then([built](const pb::DatasetInfo& info) { built(info); }, [built](caf::error& err) { built(err); });
+          },
+          [built](caf::error& err) { built(err); });
+}
+
 // Records dataset `name` (replacing one of that name) and, with the worker
 // up, builds it on its node now.
 caf::result<pb::DatasetInfo> add_dataset(proxy_ptr self, const std::string& name, const pb::SpawnDataset& how) {
@@ -264,15 +292,12 @@ caf::result<pb::DatasetInfo> add_dataset(proxy_ptr self, const std::string& name
   st.dataset_specs[i] = how;
   if (!st.worker) return make_error(errc::not_up, "worker:" + std::to_string(st.index) + " is not up yet");
   auto rp = self->make_response_promise<pb::DatasetInfo>();
-  self->request(st.node, kSpawnTimeout, how)
-      .then(
-          [self, i, rp](const dataset_actor& d) mutable {
-            self->state.datasets[i] = d;
-            self->request(d, kSpawnTimeout, pb::DatasetInfoRequest{})
-                .then([rp](const pb::DatasetInfo& info) mutable { rp.deliver(info); },
-                      [rp](caf::error& err) mutable { rp.deliver(std::move(err)); });
-          },
-          [rp](caf::error& err) mutable { rp.deliver(std::move(err)); });
+  build_dataset(self, i, [rp](caf::expected<pb::DatasetInfo> info) mutable {
+    if (info)
+      rp.deliver(*info);
+    else
+      rp.deliver(info.error());
+  });
   return rp;
 }
 

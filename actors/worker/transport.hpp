@@ -58,9 +58,10 @@ class transport {
   /// A timer of this transport came due (worker_timer_atom).
   void on_timer(uint64_t id);
 
- private:
+  /// Runs `fn` on the worker's thread `delay` from now (the actor's clock).
   void after(std::chrono::milliseconds delay, std::function<void()> fn);
 
+ private:
   actor_ptr self_;
   uint32_t worker_;
   shard_list shards_;

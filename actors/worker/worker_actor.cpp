@@ -158,22 +158,43 @@ caf::expected<dataset_actor> dataset_of(worker_ptr self, const pb::Value& arg) {
 }
 
 // Direct connections to the PS nodes, each admitting this worker (see
-// spawn_worker). One that cannot be reached or refuses stops the worker:
-// the coordinator runs its closures elsewhere and respawns it.
+// spawn_worker). A dial that gets no answer in time (a PS node busy with
+// dozens of workers starting at once) is retried with back-off for
+// kPsDialPatience; one refused, or never answered, stops the worker: the
+// coordinator runs its closures elsewhere and respawns it.
+constexpr auto kPsDialPatience = std::chrono::seconds(30);
+
+void dial_ps_node(worker_ptr self, std::shared_ptr<const cluster_spec> cluster, size_t n,
+                  std::chrono::milliseconds backoff, caf::actor_clock::time_point give_up) {
+  dial_node(self, *cluster, task_id{pb::WORKER, self->state.index}, n,
+            [self, cluster, n, backoff, give_up](caf::expected<node_actor> node) {
+              if (node) {
+                if (--self->state.greeting == 0) run_next(self);
+                return;
+              }
+              const auto& err = node.error();
+              const bool transient = err == caf::sec::request_timeout || err == caf::sec::connection_timeout ||
+                                     err == caf::sec::cannot_connect_to_node;
+              if (transient && self->clock().now() + backoff < give_up) {
+                self->state.net->after(backoff, [=] {
+                  dial_ps_node(self, cluster, n, std::min(backoff * 2, std::chrono::milliseconds(2000)), give_up);
+                });
+                return;
+              }
+              spdlog::warn("worker:{}: PS node {} did not admit it ({}); stopping (the coordinator respawns it)",
+                           self->state.index, cluster->nodes[n].address(), describe(err));
+              self->quit(err);
+            });
+}
+
 void dial_ps_nodes(worker_ptr self, const cluster_spec& cluster) {
+  auto shared = std::make_shared<const cluster_spec>(cluster);
+  const auto give_up = self->clock().now() + kPsDialPatience;
   for (size_t n = 0; n < cluster.nodes.size(); ++n) {
     auto& tasks = cluster.nodes[n].tasks;
     if (std::none_of(tasks.begin(), tasks.end(), [](const task_id& t) { return t.role == pb::PS; })) continue;
     ++self->state.greeting;
-    dial_node(self, cluster, task_id{pb::WORKER, self->state.index}, n,
-              [self, address = cluster.nodes[n].address()](caf::expected<node_actor> node) {
-                if (!node) {
-                  spdlog::warn("worker:{}: PS node {} did not admit it ({}); stopping (the coordinator respawns it)",
-                               self->state.index, address, describe(node.error()));
-                  return self->quit(node.error());
-                }
-                if (--self->state.greeting == 0) run_next(self);
-              });
+    dial_ps_node(self, shared, n, std::chrono::milliseconds(100), give_up);
   }
 }
 

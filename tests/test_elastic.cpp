@@ -1,0 +1,179 @@
+// Elastic membership across real processes: workers that come up after the
+// job began, join by --join, leave on SIGTERM; refused joins; a job of 32
+// workers with default settings. Every example of every epoch is applied
+// exactly once on every shard (the shards' counters say so).
+#define BOOST_TEST_MODULE elastic
+#include <csignal>
+#include <map>
+#include <thread>
+
+#include <boost/test/unit_test.hpp>
+
+#include "actors/launch/local_host.hpp"
+#include "messages/errors.hpp"
+#include "tests/job_files.hpp"
+
+using namespace actorps;
+using namespace actorps::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+// Epochs of 2,000 examples: about 10 s of training here, so that workers
+// join and leave while it runs.
+constexpr int kEpochs = 600;
+
+// Node processes of a job file, started one by one, and its coordinator.
+struct job_nodes {
+  job_nodes(std::string d, std::string j) : dir(std::move(d)), job(std::move(j)) {}
+  job_nodes(const job_nodes&) = delete;
+  job_nodes& operator=(const job_nodes&) = delete;
+
+  std::string dir, job;
+  std::map<std::string, child_process> nodes;
+
+  void start(const std::string& task, std::vector<std::string> extra = {}) {
+    std::vector<std::string> args{ACTORPS_BIN, "node", "--config", job, "--task", task};
+    args.insert(args.end(), extra.begin(), extra.end());
+    auto child = child_process::spawn(args, dir + "/nodes.log");
+    BOOST_REQUIRE_MESSAGE(child, "cannot start " << task);
+    auto ready = child->wait_for_line("actorps node ready", 30s);
+    BOOST_REQUIRE_MESSAGE(ready, task << ": " << (ready ? "" : describe(ready.error())));
+    nodes.insert_or_assign(task, std::move(*child));
+  }
+
+  // The coordinator (`actorps train`), once it trains: its first epoch's first report.
+  child_process train() {
+    auto c = child_process::spawn({ACTORPS_BIN, "train", job}, dir + "/train.log");
+    BOOST_REQUIRE(c);
+    BOOST_REQUIRE_MESSAGE(c->wait_for_line("epoch 1/", 60s), read_file(dir + "/train.log"));
+    return std::move(*c);
+  }
+
+  ~job_nodes() {
+    for (auto& [task, node] : nodes) node.signal(SIGKILL);
+  }
+};
+
+struct finished {
+  int code = -1;
+  std::string out, log;
+};
+
+finished finish(child_process& train, const std::string& dir) {
+  finished f;
+  auto out = train.read_all(240s);
+  BOOST_REQUIRE(out);
+  f.out = *out;
+  auto code = train.wait(30s);
+  BOOST_REQUIRE(code);
+  f.code = *code;
+  f.log = read_file(dir + "/train.log");
+  return f;
+}
+
+// "closures by worker: worker:0 A, worker:1 B, ..." as {index: count}.
+std::map<uint32_t, int64_t> closures_by_worker(const std::string& out) {
+  std::map<uint32_t, int64_t> n;
+  auto at = out.find("closures by worker: ");
+  BOOST_REQUIRE_MESSAGE(at != std::string::npos, out);
+  const auto end = out.find('\n', at);
+  at += std::string("closures by worker:").size();
+  while ((at = out.find("worker:", at + 1)) < end) {
+    auto space = out.find(' ', at);
+    n[uint32_t(std::stoul(out.substr(at + 7)))] = std::stoll(out.substr(space + 1));
+  }
+  return n;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(training_starts_with_two_of_four_workers_and_the_others_join) {
+  auto dir = make_temp_dir("test");
+  job_nodes n(dir, write_exactly_once_job(dir, kEpochs, 100, "min_workers = 2\n"));
+  add_workers(n.job, 2);
+  for (auto task : {"ps:0", "ps:1", "worker:0", "worker:1"}) n.start(task);
+  auto train = n.train();  // training with two of its four workers
+  std::this_thread::sleep_for(3s);
+  n.start("worker:2");
+  n.start("worker:3");
+  auto f = finish(train, dir);
+  BOOST_TEST(f.code == 0, f.out << f.log);
+  BOOST_TEST(f.log.find("worker:2 joined") != std::string::npos, f.log);
+  BOOST_TEST(f.log.find("worker:3 joined") != std::string::npos, f.log);
+  auto by = closures_by_worker(f.out);
+  BOOST_TEST(by[2] > 0, f.out);  // the late ones took splits
+  BOOST_TEST(by[3] > 0, f.out);
+  BOOST_TEST(examples_applied(f.out) == std::vector<int64_t>(3, kEpochs * 2000LL), f.out);
+}
+
+BOOST_AUTO_TEST_CASE(a_worker_sigtermed_mid_epoch_drains_and_exits_0) {
+  auto dir = make_temp_dir("test");
+  job_nodes n(dir, write_exactly_once_job(dir, kEpochs, 100));
+  for (auto task : {"ps:0", "ps:1", "worker:0", "worker:1"}) n.start(task);
+  auto train = n.train();
+  std::this_thread::sleep_for(1s);
+  auto& leaving = n.nodes.at("worker:1");
+  leaving.signal(SIGTERM);
+  auto code = leaving.wait(30s);
+  BOOST_REQUIRE(code);
+  BOOST_TEST(*code == 0);
+  auto f = finish(train, dir);
+  BOOST_TEST(f.code == 0, f.out << f.log);
+  BOOST_TEST(f.log.find("worker:1 leaves the job (SIGTERM on its node)") != std::string::npos, f.log);
+  BOOST_TEST(f.log.find("worker:1 drained") != std::string::npos, f.log);
+  BOOST_TEST(f.log.find("worker:1 lost") == std::string::npos, f.log);  // it left; nothing was re-run
+  BOOST_TEST(read_file(dir + "/nodes.log").find("worker:1: drained") != std::string::npos);
+  BOOST_TEST(examples_applied(f.out) == std::vector<int64_t>(3, kEpochs * 2000LL), f.out);
+}
+
+BOOST_AUTO_TEST_CASE(a_new_worker_joins_by_join_and_bad_joins_are_refused) {
+  auto dir = make_temp_dir("test");
+  job_nodes n(dir, write_exactly_once_job(dir, kEpochs, 100));
+  for (auto task : {"ps:0", "ps:1", "worker:0", "worker:1"}) n.start(task);
+  auto train = n.train();
+  const auto coordinator = "127.0.0.1:" + std::to_string(port_of(n.job, "coordinator:0"));
+  n.start("worker:2", {"--listen", "127.0.0.1:" + std::to_string(free_port()), "--join", coordinator});
+  // A second worker:2, and a worker of another cluster: refused, the job goes on.
+  auto twin = run_command({ACTORPS_BIN, "node", "--config", n.job, "--task", "worker:2", "--listen",
+                           "127.0.0.1:" + std::to_string(free_port()), "--join", coordinator},
+                          30s, dir + "/twin.log");
+  BOOST_REQUIRE(twin);
+  BOOST_TEST(twin->exit_code == 2);
+  BOOST_TEST(read_file(dir + "/twin.log").find("worker:2 is in the job already") != std::string::npos,
+             read_file(dir + "/twin.log"));
+  std::string other = read_file(n.job);
+  other.replace(other.find("name = \"job-test\""), 17, "name = \"other\"");
+  std::ofstream(dir + "/other.toml") << other;
+  auto stranger = run_command({ACTORPS_BIN, "node", "--config", dir + "/other.toml", "--task", "worker:5", "--listen",
+                               "127.0.0.1:" + std::to_string(free_port()), "--join", coordinator},
+                              30s, dir + "/stranger.log");
+  BOOST_REQUIRE(stranger);
+  BOOST_TEST(stranger->exit_code == 2);
+  BOOST_TEST(read_file(dir + "/stranger.log").find("belongs to cluster \"other\"") != std::string::npos,
+             read_file(dir + "/stranger.log"));
+  auto f = finish(train, dir);
+  BOOST_TEST(f.code == 0, f.out << f.log);
+  BOOST_TEST(f.log.find("worker:2 at 127.0.0.1") != std::string::npos, f.log);
+  BOOST_TEST(f.log.find("refused the join of worker:2") != std::string::npos, f.log);  // logged on both sides
+  BOOST_TEST(f.log.find("refused a join from worker:5") != std::string::npos, f.log);
+  BOOST_TEST(closures_by_worker(f.out)[2] > 0, f.out);
+  BOOST_TEST(examples_applied(f.out) == std::vector<int64_t>(3, kEpochs * 2000LL), f.out);
+}
+
+BOOST_AUTO_TEST_CASE(a_job_of_32_workers_starts_with_default_settings) {
+  auto dir = make_temp_dir("test");
+  auto job = write_exactly_once_job(dir, 2, 50);
+  add_workers(job, 30);
+  std::string text = read_file(job);  // 32 asynchronous workers on 2 epochs: about 80% (it is about start-up)
+  text.replace(text.find("target_accuracy = 0.85"), 22, "target_accuracy = 0.5");
+  std::ofstream(job) << text;
+  auto res = run_command({ACTORPS_BIN, "local", job, "--log", dir + "/nodes.log"}, 300s, dir + "/cli.log");
+  BOOST_REQUIRE(res);
+  BOOST_TEST(res->exit_code == 0, res->out << read_file(dir + "/cli.log"));
+  BOOST_TEST(examples_applied(res->out) == std::vector<int64_t>(3, 2 * 2000LL), res->out);
+  const auto log = read_file(dir + "/cli.log");
+  size_t joined = 0;
+  for (size_t at = 0; (at = log.find(" joined after ", at)) != std::string::npos; ++at) ++joined;
+  BOOST_TEST(joined == 32u, log);  // every worker came up and took closures
+}
