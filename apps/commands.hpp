@@ -112,6 +112,18 @@ struct closures_bench_options {
 /// `actorps bench closures`: no-op closures/s through the coordinator to 2 workers.
 int run_bench_closures(const closures_bench_options& opts);
 
+struct scale_bench_options {
+  std::string self_exe;
+  std::vector<uint32_t> workers{2, 8, 32, 64};
+  std::vector<uint32_t> ps{2, 8};
+  uint32_t window_ms = 2000;  // each throughput window
+};
+
+/// `actorps bench scale`: launch-to-training time, closures/s, PS pushes/s,
+/// RSS per node and replacement time after SIGKILLing 10% of the workers,
+/// for each workers x PS; then a join of 8 workers beside 8 training.
+int run_bench_scale(const scale_bench_options& opts);
+
 struct training_bench_options {
   std::string self_exe;
   std::string job = "config/fashion_mnist.toml";

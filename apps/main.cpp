@@ -158,6 +158,13 @@ int main(int argc, char** argv) {  // NOLINT(bugprone-exception-escape)
   bench_training->add_option("--steps", training_opts.steps, "steps per repetition")->check(CLI::Range(10u, 1000000u));
   bench_training->add_option("--repetitions", training_opts.repetitions, "repetitions (medians)")
       ->check(CLI::Range(1u, 100u));
+  scale_bench_options scale_opts;
+  auto* bench_scale =
+      bench->add_subcommand("scale", "start-up, throughput, memory, recovery and joins vs workers and PS");
+  bench_scale->add_option("--workers", scale_opts.workers, "worker counts")->delimiter(',');
+  bench_scale->add_option("--ps", scale_opts.ps, "PS counts")->delimiter(',');
+  bench_scale->add_option("--window-ms", scale_opts.window_ms, "each throughput window")
+      ->check(CLI::Range(200u, 60000u));
   auto* tcp_bulk = bench->add_subcommand("tcp-bulk", "");  // internal helper of bench ps
   tcp_bulk->group("");
   tcp_bulk->add_option("--port", bulk_port)->required();
@@ -194,6 +201,10 @@ int main(int argc, char** argv) {  // NOLINT(bugprone-exception-escape)
   if (*bench_closures) {
     closures_opts.self_exe = self_exe();
     return run_bench_closures(closures_opts);
+  }
+  if (*bench_scale) {
+    scale_opts.self_exe = self_exe();
+    return run_bench_scale(scale_opts);
   }
   if (*bench_training) {
     training_opts.self_exe = self_exe();

@@ -166,6 +166,12 @@ void closure_queue::worker_lost(uint32_t worker) {
   live_.erase(worker);
 }
 
+void closure_queue::worker_left(uint32_t worker) {
+  std::lock_guard<std::mutex> guard(m_);
+  live_.erase(worker);
+  members_.erase(worker);
+}
+
 void closure_queue::worker_gone(uint32_t worker, const caf::error& why) {
   std::unique_lock<std::mutex> lock(m_);
   live_.erase(worker);

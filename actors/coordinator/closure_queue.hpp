@@ -91,8 +91,10 @@ class closure_queue {
   void worker_up(uint32_t worker);
   /// It stopped taking closures (lost; its proxy tries to respawn it).
   void worker_lost(uint32_t worker);
-  /// It left the job (drained, or its proxy gave up on it: `why`). With no
-  /// member left, everything queued fails.
+  /// It drained and left the job; closures wait for the others (or for one
+  /// that joins, should none be left).
+  void worker_left(uint32_t worker);
+  /// Its proxy gave up on it (`why`); with no member left, everything queued fails.
   void worker_gone(uint32_t worker, const caf::error& why);
   /// The job cannot go on (a PS that never came back): everything queued fails.
   void abort(const caf::error& why);

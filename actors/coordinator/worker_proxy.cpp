@@ -86,7 +86,7 @@ pb::LeftJob finish_leaving(proxy_ptr self) {
   st.node = nullptr;
   st.left = true;
   st.waiting = false;
-  st.queue->worker_gone(st.index, make_error(errc::not_up, "worker:" + std::to_string(st.index) + " left the job"));
+  st.queue->worker_left(st.index);
   if (st.leaving) st.leaving->deliver(left);
   st.leaving.reset();
   return left;

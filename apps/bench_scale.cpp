@@ -1,0 +1,292 @@
+// `actorps bench scale`: how the product's start-up, throughput, memory and
+// recovery grow with the number of worker and PS processes on this machine,
+// and what a join costs the workers already training.
+//
+// Each run launches every node process at once (as a cluster manager does),
+// coordinates from this process through train::connect_job and train::fit
+// (the path of `actorps train`), and samples the coordinator's counters
+// every 10 ms from this thread while fit runs on another.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <csignal>
+
+#include <atomic>
+#include <fstream>
+#include <map>
+#include <random>
+#include <thread>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <caf/actor_system.hpp>
+
+#include "actors/coordinator/fit.hpp"
+#include "actors/launch/subprocess.hpp"
+#include "actors/net/system_config.hpp"
+#include "apps/bench_util.hpp"
+#include "apps/commands.hpp"
+
+namespace actorps {
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+double since(clock_type::time_point t) { return std::chrono::duration<double>(clock_type::now() - t).count(); }
+
+// A job of `workers` declared workers and `ps` PS on free loopback ports:
+// a dense model on a CSV of 100,000 rows, exactly-once splits of 100.
+std::string write_scale_job(const std::string& dir, uint32_t workers, uint32_t ps, uint32_t min_workers) {
+  if (::access((dir + "/train.csv").c_str(), R_OK) != 0) {
+    std::ofstream csv(dir + "/train.csv");
+    csv << "a,b,c,d,label\n";
+    std::mt19937 gen(11);
+    std::uniform_real_distribution<float> u(0, 1);
+    for (int i = 0; i < 100000; ++i) {
+      float x[4] = {u(gen), u(gen), u(gen), u(gen)};
+      csv << x[0] << "," << x[1] << "," << x[2] << "," << x[3] << "," << (x[0] + x[1] > x[2] + x[3] ? 1 : 0) << "\n";
+    }
+  }
+  const auto path = dir + fmt::format("/job-{}-{}.toml", workers, ps);
+  std::ofstream job(path);
+  job << "[cluster]\nname = \"scale\"\n";
+  std::vector<std::string> roles{"coordinator"};
+  roles.insert(roles.end(), workers, "worker");
+  roles.insert(roles.end(), ps, "ps");
+  for (auto& role : roles)
+    job << "[[cluster.nodes]]\nhost = \"127.0.0.1\"\nport = " << free_port() << "\nroles = [\"" << role << "\"]\n";
+  job << "[model]\ninput = [1, 1, 4]\n[[model.layers]]\ntype = \"dense\"\nunits = 16\nactivation = \"relu\"\n"
+      << "[[model.layers]]\ntype = \"dense\"\nunits = 2\n[training]\nepochs = 1000\nexactly_once = true\n"
+      << "split_size = 100\nthreads_per_worker = 1\nlearning_rate = 0.05\nmin_workers = " << min_workers << "\n"
+      << "[dataset]\nsource = \"csv\"\nfiles = [\"" << dir << "/train.csv\"]\nheader = true\n";
+  for (auto name : {"a", "b", "c", "d"}) job << "[[dataset.columns]]\nname = \"" << name << "\"\n";
+  job << "[[dataset.columns]]\nname = \"label\"\nkind = \"label\"\n[[dataset.ops]]\ntype = \"batch\"\nsize = 50\n";
+  job << "[eval_dataset]\nsource = \"csv\"\nfiles = [\"" << dir << "/train.csv\"]\nheader = true\n";
+  for (auto name : {"a", "b", "c", "d"}) job << "[[eval_dataset.columns]]\nname = \"" << name << "\"\n";
+  job << "[[eval_dataset.columns]]\nname = \"label\"\nkind = \"label\"\n[[eval_dataset.ops]]\ntype = \"batch\"\n"
+      << "size = 1000\n";
+  return path;
+}
+
+double rss_mib(pid_t pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind("VmRSS:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;
+  return 0;
+}
+
+// Stops fit once asked (the bench decides when it measured enough).
+class stopper : public train::fit_callback {
+ public:
+  std::atomic<bool> stop{false};
+  caf::error on_steps(cluster_coordinator&, const train::step_progress&) override {
+    return stop ? make_error(errc::cancelled, "the benchmark is over") : caf::none;
+  }
+};
+
+// Node processes of a job and its coordinator, training on another thread.
+struct scale_cluster {
+  std::string self_exe, dir, job_path;
+  job_spec job;
+  std::map<std::string, child_process> nodes;
+  std::map<std::string, clock_type::time_point> ready_at;
+  std::unique_ptr<system_config> cfg;
+  std::unique_ptr<caf::actor_system> sys;
+  std::unique_ptr<cluster_coordinator> c;
+  stopper stop;
+  std::thread trainer;
+
+  // `prefix`: e.g. {"nice", "-n", "19"} for processes that stand for other hosts.
+  caf::error spawn(const std::string& task, std::vector<std::string> extra = {}, std::vector<std::string> prefix = {}) {
+    std::vector<std::string> argv = prefix;
+    argv.insert(argv.end(), {self_exe, "node", "--config", job_path, "--task", task});
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    auto child = child_process::spawn(argv, dir + "/nodes.log");
+    if (!child) return child.error();
+    nodes.insert_or_assign(task, std::move(*child));
+    return caf::none;
+  }
+  caf::error wait_ready(const std::string& task) {
+    auto ready = nodes.at(task).wait_for_line("actorps node ready", 60s);
+    if (!ready) return in_context(ready.error(), task);
+    ready_at[task] = clock_type::now();
+    return caf::none;
+  }
+  // Launches the PS and the first `up` workers at once; coordinates once the PS answer.
+  caf::error launch(uint32_t up) {
+    auto loaded = load_job_file(job_path);
+    if (!loaded) return loaded.error();
+    job = std::move(**loaded);
+    for (uint32_t p = 0; p < job.cluster.count(pb::PS); ++p)
+      if (auto err = spawn(fmt::format("ps:{}", p))) return err;
+    for (uint32_t w = 0; w < up; ++w)
+      if (auto err = spawn(fmt::format("worker:{}", w))) return err;
+    for (uint32_t p = 0; p < job.cluster.count(pb::PS); ++p)
+      if (auto err = wait_ready(fmt::format("ps:{}", p))) return err;
+    cfg = std::make_unique<system_config>(job.cluster.runtime);
+    sys = std::make_unique<caf::actor_system>(*cfg);
+    auto coordinator = train::connect_job(*sys, job);
+    if (!coordinator) return coordinator.error();
+    c = std::move(*coordinator);
+    trainer = std::thread([this] { (void)train::fit(*c, job, {&stop}); });
+    for (uint32_t w = 0; w < up; ++w)
+      if (auto err = wait_ready(fmt::format("worker:{}", w))) return err;
+    return caf::none;
+  }
+  uint64_t closures(uint32_t first, uint32_t last) {
+    uint64_t n = 0;
+    for (auto& [w, k] : c->closures_by_worker())
+      if (w >= first && w < last) n += k;
+    return n;
+  }
+  // Blocks until `pred` holds (sampled every 10 ms) or `timeout`: the seconds it took, or -1.
+  template <class Pred>
+  double wait_until(Pred pred, std::chrono::seconds timeout, clock_type::time_point from) {
+    for (auto end = clock_type::now() + timeout; clock_type::now() < end; std::this_thread::sleep_for(10ms))
+      if (pred()) return since(from);
+    return -1;
+  }
+  ~scale_cluster() {
+    stop.stop = true;
+    if (trainer.joinable()) trainer.join();
+    c.reset();
+    sys.reset();
+    for (auto& [task, node] : nodes) node.signal(SIGKILL);
+  }
+};
+
+struct scale_row {
+  uint32_t workers = 0, ps = 0;
+  double ready_s = 0, closures_per_s = 0, pushes_per_s = 0, rss_worker = 0, rss_ps = 0, replaced_s = 0;
+};
+
+uint64_t pushes(cluster_coordinator& c) {
+  uint64_t n = 0;
+  if (auto stats = c.shard_stats())
+    for (auto& s : *stats) n += s.pushes_applied();
+  return n;
+}
+
+caf::expected<scale_row> measure(const scale_bench_options& opts, const std::string& dir, uint32_t n, uint32_t p) {
+  scale_cluster s{opts.self_exe, dir, write_scale_job(dir, n, p, 1)};
+  const auto t0 = clock_type::now();
+  if (auto err = s.launch(n)) return err;
+  scale_row row{n, p};
+  row.ready_s = s.wait_until([&] { return s.c->closures_by_worker().size() == n; }, 120s, t0);
+  const auto t1 = clock_type::now();
+  const uint64_t c1 = s.closures(0, n), p1 = pushes(*s.c);
+  std::this_thread::sleep_for(std::chrono::milliseconds(opts.window_ms));
+  row.closures_per_s = double(s.closures(0, n) - c1) / since(t1);
+  row.pushes_per_s = double(pushes(*s.c) - p1) / since(t1);
+  std::vector<double> w_rss, p_rss;
+  for (auto& [task, node] : s.nodes) (task[0] == 'w' ? w_rss : p_rss).push_back(rss_mib(node.pid()));
+  row.rss_worker = median(w_rss);
+  row.rss_ps = median(p_rss);
+  // SIGKILL 10% of the workers (at least one); a process manager restarts them at once.
+  const uint32_t killed = std::max<uint32_t>(1, n / 10);
+  std::map<uint32_t, uint64_t> before = s.c->closures_by_worker();
+  const auto tk = clock_type::now();
+  for (uint32_t w = n - killed; w < n; ++w) s.nodes.at(fmt::format("worker:{}", w)).signal(SIGKILL);
+  for (uint32_t w = n - killed; w < n; ++w) {
+    (void)s.nodes.at(fmt::format("worker:{}", w)).wait(5s);
+    if (auto err = s.spawn(fmt::format("worker:{}", w))) return err;
+  }
+  row.replaced_s = s.wait_until(
+      [&] {
+        auto now = s.c->closures_by_worker();
+        for (uint32_t w = n - killed; w < n; ++w)
+          if (now[w] <= before[w]) return false;
+        return s.c->live_workers() == n;
+      },
+      120s, tk);
+  return row;
+}
+
+struct join_row {
+  double first_step_median = 0, first_step_max = 0, before = 0, during = 0;
+};
+
+// 16 declared workers, training with 8; the other 8 start with --join.
+caf::expected<join_row> measure_join(const scale_bench_options& opts, const std::string& dir) {
+  scale_cluster s{opts.self_exe, dir, write_scale_job(dir, 16, 2, 8)};
+  if (auto err = s.launch(8)) return err;
+  if (s.wait_until([&] { return s.c->closures_by_worker().size() == 8; }, 120s, clock_type::now()) < 0)
+    return make_error(errc::timeout, "8 workers did not train");
+  join_row row;
+  auto t1 = clock_type::now();
+  auto c1 = s.closures(0, 8);
+  std::this_thread::sleep_for(std::chrono::milliseconds(opts.window_ms));
+  row.before = double(s.closures(0, 8) - c1) / since(t1);
+  const auto gate = fmt::format("127.0.0.1:{}", s.job.cluster.node_of(task_id{pb::COORDINATOR, 0})->port);
+  t1 = clock_type::now();
+  c1 = s.closures(0, 8);
+  // The joiners stand for other hosts: at the lowest CPU priority, so that
+  // what the 8 others lose is what the join costs them, not the cores the
+  // new processes take on this 2-core machine.
+  for (uint32_t w = 8; w < 16; ++w)
+    if (auto err = s.spawn(fmt::format("worker:{}", w), {"--join", gate}, {"nice", "-n", "19"})) return err;
+  std::map<uint32_t, double> first;  // seconds from its node's ready line to its first closure
+  for (uint32_t w = 8; w < 16; ++w)
+    if (auto err = s.wait_ready(fmt::format("worker:{}", w))) return err;
+  s.wait_until(
+      [&] {
+        auto by = s.c->closures_by_worker();
+        for (uint32_t w = 8; w < 16; ++w)
+          if (first.count(w) == 0 && by[w] > 0)
+            first[w] =
+                std::chrono::duration<double>(clock_type::now() - s.ready_at[fmt::format("worker:{}", w)]).count();
+        return first.size() == 8;
+      },
+      60s, t1);
+  row.during = double(s.closures(0, 8) - c1) / since(t1);
+  std::vector<double> times;
+  for (auto& [w, t] : first) times.push_back(t);
+  if (times.size() < 8) return make_error(errc::timeout, "not every joining worker took a closure in 60 s");
+  row.first_step_median = median(times);
+  row.first_step_max = *std::max_element(times.begin(), times.end());
+  return row;
+}
+
+}  // namespace
+
+int run_bench_scale(const scale_bench_options& opts) {
+  spdlog::set_level(spdlog::level::warn);  // the coordinator's joins and respawns: thousands of lines
+  const auto dir = make_temp_dir("bench-scale");
+  fmt::print(
+      "actorps bench scale: node processes on this machine ({} cores), exactly-once splits of 100 examples,\n"
+      "dense 4-16-2 model, 1 kernel thread per worker, default [runtime]; killed: 10% of the workers (>= 1)\n",
+      std::thread::hardware_concurrency());
+  fmt::print("{:>7} {:>3} {:>9} {:>11} {:>10} {:>11} {:>9} {:>11}\n", "workers", "ps", "ready s", "closures/s",
+             "pushes/s", "worker MiB", "PS MiB", "replaced s");
+  std::map<std::pair<uint32_t, uint32_t>, scale_row> rows;
+  for (auto p : opts.ps)
+    for (auto n : opts.workers) {
+      auto row = measure(opts, dir, n, p);
+      if (!row) {
+        fmt::print(stderr, "bench scale: {} workers, {} PS: {}\n", n, p, describe(row.error()));
+        return 1;
+      }
+      rows[{n, p}] = *row;
+      fmt::print("{:>7} {:>3} {:>9.2f} {:>11.0f} {:>10.0f} {:>11.1f} {:>9.1f} {:>11.2f}\n", n, p, row->ready_s,
+                 row->closures_per_s, row->pushes_per_s, row->rss_worker, row->rss_ps, row->replaced_s);
+      std::fflush(stdout);
+    }
+  auto join = measure_join(opts, dir);
+  if (!join) {
+    fmt::print(stderr, "bench scale: join: {}\n", describe(join.error()));
+    return 1;
+  }
+  fmt::print(
+      "join: 8 workers training, 8 more start with --join (nice 19: other hosts): first closure {:.2f} s "
+      "(median), {:.2f} s (max) after their node is up; the 8 others: {:.0f} closures/s before, {:.0f} during\n",
+      join->first_step_median, join->first_step_max, join->before, join->during);
+  const auto big = rows.rbegin()->second;  // the most workers, the most PS
+  fmt::print("target scale{}_ready_s: {:.2f} s (goal <= 10)\n", big.workers, big.ready_s);
+  fmt::print("target join_first_step_s: {:.2f} s (goal <= 2)\n", join->first_step_median);
+  fmt::print("target join_others_dip: {:.1f} % (goal <= 5)\n", 100.0 * (1.0 - join->during / join->before));
+  fmt::print("target kill10pct_replaced_s: {:.2f} s (goal <= 2)\n", big.replaced_s);
+  return 0;
+}
+
+}  // namespace actorps

@@ -1,0 +1,147 @@
+// The elastic worker set, driven message by message on CAF's test
+// coordinator: a proxy brings its worker up with exponential back-off, a
+// leaving worker drains (no new closures, answered once its closures are
+// done), and the membership actor admits and refuses joins.
+#define BOOST_TEST_MODULE membership
+#include <boost/test/unit_test.hpp>
+
+#include "actors/coordinator/membership.hpp"
+#include "actors/coordinator/worker_proxy.hpp"
+#include "tests/actor_test.hpp"
+#include "tests/coordinator_fakes.hpp"
+
+using namespace actorps;
+using namespace actorps::testing;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct fixture : deterministic_system {
+  fake_dialer nodes;
+  std::shared_ptr<closure_queue> q = std::make_shared<closure_queue>(100);
+
+  caf::actor node() { return spawn_fake(sys(), fake_node); }
+
+  // The delay until the next timer fires, in milliseconds.
+  double next_timer_ms() {
+    auto& clock = sched.clock();
+    BOOST_REQUIRE(!clock.schedule().empty());
+    return std::chrono::duration<double, std::milli>(clock.schedule().begin()->first - clock.current_time).count();
+  }
+};
+
+pb::LeaveJob leave(uint32_t worker) {
+  pb::LeaveJob req;
+  req.set_worker(worker);
+  req.set_reason("test");
+  return req;
+}
+
+}  // namespace
+
+BOOST_FIXTURE_TEST_CASE(a_proxy_brings_its_worker_up_retrying_with_growing_back_off, fixture) {
+  auto results = put_closures(*q, 0, 3);
+  auto proxy = spawn_worker_proxy(sys(), q, 0, worker_actor{}, {nodes.get(), 1, pb::SpawnWorker{}, shard_list{}});
+  sched.run();
+  BOOST_TEST(nodes.dials.size() == 1u);  // at once
+  BOOST_TEST(q->members() == 1u);
+  BOOST_TEST(q->live_workers() == 0u);
+  // Each retry waits twice as long as the one before (with jitter: half to
+  // all of it), up to kMaxRetry: 100, 200, 400, 800, 1600, 2000, 2000 ms.
+  for (int k = 0; k < 7; ++k) {
+    const double full = std::min(100.0 * double(1 << k), double(kMaxRetry.count()));
+    const double delay = next_timer_ms();
+    BOOST_TEST(delay >= full / 2, "retry " << k << ": " << delay << " ms");
+    BOOST_TEST(delay <= full, "retry " << k << ": " << delay << " ms");
+    sched.trigger_timeout();
+    sched.run();
+  }
+  BOOST_TEST(nodes.dials.size() == 8u);
+  // Its node comes up: the next retry spawns the worker, which takes closures.
+  auto n = node();
+  nodes.up[1] = n;
+  sched.trigger_timeout();
+  sched.run();
+  BOOST_TEST(q->live_workers() == 1u);
+  auto& spawned = state_of<fake_node_state>(n).workers;
+  BOOST_REQUIRE_EQUAL(spawned.size(), 1u);
+  BOOST_TEST(closures_held(spawned[0]) == 2u);  // its window
+  for (int i = 0; i < 2; ++i) {
+    answer_all(spawned[0]);
+    sched.run();
+  }
+  for (int64_t i = 0; i < 3; ++i) BOOST_TEST(value_of(results[size_t(i)]) == 10 * i);
+}
+
+BOOST_FIXTURE_TEST_CASE(a_leaving_worker_finishes_its_closures_and_gets_no_new_ones, fixture) {
+  auto results = put_closures(*q, 0, 8);
+  std::vector<caf::actor> workers, proxies;
+  for (uint32_t w = 0; w < 2; ++w) {
+    workers.push_back(spawn_fake(sys(), fake_worker));
+    proxies.push_back(spawn_worker_proxy(sys(), q, w, caf::actor_cast<worker_actor>(workers[w]),
+                                         {nodes.get(), 1, pb::SpawnWorker{}, shard_list{}}));
+  }
+  sched.run();
+  const size_t held = closures_held(workers[0]);
+  BOOST_REQUIRE(held > 0u);
+  auto left = ask<pb::LeftJob>(sys(), proxies[0], leave(0));
+  sched.run();
+  BOOST_TEST(!left->reply);  // not before its closures are answered
+  answer_all(workers[0]);
+  sched.run();
+  BOOST_REQUIRE(left->reply);
+  BOOST_REQUIRE(*left->reply);
+  BOOST_TEST((*left->reply)->closures_finished() == held);
+  BOOST_TEST(q->members() == 1u);
+  // The rest run on worker:1 only.
+  for (int i = 0; i < 8 && answer_all(workers[1]) > 0; ++i) sched.run();
+  BOOST_TEST(closures_held(workers[0]) == held);
+  for (int64_t i = 0; i < 8; ++i) BOOST_TEST(value_of(results[size_t(i)]) == 10 * i);
+  BOOST_TEST(q->closures_by_worker()[0] == held);
+  BOOST_TEST(q->closures_by_worker()[1] == 8 - held);
+}
+
+BOOST_FIXTURE_TEST_CASE(the_membership_admits_new_workers_and_refuses_bad_joins, fixture) {
+  auto spec = topology({"coordinator", "worker", "ps"});
+  auto n = node();
+  nodes.up[1] = n;            // worker:0's node
+  auto keeper = sys().spawn(  // takes the new proxies and ignores them
+      [](caf::event_based_actor*, int) -> caf::behavior { return {[](keeper_proxy_atom, const caf::actor&) {}}; }, 0);
+  auto members = spawn_membership(
+      sys(), {spec, pb::SpawnWorker{}, shard_list{}, q, keeper, [this](const cluster_spec&) { return nodes.get(); }});
+  sched.run();
+  BOOST_TEST(q->live_workers() == 1u);
+  auto code = [](const auto& r) { return r->reply && !*r->reply ? to_string(code_of(r->reply->error())) : "ok"; };
+  // worker:0 is up: a second one is refused.
+  auto twin = ask<pb::JoinAccepted>(sys(), members, membership_add_atom_v, uint32_t(0), std::string("h"), uint16_t(9));
+  sched.run();
+  BOOST_TEST(code(twin) == "refused");
+  // A dataset sharded over the declared workers: a new worker cannot join.
+  pb::DatasetSpec data;
+  auto info = ask<pb::DatasetInfo>(sys(), members, membership_dataset_atom_v, std::string("train"), data, false);
+  sched.run();
+  BOOST_REQUIRE(info->reply);
+  BOOST_TEST((*info->reply)->features() == 4u);
+  auto sharded =
+      ask<pb::JoinAccepted>(sys(), members, membership_add_atom_v, uint32_t(5), std::string("h"), uint16_t(9));
+  sched.run();
+  BOOST_TEST(code(sharded) == "refused");
+  // Whole (exactly-once splits): it joins, and its proxy dials the new node (index 3).
+  (void)ask<pb::DatasetInfo>(sys(), members, membership_dataset_atom_v, std::string("train"), data, true);
+  sched.run();
+  auto joined =
+      ask<pb::JoinAccepted>(sys(), members, membership_add_atom_v, uint32_t(5), std::string("h"), uint16_t(9));
+  sched.run();
+  BOOST_REQUIRE(joined->reply && *joined->reply);
+  BOOST_TEST((*joined->reply)->workers() == 2u);
+  BOOST_TEST(nodes.dials.back() == 3u);
+  BOOST_TEST(q->members() == 2u);
+  // The job is finishing: no more joins.
+  (void)ask<bool>(sys(), members, membership_close_atom_v);
+  sched.run();
+  auto late = ask<pb::JoinAccepted>(sys(), members, membership_add_atom_v, uint32_t(6), std::string("h"), uint16_t(9));
+  sched.run();
+  BOOST_TEST(code(late) == "refused");
+  caf::anon_send_exit(members, caf::exit_reason::user_shutdown);
+  sched.run();
+}
