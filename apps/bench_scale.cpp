@@ -36,14 +36,18 @@ using namespace std::chrono_literals;
 double since(clock_type::time_point t) { return std::chrono::duration<double>(clock_type::now() - t).count(); }
 
 // A job of `workers` declared workers and `ps` PS on free loopback ports:
-// a dense model on a CSV of 100,000 rows, exactly-once splits of 100.
+// a dense model on a CSV of 100,000 rows, exactly-once splits of 100
+// (1,000 closures an epoch), evaluated on 1,000 rows after each.
 std::string write_scale_job(const std::string& dir, uint32_t workers, uint32_t ps, uint32_t min_workers) {
-  if (::access((dir + "/train.csv").c_str(), R_OK) != 0) {
-    std::ofstream csv(dir + "/train.csv");
+  // Training data, and a small eval set: the evaluation after each epoch stays short.
+  for (auto [name, rows] : {std::pair{"train", 100000}, std::pair{"eval", 1000}}) {
+    const auto path = dir + "/" + name + ".csv";
+    if (::access(path.c_str(), R_OK) == 0) continue;
+    std::ofstream csv(path);
     csv << "a,b,c,d,label\n";
     std::mt19937 gen(11);
     std::uniform_real_distribution<float> u(0, 1);
-    for (int i = 0; i < 100000; ++i) {
+    for (int i = 0; i < rows; ++i) {
       float x[4] = {u(gen), u(gen), u(gen), u(gen)};
       csv << x[0] << "," << x[1] << "," << x[2] << "," << x[3] << "," << (x[0] + x[1] > x[2] + x[3] ? 1 : 0) << "\n";
     }
@@ -62,7 +66,7 @@ std::string write_scale_job(const std::string& dir, uint32_t workers, uint32_t p
       << "[dataset]\nsource = \"csv\"\nfiles = [\"" << dir << "/train.csv\"]\nheader = true\n";
   for (auto name : {"a", "b", "c", "d"}) job << "[[dataset.columns]]\nname = \"" << name << "\"\n";
   job << "[[dataset.columns]]\nname = \"label\"\nkind = \"label\"\n[[dataset.ops]]\ntype = \"batch\"\nsize = 50\n";
-  job << "[eval_dataset]\nsource = \"csv\"\nfiles = [\"" << dir << "/train.csv\"]\nheader = true\n";
+  job << "[eval_dataset]\nsource = \"csv\"\nfiles = [\"" << dir << "/eval.csv\"]\nheader = true\n";
   for (auto name : {"a", "b", "c", "d"}) job << "[[eval_dataset.columns]]\nname = \"" << name << "\"\n";
   job << "[[eval_dataset.columns]]\nname = \"label\"\nkind = \"label\"\n[[eval_dataset.ops]]\ntype = \"batch\"\n"
       << "size = 1000\n";
@@ -87,6 +91,11 @@ class stopper : public train::fit_callback {
 
 // Node processes of a job and its coordinator, training on another thread.
 struct scale_cluster {
+  scale_cluster(std::string exe, std::string d, std::string job)
+      : self_exe(std::move(exe)), dir(std::move(d)), job_path(std::move(job)) {}
+  scale_cluster(const scale_cluster&) = delete;
+  scale_cluster& operator=(const scale_cluster&) = delete;
+
   std::string self_exe, dir, job_path;
   job_spec job;
   std::map<std::string, child_process> nodes;
@@ -121,7 +130,7 @@ struct scale_cluster {
     for (uint32_t p = 0; p < job.cluster.count(pb::PS); ++p)
       if (auto err = spawn(fmt::format("ps:{}", p))) return err;
     for (uint32_t w = 0; w < up; ++w)
-      if (auto err = spawn(fmt::format("worker:{}", w))) return err;
+      if (auto err = spawn(fmt::format("worker:{}", w), {"--join", gate()})) return err;
     for (uint32_t p = 0; p < job.cluster.count(pb::PS); ++p)
       if (auto err = wait_ready(fmt::format("ps:{}", p))) return err;
     cfg = std::make_unique<system_config>(job.cluster.runtime);
@@ -133,6 +142,10 @@ struct scale_cluster {
     for (uint32_t w = 0; w < up; ++w)
       if (auto err = wait_ready(fmt::format("worker:{}", w))) return err;
     return caf::none;
+  }
+  // The coordinator's node, where workers announce themselves (--join).
+  std::string gate() const {
+    return fmt::format("127.0.0.1:{}", job.cluster.node_of(task_id{pb::COORDINATOR, 0})->port);
   }
   uint64_t closures(uint32_t first, uint32_t last) {
     uint64_t n = 0;
@@ -169,7 +182,7 @@ uint64_t pushes(cluster_coordinator& c) {
 }
 
 caf::expected<scale_row> measure(const scale_bench_options& opts, const std::string& dir, uint32_t n, uint32_t p) {
-  scale_cluster s{opts.self_exe, dir, write_scale_job(dir, n, p, 1)};
+  scale_cluster s(opts.self_exe, dir, write_scale_job(dir, n, p, 1));
   const auto t0 = clock_type::now();
   if (auto err = s.launch(n)) return err;
   scale_row row{n, p};
@@ -190,7 +203,7 @@ caf::expected<scale_row> measure(const scale_bench_options& opts, const std::str
   for (uint32_t w = n - killed; w < n; ++w) s.nodes.at(fmt::format("worker:{}", w)).signal(SIGKILL);
   for (uint32_t w = n - killed; w < n; ++w) {
     (void)s.nodes.at(fmt::format("worker:{}", w)).wait(5s);
-    if (auto err = s.spawn(fmt::format("worker:{}", w))) return err;
+    if (auto err = s.spawn(fmt::format("worker:{}", w), {"--join", s.gate()})) return err;  // as actorps local does
   }
   row.replaced_s = s.wait_until(
       [&] {
@@ -209,7 +222,7 @@ struct join_row {
 
 // 16 declared workers, training with 8; the other 8 start with --join.
 caf::expected<join_row> measure_join(const scale_bench_options& opts, const std::string& dir) {
-  scale_cluster s{opts.self_exe, dir, write_scale_job(dir, 16, 2, 8)};
+  scale_cluster s(opts.self_exe, dir, write_scale_job(dir, 16, 2, 8));
   if (auto err = s.launch(8)) return err;
   if (s.wait_until([&] { return s.c->closures_by_worker().size() == 8; }, 120s, clock_type::now()) < 0)
     return make_error(errc::timeout, "8 workers did not train");
@@ -218,28 +231,31 @@ caf::expected<join_row> measure_join(const scale_bench_options& opts, const std:
   auto c1 = s.closures(0, 8);
   std::this_thread::sleep_for(std::chrono::milliseconds(opts.window_ms));
   row.before = double(s.closures(0, 8) - c1) / since(t1);
-  const auto gate = fmt::format("127.0.0.1:{}", s.job.cluster.node_of(task_id{pb::COORDINATOR, 0})->port);
   t1 = clock_type::now();
   c1 = s.closures(0, 8);
   // The joiners stand for other hosts: at the lowest CPU priority, so that
   // what the 8 others lose is what the join costs them, not the cores the
   // new processes take on this 2-core machine.
   for (uint32_t w = 8; w < 16; ++w)
-    if (auto err = s.spawn(fmt::format("worker:{}", w), {"--join", gate}, {"nice", "-n", "19"})) return err;
+    if (auto err = s.spawn(fmt::format("worker:{}", w), {"--join", s.gate()}, {"nice", "-n", "19"})) return err;
+  // The join window: from their launch until the first of them takes a
+  // closure (the others' rate after that is shared work, not disturbance).
   std::map<uint32_t, double> first;  // seconds from its node's ready line to its first closure
-  for (uint32_t w = 8; w < 16; ++w)
-    if (auto err = s.wait_ready(fmt::format("worker:{}", w))) return err;
   s.wait_until(
       [&] {
         auto by = s.c->closures_by_worker();
-        for (uint32_t w = 8; w < 16; ++w)
-          if (first.count(w) == 0 && by[w] > 0)
-            first[w] =
-                std::chrono::duration<double>(clock_type::now() - s.ready_at[fmt::format("worker:{}", w)]).count();
+        for (uint32_t w = 8; w < 16; ++w) {
+          const auto task = fmt::format("worker:{}", w);
+          if (s.ready_at.count(task) == 0 && s.nodes.at(task).wait_for_line("actorps node ready", 0ms))
+            s.ready_at[task] = clock_type::now();
+          if (s.ready_at.count(task) != 0 && first.count(w) == 0 && by[w] > 0) {
+            first[w] = since(s.ready_at[task]);
+            if (first.size() == 1) row.during = double(s.closures(0, 8) - c1) / since(t1);
+          }
+        }
         return first.size() == 8;
       },
       60s, t1);
-  row.during = double(s.closures(0, 8) - c1) / since(t1);
   std::vector<double> times;
   for (auto& [w, t] : first) times.push_back(t);
   if (times.size() < 8) return make_error(errc::timeout, "not every joining worker took a closure in 60 s");

@@ -94,6 +94,7 @@ int run_local(const std::string& config_path, const cluster_spec& file_spec, std
     }
   }
   local_nodes nodes(config_path, self_exe, log_path, file_spec, hosts.get());
+  if (const auto* c = spec.node_of(task_id{pb::COORDINATOR, 0}); job && c != nullptr) nodes.join_at(c->address());
   for (auto& node : spec.nodes) {
     const bool coordinator_only =
         std::all_of(node.tasks.begin(), node.tasks.end(), [](const task_id& t) { return t.role == pb::COORDINATOR; });

@@ -44,6 +44,13 @@ int run_node(cluster_spec spec, const node_options& options) {
   }
   if (!task)
     return fail(make_error(errc::invalid_argument, "which task? pass --task ROLE:INDEX or set TF_CONFIG's task"));
+  if (!options.join.empty()) {
+    const auto colon = options.join.rfind(':');
+    const int port = colon == std::string::npos ? 0 : std::atoi(options.join.c_str() + colon + 1);
+    if (colon == 0 || port <= 0 || port > 65535)
+      return fail(
+          make_error(errc::invalid_argument, "--join " + options.join + ": expected HOST:PORT of the coordinator"));
+  }
   if (!options.listen.empty()) {
     if (options.join.empty() || task->role != pb::WORKER || spec.node_of(*task) != nullptr)
       return fail(make_error(errc::invalid_argument,
@@ -55,7 +62,7 @@ int run_node(cluster_spec spec, const node_options& options) {
     return fail(make_error(errc::invalid_argument, "--join: the topology does not declare " + to_string(*task) +
                                                        ": pass --listen HOST:PORT, where the coordinator reaches it"));
   }
-  return serve_node(spec, *task, serve_options{options.exit_with_parent, options.join});
+  return serve_node(spec, *task, serve_options{options.exit_with_parent, options.join, !options.listen.empty()});
 }
 
 }  // namespace actorps

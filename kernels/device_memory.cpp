@@ -3,6 +3,7 @@
 
 #include <stdexcept>
 
+#include "kernels/cuda_module.hpp"
 #include "kernels/ops.hpp"
 
 namespace actorps::kernels {
@@ -18,6 +19,8 @@ int cuda_device_count() { return 0; }
 std::string cuda_unavailable_reason() { return "built without CUDA (no nvcc found at configure time)"; }
 
 const ops_table* cuda_ops() { return nullptr; }
+
+std::string load_cuda_module() { return cuda_unavailable_reason(); }
 
 void* device_alloc(size_t) { unavailable("device_alloc"); }
 void device_free(void*) {}

@@ -46,7 +46,15 @@ struct pool_shape {
 /// tensors of the variable's shape beside it (momentum: velocity; Adam: m,
 /// v; Adagrad: accumulator, which starts at initial_accumulator).
 enum class optimizer_kind { sgd, momentum, adam, adagrad };
-int slot_count(optimizer_kind kind);
+constexpr int slot_count(optimizer_kind kind) {
+  switch (kind) {
+    case optimizer_kind::sgd: return 0;
+    case optimizer_kind::momentum: return 1;
+    case optimizer_kind::adam: return 2;
+    case optimizer_kind::adagrad: return 1;
+  }
+  return 0;
+}
 
 /// Optimizer hyper-parameters; `step` counts from 1 (Adam's bias correction).
 struct optimizer_params {

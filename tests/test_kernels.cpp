@@ -9,6 +9,7 @@
 #include <random>
 #include <vector>
 
+#include "kernels/cuda_module.hpp"
 #include "kernels/device_memory.hpp"
 #include "kernels/initializers.hpp"
 #include "kernels/ops.hpp"
@@ -569,4 +570,14 @@ BOOST_AUTO_TEST_CASE(initializers_are_seeded_shard_independent_and_in_range) {
   for (float v : make(init, 0, 1000)) biggest = std::max(biggest, std::abs(v));
   BOOST_TEST(biggest <= limit);
   BOOST_TEST(biggest > 0.99f * limit);  // spans the range
+}
+
+// The CUDA kernels are a module loaded at run time (kernels/cuda_module.hpp):
+// built with CUDA, it must load with every symbol resolved, GPU or not.
+BOOST_AUTO_TEST_CASE(the_cuda_module_loads_when_built) {
+#ifdef ACTORPS_NO_CUDA
+  BOOST_TEST(load_cuda_module() == "built without CUDA (no nvcc found at configure time)");
+#else
+  BOOST_TEST(load_cuda_module() == "");
+#endif
 }

@@ -136,6 +136,11 @@ size_t closure_queue::live_workers() {
   return live_.size();
 }
 
+bool closure_queue::is_live(uint32_t worker) {
+  std::lock_guard<std::mutex> guard(m_);
+  return live_.count(worker) != 0;
+}
+
 size_t closure_queue::members() {
   std::lock_guard<std::mutex> guard(m_);
   return members_.size();

@@ -68,8 +68,9 @@ class closure_queue {
   bool done();
   /// Blocks until `n` workers take closures, or `timeout` passed: how many do.
   size_t wait_for_workers(size_t n, std::chrono::milliseconds timeout);
-  /// Workers taking closures now.
+  /// Workers taking closures now; whether `worker` is one.
   size_t live_workers();
+  bool is_live(uint32_t worker);
   /// Members of the job (their proxies bring them up), and those not taking closures.
   size_t members();
   std::vector<uint32_t> absent_workers();

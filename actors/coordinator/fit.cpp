@@ -51,11 +51,12 @@ caf::expected<std::unique_ptr<cluster_coordinator>> connect_job(caf::actor_syste
   if (!c) return c.error();
   caf::error err;
   (err = (*c)->create_variables(job.model, t.seed, t.optimizer, t.variable_partitioner)) ||
-      (err = (*c)->create_workers(job.model, t.threads_per_worker)) || (err = (*c)->wait_for_workers(t.min_workers));
+      (err = (*c)->create_workers(job.model, t.threads_per_worker));
   if (err) return err;
-  if (job.cluster.node_of(task_id{pb::COORDINATOR, 0}) != nullptr)
+  if (job.cluster.node_of(task_id{pb::COORDINATOR, 0}) != nullptr)  // joins from now on, late workers included
     if (auto port = (*c)->accept_joins(); !port)
       spdlog::warn("coordinator: `actorps node --join` cannot reach this job: {}", describe(port.error()));
+  if (auto err = (*c)->wait_for_workers(t.min_workers)) return err;
   if (auto info = (*c)->create_per_worker_dataset("train", job.train, t.exactly_once); !info) return info.error();
   if (!t.checkpoint_dir.empty()) (*c)->restore_lost_shards_from(t.checkpoint_dir);
   return c;

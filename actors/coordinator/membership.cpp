@@ -24,6 +24,7 @@ struct membership_state {
   membership_setup s;
   uint32_t declared = 0;                   // workers of the topology
   std::map<uint32_t, caf::actor> proxies;  // by worker index
+  std::map<uint32_t, std::string> where;   // the address each one's node serves on
   std::map<std::string, member_dataset> datasets;
   bool closing = false;
 };
@@ -60,6 +61,7 @@ void add_proxy(membership_ptr self, uint32_t w, const cluster_spec& spec, size_t
         .then([](const pb::DatasetInfo&) {}, [](caf::error&) {});  // built when it comes up
   self->send(st.s.keeper, keeper_proxy_atom_v, proxy);
   st.proxies[w] = proxy;
+  st.where[w] = spec.nodes[node].address();
 }
 
 caf::result<pb::DatasetInfo> add_dataset(membership_ptr self, const std::string& name, const pb::DatasetSpec& spec,
@@ -106,6 +108,11 @@ caf::result<pb::JoinAccepted> join(membership_ptr self, uint32_t w, const std::s
   pb::JoinAccepted ok;
   ok.set_worker(w);
   if (auto known = st.proxies.find(w); known != st.proxies.end()) {
+    const auto& at = st.where[w];
+    if (at != fmt::format("{}:{}", host, port))
+      return refuse(st.s.queue->is_live(w)
+                        ? fmt::format("worker:{} is in the job already (at {})", w, at)
+                        : fmt::format("worker:{} is served at {} (a worker keeps its address)", w, at));
     auto rp = self->make_response_promise<pb::JoinAccepted>();
     self->request(known->second, std::chrono::seconds(10), proxy_dial_atom_v)
         .then(
@@ -114,10 +121,7 @@ caf::result<pb::JoinAccepted> join(membership_ptr self, uint32_t w, const std::s
               spdlog::info("coordinator: {} announced itself; dialing it", who);
               rp.deliver(ok);
             },
-            [rp, who](caf::error& err) mutable {
-              spdlog::warn("coordinator: refused the join of {}: {}", who, describe(err));
-              rp.deliver(err);
-            });
+            [rp](caf::error& err) mutable { rp.deliver(err); });
     return rp;
   }
   for (auto& [name, d] : st.datasets)

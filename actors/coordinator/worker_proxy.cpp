@@ -354,10 +354,9 @@ caf::behavior proxy_behavior(proxy_ptr self, std::shared_ptr<closure_queue> queu
       [self](proxy_respawn_atom, uint64_t round) {
         if (round == self->state.dial_round) dial(self);
       },
-      [self](proxy_dial_atom) -> caf::result<bool> {
+      [self](proxy_dial_atom) {
         auto& st = self->state;
-        if (st.worker)
-          return make_error(errc::refused, "worker:" + std::to_string(st.index) + " is in the job already");
+        if (st.worker) return true;  // up already (its node announced itself late)
         if (st.left) st.queue->worker_added(st.index);
         st.left = false;
         st.backoff = kFirstRetry;

@@ -57,7 +57,7 @@ struct respawn_plan {
 ///    its node on SIGTERM; from the coordinator, remove_worker, which then
 ///    tells the node too);
 ///  - proxy_dial_atom -> bool: the worker's node is up (it announced itself):
-///    dial it now; errc::refused when the worker is in the job already.
+///    dial it now, unless the worker is up already.
 /// Messages: proxy_pause_atom (no dispatching, no respawning),
 /// (proxy_shards_atom, shard_list) (the PS shards changed: respawn over them).
 caf::actor spawn_worker_proxy(caf::actor_system& sys, std::shared_ptr<closure_queue> queue, uint32_t index,

@@ -113,6 +113,7 @@ caf::expected<child_process> local_nodes::launch(const std::string& task) {
   std::vector<std::string> argv;
   if (hosts_ != nullptr) argv = hosts_->prefix(spec_.node_of(*parse_task(task))->host);
   argv.insert(argv.end(), {self_exe_, "node", "--config", config_, "--task", task, "--exit-with-parent"});
+  if (!join_.empty() && task.rfind("worker:", 0) == 0) argv.insert(argv.end(), {"--join", join_});
   if (hosts_ != nullptr)
     for (auto& [host, address] : hosts_->addresses()) argv.insert(argv.end(), {"--host-map", host + "=" + address});
   auto child = child_process::spawn(argv, log_);

@@ -45,6 +45,11 @@ class local_nodes {
 
   size_t size() const { return nodes_.size(); }
 
+  /// Worker nodes started from now on announce themselves to the coordinator
+  /// at `address` (`actorps node --join`), so that one restarted while the
+  /// job runs is dialed at once rather than at the proxy's next retry.
+  void join_at(std::string address) { join_ = std::move(address); }
+
   /// Sends `sig` to the node hosting `task`; its pid, or 0.
   pid_t signal(const std::string& task, int sig);
 
@@ -52,7 +57,7 @@ class local_nodes {
   caf::expected<child_process> launch(const std::string& task);
   void restart(size_t i);  // lock held
 
-  std::string config_, self_exe_, log_;
+  std::string config_, self_exe_, log_, join_;
   const cluster_spec& spec_;      // as written in the file
   const host_namespaces* hosts_;  // nullptr: the nodes run here
   std::mutex m_;

@@ -2,53 +2,86 @@
 
 #include <algorithm>
 #include <chrono>
-#include <thread>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
-#include <caf/io/middleman.hpp>
-#include <caf/openssl/remote_actor.hpp>
-#include <caf/scoped_actor.hpp>
+#include <caf/event_based_actor.hpp>
 
 #include "actors/net/dial.hpp"
-#include "actors/net/request_now.hpp"
 
 namespace actorps {
 namespace {
 
-caf::expected<join_gate_actor> reach_gate(caf::actor_system& sys, const std::string& host, uint16_t port) {
-  return sys.has_openssl_manager() ? caf::openssl::remote_actor<join_gate_actor>(sys, host, port)
-                                   : sys.middleman().remote_actor<join_gate_actor>(host, port);
+using clock_point = caf::actor_clock::time_point;
+constexpr auto kMaxBackoff = std::chrono::milliseconds(2000);
+
+void try_join(caf::event_based_actor* self, std::shared_ptr<const join_plan> plan, std::chrono::milliseconds backoff,
+              clock_point give_up);
+
+// No answer: again after `backoff`, or give up (undeclared workers only).
+void again(caf::event_based_actor* self, std::shared_ptr<const join_plan> plan, std::chrono::milliseconds backoff,
+           clock_point give_up, const caf::error& why) {
+  const auto who = to_string(plan->task);
+  if (plan->undeclared && self->clock().now() > give_up) {
+    spdlog::error("node {}: the coordinator at {} does not answer ({}); nobody else dials this worker: stopping", who,
+                  plan->coordinator, describe(why));
+    plan->stop(1);
+    return self->quit();
+  }
+  spdlog::warn("node {}: the coordinator at {} does not answer ({}); again in {} ms", who, plan->coordinator,
+               describe(why), backoff.count());
+  self->delayed_send(self, backoff, caf::tick_atom_v, int64_t(std::min(backoff * 2, kMaxBackoff).count()));
+}
+
+void try_join(caf::event_based_actor* self, std::shared_ptr<const join_plan> plan, std::chrono::milliseconds backoff,
+              clock_point give_up) {
+  const auto colon = plan->coordinator.rfind(':');
+  const auto host = plan->coordinator.substr(0, colon);
+  const auto port = uint16_t(std::atoi(plan->coordinator.c_str() + colon + 1));
+  const auto timeout = std::chrono::milliseconds(plan->spec.runtime.connect_timeout_ms);
+  self->request(connector(self->home_system()), timeout, caf::connect_atom_v, host, port)
+      .then(
+          [=](const caf::node_id&, caf::strong_actor_ptr& ptr, const std::set<std::string>&) {
+            auto hello = signed_hello_from(plan->spec, plan->task);
+            if (!hello || ptr == nullptr)
+              return again(self, plan, backoff, give_up,
+                           hello ? make_error(errc::not_admitted, "no actorps node there") : hello.error());
+            pb::JoinJob req;
+            *req.mutable_hello() = *hello;
+            req.set_host(plan->self.host);
+            req.set_port(plan->self.port);
+            self->request(caf::actor_cast<join_gate_actor>(ptr), timeout, req)
+                .then(
+                    [=](const pb::JoinAccepted& ok) {
+                      spdlog::info("node {}: the coordinator at {} takes it into the job ({} workers)",
+                                   to_string(plan->task), plan->coordinator, ok.workers());
+                      self->quit();
+                    },
+                    [=](caf::error& err) {
+                      if (err.category() != caf::atom("actorps")) return again(self, plan, backoff, give_up, err);
+                      spdlog::error("node {}: cannot join the job at {}: {}", to_string(plan->task), plan->coordinator,
+                                    describe(err));
+                      plan->stop(2);
+                      self->quit();
+                    });
+          },
+          [=](caf::error& err) { again(self, plan, backoff, give_up, err); });
 }
 
 }  // namespace
 
-caf::expected<pb::JoinAccepted> join_job(caf::actor_system& sys, const cluster_spec& spec, const task_id& task,
-                                         const node_spec& self, const std::string& coordinator) {
-  const auto colon = coordinator.rfind(':');
-  const auto port = colon == std::string::npos ? 0 : std::atoi(coordinator.c_str() + colon + 1);
-  if (port <= 0 || port > 65535)
-    return make_error(errc::invalid_argument, "--join " + coordinator + ": expected HOST:PORT of the coordinator");
-  const auto host = coordinator.substr(0, colon);
-  const auto timeout = std::chrono::milliseconds(spec.runtime.connect_timeout_ms);
-  const auto give_up = std::chrono::steady_clock::now() + 10 * timeout;
-  auto backoff = std::chrono::milliseconds(100);
-  caf::scoped_actor me(sys);
-  for (;;) {
-    auto hello = signed_hello_from(spec, task);
-    if (!hello) return hello.error();
-    pb::JoinJob req;
-    *req.mutable_hello() = *hello;
-    req.set_host(self.host);
-    req.set_port(self.port);
-    auto gate = reach_gate(sys, host, uint16_t(port));
-    caf::expected<pb::JoinAccepted> got = gate ? request_now<pb::JoinAccepted>(me, *gate, timeout, req) : gate.error();
-    if (got || got.error().category() == caf::atom("actorps") || std::chrono::steady_clock::now() > give_up) return got;
-    spdlog::warn("node {}: the coordinator at {} does not answer ({}); again in {} ms", to_string(task), coordinator,
-                 describe(got.error()), backoff.count());
-    std::this_thread::sleep_for(backoff);  // set-up code on the main thread, before the node serves a job
-    backoff = std::min(backoff * 2, std::chrono::milliseconds(2000));
-  }
+caf::actor spawn_joiner(caf::actor_system& sys, join_plan plan) {
+  auto shared = std::make_shared<const join_plan>(std::move(plan));
+  return sys.spawn(
+      [shared](caf::event_based_actor* self, int) -> caf::behavior {
+        const auto give_up =
+            self->clock().now() + 10 * std::chrono::milliseconds(shared->spec.runtime.connect_timeout_ms);
+        self->send(self, caf::tick_atom_v, int64_t(100));
+        return {[self, shared, give_up](caf::tick_atom, int64_t backoff_ms) {
+          try_join(self, shared, std::chrono::milliseconds(backoff_ms), give_up);
+        }};
+      },
+      0);  // an argument: CAF 0.17.6 mishandles argument-less spawns (tests/actor_test.hpp)
 }
 
 }  // namespace actorps

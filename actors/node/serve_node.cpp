@@ -61,6 +61,8 @@ int serve_node(const cluster_spec& spec, const task_id& task, const serve_option
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGINT);
   sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGUSR1);  // the join failed (see below)
+  sigaddset(&stop_signals, SIGUSR2);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   // A launcher killed outright (SIGKILL) cannot stop its nodes: they stop
   // themselves, so a rerun finds the ports free.
@@ -94,19 +96,19 @@ int serve_node(const cluster_spec& spec, const task_id& task, const serve_option
   spdlog::info("node {} serving on {} (pid {})", to_string(task), node->address(), ::getpid());
   std::printf("actorps node ready: %s at %s pid %d\n", to_string(task).c_str(), node->address().c_str(), ::getpid());
   std::fflush(stdout);
-  if (!options.join.empty()) {
-    auto joined = join_job(sys, spec, task, *node, options.join);
-    if (!joined) {
-      spdlog::error("node {}: cannot join the job at {}: {}", to_string(task), options.join, describe(joined.error()));
-      caf::anon_send(connector(sys), caf::close_atom_v, *port);
-      caf::anon_send_exit(actor, caf::exit_reason::user_shutdown);
-      return joined.error().category() == caf::atom("actorps") ? 2 : 1;
-    }
-    spdlog::info("node {}: the coordinator at {} takes it into the job ({} workers)", to_string(task), options.join,
-                 joined->workers());
-  }
+  // A join that must stop the node says so by signal: SIGUSR1 (exit 1), SIGUSR2 (refused: exit 2).
+  caf::actor joiner;
+  if (!options.join.empty())
+    joiner = spawn_joiner(sys, {spec, task, *node, options.join, options.undeclared,
+                                [](int code) { ::kill(::getpid(), code == 2 ? SIGUSR2 : SIGUSR1); }});
   int sig = 0;
   sigwait(&stop_signals, &sig);
+  if (joiner) caf::anon_send_exit(joiner, caf::exit_reason::user_shutdown);
+  if (sig == SIGUSR1 || sig == SIGUSR2) {
+    caf::anon_send(connector(sys), caf::close_atom_v, *port);
+    caf::anon_send_exit(actor, caf::exit_reason::user_shutdown);
+    return sig == SIGUSR2 ? 2 : 1;
+  }
   spdlog::info("node {}: {} received, shutting down", to_string(task), sig == SIGINT ? "SIGINT" : "SIGTERM");
   // SIGINT (Ctrl-C) stops at once, and so does a node whose launcher died
   // (its coordinator with it: nothing to drain into).

@@ -19,12 +19,14 @@ namespace actorps {
 struct serve_options {
   bool exit_with_parent = false;  // stop (as on SIGTERM) when the launching process dies
   std::string join;               // HOST:PORT of a running job's coordinator to join, or ""
+  bool undeclared = false;        // the topology does not declare the task: only a join brings it in
 };
 
 /// Serves the node hosting `task` until SIGINT/SIGTERM (or the coordinator
-/// removed its workers). The process exit code: 0, 1 (cannot listen; the
-/// coordinator to join is unreachable), 2 (the task is not in the cluster;
-/// the join was refused).
+/// removed its workers). The process exit code: 0, 1 (cannot listen; an
+/// undeclared worker's coordinator is unreachable), 2 (the task is not in
+/// the cluster; the join was refused). A declared worker whose coordinator
+/// does not answer yet serves on: the coordinator dials it once it runs.
 int serve_node(const cluster_spec& spec, const task_id& task, const serve_options& options = {});
 
 }  // namespace actorps

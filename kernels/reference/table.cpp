@@ -2,16 +2,6 @@
 
 namespace actorps::kernels {
 
-int slot_count(optimizer_kind kind) {
-  switch (kind) {
-    case optimizer_kind::sgd: return 0;
-    case optimizer_kind::momentum: return 1;
-    case optimizer_kind::adam: return 2;
-    case optimizer_kind::adagrad: return 1;
-  }
-  return 0;
-}
-
 const ops_table& reference_ops() {
   using namespace reference;
   // clang-format off
