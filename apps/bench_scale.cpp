@@ -52,7 +52,7 @@ std::string write_scale_job(const std::string& dir, uint32_t workers, uint32_t p
       csv << x[0] << "," << x[1] << "," << x[2] << "," << x[3] << "," << (x[0] + x[1] > x[2] + x[3] ? 1 : 0) << "\n";
     }
   }
-  const auto path = dir + fmt::format("/job-{}-{}.toml", workers, ps);
+  auto path = dir + fmt::format("/job-{}-{}.toml", workers, ps);
   std::ofstream job(path);
   job << "[cluster]\nname = \"scale\"\n";
   std::vector<std::string> roles{"coordinator"};
@@ -122,11 +122,19 @@ struct scale_cluster {
     ready_at[task] = clock_type::now();
     return caf::none;
   }
-  // Launches the PS and the first `up` workers at once; coordinates once the PS answer.
-  caf::error launch(uint32_t up) {
+  // Launches the PS and the first `up` workers at once; coordinates once the
+  // PS answer, knowing only the first `known` workers of the file (the
+  // others' nodes may serve, but only add_worker takes them in).
+  caf::error launch(uint32_t up, uint32_t known = UINT32_MAX) {
     auto loaded = load_job_file(job_path);
     if (!loaded) return loaded.error();
     job = std::move(**loaded);
+    auto& nodes = job.cluster.nodes;
+    nodes.erase(std::remove_if(nodes.begin(), nodes.end(),
+                               [known](const node_spec& n) {
+                                 return n.tasks.front().role == pb::WORKER && n.tasks.front().index >= known;
+                               }),
+                nodes.end());
     for (uint32_t p = 0; p < job.cluster.count(pb::PS); ++p)
       if (auto err = spawn(fmt::format("ps:{}", p))) return err;
     for (uint32_t w = 0; w < up; ++w)
@@ -220,12 +228,22 @@ struct join_row {
   double first_step_median = 0, first_step_max = 0, before = 0, during = 0;
 };
 
-// 16 declared workers, training with 8; the other 8 start with --join.
+// 8 workers training, 8 more nodes up and idle; then add_worker takes the
+// 8 in. The window is the join itself (their nodes were up before): from
+// the first add_worker until the first of them takes a closure.
 caf::expected<join_row> measure_join(const scale_bench_options& opts, const std::string& dir) {
   scale_cluster s(opts.self_exe, dir, write_scale_job(dir, 16, 2, 8));
-  if (auto err = s.launch(8)) return err;
+  if (auto err = s.launch(8, 8)) return err;
+  // The joiners stand for other hosts: at the lowest CPU priority, so that
+  // their own work (reading their data, training) does not take the cores
+  // of this 2-core machine from the 8 others.
+  for (uint32_t w = 8; w < 16; ++w)
+    if (auto err = s.spawn(fmt::format("worker:{}", w), {}, {"nice", "-n", "19"})) return err;
+  for (uint32_t w = 8; w < 16; ++w)
+    if (auto err = s.wait_ready(fmt::format("worker:{}", w))) return err;
   if (s.wait_until([&] { return s.c->closures_by_worker().size() == 8; }, 120s, clock_type::now()) < 0)
     return make_error(errc::timeout, "8 workers did not train");
+  std::this_thread::sleep_for(1s);  // the new nodes settle
   join_row row;
   auto t1 = clock_type::now();
   auto c1 = s.closures(0, 8);
@@ -233,26 +251,21 @@ caf::expected<join_row> measure_join(const scale_bench_options& opts, const std:
   row.before = double(s.closures(0, 8) - c1) / since(t1);
   t1 = clock_type::now();
   c1 = s.closures(0, 8);
-  // The joiners stand for other hosts: at the lowest CPU priority, so that
-  // what the 8 others lose is what the join costs them, not the cores the
-  // new processes take on this 2-core machine.
-  for (uint32_t w = 8; w < 16; ++w)
-    if (auto err = s.spawn(fmt::format("worker:{}", w), {"--join", s.gate()}, {"nice", "-n", "19"})) return err;
-  // The join window: from their launch until the first of them takes a
-  // closure (the others' rate after that is shared work, not disturbance).
-  std::map<uint32_t, double> first;  // seconds from its node's ready line to its first closure
+  std::map<uint32_t, clock_type::time_point> asked;
+  for (uint32_t w = 8; w < 16; ++w) {
+    const auto* node = load_toml_file(s.job_path)->node_of(task_id{pb::WORKER, w});
+    asked[w] = clock_type::now();
+    if (auto err = s.c->add_worker(w, node->host, node->port)) return err;
+  }
+  std::map<uint32_t, double> first;  // seconds from add_worker to its first closure
   s.wait_until(
       [&] {
         auto by = s.c->closures_by_worker();
-        for (uint32_t w = 8; w < 16; ++w) {
-          const auto task = fmt::format("worker:{}", w);
-          if (s.ready_at.count(task) == 0 && s.nodes.at(task).wait_for_line("actorps node ready", 0ms))
-            s.ready_at[task] = clock_type::now();
-          if (s.ready_at.count(task) != 0 && first.count(w) == 0 && by[w] > 0) {
-            first[w] = since(s.ready_at[task]);
+        for (uint32_t w = 8; w < 16; ++w)
+          if (first.count(w) == 0 && by[w] > 0) {
+            first[w] = since(asked[w]);
             if (first.size() == 1) row.during = double(s.closures(0, 8) - c1) / since(t1);
           }
-        }
         return first.size() == 8;
       },
       60s, t1);
@@ -294,8 +307,9 @@ int run_bench_scale(const scale_bench_options& opts) {
     return 1;
   }
   fmt::print(
-      "join: 8 workers training, 8 more start with --join (nice 19: other hosts): first closure {:.2f} s "
-      "(median), {:.2f} s (max) after their node is up; the 8 others: {:.0f} closures/s before, {:.0f} during\n",
+      "join: 8 workers training, 8 more nodes up and idle (nice 19: other hosts), then add_worker for each: first "
+      "closure {:.2f} s "
+      "(median), {:.2f} s (max) after it; the 8 others: {:.0f} closures/s before, {:.0f} while they join\n",
       join->first_step_median, join->first_step_max, join->before, join->during);
   const auto big = rows.rbegin()->second;  // the most workers, the most PS
   fmt::print("target scale{}_ready_s: {:.2f} s (goal <= 10)\n", big.workers, big.ready_s);

@@ -9,7 +9,9 @@
 
 #include <boost/test/unit_test.hpp>
 
+#include "actors/coordinator/fit.hpp"
 #include "actors/launch/local_host.hpp"
+#include "actors/net/system_config.hpp"
 #include "messages/errors.hpp"
 #include "tests/job_files.hpp"
 
@@ -159,6 +161,34 @@ BOOST_AUTO_TEST_CASE(a_new_worker_joins_by_join_and_bad_joins_are_refused) {
   BOOST_TEST(f.log.find("refused a join from worker:5") != std::string::npos, f.log);
   BOOST_TEST(closures_by_worker(f.out)[2] > 0, f.out);
   BOOST_TEST(examples_applied(f.out) == std::vector<int64_t>(3, kEpochs * 2000LL), f.out);
+}
+
+BOOST_AUTO_TEST_CASE(remove_worker_drains_it_and_its_node_exits_0) {
+  auto dir = make_temp_dir("test");
+  job_nodes n(dir, write_exactly_once_job(dir, 1, 100));
+  for (auto task : {"ps:0", "ps:1", "worker:0", "worker:1"}) n.start(task);
+  auto job = load_job_file(n.job);
+  BOOST_REQUIRE(job && *job);
+  system_config cfg((*job)->cluster.runtime);
+  caf::actor_system sys(cfg);
+  auto c = train::connect_job(sys, **job);
+  BOOST_REQUIRE_MESSAGE(c, (c ? "" : describe(c.error())));
+  auto& coordinator = **c;
+  BOOST_REQUIRE(!coordinator.wait_for_workers(2));
+  std::vector<remote_value> before, after;
+  for (int i = 0; i < 200; ++i) before.push_back(coordinator.schedule("noop", {}));
+  BOOST_REQUIRE(!coordinator.remove_worker(1));  // returns once worker:1 drained
+  const auto by_then = coordinator.closures_by_worker()[1];
+  auto code = n.nodes.at("worker:1").wait(10s);
+  BOOST_REQUIRE(code);
+  BOOST_TEST(*code == 0);  // its node exits: it has nothing left to serve
+  for (int i = 0; i < 200; ++i) after.push_back(coordinator.schedule("noop", {}));
+  BOOST_TEST(!coordinator.join());
+  for (auto& v : before) BOOST_TEST(bool(v.fetch()));
+  for (auto& v : after) BOOST_TEST(bool(v.fetch()));
+  BOOST_TEST(coordinator.closures_by_worker()[1] == by_then);  // nothing after it left
+  BOOST_TEST(coordinator.closures_by_worker()[0] + by_then == 400u);
+  BOOST_TEST(coordinator.live_workers() == 1u);
 }
 
 BOOST_AUTO_TEST_CASE(a_job_of_32_workers_starts_with_default_settings) {
