@@ -73,6 +73,24 @@ BOOST_FIXTURE_TEST_CASE(a_proxy_brings_its_worker_up_retrying_with_growing_back_
   for (int64_t i = 0; i < 3; ++i) BOOST_TEST(value_of(results[size_t(i)]) == 10 * i);
 }
 
+BOOST_FIXTURE_TEST_CASE(a_node_announcing_itself_while_its_worker_is_spawned_gets_one_worker, fixture) {
+  auto n = node();
+  nodes.up[1] = n;
+  auto results = put_closures(*q, 0, 2);
+  // The proxy dials at once and asks the node for the worker; before that
+  // answer comes, the node announces itself (JoinJob -> proxy_dial).
+  auto proxy = spawn_worker_proxy(sys(), q, 0, worker_actor{}, {nodes.get(), 1, pb::SpawnWorker{}, shard_list{}});
+  auto dialed = ask<bool>(sys(), proxy, proxy_dial_atom_v);
+  sched.run();
+  BOOST_REQUIRE(dialed->reply && *dialed->reply);
+  auto& spawned = state_of<fake_node_state>(n).workers;
+  BOOST_REQUIRE_EQUAL(spawned.size(), 1u);  // a second would replace the first and strand its closures
+  BOOST_TEST(nodes.dials.size() == 1u);
+  answer_all(spawned[0]);
+  sched.run();
+  for (int64_t i = 0; i < 2; ++i) BOOST_TEST(value_of(results[size_t(i)]) == 10 * i);
+}
+
 BOOST_FIXTURE_TEST_CASE(a_leaving_worker_finishes_its_closures_and_gets_no_new_ones, fixture) {
   auto results = put_closures(*q, 0, 8);
   std::vector<caf::actor> workers, proxies;

@@ -30,8 +30,9 @@ struct proxy_state {
   std::vector<dataset_actor> datasets;
   std::vector<pb::SpawnDataset> dataset_specs;  // how each was built (rebuilt on respawn)
   respawn_plan plan;
-  bool ever_up = false;  // it joined once (else: retried for as long as the job runs)
-  bool left = false;     // drained and out of the job, until its node announces itself again
+  bool ever_up = false;   // it joined once (else: retried for as long as the job runs)
+  bool left = false;      // drained and out of the job, until its node announces itself again
+  bool spawning = false;  // a dial succeeded and the worker is being spawned: no second one meanwhile
   clock_point lost_at, logged_at;
   std::chrono::milliseconds backoff = kFirstRetry;
   std::minstd_rand jitter;
@@ -195,21 +196,33 @@ void worker_up(proxy_ptr self, node_actor node, worker_actor worker) {
   dispatch(self);
 }
 
-// Spawns the worker actor on its node.
-void spawn_at(proxy_ptr self, node_actor node) {
+// Spawns the worker actor on its node. Spawned for an older dial round
+// (the PS shards changed meanwhile), it is stopped and the node dialed again.
+void spawn_at(proxy_ptr self, node_actor node, uint64_t round) {
   auto& st = self->state;
   self->request(node, kSpawnTimeout, st.plan.spawn, st.plan.shards)
-      .then([self, node](const worker_actor& worker) { worker_up(self, node, worker); },
-            [self](caf::error& err) { retry_later(self, err); });
+      .then(
+          [self, node, round](const worker_actor& worker) {
+            auto& st = self->state;
+            st.spawning = false;
+            if (round == st.dial_round) return worker_up(self, node, worker);
+            self->send_exit(worker, caf::exit_reason::user_shutdown);
+            dial(self);
+          },
+          [self](caf::error& err) {
+            self->state.spawning = false;
+            retry_later(self, err);
+          });
 }
 
 // On the worker's node (up): its datasets, then a new worker actor.
-void spawn_on(proxy_ptr self, node_actor node) {
+void spawn_on(proxy_ptr self, node_actor node, uint64_t round) {
   auto& st = self->state;
-  if (st.dataset_specs.empty()) return spawn_at(self, node);
-  auto c = std::make_shared<countdown>(countdown{st.dataset_specs.size(), [self, node](caf::error err) {
-                                                   if (err) return retry_later(self, err);
-                                                   spawn_at(self, node);
+  if (st.dataset_specs.empty()) return spawn_at(self, node, round);
+  auto c = std::make_shared<countdown>(countdown{st.dataset_specs.size(), [self, node, round](caf::error err) {
+                                                   if (!err) return spawn_at(self, node, round);
+                                                   self->state.spawning = false;
+                                                   retry_later(self, err);
                                                  }});
   for (size_t i = 0; i < st.dataset_specs.size(); ++i)
     self->request(node, kSpawnTimeout, st.dataset_specs[i])
@@ -221,15 +234,19 @@ void spawn_on(proxy_ptr self, node_actor node) {
             [c](caf::error& err) { c->fail(std::move(err)); });
 }
 
-// Dials the worker's node and brings the worker up there.
+// Dials the worker's node and brings the worker up there: one spawn at a
+// time (a node that announces itself while its worker is being spawned
+// must not get a second one, which would replace the first and strand the
+// closures sent to it).
 void dial(proxy_ptr self) {
   auto& st = self->state;
-  if (st.worker || st.paused || st.left) return;
+  if (st.worker || st.spawning || st.paused || st.left) return;
   st.plan.dial(self, st.plan.node, [self, round = st.dial_round](caf::expected<node_actor> node) {
     auto& st = self->state;
-    if (round != st.dial_round || st.worker || st.left) return;  // a newer dial is under way, or it is up
+    if (round != st.dial_round || st.worker || st.spawning || st.left) return;  // a newer dial, or it is up
     if (!node) return retry_later(self, node.error());
-    spawn_on(self, *node);
+    st.spawning = true;
+    spawn_on(self, *node, round);
   });
 }
 
@@ -356,7 +373,7 @@ caf::behavior proxy_behavior(proxy_ptr self, std::shared_ptr<closure_queue> queu
       },
       [self](proxy_dial_atom) {
         auto& st = self->state;
-        if (st.worker) return true;  // up already (its node announced itself late)
+        if (st.worker || st.spawning) return true;  // up, or coming up (its node announced itself late)
         if (st.left) st.queue->worker_added(st.index);
         st.left = false;
         st.backoff = kFirstRetry;
