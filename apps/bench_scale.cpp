@@ -13,6 +13,7 @@
 
 #include <atomic>
 #include <fstream>
+#include <future>
 #include <map>
 #include <random>
 #include <thread>
@@ -105,6 +106,7 @@ struct scale_cluster {
   std::unique_ptr<cluster_coordinator> c;
   stopper stop;
   std::thread trainer;
+  std::future<void> trained;  // ready once fit returned
 
   // `prefix`: e.g. {"nice", "-n", "19"} for processes that stand for other hosts.
   caf::error spawn(const std::string& task, std::vector<std::string> extra = {}, std::vector<std::string> prefix = {}) {
@@ -146,7 +148,12 @@ struct scale_cluster {
     auto coordinator = train::connect_job(*sys, job);
     if (!coordinator) return coordinator.error();
     c = std::move(*coordinator);
-    trainer = std::thread([this] { (void)train::fit(*c, job, {&stop}); });
+    std::promise<void> done;
+    trained = done.get_future();
+    trainer = std::thread([this, done = std::move(done)]() mutable {
+      (void)train::fit(*c, job, {&stop});
+      done.set_value();
+    });
     for (uint32_t w = 0; w < up; ++w)
       if (auto err = wait_ready(fmt::format("worker:{}", w))) return err;
     return caf::none;
@@ -170,6 +177,12 @@ struct scale_cluster {
   }
   ~scale_cluster() {
     stop.stop = true;
+    // fit stops at its next result; should none come (a stall: a bug to
+    // report), the nodes go first and the proxies give up on the workers.
+    if (trained.valid() && trained.wait_for(30s) != std::future_status::ready) {
+      fmt::print(stderr, "bench scale: training stalled; stopping the nodes\n");
+      for (auto& [task, node] : nodes) node.signal(SIGKILL);
+    }
     if (trainer.joinable()) trainer.join();
     c.reset();
     sys.reset();
