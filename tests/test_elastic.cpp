@@ -57,6 +57,12 @@ struct job_nodes {
   }
 };
 
+// ps:0, ps:1, worker:0 and worker:1 up, and the coordinator training.
+child_process start_training(job_nodes& n) {
+  for (auto task : {"ps:0", "ps:1", "worker:0", "worker:1"}) n.start(task);
+  return n.train();
+}
+
 struct finished {
   int code = -1;
   std::string out, log;
@@ -94,8 +100,7 @@ BOOST_AUTO_TEST_CASE(training_starts_with_two_of_four_workers_and_the_others_joi
   auto dir = make_temp_dir("test");
   job_nodes n(dir, write_exactly_once_job(dir, kEpochs, 100, "min_workers = 2\n"));
   add_workers(n.job, 2);
-  for (auto task : {"ps:0", "ps:1", "worker:0", "worker:1"}) n.start(task);
-  auto train = n.train();  // training with two of its four workers
+  auto train = start_training(n);  // training with two of its four workers
   std::this_thread::sleep_for(3s);
   n.start("worker:2");
   n.start("worker:3");
@@ -112,8 +117,7 @@ BOOST_AUTO_TEST_CASE(training_starts_with_two_of_four_workers_and_the_others_joi
 BOOST_AUTO_TEST_CASE(a_worker_sigtermed_mid_epoch_drains_and_exits_0) {
   auto dir = make_temp_dir("test");
   job_nodes n(dir, write_exactly_once_job(dir, kEpochs, 100));
-  for (auto task : {"ps:0", "ps:1", "worker:0", "worker:1"}) n.start(task);
-  auto train = n.train();
+  auto train = start_training(n);
   std::this_thread::sleep_for(1s);
   auto& leaving = n.nodes.at("worker:1");
   leaving.signal(SIGTERM);
@@ -132,8 +136,7 @@ BOOST_AUTO_TEST_CASE(a_worker_sigtermed_mid_epoch_drains_and_exits_0) {
 BOOST_AUTO_TEST_CASE(a_new_worker_joins_by_join_and_bad_joins_are_refused) {
   auto dir = make_temp_dir("test");
   job_nodes n(dir, write_exactly_once_job(dir, kEpochs, 100));
-  for (auto task : {"ps:0", "ps:1", "worker:0", "worker:1"}) n.start(task);
-  auto train = n.train();
+  auto train = start_training(n);
   const auto coordinator = "127.0.0.1:" + std::to_string(port_of(n.job, "coordinator:0"));
   n.start("worker:2", {"--listen", "127.0.0.1:" + std::to_string(free_port()), "--join", coordinator});
   // A second worker:2, and a worker of another cluster: refused, the job goes on.

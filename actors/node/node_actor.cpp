@@ -53,13 +53,14 @@ struct node_state {
 // The node actor is a broker: it runs on the middleman's I/O thread, so a
 // request from the network is handled and answered without any thread hop.
 // Its handlers must stay short; heavy work goes to other actors.
-using node_broker = caf::io::typed_broker<
-    caf::replies_to<pb::Hello>::with<pb::Welcome>, caf::replies_to<pb::Ping>::with<pb::Pong>,
-    caf::replies_to<pb::StatusRequest>::with<pb::NodeStatus>, caf::replies_to<pb::SpawnShard>::with<ps_shard_actor>,
-    caf::replies_to<pb::SpawnDataset>::with<dataset_actor>,
-    caf::replies_to<pb::SpawnWorker, shard_list>::with<worker_actor>,
-    caf::replies_to<pb::InjectFault>::with<pb::FaultInjected>, caf::replies_to<pb::LeaveJob>::with<pb::LeftJob>,
-    caf::replies_to<pb::JoinJob>::with<pb::JoinAccepted>>;
+// Its interface is node_actor's (messages/interfaces.hpp), as a broker.
+template <class Handle>
+struct broker_of;
+template <class... Sigs>
+struct broker_of<caf::typed_actor<Sigs...>> {
+  using type = caf::io::typed_broker<Sigs...>;
+};
+using node_broker = broker_of<node_actor>::type;
 using node_ptr = caf::stateful_actor<node_state, node_broker>*;
 
 // The check of every request but Hello: the sender's process said Hello as
