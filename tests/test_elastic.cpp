@@ -114,6 +114,22 @@ BOOST_AUTO_TEST_CASE(training_starts_with_two_of_four_workers_and_the_others_joi
   BOOST_TEST(examples_applied(f.out) == std::vector<int64_t>(3, kEpochs * 2000LL), f.out);
 }
 
+BOOST_AUTO_TEST_CASE(the_coordinator_waits_for_ps_nodes_that_start_after_it) {
+  auto dir = make_temp_dir("test");
+  job_nodes n(dir, write_exactly_once_job(dir, 20, 100));
+  n.start("worker:0");
+  n.start("worker:1");
+  auto train = child_process::spawn({ACTORPS_BIN, "train", n.job}, dir + "/train.log");
+  BOOST_REQUIRE(train);
+  std::this_thread::sleep_for(2s);
+  n.start("ps:0");
+  n.start("ps:1");
+  auto f = finish(*train, dir);
+  BOOST_TEST(f.code == 0, f.out << f.log);
+  BOOST_TEST(f.log.find("coordinator: ps:0's node exited (the port refuses connections)") != std::string::npos, f.log);
+  BOOST_TEST(examples_applied(f.out) == std::vector<int64_t>(3, 20 * 2000LL), f.out);
+}
+
 BOOST_AUTO_TEST_CASE(a_worker_sigtermed_mid_epoch_drains_and_exits_0) {
   auto dir = make_temp_dir("test");
   job_nodes n(dir, write_exactly_once_job(dir, kEpochs, 100));
