@@ -310,3 +310,33 @@ BOOST_AUTO_TEST_CASE(garbage_at_every_node_port_leaves_a_job_training) {
     }
   }
 }
+
+BOOST_AUTO_TEST_CASE(a_worker_of_another_ca_cannot_join_and_both_sides_log_why) {
+  auto dir = make_temp_dir("test");
+  auto job = write_exactly_once_job(dir, 300, 100);
+  std::ofstream(job, std::ios::app) << security_table(
+      make_certs(dir, "certs", {"coordinator-0", "worker-0", "worker-1", "ps-0", "ps-1"}));
+  // The stranger: the same topology and cluster name, its certificate from another CA.
+  (void)make_certs(dir, "other", {"coordinator-0", "worker-0", "worker-1", "ps-0", "ps-1", "worker-5"});
+  std::string stranger = read_file(job);
+  for (size_t at; (at = stranger.find("/certs/")) != std::string::npos;) stranger.replace(at, 7, "/other/");
+  std::ofstream(dir + "/stranger.toml") << stranger;
+  auto local = child_process::spawn({ACTORPS_BIN, "local", job, "--log", dir + "/nodes.log"}, dir + "/cli.log");
+  BOOST_REQUIRE(local);
+  node_pids(*local);
+  const auto coordinator = "127.0.0.1:" + std::to_string(port_of(job, "coordinator:0"));
+  auto joined = run_command({ACTORPS_BIN, "node", "--config", dir + "/stranger.toml", "--task", "worker:5", "--listen",
+                             "127.0.0.1:" + std::to_string(free_port()), "--join", coordinator},
+                            60s, dir + "/stranger.log");
+  BOOST_REQUIRE(joined);
+  BOOST_TEST(joined->exit_code == 1);  // never admitted, and nobody dials it: it stops
+  const auto why = read_file(dir + "/stranger.log");
+  BOOST_TEST(why.find("TLS: refused by the peer: handshake with " + coordinator) != std::string::npos, why);
+  auto out = local->read_all(180s);
+  BOOST_REQUIRE(out);
+  auto code = local->wait(10s);
+  BOOST_TEST((code && *code == 0), *out << read_file(dir + "/cli.log"));
+  const auto log = read_file(dir + "/cli.log");
+  BOOST_TEST(log.find("TLS: refused a peer: handshake with 127.0.0.1:") != std::string::npos, log);  // the coordinator
+  BOOST_TEST(examples_applied(*out) == std::vector<int64_t>(3, 300 * 2000LL), *out);
+}
