@@ -48,21 +48,19 @@ struct cluster_coordinator::impl {
   caf::expected<node_actor> dial(task_id task) {
     auto* node = spec.node_of(task);
     const auto give_up = std::chrono::steady_clock::now() + kJoinTimeout;
-    auto backoff = std::chrono::milliseconds(100);
+    auto backoff = kFirstRetry;
     for (bool logged = false;;) {
       auto got = dial_node_now(self, spec, task_id{pb::COORDINATOR, 0}, size_t(node - spec.nodes.data()));
       if (got) return got;
       const auto& err = got.error();
-      const bool transient = err == caf::sec::cannot_connect_to_node || err == caf::sec::request_timeout ||
-                             err == caf::sec::connection_timeout;
-      if (!transient || std::chrono::steady_clock::now() + backoff > give_up)
+      if (!transient(err) || std::chrono::steady_clock::now() + backoff > give_up)
         return make_error(errc::unreachable, fmt::format("{}: {}", to_string(task), describe(err)));
       if (!std::exchange(logged, true))
         spdlog::warn("coordinator: {}'s node {} ({}); retrying with back-off for up to {} s", to_string(task),
                      dial_failure_cause(err), describe(err),
                      std::chrono::duration_cast<std::chrono::seconds>(kJoinTimeout).count());
       std::this_thread::sleep_for(backoff);
-      backoff = std::min(backoff * 2, std::chrono::milliseconds(2000));
+      backoff = next_retry(backoff);
     }
   }
 

@@ -174,7 +174,7 @@ void retry_later(proxy_ptr self, const caf::error& why) {
   }
   const auto delay = std::chrono::milliseconds(
       int64_t(double(st.backoff.count()) * std::uniform_real_distribution<double>(0.5, 1.0)(st.jitter)));
-  st.backoff = std::min(st.backoff * 2, kMaxRetry);
+  st.backoff = next_retry(st.backoff);
   self->delayed_send(self, delay, proxy_respawn_atom_v, st.dial_round);
 }
 

@@ -8,7 +8,7 @@
 // dials the worker's node, builds the worker's datasets there and spawns
 // the worker actor — the same steps as a respawn. Dials that fail are
 // retried with exponential back-off (kFirstRetry doubling to kMaxRetry, with
-// jitter), so dozens of proxies dialing nodes that come up late neither
+// jitter: actors/net/dial.hpp), so dozens of proxies dialing nodes that come up late neither
 // give up nor hammer them. A worker that never came up is retried for as
 // long as the job runs (and logged); one that was lost is given up after
 // kRecoveryTimeout.
@@ -36,8 +36,6 @@
 namespace actorps {
 
 constexpr auto kQueuedWork = std::chrono::milliseconds(2);
-constexpr auto kFirstRetry = std::chrono::milliseconds(100);
-constexpr auto kMaxRetry = std::chrono::milliseconds(2000);
 constexpr auto kRecoveryTimeout = std::chrono::seconds(120);
 
 /// How to bring a worker up: its node and what spawns it there.

@@ -3,6 +3,9 @@
 // then the Hello handshake. The one way any actorps process reaches a node.
 #pragma once
 
+#include <algorithm>
+#include <chrono>
+
 #include <functional>
 
 #include <unistd.h>
@@ -90,6 +93,18 @@ inline node_dialer network_dialer(const cluster_spec& spec, task_id from) {
   return [spec, from](caf::event_based_actor* self, size_t node, dial_callback done) {
     dial_node(self, spec, from, node, std::move(done));
   };
+}
+
+/// Dials that fail for a while (a node starting, busy or restarting) are
+/// retried after kFirstRetry, each wait twice the last, up to kMaxRetry.
+constexpr auto kFirstRetry = std::chrono::milliseconds(100);
+constexpr auto kMaxRetry = std::chrono::milliseconds(2000);
+constexpr std::chrono::milliseconds next_retry(std::chrono::milliseconds wait) { return std::min(wait * 2, kMaxRetry); }
+
+/// A dial failure that may pass: the port refuses (not up yet) or no answer in time.
+inline bool transient(const caf::error& err) {
+  return err == caf::sec::cannot_connect_to_node || err == caf::sec::request_timeout ||
+         err == caf::sec::connection_timeout;
 }
 
 /// Why a dial of a node that was lost failed, from the error's code (never

@@ -13,7 +13,6 @@ namespace actorps {
 namespace {
 
 using clock_point = caf::actor_clock::time_point;
-constexpr auto kMaxBackoff = std::chrono::milliseconds(2000);
 
 void try_join(caf::event_based_actor* self, std::shared_ptr<const join_plan> plan, std::chrono::milliseconds backoff,
               clock_point give_up);
@@ -30,7 +29,7 @@ void again(caf::event_based_actor* self, std::shared_ptr<const join_plan> plan, 
   }
   spdlog::warn("node {}: the coordinator at {} does not answer ({}); again in {} ms", who, plan->coordinator,
                describe(why), backoff.count());
-  self->delayed_send(self, backoff, caf::tick_atom_v, int64_t(std::min(backoff * 2, kMaxBackoff).count()));
+  self->delayed_send(self, backoff, caf::tick_atom_v, int64_t(next_retry(backoff).count()));
 }
 
 void try_join(caf::event_based_actor* self, std::shared_ptr<const join_plan> plan, std::chrono::milliseconds backoff,
@@ -76,7 +75,7 @@ caf::actor spawn_joiner(caf::actor_system& sys, join_plan plan) {
       [shared](caf::event_based_actor* self, int) -> caf::behavior {
         const auto give_up =
             self->clock().now() + 10 * std::chrono::milliseconds(shared->spec.runtime.connect_timeout_ms);
-        self->send(self, caf::tick_atom_v, int64_t(100));
+        self->send(self, caf::tick_atom_v, int64_t(kFirstRetry.count()));
         return {[self, shared, give_up](caf::tick_atom, int64_t backoff_ms) {
           try_join(self, shared, std::chrono::milliseconds(backoff_ms), give_up);
         }};

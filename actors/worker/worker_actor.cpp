@@ -173,12 +173,8 @@ void dial_ps_node(worker_ptr self, std::shared_ptr<const cluster_spec> cluster, 
                 return;
               }
               const auto& err = node.error();
-              const bool transient = err == caf::sec::request_timeout || err == caf::sec::connection_timeout ||
-                                     err == caf::sec::cannot_connect_to_node;
-              if (transient && self->clock().now() + backoff < give_up) {
-                self->state.net->after(backoff, [=] {
-                  dial_ps_node(self, cluster, n, std::min(backoff * 2, std::chrono::milliseconds(2000)), give_up);
-                });
+              if (transient(err) && self->clock().now() + backoff < give_up) {
+                self->state.net->after(backoff, [=] { dial_ps_node(self, cluster, n, next_retry(backoff), give_up); });
                 return;
               }
               spdlog::warn("worker:{}: PS node {} did not admit it ({}); stopping (the coordinator respawns it)",
@@ -194,7 +190,7 @@ void dial_ps_nodes(worker_ptr self, const cluster_spec& cluster) {
     auto& tasks = cluster.nodes[n].tasks;
     if (std::none_of(tasks.begin(), tasks.end(), [](const task_id& t) { return t.role == pb::PS; })) continue;
     ++self->state.greeting;
-    dial_ps_node(self, shared, n, std::chrono::milliseconds(100), give_up);
+    dial_ps_node(self, shared, n, kFirstRetry, give_up);
   }
 }
 
