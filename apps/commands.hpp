@@ -116,7 +116,8 @@ struct scale_bench_options {
   std::string self_exe;
   std::vector<uint32_t> workers{2, 8, 32, 64};
   std::vector<uint32_t> ps{2, 8};
-  uint32_t window_ms = 2000;  // each throughput window
+  uint32_t window_ms = 2000;      // each throughput window
+  uint32_t join_repetitions = 5;  // joins measured (medians are the targets)
 };
 
 /// `actorps bench scale`: launch-to-training time, closures/s, PS pushes/s,

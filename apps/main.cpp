@@ -165,6 +165,8 @@ int main(int argc, char** argv) {  // NOLINT(bugprone-exception-escape)
   bench_scale->add_option("--ps", scale_opts.ps, "PS counts")->delimiter(',');
   bench_scale->add_option("--window-ms", scale_opts.window_ms, "each throughput window")
       ->check(CLI::Range(200u, 60000u));
+  bench_scale->add_option("--joins", scale_opts.join_repetitions, "join experiments (medians)")
+      ->check(CLI::Range(1u, 100u));
   auto* tcp_bulk = bench->add_subcommand("tcp-bulk", "");  // internal helper of bench ps
   tcp_bulk->group("");
   tcp_bulk->add_option("--port", bulk_port)->required();

@@ -35,7 +35,7 @@ using dataset_actor = caf::typed_actor<caf::replies_to<pb::DatasetInfoRequest>::
 using worker_actor =
     caf::typed_actor<caf::replies_to<pb::RunClosures, std::vector<dataset_actor>>::with<pb::ClosuresDone>,
                      caf::replies_to<pb::InjectFault>::with<pb::FaultInjected>,
-                     caf::reacts_to<worker_timer_atom, uint64_t>>;
+                     caf::reacts_to<worker_timer_atom, uint64_t>, caf::replies_to<worker_ready_atom>::with<bool>>;
 
 /// What a closure's function takes and returns (messages/train.proto).
 using values = std::vector<pb::Value>;

@@ -98,15 +98,35 @@ struct fake_node_state {
   static inline const char* name = "fake_node";
   std::vector<caf::actor> workers, shards, datasets;  // spawned on request, in order
   std::vector<pb::SpawnShard> shard_requests;
+  bool slow_data = false;  // its datasets answer DatasetInfoRequest only once sent answer_atom
 };
+
+inline pb::DatasetInfo fake_dataset_info() {
+  pb::DatasetInfo info;
+  info.set_features(4);
+  return info;
+}
 
 // A dataset of 4-feature examples (it only answers DatasetInfoRequest).
 inline caf::behavior fake_dataset(caf::event_based_actor*) {
-  return {[](const pb::DatasetInfoRequest&) {
-    pb::DatasetInfo info;
-    info.set_features(4);
-    return info;
-  }};
+  return {[](const pb::DatasetInfoRequest&) { return fake_dataset_info(); }};
+}
+
+struct slow_dataset_state {
+  static inline const char* name = "slow_dataset";
+  std::vector<caf::response_promise> asked;
+};
+
+// fake_dataset still reading its data: DatasetInfoRequest is answered once
+// it is sent answer_atom.
+inline caf::behavior slow_dataset(caf::stateful_actor<slow_dataset_state>* self) {
+  return {
+      [self](const pb::DatasetInfoRequest&) { self->state.asked.push_back(self->make_response_promise()); },
+      [self](answer_atom, int64_t) {
+        for (auto& rp : self->state.asked) rp.deliver(fake_dataset_info());
+        self->state.asked.clear();
+      },
+  };
 }
 
 inline caf::behavior fake_node(caf::stateful_actor<fake_node_state>* self) {
@@ -116,7 +136,8 @@ inline caf::behavior fake_node(caf::stateful_actor<fake_node_state>* self) {
         return caf::actor_cast<worker_actor>(self->state.workers.back());
       },
       [self](const pb::SpawnDataset&) {
-        self->state.datasets.push_back(spawn_fake(*self, fake_dataset));
+        self->state.datasets.push_back(self->state.slow_data ? spawn_fake(*self, slow_dataset)
+                                                             : spawn_fake(*self, fake_dataset));
         return caf::actor_cast<dataset_actor>(self->state.datasets.back());
       },
       [self](const pb::SpawnShard& req) {

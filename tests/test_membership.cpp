@@ -91,6 +91,34 @@ BOOST_FIXTURE_TEST_CASE(a_node_announcing_itself_while_its_worker_is_spawned_get
   for (int64_t i = 0; i < 2; ++i) BOOST_TEST(value_of(results[size_t(i)]) == 10 * i);
 }
 
+BOOST_FIXTURE_TEST_CASE(a_worker_takes_no_closure_before_its_node_has_read_its_data, fixture) {
+  auto results = put_closures(*q, 0, 2);
+  auto proxy = spawn_worker_proxy(sys(), q, 0, worker_actor{}, {nodes.get(), 1, pb::SpawnWorker{}, shard_list{}});
+  sched.run();  // its node is not up yet
+  auto added = ask<pb::DatasetInfo>(sys(), proxy, proxy_dataset_atom_v, std::string("train"), pb::SpawnDataset{});
+  sched.run();
+  BOOST_REQUIRE(added->reply);
+  BOOST_TEST(!*added->reply);  // not up: built once it is
+  auto n = node();
+  state_of<fake_node_state>(n).slow_data = true;
+  nodes.up[1] = n;
+  sched.trigger_timeout();
+  sched.run();
+  auto& st = state_of<fake_node_state>(n);
+  BOOST_REQUIRE_EQUAL(st.datasets.size(), 1u);
+  // While the node reads the data, no worker: closures sent now would wait
+  // there (and hold an epoch's end) while the other workers could run them.
+  BOOST_TEST(st.workers.empty());
+  BOOST_TEST(q->live_workers() == 0u);
+  caf::anon_send(st.datasets[0], answer_atom_v, int64_t{-1});
+  sched.run();
+  BOOST_REQUIRE_EQUAL(st.workers.size(), 1u);
+  BOOST_TEST(closures_held(st.workers[0]) == 2u);
+  answer_all(st.workers[0]);
+  sched.run();
+  for (int64_t i = 0; i < 2; ++i) BOOST_TEST(value_of(results[size_t(i)]) == 10 * i);
+}
+
 BOOST_FIXTURE_TEST_CASE(a_leaving_worker_finishes_its_closures_and_gets_no_new_ones, fixture) {
   auto results = put_closures(*q, 0, 8);
   std::vector<caf::actor> workers, proxies;

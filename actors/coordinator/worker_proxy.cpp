@@ -196,6 +196,22 @@ void worker_up(proxy_ptr self, node_actor node, worker_actor worker) {
   dispatch(self);
 }
 
+// Builds dataset i on `node`: its actor, then its pipeline (the answer to
+// DatasetInfoRequest comes once the data is read), so that a closure sent
+// to the worker never waits for it.
+void make_dataset(proxy_ptr self, const node_actor& node, size_t i,
+                  std::function<void(caf::expected<pb::DatasetInfo>)> then) {
+  auto& st = self->state;
+  self->request(node, kSpawnTimeout, st.dataset_specs[i])
+      .then(
+          [self, i, then, incarnation = st.incarnation](const dataset_actor& d) {
+            if (incarnation == self->state.incarnation) self->state.datasets[i] = d;
+            self->request(d, kSpawnTimeout, pb::DatasetInfoRequest{})
+                .then([then](const pb::DatasetInfo& info) { then(info); }, [then](caf::error& err) { then(err); });
+          },
+          [then](caf::error& err) { then(err); });
+}
+
 // Spawns the worker actor on its node. Spawned for an older dial round
 // (the PS shards changed meanwhile), it is stopped and the node dialed again.
 void spawn_at(proxy_ptr self, node_actor node, uint64_t round) {
@@ -215,7 +231,7 @@ void spawn_at(proxy_ptr self, node_actor node, uint64_t round) {
           });
 }
 
-// On the worker's node (up): its datasets, then a new worker actor.
+// On the worker's node (up): its datasets, built, then a new worker actor.
 void spawn_on(proxy_ptr self, node_actor node, uint64_t round) {
   auto& st = self->state;
   if (st.dataset_specs.empty()) return spawn_at(self, node, round);
@@ -225,13 +241,12 @@ void spawn_on(proxy_ptr self, node_actor node, uint64_t round) {
                                                    retry_later(self, err);
                                                  }});
   for (size_t i = 0; i < st.dataset_specs.size(); ++i)
-    self->request(node, kSpawnTimeout, st.dataset_specs[i])
-        .then(
-            [self, i, c](const dataset_actor& d) {
-              self->state.datasets[i] = d;
-              c->ok();
-            },
-            [c](caf::error& err) { c->fail(std::move(err)); });
+    make_dataset(self, node, i, [c](caf::expected<pb::DatasetInfo> info) {
+      if (info)
+        c->ok();
+      else
+        c->fail(std::move(info.error()));
+    });
 }
 
 // Dials the worker's node and brings the worker up there: one spawn at a
@@ -279,20 +294,12 @@ void dispatch(proxy_ptr self) {
 // until it is built. `then` gets its DatasetInfo or the error.
 void build_dataset(proxy_ptr self, size_t i, std::function<void(caf::expected<pb::DatasetInfo>)> then) {
   auto& st = self->state;
-  auto built = [self, then, incarnation = st.incarnation](caf::expected<pb::DatasetInfo> info) {
+  ++st.building;
+  make_dataset(self, st.node, i, [self, then, incarnation = st.incarnation](caf::expected<pb::DatasetInfo> info) {
     if (incarnation == self->state.incarnation) --self->state.building;
     then(std::move(info));
     dispatch(self);
-  };
-  ++st.building;
-  self->request(st.node, kSpawnTimeout, st.dataset_specs[i])
-      .then(
-          [self, i, built, incarnation = st.incarnation](const dataset_actor& d) {
-            if (incarnation == self->state.incarnation) self->state.datasets[i] = d;
-            self->request(d, kSpawnTimeout, pb::DatasetInfoRequest{})
-                .then([built](const pb::DatasetInfo& info) { built(info); }, [built](caf::error& err) { built(err); });
-          },
-          [built](caf::error& err) { built(err); });
+  });
 }
 
 // Records dataset `name` (replacing one of that name) and, with the worker

@@ -163,7 +163,9 @@ caf::result<dataset_actor> on_spawn_dataset(node_ptr self, const pb::SpawnDatase
 }
 
 // SpawnWorker: the worker's actor over the job's PS shards; replaces an
-// older one (a respawned worker).
+// older one (a respawned worker). Answered once every PS node admitted the
+// worker: closures sent then run at once (a joiner would otherwise hold
+// them, and an epoch's end with them, while it dials).
 caf::result<worker_actor> on_spawn_worker(node_ptr self, const pb::SpawnWorker& req, const shard_list& shards) {
   const task_id task{pb::WORKER, req.worker()};
   if (auto err = check_spawn(self, req, task, "workers")) return err;
@@ -180,7 +182,11 @@ caf::result<worker_actor> on_spawn_worker(node_ptr self, const pb::SpawnWorker& 
     self->monitor(proxy);
     st.proxies[req.worker()] = proxy;
   }
-  return *worker;
+  auto rp = self->make_response_promise<worker_actor>();
+  self->request(*worker, caf::infinite, worker_ready_atom_v)
+      .then([rp, w = *worker](bool) mutable { rp.deliver(w); },
+            [rp](caf::error& err) mutable { rp.deliver(std::move(err)); });
+  return rp;
 }
 
 // LeaveJob from this process (SIGTERM): the worker's proxy drains it and

@@ -55,6 +55,7 @@ struct worker_state {
   peer_table_ptr peers;
   std::string where;    // "worker:<index>: ", the prefix of its refusals
   size_t greeting = 0;  // PS nodes yet to answer this worker's Hello: no closure runs before
+  std::vector<caf::typed_response_promise<bool>> awaiting_ready;  // worker_ready_atom asked before that
 };
 
 using worker_ptr = worker_actor::stateful_pointer<worker_state>;
@@ -169,7 +170,10 @@ void dial_ps_node(worker_ptr self, std::shared_ptr<const cluster_spec> cluster, 
   dial_node(self, *cluster, task_id{pb::WORKER, self->state.index}, n,
             [self, cluster, n, backoff, give_up](caf::expected<node_actor> node) {
               if (node) {
-                if (--self->state.greeting == 0) run_next(self);
+                if (--self->state.greeting > 0) return;
+                for (auto& rp : self->state.awaiting_ready) rp.deliver(true);
+                self->state.awaiting_ready.clear();
+                run_next(self);
                 return;
               }
               const auto& err = node.error();
@@ -282,6 +286,12 @@ worker_actor::behavior_type worker_behavior(worker_ptr self, pb::SpawnWorker spe
         return pb::FaultInjected{};
       },
       [self](worker_timer_atom, uint64_t id) { self->state.net->on_timer(id); },
+      [self](worker_ready_atom) -> caf::result<bool> {  // from its node, which answers SpawnWorker then
+        auto& st = self->state;
+        if (st.greeting == 0) return true;
+        st.awaiting_ready.push_back(self->make_response_promise<bool>());
+        return st.awaiting_ready.back();
+      },
   };
 }
 
