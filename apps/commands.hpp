@@ -41,6 +41,17 @@ int run_node(cluster_spec spec, const node_options& options);
 /// the job's) evaluated on the job's eval dataset in this process.
 int run_eval(const job_spec& job, const std::string& checkpoint_dir);
 
+/// The `evaluator` task: each new checkpoint of the job's checkpoint_dir
+/// evaluated as it appears (printed; with log_dir, also LOG_DIR/eval's
+/// TensorBoard events and metrics.csv); exit 0 after the final one.
+int run_evaluator(const job_spec& job);
+
+/// `actorps train JOB`, the TF1 recipe: every process runs the same
+/// command and TF_CONFIG's task (`tf_config`, may be empty) says what it
+/// is: `worker` and `ps` serve their node, `evaluator` runs run_evaluator,
+/// `chief` (or no task) trains as the coordinator and ends the nodes.
+int run_train(const std::string& job_path, std::string_view tf_config);
+
 /// `actorps status`: one probe round over every node, printed as a table
 /// (exit 1 when any node is down); with `watch`, prints every change until
 /// interrupted.

@@ -1,58 +1,186 @@
-// `actorps eval JOB`: TF's sidecar evaluator — evaluates the newest intact
-// checkpoint of the job's checkpoint_dir on its eval dataset, in this
-// process with the CPU kernels, while (or after) the cluster trains.
+// TF's sidecar evaluator, in this process with the CPU kernels: `actorps
+// eval JOB` evaluates the newest intact checkpoint of the job's
+// checkpoint_dir once; the `evaluator` task of `actorps train` evaluates
+// each new one as the chief writes it and exits after the final one.
+#include <poll.h>
+#include <sys/inotify.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include "actors/coordinator/checkpoint.hpp"
+#include "actors/coordinator/event_log.hpp"
 #include "actors/dataset/pipeline.hpp"
 #include "apps/commands.hpp"
 #include "messages/errors.hpp"
 
 namespace actorps {
+namespace {
 
-int run_eval(const job_spec& job, const std::string& checkpoint_dir) {
-  auto fail = [](const caf::error& err) {
-    spdlog::error("eval: {}", describe(err));
-    return exit_code(err);
-  };
-  const auto& dir = checkpoint_dir.empty() ? job.training.checkpoint_dir : checkpoint_dir;
-  if (dir.empty())
-    return fail(
-        make_error(errc::invalid_argument, "the job has no training.checkpoint_dir (or pass --checkpoint DIR)"));
-  if (job.eval.source_case() == pb::DatasetSpec::SOURCE_NOT_SET)
-    return fail(make_error(errc::invalid_config, "the job has no [eval_dataset]"));
-  auto restored = train::restore_latest(dir);
-  for (auto& why : restored.skipped) spdlog::warn("eval: skipped a damaged checkpoint: {}", why);
-  if (!restored.latest) return fail(make_error(errc::invalid_argument, "no intact checkpoint in " + dir));
-  auto& ckpt = *restored.latest;
+struct eval_result {
+  double loss = 0, accuracy = 0;
+  int64_t examples = 0;
+};
+
+int fail(const caf::error& err) {
+  spdlog::error("eval: {}", describe(err));
+  return exit_code(err);
+}
+
+// `ckpt` (read from `dir`) on the job's eval dataset.
+caf::expected<eval_result> evaluate_checkpoint(const job_spec& job, const train::checkpoint& ckpt,
+                                               const std::string& dir) {
   kernels::sequential_model model(job.model, kernels::cpu_ops());
   std::vector<const float*> params;
   for (auto& p : model.parameters()) {
     auto saved = train::find_variable(ckpt, dir, p.name, p.shape);
-    if (!saved) return fail(saved.error());
+    if (!saved) return saved.error();
     params.push_back((*saved)->values.data());
   }
   auto pipeline = data::pipeline::build(job.eval);
-  if (!pipeline) return fail(pipeline.error());
+  if (!pipeline) return pipeline.error();
   if (pipeline->features() != model.input_size())
-    return fail(make_error(errc::invalid_config, fmt::format("eval data has {} features, the model takes {}",
-                                                             pipeline->features(), model.input_size())));
+    return make_error(errc::invalid_config, fmt::format("eval data has {} features, the model takes {}",
+                                                        pipeline->features(), model.input_size()));
   data::batch b;
-  double loss = 0;
-  int64_t correct = 0, seen = 0;
+  eval_result out;
+  int64_t correct = 0;
   while (pipeline->next(b)) {
     auto r = model.evaluate({b.size(), b.x.data(), nullptr, b.labels.data()}, params);
-    loss += double(r.loss) * b.size();
+    out.loss += double(r.loss) * b.size();
     correct += r.correct;
-    seen += b.size();
+    out.examples += b.size();
   }
-  if (seen == 0) return fail(make_error(errc::invalid_config, "the eval dataset is empty"));
+  if (out.examples == 0) return make_error(errc::invalid_config, "the eval dataset is empty");
+  out.loss /= double(out.examples);
+  out.accuracy = double(correct) / double(out.examples);
+  return out;
+}
+
+caf::expected<std::string> checkpoint_dir_of(const job_spec& job, const std::string& given) {
+  const auto& dir = given.empty() ? job.training.checkpoint_dir : given;
+  if (dir.empty())
+    return make_error(errc::invalid_argument, "the job has no training.checkpoint_dir (or pass --checkpoint DIR)");
+  if (job.eval.source_case() == pb::DatasetSpec::SOURCE_NOT_SET)
+    return make_error(errc::invalid_config, "the job has no [eval_dataset]");
+  return dir;
+}
+
+void print(const train::checkpoint& ckpt, const std::string& dir, const eval_result& r) {
   fmt::print("checkpoint of step {} (epoch {}) in {}: test loss {:.4f}, test accuracy {:.2f}% ({} examples)\n",
-             ckpt.step, ckpt.epoch, dir, loss / double(seen), 100.0 * double(correct) / double(seen), seen);
+             ckpt.step, ckpt.epoch, dir, r.loss, 100.0 * r.accuracy, r.examples);
+  std::fflush(stdout);
+}
+
+// LOG_DIR/eval: TensorBoard events (eval/loss, eval/accuracy) and
+// metrics.csv, beside the chief's training ones.
+class eval_log {
+ public:
+  static caf::expected<eval_log> open(const std::string& log_dir) {
+    const auto dir = log_dir + "/eval";
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec) return make_error(errc::io_error, dir + ": " + ec.message());
+    auto events = train::event_log::create(dir);
+    if (!events) return events.error();
+    const auto csv = dir + "/metrics.csv";
+    const bool fresh = !std::ifstream(csv);
+    std::ofstream out(csv, std::ios::app);
+    if (!out) return make_error(errc::io_error, "cannot write " + csv);
+    if (fresh) out << "step,epoch,test_loss,test_accuracy,examples\n";
+    return eval_log(std::move(*events), std::move(out));
+  }
+  caf::error add(const train::checkpoint& ckpt, const eval_result& r) {
+    caf::error err;
+    (err = events_.scalar("eval/loss", ckpt.step, float(r.loss))) ||
+        (err = events_.scalar("eval/accuracy", ckpt.step, float(r.accuracy)));
+    if (err) return err;
+    csv_ << fmt::format("{},{},{:.6f},{:.6f},{}\n", ckpt.step, ckpt.epoch, r.loss, r.accuracy, r.examples)
+         << std::flush;
+    return csv_ ? caf::none : make_error(errc::io_error, "writing eval/metrics.csv failed");
+  }
+
+ private:
+  eval_log(train::event_log events, std::ofstream csv) : events_(std::move(events)), csv_(std::move(csv)) {}
+  train::event_log events_;
+  std::ofstream csv_;
+};
+
+// Blocks until `dir` changes (a checkpoint or FINAL renamed into place) or
+// 10 s passed: the look again covers file systems without inotify events.
+class dir_watch {
+ public:
+  explicit dir_watch(const std::string& dir) : fd_(::inotify_init1(IN_CLOEXEC)) {
+    if (fd_ >= 0) ::inotify_add_watch(fd_, dir.c_str(), IN_MOVED_TO | IN_CLOSE_WRITE);
+  }
+  dir_watch(const dir_watch&) = delete;
+  dir_watch& operator=(const dir_watch&) = delete;
+  ~dir_watch() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  void wait() {
+    if (fd_ < 0) {
+      ::sleep(10);
+      return;
+    }
+    pollfd p{fd_, POLLIN, 0};
+    if (::poll(&p, 1, 10000) > 0) {
+      char buf[4096];
+      (void)::read(fd_, buf, sizeof buf);  // the events themselves do not matter: look again
+    }
+  }
+
+ private:
+  int fd_;
+};
+
+}  // namespace
+
+int run_eval(const job_spec& job, const std::string& checkpoint_dir) {
+  auto dir = checkpoint_dir_of(job, checkpoint_dir);
+  if (!dir) return fail(dir.error());
+  auto restored = train::restore_latest(*dir);
+  for (auto& why : restored.skipped) spdlog::warn("eval: skipped a damaged checkpoint: {}", why);
+  if (!restored.latest) return fail(make_error(errc::invalid_argument, "no intact checkpoint in " + *dir));
+  auto r = evaluate_checkpoint(job, *restored.latest, *dir);
+  if (!r) return fail(r.error());
+  print(*restored.latest, *dir, *r);
   return 0;
+}
+
+int run_evaluator(const job_spec& job) {
+  auto dir = checkpoint_dir_of(job, "");
+  if (!dir) return fail(dir.error());
+  std::optional<eval_log> log;
+  if (!job.training.log_dir.empty()) {
+    auto opened = eval_log::open(job.training.log_dir);
+    if (!opened) return fail(opened.error());
+    log.emplace(std::move(*opened));
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(*dir, ec);  // the chief's, maybe not made yet
+  dir_watch watch(*dir);
+  spdlog::info("evaluator: waiting for checkpoints in {}", *dir);
+  for (int64_t last = -1;; watch.wait()) {
+    auto restored = train::restore_latest(*dir);
+    if (restored.latest && restored.latest->step > last) {
+      auto r = evaluate_checkpoint(job, *restored.latest, *dir);
+      if (!r) return fail(r.error());
+      print(*restored.latest, *dir, *r);
+      if (log)
+        if (auto err = log->add(*restored.latest, *r)) return fail(err);
+      last = restored.latest->step;
+    }
+    if (auto final = train::final_step(*dir); final && last >= *final) {
+      spdlog::info("evaluator: evaluated the final checkpoint (step {}); done", *final);
+      return 0;
+    }
+  }
 }
 
 }  // namespace actorps

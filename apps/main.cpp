@@ -92,8 +92,11 @@ int main(int argc, char** argv) {  // NOLINT(bugprone-exception-escape)
   chaos->add_flag("--netns", netns, "run each host in its own network namespace (partitions cut every packet)");
 
   std::string job_path;
-  auto* train = app.add_subcommand("train", "run a job's training against its running nodes (as the coordinator)");
-  train->add_option("job", job_path, "job file (TOML: [cluster], [model], [dataset], [eval_dataset], [training])")
+  auto* train = app.add_subcommand(
+      "train", "run a job's training against its running nodes (as the coordinator); with TF_CONFIG, its task's part");
+  train
+      ->add_option("job", job_path,
+                   "job file (TOML: [cluster] or TF_CONFIG, [model], [dataset], [eval_dataset], [training])")
       ->required();
 
   auto* eval = app.add_subcommand("eval", "evaluate a job's newest checkpoint on its eval dataset (sidecar evaluator)");
@@ -213,12 +216,16 @@ int main(int argc, char** argv) {  // NOLINT(bugprone-exception-escape)
     return run_bench_training(training_opts);
   }
 
-  if (*train || *eval) {
+  if (*train) {
+    const char* tf_config = std::getenv("TF_CONFIG");
+    return run_train(job_path, tf_config == nullptr ? "" : tf_config);
+  }
+  if (*eval) {
     auto job = load_job_file(job_path);
     if (!job) return fail(job.error());
     if (!*job) return fail(make_error(errc::invalid_config, job_path + ": no [training] table: not a job file"));
     spdlog::set_level(spdlog::level::from_str((*job)->cluster.runtime.log_level));
-    return *train ? run_job(**job) : run_eval(**job, checkpoint_dir);
+    return run_eval(**job, checkpoint_dir);
   }
   if (*local) config_path = local_config;
   if (*chaos) {

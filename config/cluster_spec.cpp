@@ -110,10 +110,11 @@ std::string check_runtime(const runtime_options& rt) {
   return {};
 }
 
-std::string check_cluster(const cluster_spec& spec) {
+std::string check_cluster(const cluster_spec& spec, bool needs_coordinator) {
   if (spec.nodes.empty()) return "empty cluster: no nodes";
   auto coordinators = spec.count(pb::COORDINATOR);
-  if (coordinators == 0) return "missing coordinator: exactly one node needs role \"coordinator\" (or \"chief\")";
+  if (coordinators == 0 && needs_coordinator)
+    return "missing coordinator: exactly one node needs role \"coordinator\" (or \"chief\")";
   if (coordinators > 1) return "found " + std::to_string(coordinators) + " coordinators, expected exactly one";
   return {};
 }

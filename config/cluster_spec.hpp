@@ -98,6 +98,11 @@ struct cluster_spec {
 /// Same, from text; `source` names it in error messages.
 [[nodiscard]] caf::expected<cluster_spec> parse_toml(std::string_view text, std::string_view source);
 
+/// The nodes of `nodes` (e.g. from TF_CONFIG) with the [runtime] and
+/// [security] of a TOML text (a job file without [cluster]).
+[[nodiscard]] caf::expected<cluster_spec> with_toml_settings(cluster_spec nodes, std::string_view text,
+                                                             std::string_view source);
+
 /// Parses TF_CONFIG exactly as TensorFlow users write it:
 /// {"cluster": {"chief": ["h:p"], "worker": [...], "ps": [...]},
 ///  "task": {"type": "worker", "index": 0}}. Errors name the JSON path.

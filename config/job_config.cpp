@@ -12,10 +12,10 @@
 
 namespace actorps {
 
-caf::expected<std::optional<job_spec>> load_job_file(const std::string& path) {
+caf::expected<std::optional<job_spec>> load_job_file(const std::string& path, std::string_view tf_config) {
   auto text = read_text_file(path);
   if (!text) return text.error();
-  return parse_job_toml(*text, path);
+  return parse_job_toml(*text, path, tf_config);
 }
 
 namespace {
@@ -97,16 +97,33 @@ caf::error check_output_dirs(const reader& r, const toml::table& t) {
   return caf::none;
 }
 
+// The job's cluster: its [cluster], or TF_CONFIG's when it has none.
+caf::expected<cluster_spec> cluster_of_job(const toml::table& doc, std::string_view text, const std::string& path,
+                                           std::string_view tf_config) {
+  if (tf_config.empty()) {
+    if (doc.get("cluster") == nullptr)
+      return make_error(errc::invalid_config,
+                        path + ": missing [cluster] table with [[cluster.nodes]] (or set TF_CONFIG's cluster)");
+    return parse_toml(text, path);
+  }
+  if (doc.get("cluster") != nullptr)
+    return make_error(errc::invalid_config, path + ": both its [cluster] and TF_CONFIG give the cluster: keep one");
+  auto nodes = parse_tf_config(tf_config);
+  if (!nodes) return nodes.error();
+  return with_toml_settings(std::move(*nodes), text, path);
+}
+
 }  // namespace
 
-caf::expected<std::optional<job_spec>> parse_job_toml(std::string_view text, const std::string& path) {
+caf::expected<std::optional<job_spec>> parse_job_toml(std::string_view text, const std::string& path,
+                                                      std::string_view tf_config) {
   auto doc = parse_document(text, path);
   if (!doc) return doc.error();
   auto* node = doc->get("training");
   if (node == nullptr) return std::optional<job_spec>{};
   if (!node->is_table()) return make_error(errc::invalid_config, path + ": [training] must be a table");
   job_spec job;
-  auto cluster = parse_toml(text, path);
+  auto cluster = cluster_of_job(*doc, text, path, tf_config);
   if (!cluster) return cluster.error();
   job.cluster = std::move(*cluster);
   auto model = parse_model_toml(text, path);

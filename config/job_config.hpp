@@ -59,10 +59,14 @@ struct job_spec {
 };
 
 /// The job of a file, or none when it holds no [training] table (a plain
-/// topology). Errors name file:line:column and the key.
-[[nodiscard]] caf::expected<std::optional<job_spec>> load_job_file(const std::string& path);
+/// topology). Errors name file:line:column and the key. With `tf_config`
+/// (TF_CONFIG's text), the cluster comes from it (and [runtime], [security]
+/// from the file), and a file that also has [cluster] is an error.
+[[nodiscard]] caf::expected<std::optional<job_spec>> load_job_file(const std::string& path,
+                                                                   std::string_view tf_config = {});
 
 /// Same, from text; `path` names it in error messages.
-[[nodiscard]] caf::expected<std::optional<job_spec>> parse_job_toml(std::string_view text, const std::string& path);
+[[nodiscard]] caf::expected<std::optional<job_spec>> parse_job_toml(std::string_view text, const std::string& path,
+                                                                    std::string_view tf_config = {});
 
 }  // namespace actorps

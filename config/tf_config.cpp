@@ -82,9 +82,13 @@ caf::expected<cluster_spec> parse_tf_config(std::string_view text) {
   if (!doc.contains("cluster")) return fail("$.cluster", "missing: TF_CONFIG needs a \"cluster\" object");
   auto& cluster = doc["cluster"];
   if (!cluster.is_object()) return fail("$.cluster", "expected an object, got " + got(cluster));
+  if (cluster.contains("evaluator"))
+    return fail("$.cluster.evaluator",
+                "the evaluator is not part of the cluster (as in TF): give it only as the task, "
+                "{\"type\": \"evaluator\", \"index\": 0}");
   cluster_spec spec;
   // TF lists chief first; index tasks per role in array order.
-  for (const char* role_name : {"chief", "master", "worker", "ps", "evaluator"}) {
+  for (const char* role_name : {"chief", "master", "worker", "ps"}) {
     if (!cluster.contains(role_name)) continue;
     auto& list = cluster[role_name];
     auto path = std::string("$.cluster.") + role_name;
@@ -102,7 +106,7 @@ caf::expected<cluster_spec> parse_tf_config(std::string_view text) {
   }
   for (auto& [key, value] : cluster.items())
     if (!parse_role(key)) return fail("$.cluster." + key, "unknown role (expected chief, worker, ps, evaluator)");
-  auto problem = check_cluster(spec);
+  auto problem = check_cluster(spec, false);  // no chief: `actorps train` coordinates from outside, as TF does
   if (!problem.empty()) return fail("$.cluster", problem);
   if (doc.contains("task")) {
     task_id self;

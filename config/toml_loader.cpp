@@ -96,7 +96,26 @@ caf::error read_security(const reader& r, const toml::node& node, cluster_spec& 
   return caf::none;
 }
 
+// [runtime] and [security], whichever gave the nodes.
+caf::error read_settings(reader& r, const toml::table& doc, cluster_spec& spec) {
+  if (auto* rt = doc.get("runtime")) {
+    if (!rt->is_table()) return r.fail(*rt, "runtime", "expected a table");
+    if (auto err = read_runtime(r, *rt->as_table(), spec.runtime)) return err;
+  }
+  if (auto* sec = doc.get("security"))
+    if (auto err = read_security(r, *sec, spec)) return err;
+  return caf::none;
+}
+
 }  // namespace
+
+caf::expected<cluster_spec> with_toml_settings(cluster_spec nodes, std::string_view text, std::string_view source) {
+  auto parsed = parse_document(text, source);
+  if (!parsed) return parsed.error();
+  reader r(source);
+  if (auto err = read_settings(r, *parsed, nodes)) return err;
+  return nodes;
+}
 
 caf::expected<cluster_spec> parse_toml(std::string_view text, std::string_view source) {
   auto parsed = parse_document(text, source);
@@ -104,10 +123,6 @@ caf::expected<cluster_spec> parse_toml(std::string_view text, std::string_view s
   auto& doc = *parsed;
   reader r(source);
   cluster_spec spec;
-  if (auto* rt = doc.get("runtime")) {
-    if (!rt->is_table()) return r.fail(*rt, "runtime", "expected a table");
-    if (auto err = read_runtime(r, *rt->as_table(), spec.runtime)) return err;
-  }
   auto* cluster = doc.get("cluster");
   if (cluster == nullptr || !cluster->is_table())
     return make_error(errc::invalid_config, std::string(source) + ": missing [cluster] table with [[cluster.nodes]]");
@@ -133,8 +148,7 @@ caf::expected<cluster_spec> parse_toml(std::string_view text, std::string_view s
   }
   auto problem = check_cluster(spec);
   if (!problem.empty()) return r.fail(*nodes, "cluster.nodes", problem);
-  if (auto* sec = doc.get("security"))
-    if (auto err = read_security(r, *sec, spec)) return err;
+  if (auto err = read_settings(r, doc, spec)) return err;
   return spec;
 }
 

@@ -15,7 +15,8 @@ std::string check_host(const std::string& host);
 /// Cross-field rules of runtime_options.
 std::string check_runtime(const runtime_options& rt);
 
-/// Whole-cluster rules: non-empty, exactly one coordinator.
-std::string check_cluster(const cluster_spec& spec);
+/// Whole-cluster rules: non-empty, at most one coordinator (exactly one
+/// with `needs_coordinator`).
+std::string check_cluster(const cluster_spec& spec, bool needs_coordinator = true);
 
 }  // namespace actorps

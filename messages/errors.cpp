@@ -59,11 +59,17 @@ caf::error in_context(const caf::error& err, const std::string& where) {
 }
 
 int exit_code(const caf::error& err) {
-  if (err.category() == caf::atom("actorps")) {
-    auto code = static_cast<errc>(err.code());
-    if (code == errc::invalid_config || code == errc::invalid_argument) return 2;
+  switch (code_of(err)) {
+    case errc::invalid_config:
+    case errc::invalid_argument:
+    case errc::protocol_mismatch:
+    case errc::device_filter: return 2;
+    case errc::unreachable:
+    case errc::timeout:
+    case errc::not_up:
+    case errc::too_busy: return kExitRetryable;
+    default: return 1;
   }
-  return 1;
 }
 
 }  // namespace actorps

@@ -53,7 +53,15 @@ std::string to_string(errc code);
 /// request timeout becomes errc::timeout, any other CAF error unreachable.
 [[nodiscard]] caf::error in_context(const caf::error& err, const std::string& where);
 
-/// Process exit code for an error: 2 for bad input (config, arguments), 1 otherwise.
+/// Exit code of a run that could not go on, as TFJob's `ExitCode` restart
+/// policy reads it: below 128 permanent (restarting will not help), from
+/// 128 retryable. A lost or unreachable peer, or one that timed out:
+/// kExitRetryable (EX_TEMPFAIL + 128). A signal: 128 + its number.
+constexpr int kExitRetryable = 128 + 75;
+
+/// Process exit code for an error: 2 for bad input (config, arguments,
+/// refused by the cluster's rules), kExitRetryable for a peer lost,
+/// unreachable or too slow, 1 for the rest (bad data, a bug, ...).
 [[nodiscard]] int exit_code(const caf::error& err);
 
 }  // namespace actorps

@@ -50,7 +50,7 @@ using node_actor = caf::typed_actor<
     caf::replies_to<pb::SpawnDataset>::with<dataset_actor>,
     caf::replies_to<pb::SpawnWorker, shard_list>::with<worker_actor>,
     caf::replies_to<pb::InjectFault>::with<pb::FaultInjected>, caf::replies_to<pb::LeaveJob>::with<pb::LeftJob>,
-    caf::replies_to<pb::JoinJob>::with<pb::JoinAccepted>>;
+    caf::replies_to<pb::JoinJob>::with<pb::JoinAccepted>, caf::replies_to<pb::EndJob>::with<pb::JobEnded>>;
 
 /// What drains a worker out of the job: its proxy on the coordinator
 /// (actors/coordinator/worker_proxy.hpp), reached from the worker's node.

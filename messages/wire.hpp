@@ -16,7 +16,7 @@
 namespace actorps {
 
 /// Bumped whenever a change to messages/*.proto breaks compatibility.
-constexpr uint32_t kProtocolVersion = 8;
+constexpr uint32_t kProtocolVersion = 9;
 
 /// Registers every wire type and the error category. Every node must call
 /// this: a type registered on one side only makes typed connects fail.
@@ -72,6 +72,8 @@ CAF_BEGIN_TYPE_ID_BLOCK(actorps, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(actorps, (actorps::pb::LeftJob))
   CAF_ADD_TYPE_ID(actorps, (actorps::pb::JoinJob))
   CAF_ADD_TYPE_ID(actorps, (actorps::pb::JoinAccepted))
+  CAF_ADD_TYPE_ID(actorps, (actorps::pb::EndJob))
+  CAF_ADD_TYPE_ID(actorps, (actorps::pb::JobEnded))
   CAF_ADD_TYPE_ID(actorps, (actorps::join_gate_actor))
 CAF_END_TYPE_ID_BLOCK(actorps)
 // clang-format on

@@ -2,7 +2,9 @@
 #define BOOST_TEST_MODULE config
 #include <boost/test/unit_test.hpp>
 
+#include <caf/sec.hpp>
 #include "config/cluster_spec.hpp"
+#include "config/job_config.hpp"
 #include "messages/errors.hpp"
 
 using namespace actorps;
@@ -205,6 +207,14 @@ BOOST_AUTO_TEST_CASE(tf_config_good) {
   BOOST_REQUIRE_MESSAGE(v6, why(v6));
   BOOST_TEST(v6->nodes[0].host == "::1");
   BOOST_TEST(!v6->self.has_value());
+  // No chief: valid (`actorps train` then coordinates from outside the cluster, as TF does).
+  auto no_chief = parse_tf_config(R"({"cluster": {"worker": ["h:1"], "ps": ["h:2"]}})");
+  BOOST_REQUIRE_MESSAGE(no_chief, why(no_chief));
+  BOOST_TEST(no_chief->count(pb::COORDINATOR) == 0u);
+  // The evaluator task, outside the cluster.
+  auto evaluator = parse_tf_config(R"({"cluster": {"chief": ["h:1"]}, "task": {"type": "evaluator", "index": 0}})");
+  BOOST_REQUIRE_MESSAGE(evaluator, why(evaluator));
+  BOOST_TEST(to_string(*evaluator->self) == "evaluator:0");
 }
 
 BOOST_AUTO_TEST_CASE(tf_config_bad_input) {
@@ -230,8 +240,11 @@ BOOST_AUTO_TEST_CASE(tf_config_bad_input) {
   // 7. task type not in the cluster
   BOOST_TEST(contains(tf_error(R"({"cluster": {)" + chief + R"(}, "task": {"type": "ps", "index": 0}})"),
                       "$.task.index: 0 is out of range: the cluster has 0 ps task(s)"));
-  // 8. missing chief
-  BOOST_TEST(contains(tf_error(R"({"cluster": {"worker": ["h:1"]}})"), "$.cluster: missing coordinator"));
+  // 8. an evaluator inside the cluster (TF's evaluator is outside it)
+  BOOST_TEST(contains(tf_error(R"({"cluster": {)" + chief + R"(, "evaluator": ["h:1"]}})"),
+                      "$.cluster.evaluator: the evaluator is not part of the cluster"));
+  // 8b. two chiefs
+  BOOST_TEST(contains(tf_error(R"({"cluster": {"chief": ["h:1", "h:2"]}})"), "found 2 coordinators"));
   // 9. duplicate host:port
   BOOST_TEST(contains(tf_error(R"({"cluster": {)" + chief + R"(, "worker": ["127.0.0.1:5000"]}})"),
                       "$.cluster.worker[0]: duplicate address 127.0.0.1:5000"));
@@ -250,6 +263,49 @@ BOOST_AUTO_TEST_CASE(tf_config_bad_input) {
   // 15. address of the wrong type
   BOOST_TEST(contains(tf_error(R"({"cluster": {"chief": [5000]}})"),
                       "$.cluster.chief[0]: expected \"host:port\", got number"));
+}
+
+BOOST_AUTO_TEST_CASE(a_job_takes_its_cluster_from_tf_config_when_it_has_none) {
+  const std::string rest =
+      "[runtime]\nconnect_timeout_ms = 1234\n[model]\ninput = [1, 1, 4]\n[[model.layers]]\ntype = \"dense\"\n"
+      "units = 2\n[dataset]\nsource = \"synthetic\"\n[eval_dataset]\nsource = \"synthetic\"\n"
+      "[training]\nsteps_per_epoch = 10\n";
+  const std::string tf = R"({"cluster": {"chief": ["127.0.0.1:5000"], "worker": ["127.0.0.1:5001"],)"
+                         R"( "ps": ["127.0.0.1:5002"]}, "task": {"type": "worker", "index": 0}})";
+  auto job = parse_job_toml(rest, "job.toml", tf);
+  BOOST_REQUIRE_MESSAGE(job, why(job));
+  BOOST_REQUIRE(job->has_value());
+  const auto& cluster = (*job)->cluster;
+  BOOST_TEST(cluster.nodes.size() == 3u);
+  BOOST_TEST(to_string(*cluster.self) == "worker:0");
+  BOOST_TEST(cluster.runtime.connect_timeout_ms == 1234u);  // the file's [runtime] applies
+  // Both give the cluster: exit 2, naming both.
+  auto both = parse_job_toml(kNode + rest, "job.toml", tf);
+  BOOST_REQUIRE(!both);
+  BOOST_TEST(exit_code(both.error()) == 2);
+  BOOST_TEST(contains(describe(both.error()), "job.toml: both its [cluster] and TF_CONFIG give the cluster"));
+  // Neither.
+  auto neither = parse_job_toml(rest, "job.toml");
+  BOOST_REQUIRE(!neither);
+  BOOST_TEST(contains(describe(neither.error()), "job.toml: missing [cluster] table"));
+  // TF_CONFIG's own errors still name their JSON path.
+  auto bad = parse_job_toml(rest, "job.toml", R"({"cluster": {"chief": ["h:1"]}, "task": {"type": "ps"}})");
+  BOOST_REQUIRE(!bad);
+  BOOST_TEST(contains(describe(bad.error()), "TF_CONFIG: $.task.index: 0 is out of range"));
+}
+
+BOOST_AUTO_TEST_CASE(exit_codes_say_whether_a_restart_can_help) {
+  // Permanent (1..127): bad input 2, anything else 1; retryable (>= 128): a peer lost, unreachable or too slow.
+  BOOST_TEST(exit_code(make_error(errc::invalid_config, "bad job")) == 2);
+  BOOST_TEST(exit_code(make_error(errc::protocol_mismatch, "other cluster")) == 2);
+  BOOST_TEST(exit_code(make_error(errc::io_error, "disk full")) == 1);
+  BOOST_TEST(exit_code(make_error(errc::internal, "a bug")) == 1);
+  BOOST_TEST(exit_code(make_error(errc::unreachable, "ps:0 lost")) == kExitRetryable);
+  BOOST_TEST(exit_code(make_error(errc::timeout, "no answer")) == kExitRetryable);
+  BOOST_TEST(exit_code(caf::make_error(caf::sec::request_timeout)) == kExitRetryable);
+  BOOST_TEST(exit_code(caf::make_error(caf::sec::cannot_connect_to_node)) == kExitRetryable);
+  BOOST_TEST(kExitRetryable >= 128);
+  BOOST_TEST(kExitRetryable <= 255);
 }
 
 BOOST_AUTO_TEST_CASE(task_names) {

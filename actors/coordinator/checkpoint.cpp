@@ -140,4 +140,33 @@ restored restore_latest(const std::string& dir) {
   return out;
 }
 
+namespace {
+std::string final_file(const std::string& dir) { return dir + "/FINAL"; }
+}  // namespace
+
+caf::error mark_final(const std::string& dir, int64_t step) {
+  const auto tmp = dir + "/.FINAL.tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << step << '\n';
+    if (!out.flush()) return make_error(errc::io_error, tmp + ": write failed");
+  }
+  if (!sync_path(tmp, O_RDONLY) || std::rename(tmp.c_str(), final_file(dir).c_str()) != 0 ||
+      !sync_path(dir, O_RDONLY | O_DIRECTORY))
+    return make_error(errc::io_error, final_file(dir) + ": cannot commit");
+  return caf::none;
+}
+
+void clear_final(const std::string& dir) {
+  std::error_code ec;
+  fs::remove(final_file(dir), ec);
+}
+
+std::optional<int64_t> final_step(const std::string& dir) {
+  std::ifstream in(final_file(dir));
+  int64_t step = 0;
+  if (in >> step) return step;
+  return std::nullopt;
+}
+
 }  // namespace actorps::train

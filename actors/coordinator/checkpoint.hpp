@@ -49,4 +49,11 @@ struct restored {
 /// The newest intact checkpoint of `dir` (a missing dir: none).
 [[nodiscard]] restored restore_latest(const std::string& dir);
 
+/// DIR/FINAL: the step of the job's last checkpoint, written (atomically)
+/// once training finished, removed when it starts again. The sidecar
+/// evaluator exits after evaluating that step.
+[[nodiscard]] caf::error mark_final(const std::string& dir, int64_t step);
+void clear_final(const std::string& dir);
+[[nodiscard]] std::optional<int64_t> final_step(const std::string& dir);
+
 }  // namespace actorps::train

@@ -231,6 +231,24 @@ void cluster_coordinator::close_joins() {
   if (p_->membership) p_->ask<bool>(p_->membership, membership_close_atom_v);
 }
 
+void cluster_coordinator::end_job(const std::string& reason) {
+  close_joins();
+  // Workers that joined from outside the topology: drained out, their nodes stop.
+  for (auto& [w, n] : closures_by_worker())
+    if (p_->spec.node_of(task_id{pb::WORKER, w}) == nullptr)
+      if (auto err = remove_worker(w)) spdlog::warn("coordinator: ending worker:{}: {}", w, describe(err));
+  pb::EndJob end;
+  end.set_reason(reason);
+  for (size_t i = 0; i < p_->spec.nodes.size(); ++i) {
+    const auto& tasks = p_->spec.nodes[i].tasks;
+    if (std::any_of(tasks.begin(), tasks.end(), [](const task_id& t) { return t.role == pb::COORDINATOR; })) continue;
+    auto node = dial_node_now(p_->self, p_->spec, task_id{pb::COORDINATOR, 0}, i);
+    auto ended = node ? request_now<pb::JobEnded>(p_->self, *node, p_->timeout, end) : node.error();
+    if (!ended)
+      spdlog::warn("coordinator: could not end the job on {}: {}", to_string(tasks.front()), describe(ended.error()));
+  }
+}
+
 const pb::DatasetInfo* cluster_coordinator::dataset_info(const std::string& name) const {
   auto i = p_->datasets.find(name);
   return i == p_->datasets.end() ? nullptr : &i->second;

@@ -89,6 +89,10 @@ class cluster_coordinator {
   [[nodiscard]] caf::expected<uint16_t> accept_joins();
   /// The job is finishing: joins are refused from now on.
   void close_joins();
+  /// The job is over: joins closed, and every node of the topology (and
+  /// every worker node that joined from outside it) stops and exits 0;
+  /// nodes that cannot be told are logged.
+  void end_job(const std::string& reason);
 
   remote_value schedule(const std::string& function, values args, schedule_options options = {});
   [[nodiscard]] caf::error join();

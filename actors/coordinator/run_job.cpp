@@ -7,6 +7,7 @@
 #include <caf/actor_system.hpp>
 
 #include "actors/coordinator/callbacks.hpp"
+#include "actors/coordinator/checkpoint.hpp"
 #include "actors/net/system_config.hpp"
 
 namespace actorps {
@@ -27,7 +28,7 @@ class step_probe : public train::fit_callback {
 
 }  // namespace
 
-int run_job(const job_spec& job, std::function<void(int64_t)> on_step) {
+int run_job(const job_spec& job, std::function<void(int64_t)> on_step, bool end_nodes) {
   auto fail = [](const std::string& what, const caf::error& err) {
     spdlog::error("train: {}: {}", what, describe(err));
     return exit_code(err);
@@ -39,9 +40,11 @@ int run_job(const job_spec& job, std::function<void(int64_t)> on_step) {
   if (!coordinator) return fail("setting up the cluster", coordinator.error());
   auto& c = **coordinator;
   std::vector<std::unique_ptr<train::fit_callback>> owned;
-  if (!t.checkpoint_dir.empty())
+  if (!t.checkpoint_dir.empty()) {
+    train::clear_final(t.checkpoint_dir);  // training again: a sidecar evaluator waits for the new end
     owned.push_back(
         std::make_unique<train::backup_and_restore>(t.checkpoint_dir, t.checkpoint_keep, t.checkpoint_steps));
+  }
   if (!t.log_dir.empty()) {
     auto log = train::metrics_log::open(t.log_dir);
     if (!log) return fail("log_dir", log.error());
@@ -57,6 +60,9 @@ int run_job(const job_spec& job, std::function<void(int64_t)> on_step) {
   auto result = train::fit(c, job, callbacks);
   c.close_joins();
   if (!result) return fail("training", result.error());
+  if (!t.checkpoint_dir.empty())
+    if (auto last = train::restore_latest(t.checkpoint_dir).latest)
+      if (auto err = train::mark_final(t.checkpoint_dir, last->step)) return fail("marking the final checkpoint", err);
   std::optional<train::evaluation> last;
   if (!result->history.empty()) {
     last = result->history.back().test;
@@ -83,6 +89,8 @@ int run_job(const job_spec& job, std::function<void(int64_t)> on_step) {
     fmt::print("all {} epochs were trained before (the checkpoint says so)\n", t.epochs);
   }
   if (last) fmt::print("test accuracy {:.2f}% ({} examples)\n", 100.0 * last->accuracy, last->examples);
+  std::fflush(stdout);
+  if (end_nodes) c.end_job("the coordinator's training finished");
   if (t.target_accuracy > 0 && (!last || last->accuracy < t.target_accuracy)) {
     spdlog::error("train: test accuracy {:.2f}% is below the job's target {:.2f}%", last ? 100.0 * last->accuracy : 0.0,
                   100.0 * t.target_accuracy);

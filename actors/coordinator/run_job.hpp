@@ -12,9 +12,10 @@
 
 namespace actorps {
 
-/// Trains `job`; the process exit code: 0, 1 on failure or when the target
-/// accuracy is missed, 2 for bad input. `on_step`, when given, hears the
-/// job's steps so far after each closure.
-int run_job(const job_spec& job, std::function<void(int64_t)> on_step = {});
+/// Trains `job`; the process exit code (messages/errors.hpp: exit_code).
+/// `on_step`, when given, hears the job's steps so far after each closure;
+/// with `end_nodes`, a successful job stops every node (cluster_coordinator::
+/// end_job), as `actorps train` does: no node outlives its job.
+int run_job(const job_spec& job, std::function<void(int64_t)> on_step = {}, bool end_nodes = false);
 
 }  // namespace actorps

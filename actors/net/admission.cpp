@@ -97,7 +97,9 @@ caf::error check_hello(const pb::Hello& hello, const cluster_spec& spec, uint32_
     return make_error(errc::protocol_mismatch, fmt::format("peer belongs to cluster \"{}\", this process to \"{}\"",
                                                            hello.cluster_name(), spec.name));
   const auto from = from_proto(hello.from());
-  if (from.role != pb::CLIENT && from.role != pb::WORKER && spec.node_of(from) == nullptr)
+  // A TF_CONFIG cluster without a chief: the coordinator runs outside it, as in TF.
+  const bool outside_coordinator = from == task_id{pb::COORDINATOR, 0} && spec.count(pb::COORDINATOR) == 0;
+  if (from.role != pb::CLIENT && from.role != pb::WORKER && !outside_coordinator && spec.node_of(from) == nullptr)
     return make_error(errc::not_admitted, "task " + to_string(from) + " is not in the topology");
   return verify_hello(hello, spec);
 }

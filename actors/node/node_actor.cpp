@@ -39,8 +39,8 @@ struct node_state {
   std::map<uint32_t, worker_actor> workers;       // by worker task index
   std::map<uint32_t, leave_actor> proxies;        // each worker's proxy on the coordinator (it spawned the worker)
   std::map<uint32_t, caf::typed_response_promise<pb::LeftJob>> draining;  // SIGTERM: by worker, until its proxy answers
-  std::function<void()> on_released;  // every worker of a worker-only node left the job
-  caf::actor membership;              // on the coordinator's process: who takes JoinJob
+  std::function<void()> on_done;  // its job ended, or every worker of a worker-only node left it
+  caf::actor membership;          // on the coordinator's process: who takes JoinJob
   bulk_server* bulk = nullptr;
   size_t index = 0;
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
@@ -191,7 +191,7 @@ caf::result<worker_actor> on_spawn_worker(node_ptr self, const pb::SpawnWorker& 
 
 // LeaveJob from this process (SIGTERM): the worker's proxy drains it and
 // answers. From the coordinator (remove_worker, drained): the worker stops
-// here, and a node left with no worker exits (on_released).
+// here, and a node left with no worker exits (on_done).
 caf::result<pb::LeftJob> on_leave(node_ptr self, const pb::LeaveJob& req) {
   auto& st = self->state;
   pb::LeftJob left;
@@ -229,8 +229,17 @@ caf::result<pb::LeftJob> on_leave(node_ptr self, const pb::LeaveJob& req) {
   const auto& tasks = st.self().tasks;
   const bool only_workers =
       std::all_of(tasks.begin(), tasks.end(), [](const task_id& t) { return t.role == pb::WORKER; });
-  if (st.workers.empty() && only_workers && st.on_released) st.on_released();
+  if (st.workers.empty() && only_workers && st.on_done) st.on_done();
   return left;
+}
+
+// EndJob from the coordinator: answered, then the node stops (on_done).
+caf::result<pb::JobEnded> on_end_job(node_ptr self, const pb::EndJob& req) {
+  auto& st = self->state;
+  if (auto err = check_peer(self, req, {pb::COORDINATOR}, "EndJob")) return err;
+  spdlog::info("{}the job ended ({}): stopping", st.where, req.reason());
+  if (st.on_done) st.on_done();  // serve_node: SIGTERM to itself, taken on another thread
+  return pb::JobEnded{};
 }
 
 // JoinJob (`actorps node --join`): its Hello checked as a Hello is, then
@@ -252,7 +261,7 @@ caf::result<pb::JoinAccepted> on_join(node_ptr self, const pb::JoinJob& req) {
 
 node_broker::behavior_type node_behavior(node_ptr self, cluster_spec spec, size_t index, node_extras extras) {
   self->state.spec = std::move(spec);
-  self->state.on_released = std::move(extras.on_released);
+  self->state.on_done = std::move(extras.on_done);
   self->state.membership = std::move(extras.membership);
   self->state.index = index;
   self->state.bulk = extras.bulk;
@@ -322,6 +331,7 @@ node_broker::behavior_type node_behavior(node_ptr self, cluster_spec spec, size_
       },
       [self](const pb::LeaveJob& req) { return on_leave(self, req); },
       [self](const pb::JoinJob& req) { return on_join(self, req); },
+      [self](const pb::EndJob& req) { return on_end_job(self, req); },
   };
 }
 

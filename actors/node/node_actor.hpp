@@ -24,9 +24,11 @@ class bulk_server;
 
 /// What a node actor may have besides its topology.
 struct node_extras {
-  bulk_server* bulk = nullptr;        // announced in Welcome, shards registered there (must outlive the work)
-  std::function<void()> on_released;  // the coordinator took every worker of a worker-only node out of its job
-  caf::actor membership;              // the coordinator's (actors/coordinator/membership.hpp): JoinJob goes there
+  bulk_server* bulk = nullptr;  // announced in Welcome, shards registered there (must outlive the work)
+  // The node has nothing left to serve: its job ended (EndJob), or the
+  // coordinator took every worker of a worker-only node out of its job.
+  std::function<void()> on_done;
+  caf::actor membership;  // the coordinator's (actors/coordinator/membership.hpp): JoinJob goes there
 };
 
 /// Spawns the node actor for `spec.nodes[node_index]`.

@@ -1,0 +1,150 @@
+// TF's deployment recipe across real processes: every task runs the same
+// `actorps train job.toml`, only TF_CONFIG differs (chief, 2 workers, 2 PS,
+// an evaluator outside the cluster), and the job file has no [cluster].
+// The chief trains; the evaluator evaluates each checkpoint and exits 0
+// after the final one; every node exits 0 once the chief is done.
+#define BOOST_TEST_MODULE deploy
+#include <csignal>
+#include <filesystem>
+#include <map>
+
+#include <fmt/format.h>
+#include <boost/test/unit_test.hpp>
+
+#include "actors/coordinator/checkpoint.hpp"
+#include "actors/launch/local_host.hpp"
+#include "tests/job_files.hpp"
+
+using namespace actorps;
+using namespace actorps::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+// write_job's job (4 epochs, a checkpoint and a metrics row each) without
+// its [cluster]: the processes take the cluster from TF_CONFIG.
+struct tf_job {
+  std::string dir, job;
+  std::map<std::string, uint16_t> ports;  // by task
+
+  explicit tf_job(std::string d) : dir(std::move(d)) {
+    job = write_job(dir, "", fmt::format("checkpoint_dir = \"{0}/ckpt\"\nlog_dir = \"{0}/logs\"\n", dir), 4);
+    for (auto task : {"coordinator:0", "worker:0", "worker:1", "ps:0", "ps:1"}) ports[task] = port_of(job, task);
+    auto text = read_file(job);
+    text.erase(0, text.find("[model]"));
+    std::ofstream(job) << text;
+  }
+
+  // TF_CONFIG of task `type` `index` (no task: `type` empty); `chief`: the
+  // cluster lists one.
+  std::string tf_config(const std::string& type, int index, bool chief = true) const {
+    auto at = [&](const char* task) { return fmt::format("\"127.0.0.1:{}\"", ports.at(task)); };
+    auto cluster =
+        fmt::format(R"("worker": [{}, {}], "ps": [{}, {}])", at("worker:0"), at("worker:1"), at("ps:0"), at("ps:1"));
+    if (chief) cluster = fmt::format(R"("chief": [{}], {})", at("coordinator:0"), cluster);
+    auto task = type.empty() ? "" : fmt::format(R"(, "task": {{"type": "{}", "index": {}}})", type, index);
+    return fmt::format(R"({{"cluster": {{{}}}{}}})", cluster, task);
+  }
+
+  child_process start(const std::string& tf, const std::string& log) const {
+    auto child = child_process::spawn({ACTORPS_BIN, "train", job}, dir + "/" + log, {"TF_CONFIG=" + tf});
+    BOOST_REQUIRE(child);
+    return std::move(*child);
+  }
+};
+
+// The four nodes, each from its TF_CONFIG, ready.
+std::map<std::string, child_process> start_nodes(const tf_job& j, bool chief = true) {
+  std::map<std::string, child_process> nodes;
+  for (auto [type, index] : {std::pair{"ps", 0}, {"ps", 1}, {"worker", 0}, {"worker", 1}}) {
+    auto task = fmt::format("{}:{}", type, index);
+    auto node = j.start(j.tf_config(type, index, chief), "nodes.log");
+    auto ready = node.wait_for_line("actorps node ready", 30s);
+    BOOST_REQUIRE_MESSAGE(ready, task << ": " << read_file(j.dir + "/nodes.log"));
+    nodes.emplace(task, std::move(node));
+  }
+  return nodes;
+}
+
+// Trains with `tf` as the chief's TF_CONFIG: its stdout; it exited 0.
+std::string train_as_chief(const tf_job& j, const std::string& tf) {
+  auto chief = j.start(tf, "chief.log");
+  auto out = chief.read_all(240s);
+  BOOST_REQUIRE(out);
+  auto code = chief.wait(30s);
+  BOOST_REQUIRE(code);
+  BOOST_TEST(*code == 0, *out << read_file(j.dir + "/chief.log"));
+  BOOST_TEST(out->find("trained epochs 1..4") != std::string::npos, *out);
+  BOOST_TEST(out->find("test accuracy") != std::string::npos, *out);
+  return *out;
+}
+
+// Every node exits 0 within 10 s of the chief.
+void nodes_exit_0(std::map<std::string, child_process>& nodes, const std::string& dir) {
+  for (auto& [task, node] : nodes) {
+    auto code = node.wait(10s);
+    BOOST_TEST_REQUIRE(bool(code), task << " still runs 10 s after the chief finished");
+    BOOST_TEST(*code == 0, task << " exited " << *code << "\n" << read_file(dir + "/nodes.log"));
+  }
+}
+
+int lines_of(const std::string& path) {
+  auto text = read_file(path);
+  return int(std::count(text.begin(), text.end(), '\n'));
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(the_tf_config_recipe_trains_evaluates_and_every_task_exits_0) {
+  tf_job j(make_temp_dir("test"));
+  auto nodes = start_nodes(j);
+  auto evaluator = j.start(j.tf_config("evaluator", 0), "evaluator.log");
+  train_as_chief(j, j.tf_config("chief", 0));
+  nodes_exit_0(nodes, j.dir);
+  auto out = evaluator.read_all(60s);
+  BOOST_REQUIRE(out);
+  auto code = evaluator.wait(10s);
+  BOOST_REQUIRE(code);
+  BOOST_TEST(*code == 0, *out << read_file(j.dir + "/evaluator.log"));
+  // It evaluated the final checkpoint, and wrote its events and CSV beside the chief's.
+  auto final = train::final_step(j.dir + "/ckpt");
+  BOOST_REQUIRE(final.has_value());
+  BOOST_TEST(out->find(fmt::format("checkpoint of step {} (epoch 4)", *final)) != std::string::npos, *out);
+  BOOST_TEST(lines_of(j.dir + "/logs/eval/metrics.csv") >= 2);  // header + at least the final one
+  BOOST_TEST(lines_of(j.dir + "/logs/metrics.csv") == 5);       // the chief's 4 epochs
+  int events = 0;
+  for (auto& f : std::filesystem::directory_iterator(j.dir + "/logs/eval"))
+    events += f.path().filename().string().rfind("events.out.tfevents.", 0) == 0;
+  BOOST_TEST(events == 1);
+}
+
+BOOST_AUTO_TEST_CASE(without_a_chief_the_coordinator_runs_outside_the_cluster) {
+  tf_job j(make_temp_dir("test"));
+  auto nodes = start_nodes(j, false);
+  train_as_chief(j, j.tf_config("", 0, false));
+  BOOST_TEST(read_file(j.dir + "/chief.log").find("the cluster has no chief: coordinating from 127.0.0.1:") !=
+             std::string::npos);
+  nodes_exit_0(nodes, j.dir);
+}
+
+BOOST_AUTO_TEST_CASE(bad_tf_configs_exit_2_naming_the_problem) {
+  tf_job j(make_temp_dir("test"));
+  auto run = [&](const std::string& job, const std::string& tf) {
+    auto r = run_command({ACTORPS_BIN, "train", job}, 30s, j.dir + "/bad.log", {"TF_CONFIG=" + tf});
+    BOOST_REQUIRE(r);
+    BOOST_TEST(r->exit_code == 2, r->out);
+    return read_file(j.dir + "/bad.log");
+  };
+  // A job file with its own [cluster] as well.
+  const auto with_cluster = j.dir + "/with_cluster.toml";
+  std::ofstream(with_cluster) << "[cluster]\n[[cluster.nodes]]\nhost = \"127.0.0.1\"\nport = 1\nroles = [\"chief\"]\n"
+                              << read_file(j.job);
+  BOOST_TEST(run(with_cluster, j.tf_config("worker", 0)).find("both its [cluster] and TF_CONFIG give the cluster") !=
+             std::string::npos);
+  // A task its cluster does not have.
+  BOOST_TEST(run(j.job, j.tf_config("worker", 2)).find("$.task.index: 2 is out of range") != std::string::npos);
+  // An evaluator listed in the cluster.
+  auto tf = j.tf_config("chief", 0);
+  tf.insert(tf.find("\"worker\""), "\"evaluator\": [\"127.0.0.1:1\"], ");
+  BOOST_TEST(run(j.job, tf).find("$.cluster.evaluator: the evaluator is not part of the cluster") != std::string::npos);
+}
