@@ -54,8 +54,9 @@ int run_train(const std::string& job_path, std::string_view tf_config);
 
 /// `actorps status`: one probe round over every node, printed as a table
 /// (exit 1 when any node is down); with `watch`, prints every change until
-/// interrupted.
-int run_status(const cluster_spec& spec, bool watch);
+/// interrupted; with `only`, that task's node alone (an exec probe: 0 when
+/// it serves, 1 when not, 2 when the cluster has no such task).
+int run_status(cluster_spec spec, bool watch, std::optional<task_id> only = std::nullopt);
 
 struct rtt_bench_options {
   std::string self_exe;          // path of this binary, to start the node process

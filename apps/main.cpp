@@ -107,6 +107,10 @@ int main(int argc, char** argv) {  // NOLINT(bugprone-exception-escape)
   auto* status = app.add_subcommand("status", "show which nodes are up (exit 1 if any is down)");
   status->add_option("--config", config_path, "cluster topology (TOML); default: TF_CONFIG");
   status->add_flag("--watch", watch, "keep watching and print every change until Ctrl-C");
+  std::string status_task;
+  bool status_self = false;
+  status->add_option("--task", status_task, "probe only this task's node (exit 0 when it serves: an exec probe)");
+  status->add_flag("--self", status_self, "probe only TF_CONFIG's task's node (a pod's liveness/readiness probe)");
 
   auto* data = app.add_subcommand("data", "data sets");
   data->require_subcommand(1);
@@ -243,7 +247,16 @@ int main(int argc, char** argv) {  // NOLINT(bugprone-exception-escape)
   auto spec = load_cluster(config_path, std::getenv("TF_CONFIG"));
   if (!spec) return fail(spec.error());
   spdlog::set_level(spdlog::level::from_str(spec->runtime.log_level));
-  if (*status) return run_status(*spec, watch);
+  if (*status) {
+    std::optional<task_id> only = status_self ? spec->self : std::nullopt;
+    if (status_self && !only) return fail(make_error(errc::invalid_argument, "--self: TF_CONFIG names no task"));
+    if (!status_task.empty()) {
+      auto parsed = parse_task(status_task);
+      if (!parsed) return fail(parsed.error());
+      only = *parsed;
+    }
+    return run_status(*spec, watch, only);
+  }
   if (*local) {
     auto job = load_job_file(config_path);  // checked before any node starts
     if (!job) return fail(job.error());

@@ -56,7 +56,15 @@ void print_table(const cluster_spec& spec, const std::vector<node_report>& repor
 
 }  // namespace
 
-int run_status(const cluster_spec& spec, bool watch) {
+int run_status(cluster_spec spec, bool watch, std::optional<task_id> only) {
+  if (only) {  // a probe of one node: only it is asked
+    const auto* node = spec.node_of(*only);
+    if (node == nullptr) {
+      fmt::print(stderr, "status: {} is not in the cluster\n", to_string(*only));
+      return 2;
+    }
+    spec.nodes = {*node};
+  }
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGINT);

@@ -27,8 +27,8 @@ struct tf_job {
   std::string dir, job;
   std::map<std::string, uint16_t> ports;  // by task
 
-  explicit tf_job(std::string d) : dir(std::move(d)) {
-    job = write_job(dir, "", fmt::format("checkpoint_dir = \"{0}/ckpt\"\nlog_dir = \"{0}/logs\"\n", dir), 4);
+  explicit tf_job(std::string d, int epochs = 4) : dir(std::move(d)) {
+    job = write_job(dir, "", fmt::format("checkpoint_dir = \"{0}/ckpt\"\nlog_dir = \"{0}/logs\"\n", dir), epochs);
     for (auto task : {"coordinator:0", "worker:0", "worker:1", "ps:0", "ps:1"}) ports[task] = port_of(job, task);
     auto text = read_file(job);
     text.erase(0, text.find("[model]"));
@@ -67,14 +67,14 @@ std::map<std::string, child_process> start_nodes(const tf_job& j, bool chief = t
 }
 
 // Trains with `tf` as the chief's TF_CONFIG: its stdout; it exited 0.
-std::string train_as_chief(const tf_job& j, const std::string& tf) {
+std::string train_as_chief(const tf_job& j, const std::string& tf, const std::string& trained = "1..4") {
   auto chief = j.start(tf, "chief.log");
   auto out = chief.read_all(240s);
   BOOST_REQUIRE(out);
   auto code = chief.wait(30s);
   BOOST_REQUIRE(code);
   BOOST_TEST(*code == 0, *out << read_file(j.dir + "/chief.log"));
-  BOOST_TEST(out->find("trained epochs 1..4") != std::string::npos, *out);
+  BOOST_TEST(out->find("trained epochs " + trained) != std::string::npos, *out);
   BOOST_TEST(out->find("test accuracy") != std::string::npos, *out);
   return *out;
 }
@@ -88,6 +88,14 @@ void nodes_exit_0(std::map<std::string, child_process>& nodes, const std::string
   }
 }
 
+// `actorps status` as a pod's exec probe: its exit code.
+int probe(const tf_job& j, const std::string& tf, std::vector<std::string> args) {
+  args.insert(args.begin(), {ACTORPS_BIN, "status"});
+  auto r = run_command(args, 30s, j.dir + "/probe.log", {"TF_CONFIG=" + tf});
+  BOOST_REQUIRE(r);
+  return r->exit_code;
+}
+
 int lines_of(const std::string& path) {
   auto text = read_file(path);
   return int(std::count(text.begin(), text.end(), '\n'));
@@ -98,9 +106,14 @@ int lines_of(const std::string& path) {
 BOOST_AUTO_TEST_CASE(the_tf_config_recipe_trains_evaluates_and_every_task_exits_0) {
   tf_job j(make_temp_dir("test"));
   auto nodes = start_nodes(j);
+  // Probes: a node that serves answers 0; a task the cluster lacks, 2.
+  BOOST_TEST(probe(j, j.tf_config("worker", 1), {"--self"}) == 0);
+  BOOST_TEST(probe(j, j.tf_config("worker", 1), {"--task", "ps:0"}) == 0);
+  BOOST_TEST(probe(j, j.tf_config("worker", 1), {"--task", "worker:7"}) == 2);
   auto evaluator = j.start(j.tf_config("evaluator", 0), "evaluator.log");
   train_as_chief(j, j.tf_config("chief", 0));
   nodes_exit_0(nodes, j.dir);
+  BOOST_TEST(probe(j, j.tf_config("worker", 1), {"--self"}) == 1);  // gone with its job
   auto out = evaluator.read_all(60s);
   BOOST_REQUIRE(out);
   auto code = evaluator.wait(10s);
@@ -124,6 +137,29 @@ BOOST_AUTO_TEST_CASE(without_a_chief_the_coordinator_runs_outside_the_cluster) {
   train_as_chief(j, j.tf_config("", 0, false));
   BOOST_TEST(read_file(j.dir + "/chief.log").find("the cluster has no chief: coordinating from 127.0.0.1:") !=
              std::string::npos);
+  nodes_exit_0(nodes, j.dir);
+}
+
+BOOST_AUTO_TEST_CASE(a_sigtermed_chief_checkpoints_exits_143_and_its_restart_resumes) {
+  tf_job j(make_temp_dir("test"), 300);  // ~15 s of training here
+  auto nodes = start_nodes(j);
+  auto chief = j.start(j.tf_config("chief", 0), "chief.log");
+  BOOST_REQUIRE_MESSAGE(chief.wait_for_line("epoch 3/", 60s), read_file(j.dir + "/chief.log"));
+  const auto sent = std::chrono::steady_clock::now();
+  chief.signal(SIGTERM);
+  auto code = chief.wait(10s);
+  BOOST_REQUIRE_MESSAGE(code, "the chief still runs 10 s after SIGTERM");
+  BOOST_TEST(*code == 128 + SIGTERM);
+  BOOST_TEST_MESSAGE("exited " << std::chrono::duration<double>(std::chrono::steady_clock::now() - sent).count()
+                               << " s after SIGTERM");
+  const auto log = read_file(j.dir + "/chief.log");
+  const auto at = log.find("SIGTERM: checkpoint of step ");
+  BOOST_REQUIRE_MESSAGE(at != std::string::npos, log);
+  const auto step = std::stoll(log.substr(at + 28));
+  BOOST_TEST(std::filesystem::exists(fmt::format("{}/ckpt/ckpt-{}.tfrecord", j.dir, step)));
+  // The nodes stay for the restarted chief, which resumes from that checkpoint.
+  for (auto& [task, node] : nodes) BOOST_TEST(!node.wait(0ms), task << " exited with the chief");
+  train_as_chief(j, j.tf_config("chief", 0), std::to_string(step / 100 + 1) + "..300");
   nodes_exit_0(nodes, j.dir);
 }
 

@@ -63,6 +63,10 @@ caf::error backup_and_restore::save(cluster_coordinator& c, int64_t step, uint32
 caf::error backup_and_restore::on_steps(cluster_coordinator& c, const step_progress& p) {
   if (every_steps_ == 0 || p.done == p.steps || p.job_step / every_steps_ == last_saved_ / every_steps_)
     return caf::none;  // the epoch's end saves anyway
+  return save_now(c, p);
+}
+
+caf::error backup_and_restore::save_now(cluster_coordinator& c, const step_progress& p) {
   return save(c, p.job_step, p.epoch - 1, p.splits);
 }
 

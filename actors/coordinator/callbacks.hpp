@@ -23,6 +23,8 @@ class backup_and_restore : public fit_callback {
   caf::error on_train_begin(cluster_coordinator& c, fit_start& start) override;
   caf::error on_steps(cluster_coordinator& c, const step_progress& p) override;
   caf::error on_epoch_end(cluster_coordinator& c, const epoch_logs& logs, bool& stop) override;
+  /// A checkpoint of where `p` says training is, now (as checkpoint_steps would).
+  caf::error save_now(cluster_coordinator& c, const step_progress& p);
 
  private:
   caf::error save(cluster_coordinator& c, int64_t step, uint32_t epochs_done, const pb::SplitStatus* splits = nullptr);

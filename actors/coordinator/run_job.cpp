@@ -1,6 +1,8 @@
 #include "actors/coordinator/run_job.hpp"
 
 #include <cstdio>
+#include <memory>
+#include <optional>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -8,6 +10,7 @@
 
 #include "actors/coordinator/callbacks.hpp"
 #include "actors/coordinator/checkpoint.hpp"
+#include "actors/coordinator/preemption.hpp"
 #include "actors/net/system_config.hpp"
 
 namespace actorps {
@@ -28,23 +31,26 @@ class step_probe : public train::fit_callback {
 
 }  // namespace
 
-int run_job(const job_spec& job, std::function<void(int64_t)> on_step, bool end_nodes) {
+int run_job(const job_spec& job, std::function<void(int64_t)> on_step, bool deployed) {
   auto fail = [](const std::string& what, const caf::error& err) {
     spdlog::error("train: {}: {}", what, describe(err));
     return exit_code(err);
   };
   const auto& t = job.training;
+  std::unique_ptr<train::backup_and_restore> backup;
+  if (!t.checkpoint_dir.empty()) {
+    train::clear_final(t.checkpoint_dir);  // training again: a sidecar evaluator waits for the new end
+    backup = std::make_unique<train::backup_and_restore>(t.checkpoint_dir, t.checkpoint_keep, t.checkpoint_steps);
+  }
+  std::optional<train::preemption> preempted;
+  if (deployed) preempted.emplace(backup.get());  // before the actor system starts its threads
   system_config cfg(job.cluster.runtime, job.cluster.tls_for(task_id{pb::COORDINATOR, 0}));
   caf::actor_system sys(cfg);
   auto coordinator = train::connect_job(sys, job);
   if (!coordinator) return fail("setting up the cluster", coordinator.error());
   auto& c = **coordinator;
   std::vector<std::unique_ptr<train::fit_callback>> owned;
-  if (!t.checkpoint_dir.empty()) {
-    train::clear_final(t.checkpoint_dir);  // training again: a sidecar evaluator waits for the new end
-    owned.push_back(
-        std::make_unique<train::backup_and_restore>(t.checkpoint_dir, t.checkpoint_keep, t.checkpoint_steps));
-  }
+  if (backup) owned.push_back(std::move(backup));
   if (!t.log_dir.empty()) {
     auto log = train::metrics_log::open(t.log_dir);
     if (!log) return fail("log_dir", log.error());
@@ -57,7 +63,9 @@ int run_job(const job_spec& job, std::function<void(int64_t)> on_step, bool end_
                                                             t.early_stopping_min_delta));
   std::vector<train::fit_callback*> callbacks;
   for (auto& cb : owned) callbacks.push_back(cb.get());
+  if (preempted) callbacks.push_back(&*preempted);
   auto result = train::fit(c, job, callbacks);
+  if (preempted) preempted->finished();
   c.close_joins();
   if (!result) return fail("training", result.error());
   if (!t.checkpoint_dir.empty())
@@ -90,7 +98,7 @@ int run_job(const job_spec& job, std::function<void(int64_t)> on_step, bool end_
   }
   if (last) fmt::print("test accuracy {:.2f}% ({} examples)\n", 100.0 * last->accuracy, last->examples);
   std::fflush(stdout);
-  if (end_nodes) c.end_job("the coordinator's training finished");
+  if (deployed) c.end_job("the coordinator's training finished");
   if (t.target_accuracy > 0 && (!last || last->accuracy < t.target_accuracy)) {
     spdlog::error("train: test accuracy {:.2f}% is below the job's target {:.2f}%", last ? 100.0 * last->accuracy : 0.0,
                   100.0 * t.target_accuracy);

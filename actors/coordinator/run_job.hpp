@@ -13,9 +13,11 @@
 namespace actorps {
 
 /// Trains `job`; the process exit code (messages/errors.hpp: exit_code).
-/// `on_step`, when given, hears the job's steps so far after each closure;
-/// with `end_nodes`, a successful job stops every node (cluster_coordinator::
-/// end_job), as `actorps train` does: no node outlives its job.
-int run_job(const job_spec& job, std::function<void(int64_t)> on_step = {}, bool end_nodes = false);
+/// `on_step`, when given, hears the job's steps so far after each closure.
+/// `deployed`: as `actorps train` runs it, where an orchestrator manages
+/// the processes: SIGTERM writes a checkpoint and exits 143
+/// (train::preemption), and a job that trained to its end stops every node
+/// (cluster_coordinator::end_job): no node outlives its job.
+int run_job(const job_spec& job, std::function<void(int64_t)> on_step = {}, bool deployed = false);
 
 }  // namespace actorps
