@@ -216,6 +216,9 @@ BOOST_AUTO_TEST_CASE(a_job_of_32_workers_starts_with_default_settings) {
   add_workers(job, 30);
   std::string text = read_file(job);  // 32 asynchronous workers on 2 epochs: about 80% (it is about start-up)
   text.replace(text.find("target_accuracy = 0.85"), 22, "target_accuracy = 0.5");
+  // Training starts once all 32 are admitted (the default, 1, could finish
+  // its 80 closures before the last ones join); [runtime] stays default.
+  text.replace(text.find("[training]\n"), 11, "[training]\nmin_workers = 32\n");
   std::ofstream(job) << text;
   auto res = run_command({ACTORPS_BIN, "local", job, "--log", dir + "/nodes.log"}, 300s, dir + "/cli.log");
   BOOST_REQUIRE(res);
