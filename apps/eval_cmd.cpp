@@ -13,8 +13,8 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "actors/coordinator/callbacks.hpp"
 #include "actors/coordinator/checkpoint.hpp"
-#include "actors/coordinator/event_log.hpp"
 #include "actors/dataset/pipeline.hpp"
 #include "apps/commands.hpp"
 #include "messages/errors.hpp"
@@ -82,18 +82,9 @@ void print(const train::checkpoint& ckpt, const std::string& dir, const eval_res
 class eval_log {
  public:
   static caf::expected<eval_log> open(const std::string& log_dir) {
-    const auto dir = log_dir + "/eval";
-    std::error_code ec;
-    std::filesystem::create_directories(dir, ec);
-    if (ec) return make_error(errc::io_error, dir + ": " + ec.message());
-    auto events = train::event_log::create(dir);
-    if (!events) return events.error();
-    const auto csv = dir + "/metrics.csv";
-    const bool fresh = !std::ifstream(csv);
-    std::ofstream out(csv, std::ios::app);
-    if (!out) return make_error(errc::io_error, "cannot write " + csv);
-    if (fresh) out << "step,epoch,test_loss,test_accuracy,examples\n";
-    return eval_log(std::move(*events), std::move(out));
+    auto files = train::open_log_files(log_dir + "/eval", "step,epoch,test_loss,test_accuracy,examples");
+    if (!files) return files.error();
+    return eval_log(std::move(files->events), std::move(files->csv));
   }
   caf::error add(const train::checkpoint& ckpt, const eval_result& r) {
     caf::error err;

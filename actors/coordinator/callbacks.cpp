@@ -74,7 +74,7 @@ caf::error backup_and_restore::on_epoch_end(cluster_coordinator& c, const epoch_
   return save(c, logs.step, logs.epoch);
 }
 
-caf::expected<metrics_log> metrics_log::open(const std::string& dir) {
+caf::expected<log_files> open_log_files(const std::string& dir, const std::string& header) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return make_error(errc::io_error, "log_dir " + dir + ": " + ec.message());
@@ -84,8 +84,14 @@ caf::expected<metrics_log> metrics_log::open(const std::string& dir) {
   const bool fresh = !std::ifstream(csv);
   std::ofstream out(csv, std::ios::app);
   if (!out) return make_error(errc::io_error, "cannot write " + csv);
-  if (fresh) out << "epoch,step,seconds,train_loss,train_accuracy,test_loss,test_accuracy\n";
-  return metrics_log(std::move(*events), std::move(out));
+  if (fresh) out << header << '\n';
+  return log_files{std::move(*events), std::move(out)};
+}
+
+caf::expected<metrics_log> metrics_log::open(const std::string& dir) {
+  auto files = open_log_files(dir, "epoch,step,seconds,train_loss,train_accuracy,test_loss,test_accuracy");
+  if (!files) return files.error();
+  return metrics_log(std::move(files->events), std::move(files->csv));
 }
 
 caf::error metrics_log::on_epoch_end(cluster_coordinator&, const epoch_logs& logs, bool&) {

@@ -33,6 +33,14 @@ class backup_and_restore : public fit_callback {
   int64_t last_saved_ = -1;
 };
 
+/// A log directory's files: DIR (created) with a new TensorBoard event file
+/// and DIR/metrics.csv opened for appending (`header` written when new).
+struct log_files {
+  event_log events;
+  std::ofstream csv;
+};
+[[nodiscard]] caf::expected<log_files> open_log_files(const std::string& dir, const std::string& header);
+
 /// Appends every epoch to DIR/metrics.csv and to a TensorBoard event file.
 class metrics_log : public fit_callback {
  public:
