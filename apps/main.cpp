@@ -104,6 +104,14 @@ int main(int argc, char** argv) {  // NOLINT(bugprone-exception-escape)
   eval->add_option("job", job_path, "job file")->required();
   eval->add_option("--checkpoint", checkpoint_dir, "checkpoint directory (default: the job's checkpoint_dir)");
 
+  auto* export_cmd =
+      app.add_subcommand("export", "write a job's newest checkpoint as a model file other frameworks load");
+  std::string export_out, export_format = "safetensors";
+  export_cmd->add_option("job", job_path, "job file (its [model] and training.checkpoint_dir)")->required();
+  export_cmd->add_option("--checkpoint", checkpoint_dir, "checkpoint directory (default: the job's checkpoint_dir)");
+  export_cmd->add_option("--format", export_format, "model file format")->check(CLI::IsMember({"safetensors"}));
+  export_cmd->add_option("--out", export_out, "file to write (replaced whole)")->required();
+
   auto* status = app.add_subcommand("status", "show which nodes are up (exit 1 if any is down)");
   status->add_option("--config", config_path, "cluster topology (TOML); default: TF_CONFIG");
   status->add_flag("--watch", watch, "keep watching and print every change until Ctrl-C");
@@ -224,12 +232,12 @@ int main(int argc, char** argv) {  // NOLINT(bugprone-exception-escape)
     const char* tf_config = std::getenv("TF_CONFIG");
     return run_train(job_path, tf_config == nullptr ? "" : tf_config);
   }
-  if (*eval) {
-    auto job = load_job_file(job_path);
+  if (*eval || *export_cmd) {  // they read checkpoints: no cluster needed
+    auto job = load_job_file(job_path, {}, cluster_use::optional);
     if (!job) return fail(job.error());
     if (!*job) return fail(make_error(errc::invalid_config, job_path + ": no [training] table: not a job file"));
     spdlog::set_level(spdlog::level::from_str((*job)->cluster.runtime.log_level));
-    return run_eval(**job, checkpoint_dir);
+    return *eval ? run_eval(**job, checkpoint_dir) : run_export(**job, checkpoint_dir, export_out);
   }
   if (*local) config_path = local_config;
   if (*chaos) {

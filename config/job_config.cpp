@@ -12,10 +12,11 @@
 
 namespace actorps {
 
-caf::expected<std::optional<job_spec>> load_job_file(const std::string& path, std::string_view tf_config) {
+caf::expected<std::optional<job_spec>> load_job_file(const std::string& path, std::string_view tf_config,
+                                                     cluster_use use) {
   auto text = read_text_file(path);
   if (!text) return text.error();
-  return parse_job_toml(*text, path, tf_config);
+  return parse_job_toml(*text, path, tf_config, use);
 }
 
 namespace {
@@ -99,8 +100,9 @@ caf::error check_output_dirs(const reader& r, const toml::table& t) {
 
 // The job's cluster: its [cluster], or TF_CONFIG's when it has none.
 caf::expected<cluster_spec> cluster_of_job(const toml::table& doc, std::string_view text, const std::string& path,
-                                           std::string_view tf_config) {
+                                           std::string_view tf_config, cluster_use use) {
   if (tf_config.empty()) {
+    if (doc.get("cluster") == nullptr && use == cluster_use::optional) return with_toml_settings({}, text, path);
     if (doc.get("cluster") == nullptr)
       return make_error(errc::invalid_config,
                         path + ": missing [cluster] table with [[cluster.nodes]] (or set TF_CONFIG's cluster)");
@@ -116,14 +118,14 @@ caf::expected<cluster_spec> cluster_of_job(const toml::table& doc, std::string_v
 }  // namespace
 
 caf::expected<std::optional<job_spec>> parse_job_toml(std::string_view text, const std::string& path,
-                                                      std::string_view tf_config) {
+                                                      std::string_view tf_config, cluster_use use) {
   auto doc = parse_document(text, path);
   if (!doc) return doc.error();
   auto* node = doc->get("training");
   if (node == nullptr) return std::optional<job_spec>{};
   if (!node->is_table()) return make_error(errc::invalid_config, path + ": [training] must be a table");
   job_spec job;
-  auto cluster = cluster_of_job(*doc, text, path, tf_config);
+  auto cluster = cluster_of_job(*doc, text, path, tf_config, use);
   if (!cluster) return cluster.error();
   job.cluster = std::move(*cluster);
   auto model = parse_model_toml(text, path);
@@ -198,7 +200,10 @@ caf::expected<std::optional<job_spec>> parse_job_toml(std::string_view text, con
   o.consistency.set_replicas_to_aggregate(replicas == 0 ? workers : replicas);
   o.consistency.set_staleness(staleness);
   o.target_accuracy = target;
-  if (auto err = read_min_workers(r, t, o, workers)) return err;
+  // Without a cluster (cluster_use::optional), what depends on it is left unchecked.
+  const bool has_cluster = !job.cluster.nodes.empty();
+  if (has_cluster)
+    if (auto err = read_min_workers(r, t, o, workers)) return err;
   if (o.exactly_once && mode != pb::Consistency::ASYNC)
     return r.fail(*t.get("exactly_once"), "training.exactly_once",
                   "needs consistency \"async\" (sync and bounded_staleness steps are pinned to workers)");
@@ -206,6 +211,7 @@ caf::expected<std::optional<job_spec>> parse_job_toml(std::string_view text, con
     return r.fail(t, "training", "partitioner \"max_size\" needs 'max_shard_bytes'");
   if (o.variable_partitioner.type == partitioner::kind::min_size && !t.contains("max_shards"))
     o.variable_partitioner.max_shards = int64_t(job.cluster.count(pb::PS));  // TF's usual: at most one shard per PS
+  if (!has_cluster) return std::optional<job_spec>{std::move(job)};
   auto faults = parse_faults(text, path, job.cluster);
   if (!faults) return faults.error();
   job.faults = std::move(*faults);

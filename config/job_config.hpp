@@ -58,15 +58,21 @@ struct job_spec {
   std::vector<fault> faults;  // [[faults]]: run by `actorps chaos`
 };
 
+/// Whether a command needs the job's cluster: `eval` and `export` only read
+/// checkpoints, so a job file without [cluster] (and no TF_CONFIG) is fine.
+enum class cluster_use { required, optional };
+
 /// The job of a file, or none when it holds no [training] table (a plain
 /// topology). Errors name file:line:column and the key. With `tf_config`
 /// (TF_CONFIG's text), the cluster comes from it (and [runtime], [security]
 /// from the file), and a file that also has [cluster] is an error.
 [[nodiscard]] caf::expected<std::optional<job_spec>> load_job_file(const std::string& path,
-                                                                   std::string_view tf_config = {});
+                                                                   std::string_view tf_config = {},
+                                                                   cluster_use use = cluster_use::required);
 
 /// Same, from text; `path` names it in error messages.
 [[nodiscard]] caf::expected<std::optional<job_spec>> parse_job_toml(std::string_view text, const std::string& path,
-                                                                    std::string_view tf_config = {});
+                                                                    std::string_view tf_config = {},
+                                                                    cluster_use use = cluster_use::required);
 
 }  // namespace actorps

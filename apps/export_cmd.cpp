@@ -1,0 +1,147 @@
+// `actorps export JOB --format safetensors --out FILE`: a checkpoint's
+// trained variables as a safetensors file (https://github.com/huggingface/
+// safetensors: an 8-byte little-endian header size, a JSON header naming
+// each tensor's dtype, shape and byte range, then the raw data), so the
+// model can leave actorps. Names are the model's parameter names; the
+// header's __metadata__ states the layouts and the model, so a loader can
+// rebuild it (tests/export_torch.py does, in PyTorch).
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
+
+#include "actors/coordinator/checkpoint.hpp"
+#include "apps/commands.hpp"
+#include "messages/errors.hpp"
+
+namespace actorps {
+namespace {
+
+using nlohmann::json;
+
+int fail(const caf::error& err) {
+  spdlog::error("export: {}", describe(err));
+  return exit_code(err);
+}
+
+const char* kLayout =
+    "activations NHWC; conv2d kernels HWIO [kh, kw, in, out]; dense kernels [in, out] (y = x @ kernel + bias); "
+    "flatten in HWC order; embeddings [vocabulary, dim]; float32 little-endian, row-major";
+
+// The model as the [model] table describes it, for a loader to rebuild.
+json model_json(const kernels::model_spec& m) {
+  using kernels::layer_kind;
+  json layers = json::array();
+  for (auto& l : m.layers) {
+    json j;
+    const bool relu = l.act == kernels::activation::relu;
+    switch (l.kind) {
+      case layer_kind::conv2d:
+        j = {{"type", "conv2d"},
+             {"filters", l.units},
+             {"kernel", l.kernel},
+             {"relu", relu},
+             {"padding", l.pad == kernels::padding::same ? "same" : "valid"}};
+        break;
+      case layer_kind::maxpool2d: j = {{"type", "maxpool2d"}, {"pool", l.pool}}; break;
+      case layer_kind::flatten: j = {{"type", "flatten"}}; break;
+      case layer_kind::dense: j = {{"type", "dense"}, {"units", l.units}, {"relu", relu}}; break;
+      case layer_kind::embedding:
+        j = {{"type", "embedding"},
+             {"vocabulary", l.vocabulary},
+             {"dim", l.units},
+             {"inputs", l.inputs},
+             {"combiner", l.comb == kernels::combiner::sum ? "sum" : "mean"}};
+        break;
+    }
+    layers.push_back(std::move(j));
+  }
+  return {{"input", {m.height, m.width, m.channels}},
+          {"loss", m.loss == kernels::loss_kind::softmax_xent ? "softmax_xent" : "sigmoid_bce"},
+          {"layers", layers}};
+}
+
+// The model's parameters in `ckpt` (read from `dir`), in the model's order;
+// a checkpoint of another model is an error naming what differs.
+caf::expected<std::vector<const train::saved_variable*>> model_variables(const job_spec& job,
+                                                                         const train::checkpoint& ckpt,
+                                                                         const std::string& dir) {
+  kernels::sequential_model model(job.model, kernels::cpu_ops());
+  std::vector<const train::saved_variable*> out;
+  for (auto& p : model.parameters()) {
+    auto saved = train::find_variable(ckpt, dir, p.name, p.shape);
+    if (!saved) return saved.error();
+    out.push_back(*saved);
+  }
+  for (auto& v : ckpt.variables)
+    if (std::none_of(out.begin(), out.end(), [&](auto* mine) { return mine->name == v.name; }))
+      return make_error(errc::invalid_config, fmt::format("{}: the checkpoint of step {} holds '{}', which the job's "
+                                                          "model does not have (another model?)",
+                                                          dir, ckpt.step, v.name));
+  return out;
+}
+
+std::string header_of(const std::vector<const train::saved_variable*>& vars, const train::checkpoint& ckpt,
+                      const job_spec& job) {
+  json header = json::object();
+  size_t offset = 0;
+  for (auto* v : vars) {
+    const size_t bytes = v->values.size() * sizeof(float);
+    header[v->name] = {{"dtype", "F32"}, {"shape", v->shape}, {"data_offsets", {offset, offset + bytes}}};
+    offset += bytes;
+  }
+  header["__metadata__"] = {{"producer", "actorps"},
+                            {"layout", kLayout},
+                            {"model", model_json(job.model).dump()},
+                            {"step", std::to_string(ckpt.step)},
+                            {"epoch", std::to_string(ckpt.epoch)}};
+  auto text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');  // the data starts 8-byte aligned
+  return text;
+}
+
+// Written beside `out` and renamed into place: an existing file is replaced
+// whole or not at all.
+caf::error write_safetensors(const std::string& out, const std::string& header,
+                             const std::vector<const train::saved_variable*>& vars) {
+  const auto tmp = out + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    if (!f) return make_error(errc::io_error, tmp + ": cannot create");
+    uint64_t size = header.size();
+    unsigned char le[8];
+    for (int i = 0; i < 8; ++i) le[i] = static_cast<unsigned char>(size >> (8 * i));
+    f.write(reinterpret_cast<const char*>(le), 8);
+    f << header;
+    for (auto* v : vars)
+      f.write(reinterpret_cast<const char*>(v->values.data()), std::streamsize(v->values.size() * sizeof(float)));
+    if (!f.flush()) return make_error(errc::io_error, tmp + ": write failed (disk full?)");
+  }
+  if (std::rename(tmp.c_str(), out.c_str()) != 0) return make_error(errc::io_error, out + ": cannot rename into place");
+  return caf::none;
+}
+
+}  // namespace
+
+int run_export(const job_spec& job, const std::string& checkpoint_dir, const std::string& out) {
+  const auto& dir = checkpoint_dir.empty() ? job.training.checkpoint_dir : checkpoint_dir;
+  if (dir.empty())
+    return fail(
+        make_error(errc::invalid_argument, "the job has no training.checkpoint_dir (or pass --checkpoint DIR)"));
+  auto restored = train::restore_latest(dir);
+  for (auto& why : restored.skipped) spdlog::warn("export: skipped a damaged checkpoint: {}", why);
+  if (!restored.latest) return fail(make_error(errc::invalid_argument, "no intact checkpoint in " + dir));
+  auto vars = model_variables(job, *restored.latest, dir);
+  if (!vars) return fail(vars.error());
+  if (auto err = write_safetensors(out, header_of(*vars, *restored.latest, job), *vars)) return fail(err);
+  fmt::print("exported the checkpoint of step {} (epoch {}) in {}: {} tensors to {}\n", restored.latest->step,
+             restored.latest->epoch, dir, vars->size(), out);
+  return 0;
+}
+
+}  // namespace actorps
