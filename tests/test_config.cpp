@@ -1,5 +1,9 @@
 // Topology loading: TOML and TF_CONFIG, good and bad input.
 #define BOOST_TEST_MODULE config
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
 #include <boost/test/unit_test.hpp>
 
 #include <caf/sec.hpp>
@@ -292,6 +296,45 @@ BOOST_AUTO_TEST_CASE(a_job_takes_its_cluster_from_tf_config_when_it_has_none) {
   auto bad = parse_job_toml(rest, "job.toml", R"({"cluster": {"chief": ["h:1"]}, "task": {"type": "ps"}})");
   BOOST_REQUIRE(!bad);
   BOOST_TEST(contains(describe(bad.error()), "TF_CONFIG: $.task.index: 0 is out of range"));
+}
+
+BOOST_AUTO_TEST_CASE(eval_and_export_need_no_cluster) {
+  const std::string rest =
+      "[model]\ninput = [1, 1, 4]\n[[model.layers]]\ntype = \"dense\"\nunits = 2\n[dataset]\nsource = "
+      "\"synthetic\"\n[eval_dataset]\nsource = \"synthetic\"\n[training]\nsteps_per_epoch = 10\nmin_workers = 3\n";
+  auto job = parse_job_toml(rest, "job.toml", {}, cluster_use::optional);
+  BOOST_REQUIRE_MESSAGE(job, why(job));
+  BOOST_REQUIRE(job->has_value());
+  BOOST_TEST((*job)->cluster.nodes.empty());
+  BOOST_TEST((*job)->model.layers.size() == 1u);
+  // A [cluster] it has is still read and checked.
+  auto bad = parse_job_toml("[cluster]\nname = 1\n" + rest, "job.toml", {}, cluster_use::optional);
+  BOOST_REQUIRE(!bad);
+  BOOST_TEST(exit_code(bad.error()) == 2);
+}
+
+// config/k8s/fashion_mnist.toml is the main job for pods: from [model] on,
+// only its epochs, target and output directories may differ.
+BOOST_AUTO_TEST_CASE(the_kubernetes_job_is_the_main_job) {
+  auto lines_from_model = [](const std::string& path) {
+    std::ifstream in(path);
+    std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+    std::vector<std::string> lines;
+    std::istringstream rest(text.substr(text.find("[model]")));
+    for (std::string line; std::getline(rest, line);) lines.push_back(line);
+    return lines;
+  };
+  const auto local = lines_from_model(ACTORPS_SOURCE_DIR "/config/fashion_mnist.toml");
+  const auto k8s = lines_from_model(ACTORPS_SOURCE_DIR "/config/k8s/fashion_mnist.toml");
+  BOOST_REQUIRE(local.size() == k8s.size());
+  for (size_t i = 0; i < local.size(); ++i) {
+    static const char* const kMayDiffer[] = {"epochs =", "target_accuracy =", "checkpoint_dir =", "log_dir ="};
+    const bool may_differ = std::any_of(std::begin(kMayDiffer), std::end(kMayDiffer),
+                                        [&](const char* key) { return local[i].rfind(key, 0) == 0; });
+    if (!may_differ) BOOST_TEST(local[i] == k8s[i], "line " << i << " after [model]");
+  }
+  auto job = load_job_file(ACTORPS_SOURCE_DIR "/config/k8s/fashion_mnist.toml", {}, cluster_use::optional);
+  BOOST_REQUIRE_MESSAGE(job, why(job));
 }
 
 BOOST_AUTO_TEST_CASE(exit_codes_say_whether_a_restart_can_help) {

@@ -4,8 +4,6 @@
 # one process each on loopback) and report its test accuracy.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash tools/setup.sh
-bash tools/build.sh
-bash tools/fetch_data.sh
+bash tools/install.sh
 mkdir -p build/logs
 exec build/apps/actorps local config/fashion_mnist.toml --log build/logs/nodes.log

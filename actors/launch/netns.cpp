@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -25,38 +26,69 @@ caf::error host_namespaces::ip(std::vector<std::string> args, const std::string&
   return caf::none;
 }
 
+caf::expected<std::string> host_namespaces::make_bridge() {
+  bridge_ = "apb" + std::to_string(::getpid());
+  if (auto err = ip({"link", "add", bridge_, "type", "bridge"})) return err;
+  return fmt::format("10.213.{}.", ::getpid() % 250);
+}
+
+caf::error host_namespaces::add_namespace(const std::string& host, const std::string& address) {
+  const auto id = std::to_string(::getpid());
+  const auto k = std::to_string(namespace_.size() + 1);
+  const auto ns = "aps" + id + "-" + k;
+  const auto outside = "ap" + id + "v" + k, inside = "ap" + id + "p" + k;
+  address_[host] = address;
+  namespace_[host] = ns;
+  caf::error err;
+  (err = ip({"netns", "add", ns})) || (err = ip({"link", "add", outside, "type", "veth", "peer", "name", inside})) ||
+      (err = ip({"link", "set", inside, "netns", ns})) || (err = ip({"link", "set", outside, "master", bridge_})) ||
+      (err = ip({"link", "set", outside, "up"})) || (err = ip({"addr", "add", address + "/24", "dev", inside}, ns)) ||
+      (err = ip({"link", "set", inside, "up"}, ns)) || (err = ip({"link", "set", "lo", "up"}, ns));
+  return err;
+}
+
+caf::expected<std::unique_ptr<host_namespaces>> host_namespaces::create_pods(
+    const std::vector<std::vector<std::string>>& names) {
+  if (::geteuid() != 0) return make_error(errc::invalid_argument, "network namespaces need root");
+  std::unique_ptr<host_namespaces> n(new host_namespaces);
+  n->remove_leftovers();
+  const auto subnet = n->make_bridge();
+  if (!subnet) return subnet.error();
+  std::string hosts = "127.0.0.1 localhost\n";
+  for (size_t i = 0; i < names.size(); ++i) {
+    const auto address = *subnet + std::to_string(i + 1);
+    if (auto err = n->add_namespace(names[i].at(0), address)) return err;
+    hosts += address;
+    for (auto& name : names[i]) hosts += " " + name;
+    hosts += "\n";
+  }
+  if (auto err = n->ip({"link", "set", n->bridge_, "up"})) return err;
+  for (auto& [host, ns] : n->namespace_) {  // `ip netns exec` mounts /etc/netns/<ns>/hosts over /etc/hosts
+    std::filesystem::create_directories("/etc/netns/" + ns);
+    std::ofstream("/etc/netns/" + ns + "/hosts") << hosts;
+  }
+  return n;
+}
+
 caf::expected<std::unique_ptr<host_namespaces>> host_namespaces::create(const cluster_spec& spec) {
   if (::geteuid() != 0) return make_error(errc::invalid_argument, "network namespaces need root");
   std::unique_ptr<host_namespaces> n(new host_namespaces);
   n->spec_ = spec;
   n->remove_leftovers();
-  const auto id = std::to_string(::getpid());
-  const auto subnet = fmt::format("10.213.{}.", ::getpid() % 250);
-  n->bridge_ = "apb" + id;
+  const auto subnet = n->make_bridge();
+  if (!subnet) return subnet.error();
   const std::string coordinator_host = spec.node_of(task_id{pb::COORDINATOR, 0})->host;
-  if (auto err = n->ip({"link", "add", n->bridge_, "type", "bridge"})) return err;
   int hosts = 0;
   for (auto& node : spec.nodes) {
     if (n->address_.count(node.host) != 0) continue;
-    const auto address = subnet + std::to_string(++hosts);
-    n->address_[node.host] = address;
     if (node.host == coordinator_host) {
+      const auto address = *subnet + std::to_string(++hosts);
+      n->address_[node.host] = address;
       n->namespace_[node.host] = "";
       if (auto err = n->ip({"addr", "add", address + "/24", "dev", n->bridge_})) return err;
       continue;
     }
-    const auto ns = fmt::format("aps{}-{}", id, hosts);
-    const auto outside = fmt::format("ap{}v{}", id, hosts), inside = fmt::format("ap{}p{}", id, hosts);
-    n->namespace_[node.host] = ns;
-    caf::error err;
-    (err = n->ip({"netns", "add", ns})) ||
-        (err = n->ip({"link", "add", outside, "type", "veth", "peer", "name", inside})) ||
-        (err = n->ip({"link", "set", inside, "netns", ns})) ||
-        (err = n->ip({"link", "set", outside, "master", n->bridge_})) ||
-        (err = n->ip({"link", "set", outside, "up"})) ||
-        (err = n->ip({"addr", "add", address + "/24", "dev", inside}, ns)) ||
-        (err = n->ip({"link", "set", inside, "up"}, ns)) || (err = n->ip({"link", "set", "lo", "up"}, ns));
-    if (err) return err;
+    if (auto err = n->add_namespace(node.host, *subnet + std::to_string(++hosts))) return err;
   }
   if (auto err = n->ip({"link", "set", n->bridge_, "up"})) return err;
   auto probe = run_command({"tc", "qdisc", "add", "dev", n->bridge_, "root", "netem", "delay", "1ms"},
@@ -68,8 +100,12 @@ caf::expected<std::unique_ptr<host_namespaces>> host_namespaces::create(const cl
 }
 
 host_namespaces::~host_namespaces() {
+  std::error_code ec;
   for (auto& [host, ns] : namespace_)
-    if (!ns.empty()) (void)ip({"netns", "del", ns});
+    if (!ns.empty()) {
+      (void)ip({"netns", "del", ns});
+      std::filesystem::remove_all("/etc/netns/" + ns, ec);
+    }
   (void)ip({"link", "del", bridge_});
 }
 
@@ -90,6 +126,8 @@ void host_namespaces::remove_leftovers() {
     spdlog::warn("local: deleting network namespace {} (its actorps, pid {}, is gone)", name, pid);
     (void)ip({"netns", "del", name});
     (void)ip({"link", "del", "apb" + pid});
+    std::error_code ec;
+    std::filesystem::remove_all("/etc/netns/" + name, ec);
   }
 }
 

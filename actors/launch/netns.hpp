@@ -24,6 +24,12 @@ class host_namespaces {
  public:
   /// One namespace per host of `spec` (the coordinator's host stays here).
   [[nodiscard]] static caf::expected<std::unique_ptr<host_namespaces>> create(const cluster_spec& spec);
+  /// Pods of a Kubernetes manifest, for its tests: one namespace per entry
+  /// of `names` (a pod's host names, the first its key for prefix()), each
+  /// with an /etc/netns/<ns>/hosts resolving every pod's names to its
+  /// address, as a cluster's DNS resolves headless Services' names.
+  [[nodiscard]] static caf::expected<std::unique_ptr<host_namespaces>> create_pods(
+      const std::vector<std::vector<std::string>>& names);
   /// Deletes the namespaces, their links and the bridge.
   ~host_namespaces();
   host_namespaces(const host_namespaces&) = delete;
@@ -42,6 +48,10 @@ class host_namespaces {
  private:
   host_namespaces() = default;
   [[nodiscard]] caf::error ip(std::vector<std::string> args, const std::string& ns = {});
+  /// The bridge of this process; its subnet's prefix ("10.213.K.").
+  [[nodiscard]] caf::expected<std::string> make_bridge();
+  /// A namespace for `host` with `address`, linked to the bridge.
+  [[nodiscard]] caf::error add_namespace(const std::string& host, const std::string& address);
   /// Deletes what runs of actorps that died left behind (their pid is gone).
   void remove_leftovers();
   cluster_spec spec_;  // as written in the file
