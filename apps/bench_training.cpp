@@ -8,12 +8,12 @@
 #include <caf/actor_system.hpp>
 
 #include "actors/coordinator/fit.hpp"
-#include "actors/dataset/pipeline.hpp"
 #include "actors/net/system_config.hpp"
 #include "actors/worker/worker_functions.hpp"
 #include "apps/bench_cluster.hpp"
 #include "apps/bench_util.hpp"
 #include "apps/commands.hpp"
+#include "apps/single_process.hpp"
 
 namespace actorps {
 namespace {
@@ -31,37 +31,16 @@ caf::expected<double> distributed_rate(cluster_coordinator& c, uint32_t steps) {
   return double(examples) / seconds;
 }
 
-// Plain SGD steps (or the job's optimizer, without slots' state beyond
-// what apply_dense keeps here) in this process over the whole dataset.
+// The job's model and optimizer in this process over the whole dataset.
 caf::expected<std::vector<double>> single_process_rates(const job_spec& job, uint32_t steps, uint32_t repetitions) {
-  auto pipeline = data::pipeline::build(job.train);
-  if (!pipeline) return pipeline.error();
-  kernels::set_cpu_threads(int(std::thread::hardware_concurrency()));
-  kernels::sequential_model model(job.model, kernels::cpu_ops());
-  kernels::host_parameters p(model.initial_values(job.training.seed));
-  const auto kind = static_cast<kernels::optimizer_kind>(job.training.optimizer.kind());
-  kernels::optimizer_params params;
-  params.lr = job.training.optimizer.learning_rate();
-  params.momentum = job.training.optimizer.momentum();
-  std::vector<std::vector<float>> slots;
-  for (auto& v : p.values)
-    for (int s = 0; s < kernels::slot_count(kind); ++s) slots.emplace_back(v.size(), 0.0f);
-  data::batch b;
+  auto single = single_process::create(job);
+  if (!single) return single.error();
   std::vector<double> rates;
   for (uint32_t rep = 0; rep <= repetitions; ++rep) {  // the first: warm-up
-    int64_t examples = 0;
     auto start = clock_type::now();
-    for (uint32_t i = 0; i < steps; ++i) {
-      if (!pipeline->next(b)) return make_error(errc::invalid_config, "the job's dataset ended (add repeat)");
-      model.train_step({b.size(), b.x.data(), nullptr, b.labels.data()}, p.params, p.grad_ptrs);
-      for (size_t v = 0, slot = 0; v < p.values.size(); ++v) {
-        float* s[2] = {nullptr, nullptr};
-        for (int k = 0; k < kernels::slot_count(kind); ++k) s[k] = slots[slot++].data();
-        kernels::cpu_ops().apply_dense(kind, params, int64_t(p.values[v].size()), p.value_ptrs[v], s, p.grad_views[v]);
-      }
-      examples += b.size();
-    }
-    if (rep > 0) rates.push_back(double(examples) / std::chrono::duration<double>(clock_type::now() - start).count());
+    auto examples = (*single)->train(steps, job.training.optimizer.learning_rate());
+    if (!examples) return examples.error();
+    if (rep > 0) rates.push_back(double(*examples) / std::chrono::duration<double>(clock_type::now() - start).count());
   }
   return rates;
 }

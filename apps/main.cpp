@@ -189,6 +189,16 @@ int main(int argc, char** argv) {  // NOLINT(bugprone-exception-escape)
   auto* tcp_echo = bench->add_subcommand("tcp-echo", "");  // internal helper of bench rtt
   tcp_echo->group("");
   tcp_echo->add_option("--port", echo_port)->required();
+  tta_bench_options tta_opts;
+  auto* bench_tta =
+      bench->add_subcommand("tta", "time to 90% test accuracy: cluster, single process, PyTorch, its RPC PS");
+  bench_tta->add_option("--job", tta_opts.job, "job file (Fashion-MNIST: PyTorch reads the same data)");
+  bench_tta->add_option("--data", tta_opts.data_dir, "the job's IDX files, for PyTorch");
+  bench_tta->add_option("--seeds", tta_opts.seeds, "seeds per system (medians)")->check(CLI::Range(1u, 100u));
+  bench_tta->add_option("--epochs", tta_opts.epochs, "epochs per run (default: the job's)")
+      ->check(CLI::Range(1u, 1000u));
+  bench_tta->add_option("--torch-lr", tta_opts.torch_lrs, "PyTorch's learning rates to try (its best is used)")
+      ->delimiter(',');
 
   CLI11_PARSE(app, argc, argv);
   setup_logging("info");
@@ -222,6 +232,11 @@ int main(int argc, char** argv) {  // NOLINT(bugprone-exception-escape)
   if (*bench_scale) {
     scale_opts.self_exe = self_exe();
     return run_bench_scale(scale_opts);
+  }
+  if (*bench_tta) {
+    tta_opts.self_exe = self_exe();
+    tta_opts.tools_dir = ACTORPS_TOOLS_DIR;
+    return run_bench_tta(tta_opts);
   }
   if (*bench_training) {
     training_opts.self_exe = self_exe();

@@ -1,0 +1,58 @@
+#include "apps/single_process.hpp"
+
+#include <thread>
+
+#include "messages/errors.hpp"
+
+namespace actorps {
+
+single_process::single_process(const job_spec& job, data::pipeline train)
+    : job_(job), train_(std::move(train)), model_(new kernels::sequential_model(job.model, kernels::cpu_ops())) {
+  params_ = std::make_unique<kernels::host_parameters>(model_->initial_values(job.training.seed));
+  const auto kind = static_cast<kernels::optimizer_kind>(job.training.optimizer.kind());
+  for (auto& v : params_->values)
+    for (int s = 0; s < kernels::slot_count(kind); ++s) slots_.emplace_back(v.size(), 0.0f);
+}
+
+caf::expected<std::unique_ptr<single_process>> single_process::create(const job_spec& job) {
+  auto pipeline = data::pipeline::build(job.train);
+  if (!pipeline) return pipeline.error();
+  kernels::set_cpu_threads(int(std::thread::hardware_concurrency()));
+  return std::unique_ptr<single_process>(new single_process(job, std::move(*pipeline)));
+}
+
+caf::expected<int64_t> single_process::train(int64_t steps, float learning_rate) {
+  const auto kind = static_cast<kernels::optimizer_kind>(job_.training.optimizer.kind());
+  kernels::optimizer_params opt;
+  opt.lr = learning_rate;
+  opt.momentum = job_.training.optimizer.momentum();
+  auto& p = *params_;
+  data::batch b;
+  int64_t examples = 0;
+  for (int64_t i = 0; i < steps; ++i) {
+    if (!train_.next(b)) return make_error(errc::invalid_config, "the job's dataset ended (add repeat)");
+    model_->train_step({b.size(), b.x.data(), nullptr, b.labels.data()}, p.params, p.grad_ptrs);
+    for (size_t v = 0, slot = 0; v < p.values.size(); ++v) {
+      float* s[2] = {nullptr, nullptr};
+      for (int k = 0; k < kernels::slot_count(kind); ++k) s[k] = slots_[slot++].data();
+      kernels::cpu_ops().apply_dense(kind, opt, int64_t(p.values[v].size()), p.value_ptrs[v], s, p.grad_views[v]);
+    }
+    examples += b.size();
+  }
+  return examples;
+}
+
+caf::expected<double> single_process::evaluate() const {
+  auto eval = data::pipeline::build(job_.eval);
+  if (!eval) return eval.error();
+  data::batch b;
+  int64_t correct = 0, examples = 0;
+  while (eval->next(b)) {
+    correct += model_->evaluate({b.size(), b.x.data(), nullptr, b.labels.data()}, params_->params).correct;
+    examples += b.size();
+  }
+  if (examples == 0) return make_error(errc::invalid_config, "the eval dataset is empty");
+  return double(correct) / double(examples);
+}
+
+}  // namespace actorps
