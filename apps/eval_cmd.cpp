@@ -36,12 +36,10 @@ int fail(const caf::error& err) {
 caf::expected<eval_result> evaluate_checkpoint(const job_spec& job, const train::checkpoint& ckpt,
                                                const std::string& dir) {
   kernels::sequential_model model(job.model, kernels::cpu_ops());
+  auto saved = train::model_variables(ckpt, dir, model.parameters());
+  if (!saved) return saved.error();
   std::vector<const float*> params;
-  for (auto& p : model.parameters()) {
-    auto saved = train::find_variable(ckpt, dir, p.name, p.shape);
-    if (!saved) return saved.error();
-    params.push_back((*saved)->values.data());
-  }
+  for (auto* v : *saved) params.push_back(v->values.data());
   auto pipeline = data::pipeline::build(job.eval);
   if (!pipeline) return pipeline.error();
   if (pipeline->features() != model.input_size())
@@ -62,13 +60,11 @@ caf::expected<eval_result> evaluate_checkpoint(const job_spec& job, const train:
   return out;
 }
 
-caf::expected<std::string> checkpoint_dir_of(const job_spec& job, const std::string& given) {
-  const auto& dir = given.empty() ? job.training.checkpoint_dir : given;
-  if (dir.empty())
-    return make_error(errc::invalid_argument, "the job has no training.checkpoint_dir (or pass --checkpoint DIR)");
+// The checkpoint directory to evaluate (`given`, else the job's).
+caf::expected<std::string> eval_dir_of(const job_spec& job, const std::string& given) {
   if (job.eval.source_case() == pb::DatasetSpec::SOURCE_NOT_SET)
     return make_error(errc::invalid_config, "the job has no [eval_dataset]");
-  return dir;
+  return train::checkpoint_dir_of(job.training.checkpoint_dir, given);
 }
 
 void print(const train::checkpoint& ckpt, const std::string& dir, const eval_result& r) {
@@ -133,19 +129,18 @@ class dir_watch {
 }  // namespace
 
 int run_eval(const job_spec& job, const std::string& checkpoint_dir) {
-  auto dir = checkpoint_dir_of(job, checkpoint_dir);
+  auto dir = eval_dir_of(job, checkpoint_dir);
   if (!dir) return fail(dir.error());
-  auto restored = train::restore_latest(*dir);
-  for (auto& why : restored.skipped) spdlog::warn("eval: skipped a damaged checkpoint: {}", why);
-  if (!restored.latest) return fail(make_error(errc::invalid_argument, "no intact checkpoint in " + *dir));
-  auto r = evaluate_checkpoint(job, *restored.latest, *dir);
+  auto ckpt = train::newest_checkpoint(*dir, "eval");
+  if (!ckpt) return fail(ckpt.error());
+  auto r = evaluate_checkpoint(job, *ckpt, *dir);
   if (!r) return fail(r.error());
-  print(*restored.latest, *dir, *r);
+  print(*ckpt, *dir, *r);
   return 0;
 }
 
 int run_evaluator(const job_spec& job) {
-  auto dir = checkpoint_dir_of(job, "");
+  auto dir = eval_dir_of(job, "");
   if (!dir) return fail(dir.error());
   std::optional<eval_log> log;
   if (!job.training.log_dir.empty()) {

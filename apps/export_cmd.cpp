@@ -4,11 +4,8 @@
 // each tensor's dtype, shape and byte range, then the raw data), so the
 // model can leave actorps. Names are the model's parameter names; the
 // header's __metadata__ states the layouts and the model, so a loader can
-// rebuild it (tests/export_torch.py does, in PyTorch).
-#include <unistd.h>
-
+// rebuild it (tools/torch_model.py does, in PyTorch).
 #include <cstdio>
-#include <filesystem>
 #include <fstream>
 
 #include <fmt/format.h>
@@ -66,26 +63,6 @@ json model_json(const kernels::model_spec& m) {
           {"layers", layers}};
 }
 
-// The model's parameters in `ckpt` (read from `dir`), in the model's order;
-// a checkpoint of another model is an error naming what differs.
-caf::expected<std::vector<const train::saved_variable*>> model_variables(const job_spec& job,
-                                                                         const train::checkpoint& ckpt,
-                                                                         const std::string& dir) {
-  kernels::sequential_model model(job.model, kernels::cpu_ops());
-  std::vector<const train::saved_variable*> out;
-  for (auto& p : model.parameters()) {
-    auto saved = train::find_variable(ckpt, dir, p.name, p.shape);
-    if (!saved) return saved.error();
-    out.push_back(*saved);
-  }
-  for (auto& v : ckpt.variables)
-    if (std::none_of(out.begin(), out.end(), [&](auto* mine) { return mine->name == v.name; }))
-      return make_error(errc::invalid_config, fmt::format("{}: the checkpoint of step {} holds '{}', which the job's "
-                                                          "model does not have (another model?)",
-                                                          dir, ckpt.step, v.name));
-  return out;
-}
-
 std::string header_of(const std::vector<const train::saved_variable*>& vars, const train::checkpoint& ckpt,
                       const job_spec& job) {
   json header = json::object();
@@ -129,18 +106,16 @@ caf::error write_safetensors(const std::string& out, const std::string& header,
 }  // namespace
 
 int run_export(const job_spec& job, const std::string& checkpoint_dir, const std::string& out) {
-  const auto& dir = checkpoint_dir.empty() ? job.training.checkpoint_dir : checkpoint_dir;
-  if (dir.empty())
-    return fail(
-        make_error(errc::invalid_argument, "the job has no training.checkpoint_dir (or pass --checkpoint DIR)"));
-  auto restored = train::restore_latest(dir);
-  for (auto& why : restored.skipped) spdlog::warn("export: skipped a damaged checkpoint: {}", why);
-  if (!restored.latest) return fail(make_error(errc::invalid_argument, "no intact checkpoint in " + dir));
-  auto vars = model_variables(job, *restored.latest, dir);
+  auto dir = train::checkpoint_dir_of(job.training.checkpoint_dir, checkpoint_dir);
+  if (!dir) return fail(dir.error());
+  auto ckpt = train::newest_checkpoint(*dir, "export");
+  if (!ckpt) return fail(ckpt.error());
+  kernels::sequential_model model(job.model, kernels::cpu_ops());
+  auto vars = train::model_variables(*ckpt, *dir, model.parameters());
   if (!vars) return fail(vars.error());
-  if (auto err = write_safetensors(out, header_of(*vars, *restored.latest, job), *vars)) return fail(err);
-  fmt::print("exported the checkpoint of step {} (epoch {}) in {}: {} tensors to {}\n", restored.latest->step,
-             restored.latest->epoch, dir, vars->size(), out);
+  if (auto err = write_safetensors(out, header_of(*vars, *ckpt, job), *vars)) return fail(err);
+  fmt::print("exported the checkpoint of step {} (epoch {}) in {}: {} tensors to {}\n", ckpt->step, ckpt->epoch, *dir,
+             vars->size(), out);
   return 0;
 }
 

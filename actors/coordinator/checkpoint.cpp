@@ -10,6 +10,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include <spdlog/spdlog.h>
+
 #include "actors/dataset/tfrecord.hpp"
 #include "messages/errors.hpp"
 
@@ -92,6 +94,28 @@ caf::expected<const saved_variable*> find_variable(const checkpoint& c, const st
                                               "' of the model's shape (another model? delete the directory)");
 }
 
+caf::expected<std::vector<const saved_variable*>> model_variables(const checkpoint& c, const std::string& dir,
+                                                                  const std::vector<kernels::param_info>& params) {
+  std::vector<const saved_variable*> out;
+  for (auto& p : params) {
+    auto saved = find_variable(c, dir, p.name, p.shape);
+    if (!saved) return saved.error();
+    out.push_back(*saved);
+  }
+  for (auto& v : c.variables)
+    if (std::none_of(params.begin(), params.end(), [&](auto& p) { return p.name == v.name; }))
+      return make_error(errc::invalid_config, dir + ": the checkpoint of step " + std::to_string(c.step) + " holds '" +
+                                                  v.name + "', which the job's model does not have (another model?)");
+  return out;
+}
+
+caf::expected<std::string> checkpoint_dir_of(const std::string& job_dir, const std::string& given) {
+  const auto& dir = given.empty() ? job_dir : given;
+  if (dir.empty())
+    return make_error(errc::invalid_argument, "the job has no training.checkpoint_dir (or pass --checkpoint DIR)");
+  return dir;
+}
+
 caf::error save_checkpoint(const std::string& dir, const checkpoint& c, int keep_max) {
   std::error_code ec;
   fs::create_directories(dir, ec);
@@ -138,6 +162,13 @@ restored restore_latest(const std::string& dir) {
     out.skipped.push_back(describe(c.error()));
   }
   return out;
+}
+
+caf::expected<checkpoint> newest_checkpoint(const std::string& dir, const std::string& who) {
+  auto r = restore_latest(dir);
+  for (auto& why : r.skipped) spdlog::warn("{}: skipped a damaged checkpoint: {}", who, why);
+  if (!r.latest) return make_error(errc::invalid_argument, "no intact checkpoint in " + dir);
+  return std::move(*r.latest);
 }
 
 namespace {

@@ -12,6 +12,7 @@
 
 #include <caf/expected.hpp>
 
+#include "kernels/model.hpp"
 #include "messages/checkpoint.pb.h"
 
 namespace actorps::train {
@@ -37,6 +38,16 @@ struct checkpoint {
                                                                  const std::string& name,
                                                                  const std::vector<int64_t>& shape);
 
+/// Where each of `params` (a model's parameters, in order) is in `c` (read
+/// from `dir`). A checkpoint of another model is an error naming what
+/// differs: a parameter missing or shaped otherwise, or a variable the model lacks.
+[[nodiscard]] caf::expected<std::vector<const saved_variable*>> model_variables(
+    const checkpoint& c, const std::string& dir, const std::vector<kernels::param_info>& params);
+
+/// `given`, else `job_dir` (the job's training.checkpoint_dir); an error
+/// when neither names a directory.
+[[nodiscard]] caf::expected<std::string> checkpoint_dir_of(const std::string& job_dir, const std::string& given);
+
 /// Writes `c` into `dir` (created with its parents), then deletes the
 /// oldest checkpoints beyond `keep_max` (>= 1).
 [[nodiscard]] caf::error save_checkpoint(const std::string& dir, const checkpoint& c, int keep_max);
@@ -48,6 +59,10 @@ struct restored {
 
 /// The newest intact checkpoint of `dir` (a missing dir: none).
 [[nodiscard]] restored restore_latest(const std::string& dir);
+
+/// The same for a command that needs one: damaged newer ones logged as
+/// skipped by `who`, an error when none is intact.
+[[nodiscard]] caf::expected<checkpoint> newest_checkpoint(const std::string& dir, const std::string& who);
 
 /// DIR/FINAL: the step of the job's last checkpoint, written (atomically)
 /// once training finished, removed when it starts again. The sidecar
