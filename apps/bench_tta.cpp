@@ -17,6 +17,7 @@
 #include "apps/bench_util.hpp"
 #include "apps/commands.hpp"
 #include "apps/single_process.hpp"
+#include "config/toml_reader.hpp"
 #include "messages/errors.hpp"
 
 namespace actorps {
@@ -42,9 +43,10 @@ struct run_result {
   }
 };
 
+// A file's text ("" when unreadable: for logs quoted in errors).
 std::string read_text(const std::string& path) {
-  std::ifstream in(path);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  auto text = read_text_file(path);
+  return text ? *text : std::string{};
 }
 
 // The job of `path` with seed `seed` (initializers and shuffle), `epochs`,

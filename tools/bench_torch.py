@@ -9,6 +9,8 @@ import time
 import torch
 import torch.nn as nn
 
+from torch_train import seed_cnn
+
 parser = argparse.ArgumentParser()
 parser.add_argument("--batch", type=int, required=True)
 parser.add_argument("--threads", type=int, required=True)
@@ -18,9 +20,7 @@ args = parser.parse_args()
 
 torch.set_num_threads(args.threads)
 torch.manual_seed(0)
-model = nn.Sequential(
-    nn.Conv2d(1, 32, 3), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
-    nn.Linear(13 * 13 * 32, 64), nn.ReLU(), nn.Linear(64, 10))
+model = seed_cnn()
 loss_fn = nn.CrossEntropyLoss()
 x = torch.rand(args.batch, 1, 28, 28)
 y = torch.randint(0, 10, (args.batch,))
