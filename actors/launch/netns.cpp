@@ -26,10 +26,14 @@ caf::error host_namespaces::ip(std::vector<std::string> args, const std::string&
   return caf::none;
 }
 
-caf::expected<std::string> host_namespaces::make_bridge() {
-  bridge_ = "apb" + std::to_string(::getpid());
-  if (auto err = ip({"link", "add", bridge_, "type", "bridge"})) return err;
-  return fmt::format("10.213.{}.", ::getpid() % 250);
+caf::expected<std::unique_ptr<host_namespaces>> host_namespaces::with_bridge(std::string& subnet) {
+  if (::geteuid() != 0) return make_error(errc::invalid_argument, "network namespaces need root");
+  std::unique_ptr<host_namespaces> n(new host_namespaces);
+  n->remove_leftovers();
+  n->bridge_ = "apb" + std::to_string(::getpid());
+  if (auto err = n->ip({"link", "add", n->bridge_, "type", "bridge"})) return err;
+  subnet = fmt::format("10.213.{}.", ::getpid() % 250);
+  return n;
 }
 
 caf::error host_namespaces::add_namespace(const std::string& host, const std::string& address) {
@@ -49,14 +53,13 @@ caf::error host_namespaces::add_namespace(const std::string& host, const std::st
 
 caf::expected<std::unique_ptr<host_namespaces>> host_namespaces::create_pods(
     const std::vector<std::vector<std::string>>& names) {
-  if (::geteuid() != 0) return make_error(errc::invalid_argument, "network namespaces need root");
-  std::unique_ptr<host_namespaces> n(new host_namespaces);
-  n->remove_leftovers();
-  const auto subnet = n->make_bridge();
-  if (!subnet) return subnet.error();
+  std::string subnet;
+  auto made = with_bridge(subnet);
+  if (!made) return made.error();
+  auto& n = *made;
   std::string hosts = "127.0.0.1 localhost\n";
   for (size_t i = 0; i < names.size(); ++i) {
-    const auto address = *subnet + std::to_string(i + 1);
+    const auto address = subnet + std::to_string(i + 1);
     if (auto err = n->add_namespace(names[i].at(0), address)) return err;
     hosts += address;
     for (auto& name : names[i]) hosts += " " + name;
@@ -67,28 +70,27 @@ caf::expected<std::unique_ptr<host_namespaces>> host_namespaces::create_pods(
     std::filesystem::create_directories("/etc/netns/" + ns);
     std::ofstream("/etc/netns/" + ns + "/hosts") << hosts;
   }
-  return n;
+  return std::move(n);
 }
 
 caf::expected<std::unique_ptr<host_namespaces>> host_namespaces::create(const cluster_spec& spec) {
-  if (::geteuid() != 0) return make_error(errc::invalid_argument, "network namespaces need root");
-  std::unique_ptr<host_namespaces> n(new host_namespaces);
+  std::string subnet;
+  auto made = with_bridge(subnet);
+  if (!made) return made.error();
+  auto& n = *made;
   n->spec_ = spec;
-  n->remove_leftovers();
-  const auto subnet = n->make_bridge();
-  if (!subnet) return subnet.error();
   const std::string coordinator_host = spec.node_of(task_id{pb::COORDINATOR, 0})->host;
   int hosts = 0;
   for (auto& node : spec.nodes) {
     if (n->address_.count(node.host) != 0) continue;
     if (node.host == coordinator_host) {
-      const auto address = *subnet + std::to_string(++hosts);
+      const auto address = subnet + std::to_string(++hosts);
       n->address_[node.host] = address;
       n->namespace_[node.host] = "";
       if (auto err = n->ip({"addr", "add", address + "/24", "dev", n->bridge_})) return err;
       continue;
     }
-    if (auto err = n->add_namespace(node.host, *subnet + std::to_string(++hosts))) return err;
+    if (auto err = n->add_namespace(node.host, subnet + std::to_string(++hosts))) return err;
   }
   if (auto err = n->ip({"link", "set", n->bridge_, "up"})) return err;
   auto probe = run_command({"tc", "qdisc", "add", "dev", n->bridge_, "root", "netem", "delay", "1ms"},
@@ -96,7 +98,7 @@ caf::expected<std::unique_ptr<host_namespaces>> host_namespaces::create(const cl
   n->netem_ = probe && probe->exit_code == 0;
   if (n->netem_)
     (void)run_command({"tc", "qdisc", "del", "dev", n->bridge_, "root"}, std::chrono::seconds(10), "/dev/null");
-  return n;
+  return std::move(n);
 }
 
 host_namespaces::~host_namespaces() {

@@ -48,8 +48,9 @@ class host_namespaces {
  private:
   host_namespaces() = default;
   [[nodiscard]] caf::error ip(std::vector<std::string> args, const std::string& ns = {});
-  /// The bridge of this process; its subnet's prefix ("10.213.K.").
-  [[nodiscard]] caf::expected<std::string> make_bridge();
+  /// A new set with this process's bridge (leftovers of dead runs removed
+  /// first); `subnet` gets the bridge's prefix ("10.213.K.").
+  [[nodiscard]] static caf::expected<std::unique_ptr<host_namespaces>> with_bridge(std::string& subnet);
   /// A namespace for `host` with `address`, linked to the bridge.
   [[nodiscard]] caf::error add_namespace(const std::string& host, const std::string& address);
   /// Deletes what runs of actorps that died left behind (their pid is gone).
