@@ -58,7 +58,10 @@ std::string seeded_job(const std::string& path, const std::string& dir, int seed
   fresh =
       std::regex_replace(fresh, std::regex(R"(\ncheckpoint_dir = [^\n]*)"), "\ncheckpoint_dir = \"" + dir + "/ckpt\"");
   fresh = std::regex_replace(fresh, std::regex(R"(\nlog_dir = [^\n]*)"), "\nlog_dir = \"" + dir + "/logs\"");
-  fresh = std::regex_replace(fresh, std::regex(R"(\n\[training\]\n)"), fmt::format("\n[training]\nseed = {}\n", seed));
+  const auto training = fresh.find("\n[training]\n");  // its own seed, unless the regex above set one there
+  if (training != std::string::npos &&
+      fresh.substr(training, fresh.find("\n[", training + 1) - training).find("\nseed = ") == std::string::npos)
+    fresh.insert(training + 12, fmt::format("seed = {}\n", seed));
   const auto out = dir + "/job.toml";
   std::ofstream(out) << fresh;
   return out;
