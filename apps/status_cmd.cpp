@@ -43,6 +43,11 @@ void print_table(const cluster_spec& spec, const std::vector<node_report>& repor
       fmt::print(line, tasks_of(node), node.address(), "down", "-", "-", "-", r.cause);
     }
   }
+  // Large tensors over each PS node's bulk lane (0 under [security]: they go over CAF).
+  for (auto& r : reports)
+    if (r.status.bulk_push_frames() + r.status.bulk_pull_frames() > 0)
+      fmt::print("{} bulk lane: {} push and {} pull frames served\n", tasks_of(spec.nodes[r.node]),
+                 r.status.bulk_push_frames(), r.status.bulk_pull_frames());
   // What each node's actors refused, per peer: admission, roles, limits, malformed requests.
   for (auto& r : reports)
     for (auto& peer : r.status.refused()) {

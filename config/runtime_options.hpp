@@ -37,6 +37,10 @@ struct runtime_options {
   /// waiting for their step, SSP pulls waiting within the staleness bound),
   /// 1..1,000,000; past it, errc::too_busy, counted.
   uint32_t max_in_flight_per_peer = 1024;
+  /// Workers move dense variables of 64 KiB and more over the PS nodes'
+  /// bulk lanes (plain TCP beside CAF; off under [security]); false keeps
+  /// every tensor on CAF.
+  bool bulk_lane = true;
   /// Log level: trace, debug, info, warn, error, off.
   std::string log_level = "info";
 };

@@ -14,10 +14,10 @@ namespace {
 
 caf::error read_runtime(const reader& r, const toml::table& t, runtime_options& rt) {
   const std::string p = "runtime";
-  if (auto err = r.only_keys(
-          t, p,
-          {"scheduler", "threads", "middleman_workers", "heartbeat_interval_ms", "connection_timeout_ms",
-           "connect_timeout_ms", "request_timeout_ms", "max_message_bytes", "max_in_flight_per_peer", "log_level"}))
+  if (auto err = r.only_keys(t, p,
+                             {"scheduler", "threads", "middleman_workers", "heartbeat_interval_ms",
+                              "connection_timeout_ms", "connect_timeout_ms", "request_timeout_ms", "max_message_bytes",
+                              "max_in_flight_per_peer", "bulk_lane", "log_level"}))
     return err;
   constexpr int64_t max_ms = 3600 * 1000;
   caf::error err;
@@ -29,7 +29,7 @@ caf::error read_runtime(const reader& r, const toml::table& t, runtime_options& 
       (err = r.get(t, p, "request_timeout_ms", rt.request_timeout_ms, 1, max_ms)) ||
       (err = r.get(t, p, "max_message_bytes", rt.max_message_bytes, 2 << 20, int64_t(2) << 30)) ||
       (err = r.get(t, p, "max_in_flight_per_peer", rt.max_in_flight_per_peer, 1, 1000000)) ||
-      (err = r.get(t, p, "log_level", rt.log_level));
+      (err = r.get(t, p, "bulk_lane", rt.bulk_lane)) || (err = r.get(t, p, "log_level", rt.log_level));
   if (err) return err;
   auto problem = check_runtime(rt);
   if (!problem.empty()) return r.fail(t, p, problem);

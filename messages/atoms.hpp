@@ -12,6 +12,8 @@ CAF_BEGIN_TYPE_ID_BLOCK(actorps_atoms, caf::first_custom_type_id + 200)
   // worker: an injected fault's held-back request is due
   CAF_ADD_ATOM(actorps_atoms, actorps, worker_timer_atom, "wtimer")
   CAF_ADD_ATOM(actorps_atoms, actorps, worker_ready_atom, "wready")
+  // a worker's bulk link (actors/worker/bulk_link.hpp): its thread ends
+  CAF_ADD_ATOM(actorps_atoms, actorps, bulk_stop_atom, "bulkstop")
   // worker proxy (actors/coordinator/worker_proxy.hpp)
   CAF_ADD_ATOM(actorps_atoms, actorps, proxy_dataset_atom, "pxdataset")
   CAF_ADD_ATOM(actorps_atoms, actorps, proxy_wake_atom, "pxwake")

@@ -121,6 +121,7 @@ BOOST_AUTO_TEST_CASE(defaults_file_matches_built_in_defaults) {
   BOOST_TEST(rt.connect_timeout_ms == built_in.connect_timeout_ms);
   BOOST_TEST(rt.request_timeout_ms == built_in.request_timeout_ms);
   BOOST_TEST(rt.log_level == built_in.log_level);
+  BOOST_TEST(rt.bulk_lane == built_in.bulk_lane);
   BOOST_TEST(spec->name == cluster_spec{}.name);
 }
 

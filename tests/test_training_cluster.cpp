@@ -50,10 +50,12 @@ pb::DatasetSpec learnable(int examples, uint32_t features = 4, bool ops = true) 
   return spec;
 }
 
-kernels::model_spec small_model() {
+// 4 features -> `hidden` relu units -> 2 classes. With 4,096 units the first
+// kernel is 64 KiB: workers move it over the PS nodes' bulk lanes.
+kernels::model_spec small_model(int hidden = 16) {
   kernels::model_spec m;
   m.height = 1, m.width = 1, m.channels = 4;
-  m.layers = {{kernels::layer_kind::dense, 16, 3, kernels::padding::valid, 2, kernels::activation::relu},
+  m.layers = {{kernels::layer_kind::dense, hidden, 3, kernels::padding::valid, 2, kernels::activation::relu},
               {kernels::layer_kind::dense, 2, 3, kernels::padding::valid, 2, kernels::activation::none}};
   return m;
 }
@@ -187,12 +189,27 @@ BOOST_AUTO_TEST_CASE(join_reports_the_first_error_and_cancels_what_was_queued) {
   BOOST_TEST(why(wrong.error()) == "dataset 'train': examples of 3 features, the model takes 4");
 }
 
-BOOST_AUTO_TEST_CASE(sync_training_equals_single_process_sgd_on_the_same_batches) {
+// Bulk lane frames the PS nodes served (NodeStatus).
+uint64_t bulk_frames(coordinated& j) {
+  uint64_t frames = 0;
+  for (auto* ps : {"ps:0", "ps:1"}) {
+    auto status = call<pb::NodeStatus>(j.client->self, j.client->must_dial(ps), pb::StatusRequest{});
+    BOOST_REQUIRE(status);
+    BOOST_TEST((status->bulk_push_frames() == 0) == (status->bulk_pull_frames() == 0));
+    frames += status->bulk_push_frames() + status->bulk_pull_frames();
+  }
+  return frames;
+}
+
+// CAF messages only (16 hidden units), and the first kernel over the bulk
+// lanes (4,096): both exactly single-process SGD.
+BOOST_DATA_TEST_CASE(sync_training_equals_single_process_sgd_on_the_same_batches,
+                     boost::unit_test::data::make({16, 4096}), hidden) {
   pb::Consistency sync;
   sync.set_mode(pb::Consistency::SYNC);
   sync.set_replicas_to_aggregate(2);
   coordinated j(sync, 2);
-  auto m = small_model();
+  auto m = small_model(hidden);
   pb::DatasetSpec fixed = learnable(256, 4, false);  // in order, batches of 32, repeated
   fixed.add_ops()->mutable_repeat()->set_count(-1);
   fixed.add_ops()->mutable_batch()->set_size(8);
@@ -241,6 +258,9 @@ BOOST_AUTO_TEST_CASE(sync_training_equals_single_process_sgd_on_the_same_batches
     for (size_t e = 0; e < p.values[i].size(); ++e) differ += (*trained)[i][e] != p.values[i][e];
     BOOST_TEST(differ == 0u, j.c->variables()[i].name << ": " << differ << " of " << p.values[i].size() << " differ");
   }
+  // 12 steps x 2 workers x 2 shards, a push and a pull frame each (plus the pull before step 1).
+  if (hidden == 16) BOOST_TEST(bulk_frames(j) == 0u);
+  if (hidden == 4096) BOOST_TEST(bulk_frames(j) >= 2u * 12 * 2 * 2);
 }
 
 namespace {

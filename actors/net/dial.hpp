@@ -24,6 +24,8 @@
 namespace actorps {
 
 using dial_callback = std::function<void(caf::expected<node_actor>)>;
+/// What the node answered to the Hello (its bulk lane, for a worker).
+using welcome_callback = std::function<void(const pb::Welcome&)>;
 
 /// The Hello that admits `from` to a node of `spec`.
 inline pb::Hello hello_from(const cluster_spec& spec, task_id from) {
@@ -45,12 +47,18 @@ inline caf::expected<pb::Hello> signed_hello_from(const cluster_spec& spec, task
 namespace detail {
 
 template <class Self>
-void greet(Self* self, const cluster_spec& spec, task_id from, node_actor node, dial_callback done) {
+void greet(Self* self, const cluster_spec& spec, task_id from, node_actor node, dial_callback done,
+           welcome_callback on_welcome) {
   auto hello = signed_hello_from(spec, from);
   if (!hello) return done(hello.error());
   auto timeout = std::chrono::milliseconds(spec.runtime.connect_timeout_ms);
   self->request(node, timeout, *hello)
-      .then([node, done](const pb::Welcome&) { done(node); }, [done](const caf::error& err) { done(err); });
+      .then(
+          [node, done, on_welcome](const pb::Welcome& w) {
+            if (on_welcome) on_welcome(w);
+            done(node);
+          },
+          [done](const caf::error& err) { done(err); });
 }
 
 }  // namespace detail
@@ -59,9 +67,11 @@ void greet(Self* self, const cluster_spec& spec, task_id from, node_actor node, 
 /// dials `spec.nodes[node]` as task `from` and calls `done` with the admitted
 /// node actor or a typed error (errc::device_filter,
 /// sec::cannot_connect_to_node, sec::request_timeout,
-/// errc::protocol_mismatch, errc::not_admitted, ...).
+/// errc::protocol_mismatch, errc::not_admitted, ...). `on_welcome`, when
+/// given, sees the node's Welcome first.
 template <class Self>
-void dial_node(Self* self, const cluster_spec& spec, task_id from, size_t node, dial_callback done) {
+void dial_node(Self* self, const cluster_spec& spec, task_id from, size_t node, dial_callback done,
+               welcome_callback on_welcome = nullptr) {
   auto& target = spec.nodes[node];
   if (!spec.may_connect(from.role, target)) {
     done(make_error(errc::device_filter,
@@ -71,14 +81,14 @@ void dial_node(Self* self, const cluster_spec& spec, task_id from, size_t node, 
   auto timeout = std::chrono::milliseconds(spec.runtime.connect_timeout_ms);
   self->request(connector(self->home_system()), timeout, caf::connect_atom_v, target.host, target.port)
       .then(
-          [self, spec, from, target, done](const caf::node_id&, caf::strong_actor_ptr& ptr,
-                                           const std::set<std::string>& ifs) {
+          [self, spec, from, target, done, on_welcome](const caf::node_id&, caf::strong_actor_ptr& ptr,
+                                                       const std::set<std::string>& ifs) {
             auto& sys = self->home_system();
             if (ptr == nullptr || !sys.assignable(ifs, sys.template message_types<node_actor>())) {
               done(make_error(errc::not_admitted, "no actorps node actor published at " + target.address()));
               return;
             }
-            detail::greet(self, spec, from, caf::actor_cast<node_actor>(std::move(ptr)), done);
+            detail::greet(self, spec, from, caf::actor_cast<node_actor>(std::move(ptr)), done, on_welcome);
           },
           [done](const caf::error& err) { done(err); });
 }

@@ -317,6 +317,10 @@ node_broker::behavior_type node_behavior(node_ptr self, cluster_spec spec, size_
         status.set_gpus(static_cast<uint32_t>(kernels::cuda_device_count()));
         status.set_version(ACTORPS_VERSION);
         for (auto& r : st.peers->refusals()) *status.add_refused() = std::move(r);
+        if (st.bulk != nullptr) {
+          status.set_bulk_push_frames(st.bulk->push_frames());
+          status.set_bulk_pull_frames(st.bulk->pull_frames());
+        }
         return status;
       },
       [self](const pb::SpawnShard& req) { return on_spawn_shard(self, req); },

@@ -161,6 +161,7 @@ caf::expected<pb::Push> read_push(int fd, const pb::BulkRequest& req, std::chron
   pb::Push push;
   push.set_worker(req.worker());
   push.set_step(req.step());
+  if (req.has_closure_step()) *push.mutable_closure_step() = req.closure_step();
   auto* slice = push.add_gradients();
   slice->set_name(req.name());
   slice->set_dtype(pb::FLOAT32);
@@ -232,6 +233,7 @@ void bulk_server::serve(int fd) {
       pull.set_step(req.step());
       self->send(target, std::move(pull));
       ++pulls;
+      ++pull_frames_;
       continue;
     }
     while (pulls > 0) answer_pull();  // answers stay in request order
@@ -247,6 +249,7 @@ void bulk_server::serve(int fd) {
       self->request(target, caf::infinite, std::move(*push))
           .receive([&](pb::PushAck& ack) { *reply.mutable_ack() = std::move(ack); },
                    [&](caf::error& err) { reply = failure(err); });
+    ++push_frames_;
     if (!write_frame(fd, reply, nullptr, 0)) break;
   }
   ::shutdown(fd, SHUT_RDWR);
@@ -279,6 +282,10 @@ bulk_client::~bulk_client() {
   if (fd_ >= 0) ::close(fd_);
 }
 
+void bulk_client::cut() {
+  if (fd_ >= 0) ::shutdown(fd_, SHUT_RDWR);
+}
+
 caf::expected<pb::BulkReply> bulk_client::read_reply() {
   pb::BulkReply reply;
   if (!read_header(fd_, reply)) return make_error(errc::io_error, "bulk lane: connection lost");
@@ -288,7 +295,8 @@ caf::expected<pb::BulkReply> bulk_client::read_reply() {
 // Frames go out back to back and replies are read afterwards, so the PS
 // applies (or copies) one frame while the next is on the wire.
 std::vector<pb::BulkRequest> bulk_client::frames(pb::BulkRequest::Kind kind, uint32_t shard, uint32_t worker,
-                                                 int64_t step, const std::string& name, int64_t offset, int64_t count) {
+                                                 int64_t step, const std::string& name, int64_t offset, int64_t count,
+                                                 const pb::ClosureStep* key) {
   std::vector<pb::BulkRequest> out;
   const int64_t frame = kBulkFrameBytes / 4;
   for (int64_t at = 0; at < count; at += frame) {
@@ -301,13 +309,15 @@ std::vector<pb::BulkRequest> bulk_client::frames(pb::BulkRequest::Kind kind, uin
     req.set_offset(offset + at);
     req.set_count(std::min(frame, count - at));
     if (kind == pb::BulkRequest::PUSH) req.set_payload_bytes(uint64_t(req.count()) * 4);
+    if (key != nullptr) *req.mutable_closure_step() = *key;
   }
   return out;
 }
 
 caf::expected<pb::PushAck> bulk_client::push(uint32_t shard, uint32_t worker, int64_t step, const std::string& name,
-                                             int64_t offset, int64_t count, const float* grad) {
-  auto reqs = frames(pb::BulkRequest::PUSH, shard, worker, step, name, offset, count);
+                                             int64_t offset, int64_t count, const float* grad,
+                                             const pb::ClosureStep* key) {
+  auto reqs = frames(pb::BulkRequest::PUSH, shard, worker, step, name, offset, count, key);
   for (auto& req : reqs)
     if (!write_frame(fd_, req, grad + (req.offset() - offset), req.payload_bytes()))
       return make_error(errc::io_error, "bulk lane: send failed");

@@ -42,6 +42,9 @@ class bulk_server {
   uint16_t port() const { return port_; }
   const std::string& token() const { return token_; }
   void add_shard(uint32_t index, ps_shard_actor shard);
+  /// Frames served so far (a statistic for NodeStatus).
+  uint64_t push_frames() const { return push_frames_; }
+  uint64_t pull_frames() const { return pull_frames_; }
 
  private:
   void accept_loop();
@@ -54,6 +57,7 @@ class bulk_server {
   int listener_ = -1;
   std::atomic<uint16_t> port_{0};
   std::atomic<bool> stopping_{false};
+  std::atomic<uint64_t> push_frames_{0}, pull_frames_{0};
   std::mutex mutex_;
   std::map<uint32_t, ps_shard_actor> shards_;
   std::vector<int> connections_;
@@ -71,18 +75,23 @@ class bulk_client {
   ~bulk_client();
 
   /// Pushes grad[count] as the gradient of elements [offset, offset + count)
-  /// of `name` on shard `shard`, in frames of at most kBulkFrameBytes.
+  /// of `name` on shard `shard`, in frames of at most kBulkFrameBytes, under
+  /// `key` when given (applied once per key, as Push.closure_step).
   caf::expected<pb::PushAck> push(uint32_t shard, uint32_t worker, int64_t step, const std::string& name,
-                                  int64_t offset, int64_t count, const float* grad);
+                                  int64_t offset, int64_t count, const float* grad,
+                                  const pb::ClosureStep* key = nullptr);
   /// Reads elements [offset, offset + count) of `name` into out.
   caf::error pull(uint32_t shard, uint32_t worker, int64_t step, const std::string& name, int64_t offset, int64_t count,
                   float* out);
+  /// Shuts the connection down from any thread: a call blocked on it fails.
+  void cut();
 
  private:
   explicit bulk_client(int fd) : fd_(fd) {}
   caf::expected<pb::BulkReply> read_reply();
   static std::vector<pb::BulkRequest> frames(pb::BulkRequest::Kind kind, uint32_t shard, uint32_t worker, int64_t step,
-                                             const std::string& name, int64_t offset, int64_t count);
+                                             const std::string& name, int64_t offset, int64_t count,
+                                             const pb::ClosureStep* key = nullptr);
   int fd_ = -1;
 };
 

@@ -61,15 +61,8 @@ std::map<int, pb::CreateVariables> create_requests(const std::vector<sharded_var
   return out;
 }
 
-namespace {
-
-// Elements of shard i: [first, first + count) of the whole variable.
-int64_t shard_first(const sharded_variable& v, size_t i) { return v.shards[i].first_row * v.row_size(); }
-int64_t shard_count(const sharded_variable& v, size_t i) {
-  return v.shape.empty() ? 1 : v.shards[i].shape[0] * v.row_size();
-}
-
-}  // namespace
+int64_t sharded_variable::shard_first(size_t i) const { return shards[i].first_row * row_size(); }
+int64_t sharded_variable::shard_count(size_t i) const { return shape.empty() ? 1 : shards[i].shape[0] * row_size(); }
 
 namespace {
 
@@ -87,19 +80,19 @@ std::map<int, std::vector<Msg>> pack_slices(const std::vector<const sharded_vari
     auto& var = *vars[v];
     for (size_t s = 0; s < var.shards.size(); ++s) {
       const int ps = var.shards[s].ps_task;
-      for (int64_t at = 0; at < shard_count(var, s);) {
+      for (int64_t at = 0; at < var.shard_count(s);) {
         auto& msgs = out[ps];
         if (msgs.empty() || filled[ps] >= chunk) {
           fresh(msgs.emplace_back());
           filled[ps] = 0;
         }
-        const int64_t n = std::min(shard_count(var, s) - at, chunk - filled[ps]);
+        const int64_t n = std::min(var.shard_count(s) - at, chunk - filled[ps]);
         pb::TensorSlice* slice = add(msgs.back());
         slice->set_name(var.shard_name(s));
         slice->set_dtype(pb::FLOAT32);
         slice->set_offset(at);
         slice->set_count(n);
-        slice->set_data(reinterpret_cast<const char*>(data[v] + shard_first(var, s) + at), size_t(n) * 4);
+        slice->set_data(reinterpret_cast<const char*>(data[v] + var.shard_first(s) + at), size_t(n) * 4);
         filled[ps] += n;
         at += n;
       }
@@ -143,7 +136,7 @@ std::map<int, std::vector<pb::Pull>> split_pull(const std::vector<const sharded_
   for (auto* var : vars)
     for (size_t s = 0; s < var->shards.size(); ++s) {
       const int ps = var->shards[s].ps_task;
-      const int64_t count = shard_count(*var, s);
+      const int64_t count = var->shard_count(s);
       if (count > chunk) {  // ranged pulls of one chunk each
         for (int64_t at = 0; at < count; at += chunk) {
           auto& p = out[ps].emplace_back();
@@ -176,10 +169,10 @@ caf::error scatter_values(const pb::Values& values, const std::vector<const shar
     for (size_t v = 0; v < vars.size() && !placed; ++v)
       for (size_t s = 0; s < vars[v]->shards.size() && !placed; ++s) {
         if (vars[v]->shard_name(s) != t.name()) continue;
-        if (t.offset() < 0 || t.count() < 0 || t.offset() + t.count() > shard_count(*vars[v], s) ||
+        if (t.offset() < 0 || t.count() < 0 || t.offset() + t.count() > vars[v]->shard_count(s) ||
             int64_t(t.data().size()) != t.count() * 4)
           return make_error(errc::bad_tensor, "pull answer for '" + t.name() + "' overruns the shard");
-        std::memcpy(outs[v] + shard_first(*vars[v], s) + t.offset(), t.data().data(), t.data().size());
+        std::memcpy(outs[v] + vars[v]->shard_first(s) + t.offset(), t.data().data(), t.data().size());
         if (versions != nullptr && i < values.versions_size())
           (*versions)[v] = std::max((*versions)[v], values.versions(i));
         placed = true;

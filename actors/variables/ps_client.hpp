@@ -32,6 +32,9 @@ struct sharded_variable {
   std::string shard_name(size_t i) const;
   int64_t row_size() const;
   int64_t size() const;
+  /// Shard i holds elements [shard_first(i), shard_first(i) + shard_count(i)).
+  int64_t shard_first(size_t i) const;
+  int64_t shard_count(size_t i) const;
   /// The VariableSpec that creates shard i.
   pb::VariableSpec spec(size_t i) const;
 };

@@ -26,16 +26,49 @@ param_buffers::param_buffers(kernels::sequential_model& model, std::vector<shard
       dense_grads_[b].push_back(buffers_[b]->grad_views[i]);
     }
   }
-  pulls_ = split_pull(view_);
+  route();
   *in_use_ = buffers_[current_].get();
+}
+
+void param_buffers::route() {
+  caf_view_.clear();
+  lanes_.clear();
+  for (int b = 0; b < 2; ++b) caf_values_[b].clear(), caf_grads_[b].clear();
+  for (size_t d = 0; d < view_.size(); ++d) {
+    auto& var = *view_[d];
+    const bool lane = var.size() * 4 >= kLaneMinBytes &&
+                      std::all_of(var.shards.begin(), var.shards.end(),
+                                  [this](const shard_placement& s) { return net_.has_lane(s.ps_task); });
+    if (!lane) {
+      caf_view_.push_back(&var);
+      for (int b = 0; b < 2; ++b)
+        caf_values_[b].push_back(dense_values_[b][d]), caf_grads_[b].push_back(dense_grads_[b][d]);
+      continue;
+    }
+    for (size_t s = 0; s < var.shards.size(); ++s) {
+      lane_range r{var.shards[s].ps_task, d, var.shard_first(s), {}};
+      r.head.set_shard(uint32_t(r.ps));
+      r.head.set_worker(worker_);
+      r.head.set_name(var.shard_name(s));
+      r.head.set_count(var.shard_count(s));
+      lanes_.push_back(std::move(r));
+    }
+  }
+  pulls_ = split_pull(caf_view_);
 }
 
 void param_buffers::pull(int64_t step, then_fn then) { pull_into(current_, step, std::move(then)); }
 
 void param_buffers::pull_into(int buffer, int64_t step, then_fn then) {
-  size_t total = 0;
+  size_t total = lanes_.size();
   for (auto& [ps, list] : pulls_) total += list.size();
   auto c = std::make_shared<countdown>(countdown{total, std::move(then)});
+  auto fail = [c](caf::error err) { c->fail(std::move(err)); };
+  for (auto& r : lanes_) {
+    r.head.set_step(step);
+    net_.bulk_pull(
+        r.ps, r.head, dense_values_[buffer][r.dense] + r.first, [c] { c->ok(); }, fail);
+  }
   for (auto& [ps, list] : pulls_)
     for (auto& p : list) {
       p.set_worker(worker_);
@@ -43,10 +76,10 @@ void param_buffers::pull_into(int buffer, int64_t step, then_fn then) {
       net_.to_shard<pb::Values>(
           ps, p,
           [this, c, buffer](const pb::Values& v) {
-            if (auto err = scatter_values(v, view_, dense_values_[buffer])) return c->fail(err);
+            if (auto err = scatter_values(v, caf_view_, caf_values_[buffer])) return c->fail(err);
             c->ok();
           },
-          [c](caf::error err) { c->fail(std::move(err)); });
+          fail);
     }
 }
 
@@ -130,7 +163,15 @@ size_t param_buffers::push(int64_t step, const pb::ClosureStep& key, std::functi
         ps, std::move(msg), [acked](const pb::PushAck&) { acked(caf::none); },
         [acked](caf::error err) { acked(std::move(err)); });
   };
-  for (auto& [ps, list] : split_push(worker_, step, view_, dense_grads_[current_]))
+  for (auto& r : lanes_) {
+    r.head.set_step(step);
+    *r.head.mutable_closure_step() = key;
+    ++sent;
+    net_.bulk_push(
+        r.ps, r.head, dense_grads_[current_][r.dense] + r.first, [acked](const pb::PushAck&) { acked(caf::none); },
+        [acked](caf::error err) { acked(std::move(err)); });
+  }
+  for (auto& [ps, list] : split_push(worker_, step, caf_view_, caf_grads_[current_]))
     for (auto& m : list) send(ps, std::move(m));
   for (auto i : sparse_) {
     auto& g = model_.sparse_gradient(i);

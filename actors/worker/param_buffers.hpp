@@ -8,7 +8,10 @@
 //   computing(s) --pull_for_step(s + 1)--> swap buffers when (s + 1) is in, pulling ahead(s + 2)
 //   pulling ahead(t) --pull_for_step(s != t)--> waits for t's pull to end, then pulls s afresh
 //
-// Every request goes through the worker's transport.
+// Every request goes through the worker's transport. Dense variables of
+// at least kLaneMinBytes whose shards all sit on PS nodes with a bulk lane
+// travel over it, straight from the gradient buffer and into the value
+// buffer; the rest over CAF.
 #pragma once
 
 #include <cstdint>
@@ -23,6 +26,9 @@
 
 namespace actorps {
 
+/// A dense variable this large goes over the bulk lane when it can.
+constexpr int64_t kLaneMinBytes = 64 << 10;
+
 class param_buffers {
  public:
   using then_fn = std::function<void(caf::error)>;
@@ -34,6 +40,9 @@ class param_buffers {
   param_buffers(kernels::sequential_model& model, std::vector<sharded_variable> vars, uint32_t worker, bool pull_ahead,
                 transport& net, kernels::host_parameters** in_use);
 
+  /// Chooses each dense variable's path, once the transport's lanes are
+  /// open (before the first pull or push).
+  void route();
   /// Every dense variable into the current buffer; SYNC shards answer once `step` has come.
   void pull(int64_t step, then_fn then);
   /// The same for training step `step` (see the state machine above).
@@ -55,12 +64,22 @@ class param_buffers {
   transport& net_;
   kernels::host_parameters** in_use_;
   std::vector<const sharded_variable*> view_;             // the dense variables (pulled and pushed whole)
+  std::vector<const sharded_variable*> caf_view_;         // ... of them, those that go over CAF
   std::vector<size_t> dense_, sparse_;                    // model parameter indices of each kind
   std::unique_ptr<kernels::host_parameters> buffers_[2];  // values in use, values pulled ahead
   // Per buffer, the dense variables' value and gradient pointers in view
   // order (what ps_client takes), built once.
   std::vector<float*> dense_values_[2];
   std::vector<const float*> dense_grads_[2];
+  std::vector<float*> caf_values_[2];  // ... of the CAF ones
+  std::vector<const float*> caf_grads_[2];
+  struct lane_range {
+    int ps;
+    size_t dense;   // index in view_
+    int64_t first;  // the shard's first element in the whole variable
+    pb::BulkRequest head;
+  };
+  std::vector<lane_range> lanes_;  // the shards that go over bulk lanes
   int current_ = 0;
   struct {
     bool active = false, done = false;

@@ -19,6 +19,45 @@ void transport::on_timer(uint64_t id) {
   fn();
 }
 
+void transport::open_lane(const std::vector<int>& ps_tasks, const std::string& host, const pb::Welcome& welcome) {
+  if (welcome.bulk_port() == 0 || ps_tasks.empty()) return;
+  auto link = bulk_link::open(self_->home_system(), host, uint16_t(welcome.bulk_port()), welcome.bulk_token());
+  if (!link) {
+    spdlog::warn("worker:{}: no bulk lane to {}:{} ({}); its large tensors go over CAF", worker_, host,
+                 welcome.bulk_port(), describe(link.error()));
+    return;
+  }
+  std::shared_ptr<bulk_link> shared = std::move(*link);
+  for (int ps : ps_tasks) lanes_[ps] = shared;
+}
+
+void transport::bulk_push(int ps, pb::BulkRequest head, const float* grad, std::function<void(const pb::PushAck&)> ok,
+                          fail_fn fail, bool unfiltered) {
+  if (!unfiltered)
+    if (auto held = faults_.hold(uint32_t(ps), self_->clock().now())) {
+      // Held back, it would go after requests that let the worker rewrite `grad`: it goes from a copy.
+      auto copy = std::make_shared<std::vector<float>>(grad, grad + head.count());
+      const bool again = held->dropped;
+      auto keep_ok = [copy, ok](const pb::PushAck& a) { ok(a); };
+      return after(held->delay, [this, ps, head, copy, keep_ok, fail, again] {
+        bulk_push(ps, head, copy->data(), keep_ok, fail, !again);
+      });
+    }
+  self_->request(lanes_.at(ps)->handle(), deadline_, bulk_push_req{std::move(head), grad})
+      .then([ok](pb::PushAck& a) { ok(a); }, [fail](caf::error& err) { fail(std::move(err)); });
+}
+
+void transport::bulk_pull(int ps, pb::BulkRequest head, float* out, std::function<void()> ok, fail_fn fail,
+                          bool unfiltered) {
+  if (!unfiltered)
+    if (auto held = faults_.hold(uint32_t(ps), self_->clock().now())) {
+      const bool again = held->dropped;
+      return after(held->delay, [this, ps, head, out, ok, fail, again] { bulk_pull(ps, head, out, ok, fail, !again); });
+    }
+  self_->request(lanes_.at(ps)->handle(), deadline_, bulk_pull_req{std::move(head), out})
+      .then([ok](bool) { ok(); }, [fail](caf::error& err) { fail(std::move(err)); });
+}
+
 void transport::inject(const pb::InjectFault& req) {
   faults_.set(req, self_->clock().now());
   spdlog::warn("worker:{}: dropping {:.0f}% of its requests to ps:{} and delaying the rest {} ms, for {} ms (injected)",

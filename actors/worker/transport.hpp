@@ -3,8 +3,10 @@
 // unanswered in time fails like a lost link: the batch fails, its closures
 // run again elsewhere, their steps applied once by closure key, and the
 // worker is respawned — so no copy of a push is kept for a resend).
-// Injected faults plug in here (fault_injector.hpp), and so would a faster
-// wire for large tensors. Its timers come back as worker_timer messages.
+// Large dense ranges go over the PS node's bulk lane when it has one
+// (bulk_link.hpp), small and sparse ones over CAF. Injected faults plug in
+// here (fault_injector.hpp) for both. Its timers come back as worker_timer
+// messages.
 #pragma once
 
 #include <chrono>
@@ -12,9 +14,11 @@
 #include <map>
 #include <memory>
 #include <utility>
+#include <vector>
 
 #include <caf/typed_event_based_actor.hpp>
 
+#include "actors/worker/bulk_link.hpp"
 #include "actors/worker/fault_injector.hpp"
 #include "messages/wire.hpp"
 
@@ -43,6 +47,21 @@ class transport {
         .then([ok](Reply& r) { ok(r); }, [fail](caf::error& err) { fail(std::move(err)); });
   }
 
+  /// Opens the bulk lane a PS node announced in its Welcome, for its PS
+  /// tasks `ps_tasks`; without one (a node under [security], or one whose
+  /// lane cannot be reached: logged) their tensors stay on CAF.
+  void open_lane(const std::vector<int>& ps_tasks, const std::string& host, const pb::Welcome& welcome);
+  bool has_lane(int ps) const { return lanes_.count(ps) > 0; }
+
+  using fail_fn = std::function<void(caf::error)>;
+  /// Pushes grad[0, head.count()) over the lane of PS task `ps` (see
+  /// bulk_link.hpp for how long `grad` is read); `ok` gets the PushAck.
+  void bulk_push(int ps, pb::BulkRequest head, const float* grad, std::function<void(const pb::PushAck&)> ok,
+                 fail_fn fail, bool unfiltered = false);
+  /// Pulls head.count() values over the lane of PS task `ps` into `out`.
+  void bulk_pull(int ps, pb::BulkRequest head, float* out, std::function<void()> ok, fail_fn fail,
+                 bool unfiltered = false);
+
   /// A request to one of the worker's datasets (no deadline: a dataset
   /// lives on the worker's own node).
   template <class Reply, class Msg, class Ok, class Fail>
@@ -67,6 +86,7 @@ class transport {
   shard_list shards_;
   caf::duration deadline_;
   fault_injector faults_;
+  std::map<int, std::shared_ptr<bulk_link>> lanes_;  // by PS task; one link per PS node
   std::map<uint64_t, std::function<void()>> timers_;
   uint64_t next_timer_ = 0;
 };

@@ -68,6 +68,12 @@ batch_run* running_batch(worker_state& st) {
 
 void answer_finished(worker_ptr self);
 
+// A request that lost its shard (CAF's errors: a receiver down, a deadline
+// passed; a bulk lane cut), not one the shard or the function refused.
+bool lost_link(const caf::error& err) {
+  return err.category() != caf::atom("actorps") || err == errc::unreachable || err == errc::timeout;
+}
+
 // Sends the gradients and returns at once; the running batch waits for
 // the acknowledgements before it answers.
 void push(worker_ptr self, int64_t step, int32_t examples, std::function<void(caf::error)> then) {
@@ -97,9 +103,8 @@ void settle(worker_ptr self, const pb::Closure& closure, caf::expected<values> r
   auto& run = *running_batch(self->state);
   auto* r = run.done.add_results();
   r->set_id(closure.id());
-  if (!result && result.error().category() != caf::atom("actorps") && !run.link_failed) {
+  if (!result && lost_link(result.error()) && !run.link_failed)
     run.link_failed = result.error();  // a transport error, not the function's: the proxy takes the worker as lost
-  }
   if (!result) {
     r->set_error_code(uint8_t(code_of(result.error())));
     r->set_error(fmt::format("worker:{}: {}: {}", self->state.index, closure.function(), describe(result.error())));
@@ -167,24 +172,34 @@ constexpr auto kPsDialPatience = std::chrono::seconds(30);
 
 void dial_ps_node(worker_ptr self, std::shared_ptr<const cluster_spec> cluster, size_t n,
                   std::chrono::milliseconds backoff, caf::actor_clock::time_point give_up) {
-  dial_node(self, *cluster, task_id{pb::WORKER, self->state.index}, n,
-            [self, cluster, n, backoff, give_up](caf::expected<node_actor> node) {
-              if (node) {
-                if (--self->state.greeting > 0) return;
-                for (auto& rp : self->state.awaiting_ready) rp.deliver(true);
-                self->state.awaiting_ready.clear();
-                run_next(self);
-                return;
-              }
-              const auto& err = node.error();
-              if (transient(err) && self->clock().now() + backoff < give_up) {
-                self->state.net->after(backoff, [=] { dial_ps_node(self, cluster, n, next_retry(backoff), give_up); });
-                return;
-              }
-              spdlog::warn("worker:{}: PS node {} did not admit it ({}); stopping (the coordinator respawns it)",
-                           self->state.index, cluster->nodes[n].address(), describe(err));
-              self->quit(err);
-            });
+  auto open_lane = [self, cluster, n](const pb::Welcome& welcome) {
+    if (!cluster->runtime.bulk_lane) return;
+    std::vector<int> ps_tasks;
+    for (auto& t : cluster->nodes[n].tasks)
+      if (t.role == pb::PS) ps_tasks.push_back(int(t.index));
+    self->state.net->open_lane(ps_tasks, cluster->nodes[n].host, welcome);
+  };
+  dial_node(
+      self, *cluster, task_id{pb::WORKER, self->state.index}, n,
+      [self, cluster, n, backoff, give_up](caf::expected<node_actor> node) {
+        if (node) {
+          if (--self->state.greeting > 0) return;
+          self->state.params->route();  // every lane is known now
+          for (auto& rp : self->state.awaiting_ready) rp.deliver(true);
+          self->state.awaiting_ready.clear();
+          run_next(self);
+          return;
+        }
+        const auto& err = node.error();
+        if (transient(err) && self->clock().now() + backoff < give_up) {
+          self->state.net->after(backoff, [=] { dial_ps_node(self, cluster, n, next_retry(backoff), give_up); });
+          return;
+        }
+        spdlog::warn("worker:{}: PS node {} did not admit it ({}); stopping (the coordinator respawns it)",
+                     self->state.index, cluster->nodes[n].address(), describe(err));
+        self->quit(err);
+      },
+      open_lane);
 }
 
 void dial_ps_nodes(worker_ptr self, const cluster_spec& cluster) {

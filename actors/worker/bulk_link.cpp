@@ -1,0 +1,56 @@
+#include "actors/worker/bulk_link.hpp"
+
+#include <caf/scoped_actor.hpp>
+
+namespace actorps {
+namespace {
+
+// The lane's own failures (the connection broke) are a lost link; what the
+// shard answered keeps its code.
+caf::error lane_error(const caf::error& err, const std::string& where) {
+  if (err == errc::io_error) return make_error(errc::unreachable, "bulk lane to " + where + ": " + describe(err));
+  return err;
+}
+
+}  // namespace
+
+caf::expected<std::unique_ptr<bulk_link>> bulk_link::open(caf::actor_system& sys, const std::string& host,
+                                                          uint16_t port, const std::string& token) {
+  auto client = bulk_client::connect(host, port, token);
+  if (!client) return client.error();
+  std::unique_ptr<bulk_link> link(new bulk_link(std::move(*client), host + ":" + std::to_string(port)));
+  std::promise<caf::actor> ready;
+  auto handle = ready.get_future();
+  link->thread_ = std::thread([l = link.get(), &sys, &ready] { l->serve(sys, ready); });
+  link->handle_ = handle.get();
+  return link;
+}
+
+void bulk_link::serve(caf::actor_system& sys, std::promise<caf::actor>& ready) {
+  caf::scoped_actor self(sys);
+  ready.set_value(caf::actor_cast<caf::actor>(self));
+  bool running = true;
+  self->receive_while([&] { return running; })(
+      [&](const bulk_push_req& r) -> caf::result<pb::PushAck> {
+        auto& h = r.head;
+        auto ack = client_.push(h.shard(), h.worker(), h.step(), h.name(), h.offset(), h.count(), r.grad,
+                                h.has_closure_step() ? &h.closure_step() : nullptr);
+        if (!ack) return lane_error(ack.error(), where_);
+        return std::move(*ack);
+      },
+      [&](const bulk_pull_req& r) -> caf::result<bool> {
+        auto& h = r.head;
+        if (auto err = client_.pull(h.shard(), h.worker(), h.step(), h.name(), h.offset(), h.count(), r.out))
+          return lane_error(err, where_);
+        return true;
+      },
+      [&](bulk_stop_atom) { running = false; });
+}
+
+bulk_link::~bulk_link() {
+  client_.cut();
+  caf::anon_send(handle_, bulk_stop_atom_v);
+  thread_.join();
+}
+
+}  // namespace actorps

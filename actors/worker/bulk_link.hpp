@@ -1,0 +1,72 @@
+// A worker's bulk lane to one PS node (actors/shard/bulk_lane.hpp), as an
+// actor: the worker sends it requests and gets answers, while a thread of
+// the link's own owns the blocking connection and serves them one at a
+// time, in order. Tensors travel straight from and into the worker's
+// buffers, which the requests hand over until they are answered:
+//
+//   - a push reads grad[0, count) until it is answered;
+//   - a pull writes out[0, count) until it is answered;
+//   - since a link serves requests in order, a push is on the wire whole
+//     before any later request on the same link starts.
+//
+// A lost connection answers every request with errc::unreachable (the
+// worker then fails its batch like any lost link); errors the shard
+// answers (unknown variable, bad range) keep their codes.
+#pragma once
+
+#include <future>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include <caf/actor.hpp>
+#include <caf/actor_system.hpp>
+#include <caf/allowed_unsafe_message_type.hpp>
+#include <caf/expected.hpp>
+
+#include "actors/shard/bulk_lane.hpp"
+
+namespace actorps {
+
+/// Push a gradient range (head: shard, worker, step, name, offset, count,
+/// closure_step) from `grad`; answered with the shard's pb::PushAck.
+struct bulk_push_req {
+  pb::BulkRequest head;
+  const float* grad = nullptr;
+};
+
+/// Pull a range (head: shard, worker, step, name, offset, count) into
+/// `out`; answered with true.
+struct bulk_pull_req {
+  pb::BulkRequest head;
+  float* out = nullptr;
+};
+
+class bulk_link {
+ public:
+  /// Connects to the PS node's lane (a node that has just welcomed the
+  /// worker: a loopback or LAN connect, not a wait) and starts the thread.
+  static caf::expected<std::unique_ptr<bulk_link>> open(caf::actor_system& sys, const std::string& host, uint16_t port,
+                                                        const std::string& token);
+  /// Cuts the connection (a request in flight fails) and joins the thread.
+  ~bulk_link();
+  bulk_link(const bulk_link&) = delete;
+  bulk_link& operator=(const bulk_link&) = delete;
+
+  /// Where requests go.
+  const caf::actor& handle() const { return handle_; }
+
+ private:
+  explicit bulk_link(bulk_client client, std::string where) : client_(std::move(client)), where_(std::move(where)) {}
+  void serve(caf::actor_system& sys, std::promise<caf::actor>& ready);
+
+  bulk_client client_;
+  std::string where_;  // "host:port", for errors
+  caf::actor handle_;
+  std::thread thread_;
+};
+
+}  // namespace actorps
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorps::bulk_push_req)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorps::bulk_pull_req)
