@@ -87,11 +87,12 @@ inline std::string write_job(const std::string& dir, const std::string& extra_mo
 
 /// write_job's job with exactly-once epochs: its dataset without repeat,
 /// epochs of the data's 2,000 examples in splits of `split_size`.
+/// `extra_model`: layers between write_job's two.
 inline std::string write_exactly_once_job(const std::string& dir, int epochs, int split_size,
-                                          const std::string& extra_training = "") {
-  auto path =
-      write_job(dir, "", "exactly_once = true\nsplit_size = " + std::to_string(split_size) + "\n" + extra_training,
-                epochs, "[model]\ninput = [1, 1, 4]\n", 1, 0.02);
+                                          const std::string& extra_training = "", const std::string& extra_model = "") {
+  auto path = write_job(dir, extra_model,
+                        "exactly_once = true\nsplit_size = " + std::to_string(split_size) + "\n" + extra_training,
+                        epochs, "[model]\ninput = [1, 1, 4]\n", 1, 0.02);
   std::ifstream in(path);
   std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
   for (auto cut : {"[[dataset.ops]]\ntype = \"repeat\"\n", "steps_per_epoch = 1\n"})

@@ -104,6 +104,37 @@ BOOST_AUTO_TEST_CASE(a_killed_worker_is_respawned_and_the_job_completes) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(killed_nodes_cut_bulk_lanes_and_every_example_is_still_applied_once) {
+  // A hidden layer of 4,096 units: its 256 KiB kernel travels over the PS
+  // nodes' bulk lanes. A worker killed mid-push leaves a PS a half frame
+  // (dropped, never applied); its re-run steps come under the same closure
+  // keys and are applied once.
+  auto dir = make_temp_dir("test");
+  const int epochs = 40;
+  const std::string wide = "[[model.layers]]\ntype = \"dense\"\nunits = 4096\nactivation = \"relu\"\n";
+  auto job = write_exactly_once_job(dir, epochs, 100, "", wide);
+  auto faulty = run_job(dir, job, "worker:1", [&](pid_t pid, const std::string&) {
+    std::this_thread::sleep_for(700ms);
+    BOOST_REQUIRE(::kill(pid, SIGKILL) == 0);
+  });
+  BOOST_TEST(faulty.exit_code == 0, faulty.out << faulty.log);
+  BOOST_TEST(faulty.log.find("coordinator: worker:1 respawned after") != std::string::npos, faulty.log);
+  BOOST_TEST(faulty.out.find("trained epochs 1..40") != std::string::npos, faulty.out);
+  BOOST_TEST(examples_applied(faulty.out) == std::vector<int64_t>(3, epochs * 2000LL), faulty.out);
+  // A killed PS node cuts every worker's lane to it: their batches fail like
+  // any lost link, the shard is restored from the checkpoint, workers redial.
+  auto ps_dir = make_temp_dir("test");
+  auto ps_job = write_job(ps_dir, wide, "checkpoint_dir = \"" + ps_dir + "/ckpt\"\ncheckpoint_steps = 500\n", 2,
+                          "[model]\ninput = [1, 1, 4]\n", 1500, 0.02);
+  auto r = run_job(ps_dir, ps_job, "ps:0", [&](pid_t pid, const std::string&) {
+    wait_for_checkpoint(ps_dir + "/ckpt");
+    BOOST_REQUIRE(::kill(pid, SIGKILL) == 0);
+  });
+  BOOST_TEST(r.exit_code == 0, r.out << r.log);
+  BOOST_TEST(r.log.find("coordinator: ps:0 restored from the checkpoint of step ") != std::string::npos, r.log);
+  BOOST_TEST(r.out.find("trained epochs 1..2") != std::string::npos, r.out);
+}
+
 BOOST_AUTO_TEST_CASE(a_killed_worker_of_a_sync_or_bounded_staleness_job_is_respawned_and_the_job_completes) {
   // SYNC: every step waits for both workers' gradients; SSP: a worker waits
   // when more than `staleness` steps ahead of the slowest. Closures are
