@@ -65,6 +65,21 @@ run_result run_job(const std::string& dir, const std::string& job, const std::st
   return r;
 }
 
+// run_job's injections: SIGKILL the victim `after` all nodes are up, or
+// once the first checkpoint is in `checkpoints`.
+std::function<void(pid_t, const std::string&)> sigkill_after(std::chrono::milliseconds after) {
+  return [after](pid_t pid, const std::string&) {
+    std::this_thread::sleep_for(after);
+    BOOST_REQUIRE(::kill(pid, SIGKILL) == 0);
+  };
+}
+std::function<void(pid_t, const std::string&)> sigkill_after_checkpoint(const std::string& checkpoints) {
+  return [checkpoints](pid_t pid, const std::string&) {
+    wait_for_checkpoint(checkpoints);
+    BOOST_REQUIRE(::kill(pid, SIGKILL) == 0);
+  };
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(a_killed_worker_is_respawned_and_the_job_completes) {
@@ -81,10 +96,7 @@ BOOST_AUTO_TEST_CASE(a_killed_worker_is_respawned_and_the_job_completes) {
     std::mt19937 gen(seed);
     const auto after = std::chrono::milliseconds(std::uniform_int_distribution<int>(300, 1500)(gen));
     BOOST_TEST_MESSAGE("seed " << seed << ": SIGKILL worker:1 " << after.count() << " ms after start");
-    auto faulty = run_job(dir, job, "worker:1", [&](pid_t pid, const std::string&) {
-      std::this_thread::sleep_for(after);
-      BOOST_REQUIRE(::kill(pid, SIGKILL) == 0);
-    });
+    auto faulty = run_job(dir, job, "worker:1", sigkill_after(after));
     BOOST_TEST(faulty.exit_code == 0, faulty.out << faulty.log);
     BOOST_TEST(faulty.log.find("local: node worker:1 exited (137); restarting it") != std::string::npos, faulty.log);
     BOOST_TEST(faulty.log.find("coordinator: worker:1 lost") != std::string::npos, faulty.log);
@@ -113,10 +125,7 @@ BOOST_AUTO_TEST_CASE(killed_nodes_cut_bulk_lanes_and_every_example_is_still_appl
   const int epochs = 40;
   const std::string wide = "[[model.layers]]\ntype = \"dense\"\nunits = 4096\nactivation = \"relu\"\n";
   auto job = write_exactly_once_job(dir, epochs, 100, "", wide);
-  auto faulty = run_job(dir, job, "worker:1", [&](pid_t pid, const std::string&) {
-    std::this_thread::sleep_for(700ms);
-    BOOST_REQUIRE(::kill(pid, SIGKILL) == 0);
-  });
+  auto faulty = run_job(dir, job, "worker:1", sigkill_after(700ms));
   BOOST_TEST(faulty.exit_code == 0, faulty.out << faulty.log);
   BOOST_TEST(faulty.log.find("coordinator: worker:1 respawned after") != std::string::npos, faulty.log);
   BOOST_TEST(faulty.out.find("trained epochs 1..40") != std::string::npos, faulty.out);
@@ -126,10 +135,7 @@ BOOST_AUTO_TEST_CASE(killed_nodes_cut_bulk_lanes_and_every_example_is_still_appl
   auto ps_dir = make_temp_dir("test");
   auto ps_job = write_job(ps_dir, wide, "checkpoint_dir = \"" + ps_dir + "/ckpt\"\ncheckpoint_steps = 500\n", 2,
                           "[model]\ninput = [1, 1, 4]\n", 1500, 0.02);
-  auto r = run_job(ps_dir, ps_job, "ps:0", [&](pid_t pid, const std::string&) {
-    wait_for_checkpoint(ps_dir + "/ckpt");
-    BOOST_REQUIRE(::kill(pid, SIGKILL) == 0);
-  });
+  auto r = run_job(ps_dir, ps_job, "ps:0", sigkill_after_checkpoint(ps_dir + "/ckpt"));
   BOOST_TEST(r.exit_code == 0, r.out << r.log);
   BOOST_TEST(r.log.find("coordinator: ps:0 restored from the checkpoint of step ") != std::string::npos, r.log);
   BOOST_TEST(r.out.find("trained epochs 1..2") != std::string::npos, r.out);
@@ -147,10 +153,7 @@ BOOST_AUTO_TEST_CASE(a_killed_worker_of_a_sync_or_bounded_staleness_job_is_respa
     BOOST_TEST_MESSAGE(consistency);
     auto dir = make_temp_dir("test");
     auto job = write_job(dir, "", consistency, 2, "[model]\ninput = [1, 1, 4]\n", 3000, 0.05);
-    auto r = run_job(dir, job, "worker:1", [&](pid_t pid, const std::string&) {
-      std::this_thread::sleep_for(500ms);
-      BOOST_REQUIRE(::kill(pid, SIGKILL) == 0);
-    });
+    auto r = run_job(dir, job, "worker:1", sigkill_after(500ms));
     BOOST_TEST(r.exit_code == 0, r.out << r.log);
     BOOST_TEST(r.log.find("coordinator: worker:1 respawned after") != std::string::npos, r.log);
     BOOST_TEST(r.out.find("trained epochs 1..2") != std::string::npos, r.out);
@@ -224,10 +227,7 @@ BOOST_AUTO_TEST_CASE(a_killed_ps_is_restored_from_the_latest_checkpoint_and_the_
     auto dir = make_temp_dir("test");
     auto job = write_job(dir, "", v.consistency + "checkpoint_dir = \"" + dir + "/ckpt\"\ncheckpoint_steps = 500\n",
                          v.epochs, "[model]\ninput = [1, 1, 4]\n", v.steps, v.consistency.empty() ? 0.02 : 0.05);
-    auto r = run_job(dir, job, "ps:0", [&](pid_t pid, const std::string&) {
-      wait_for_checkpoint(dir + "/ckpt");
-      BOOST_REQUIRE(::kill(pid, SIGKILL) == 0);
-    });
+    auto r = run_job(dir, job, "ps:0", sigkill_after_checkpoint(dir + "/ckpt"));
     BOOST_TEST(r.exit_code == 0, r.out << r.log);
     BOOST_TEST(r.log.find("local: node ps:0 exited (137); restarting it") != std::string::npos, r.log);
     BOOST_TEST(r.log.find("coordinator: ps:0 lost") != std::string::npos, r.log);

@@ -156,20 +156,18 @@ void param_buffers::pull_rows(const std::vector<int64_t>& ids, then_fn then) {
 
 size_t param_buffers::push(int64_t step, const pb::ClosureStep& key, std::function<void(caf::error)> acked) {
   size_t sent = 0;
+  auto ok = [acked](const pb::PushAck&) { acked(caf::none); };
+  auto fail = [acked](caf::error err) { acked(std::move(err)); };
   auto send = [&](int ps, auto msg) {
     *msg.mutable_closure_step() = key;
     ++sent;
-    net_.to_shard<pb::PushAck>(
-        ps, std::move(msg), [acked](const pb::PushAck&) { acked(caf::none); },
-        [acked](caf::error err) { acked(std::move(err)); });
+    net_.to_shard<pb::PushAck>(ps, std::move(msg), ok, fail);
   };
   for (auto& r : lanes_) {
     r.head.set_step(step);
     *r.head.mutable_closure_step() = key;
     ++sent;
-    net_.bulk_push(
-        r.ps, r.head, dense_grads_[current_][r.dense] + r.first, [acked](const pb::PushAck&) { acked(caf::none); },
-        [acked](caf::error err) { acked(std::move(err)); });
+    net_.bulk_push(r.ps, r.head, dense_grads_[current_][r.dense] + r.first, ok, fail);
   }
   for (auto& [ps, list] : split_push(worker_, step, caf_view_, caf_grads_[current_]))
     for (auto& m : list) send(ps, std::move(m));

@@ -31,16 +31,19 @@ void transport::open_lane(const std::vector<int>& ps_tasks, const std::string& h
   for (int ps : ps_tasks) lanes_[ps] = shared;
 }
 
+void transport::send_later(const fault_injector::held& held, std::function<void(bool unfiltered)> send) {
+  after(held.delay, [send = std::move(send), unfiltered = !held.dropped] { send(unfiltered); });
+}
+
 void transport::bulk_push(int ps, pb::BulkRequest head, const float* grad, std::function<void(const pb::PushAck&)> ok,
                           fail_fn fail, bool unfiltered) {
   if (!unfiltered)
     if (auto held = faults_.hold(uint32_t(ps), self_->clock().now())) {
       // Held back, it would go after requests that let the worker rewrite `grad`: it goes from a copy.
       auto copy = std::make_shared<std::vector<float>>(grad, grad + head.count());
-      const bool again = held->dropped;
-      auto keep_ok = [copy, ok](const pb::PushAck& a) { ok(a); };
-      return after(held->delay, [this, ps, head, copy, keep_ok, fail, again] {
-        bulk_push(ps, head, copy->data(), keep_ok, fail, !again);
+      return send_later(*held, [this, ps, head, copy, ok, fail](bool unfiltered) {
+        bulk_push(
+            ps, head, copy->data(), [copy, ok](const pb::PushAck& a) { ok(a); }, fail, unfiltered);
       });
     }
   self_->request(lanes_.at(ps)->handle(), deadline_, bulk_push_req{std::move(head), grad})
@@ -50,10 +53,9 @@ void transport::bulk_push(int ps, pb::BulkRequest head, const float* grad, std::
 void transport::bulk_pull(int ps, pb::BulkRequest head, float* out, std::function<void()> ok, fail_fn fail,
                           bool unfiltered) {
   if (!unfiltered)
-    if (auto held = faults_.hold(uint32_t(ps), self_->clock().now())) {
-      const bool again = held->dropped;
-      return after(held->delay, [this, ps, head, out, ok, fail, again] { bulk_pull(ps, head, out, ok, fail, !again); });
-    }
+    if (auto held = faults_.hold(uint32_t(ps), self_->clock().now()))
+      return send_later(
+          *held, [this, ps, head, out, ok, fail](bool unfiltered) { bulk_pull(ps, head, out, ok, fail, unfiltered); });
   self_->request(lanes_.at(ps)->handle(), deadline_, bulk_pull_req{std::move(head), out})
       .then([ok](bool) { ok(); }, [fail](caf::error& err) { fail(std::move(err)); });
 }

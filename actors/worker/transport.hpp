@@ -39,9 +39,9 @@ class transport {
     if (!unfiltered)
       if (auto held = faults_.hold(uint32_t(ps), self_->clock().now())) {
         auto m = std::make_shared<Msg>(std::move(msg));
-        const bool again = held->dropped;  // a dropped request is a new one when it is sent again
-        return after(held->delay,
-                     [this, ps, m, ok, fail, again] { to_shard<Reply>(ps, std::move(*m), ok, fail, !again); });
+        return send_later(*held, [this, ps, m, ok, fail](bool unfiltered) {
+          to_shard<Reply>(ps, std::move(*m), ok, fail, unfiltered);
+        });
       }
     self_->request(shards_[size_t(ps)], deadline_, std::move(msg))
         .then([ok](Reply& r) { ok(r); }, [fail](caf::error& err) { fail(std::move(err)); });
@@ -81,6 +81,11 @@ class transport {
   void after(std::chrono::milliseconds delay, std::function<void()> fn);
 
  private:
+  /// Sends a request the injected fault held back once the hold is over:
+  /// `send(unfiltered)`; a delayed one passes the fault then, a dropped one
+  /// is a new request (and may be dropped again).
+  void send_later(const fault_injector::held& held, std::function<void(bool unfiltered)> send);
+
   actor_ptr self_;
   uint32_t worker_;
   shard_list shards_;
