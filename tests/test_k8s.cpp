@@ -164,6 +164,8 @@ void run_manifest(const std::string& manifest, const std::string& chief, const s
   BOOST_TEST(*c.exit_code == 0, c.out << pods.log());  // 0: it reached the job's target_accuracy
   BOOST_TEST(c.out.find("trained epochs 1..5") != std::string::npos, c.out);
   BOOST_TEST(pods.pod(victim).restarts == 1);
+  // Workers reach the PS pods' bulk lanes by their Service names too.
+  BOOST_TEST(pods.log().find("no bulk lane") == std::string::npos, pods.log());
   for (auto& p : pods.pods()) {
     BOOST_REQUIRE_MESSAGE(p.exit_code, p.spec.name << " still runs after the chief finished");
     BOOST_TEST(*p.exit_code == 0, p.spec.name << " exited " << *p.exit_code);

@@ -235,7 +235,8 @@ BOOST_AUTO_TEST_CASE(bulk_lane_pushes_and_pulls_through_the_shard) {
   pb::CreateVariables create;
   *create.add_variables() = variable_spec("big", {rows, cols}, pb::Optimizer::SGD, 0.5f);
   BOOST_REQUIRE(call<pb::Created>(coord.self, *shard, create));
-  auto lane = bulk_client::connect("127.0.0.1", uint16_t(welcome.bulk_port()), welcome.bulk_token());
+  // By host name, as a cluster spec gives it (Kubernetes: Service names).
+  auto lane = bulk_client::connect("localhost", uint16_t(welcome.bulk_port()), welcome.bulk_token());
   BOOST_REQUIRE_MESSAGE(lane, (lane ? "" : why(lane.error())));
   std::vector<float> grad(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) grad[size_t(i)] = float(i % 7);  // small integers: exact sums

@@ -1,6 +1,7 @@
 #include "actors/shard/bulk_lane.hpp"
 
 #include <arpa/inet.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -257,16 +258,33 @@ void bulk_server::serve(int fd) {
 
 // ---- client ----
 
-caf::expected<bulk_client> bulk_client::connect(const std::string& host, uint16_t port, const std::string& token) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(port);
-  if (::inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1 ||
-      ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    ::close(fd);
-    return make_error(errc::unreachable, "bulk lane: cannot connect to " + host + ":" + std::to_string(port));
+namespace {
+
+// A connected TCP socket to host:port (a name resolves as CAF's would: a
+// cluster spec names hosts, e.g. Kubernetes Service names), or -1.
+int connect_tcp(const std::string& host, uint16_t port) {
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) != 0) return -1;
+  int fd = -1;
+  for (auto* a = found; a != nullptr && fd < 0; a = a->ai_next) {
+    fd = ::socket(a->ai_family, a->ai_socktype, a->ai_protocol);
+    if (fd >= 0 && ::connect(fd, a->ai_addr, a->ai_addrlen) != 0) {
+      ::close(fd);
+      fd = -1;
+    }
   }
+  ::freeaddrinfo(found);
+  return fd;
+}
+
+}  // namespace
+
+caf::expected<bulk_client> bulk_client::connect(const std::string& host, uint16_t port, const std::string& token) {
+  int fd = connect_tcp(host, port);
+  if (fd < 0) return make_error(errc::unreachable, "bulk lane: cannot connect to " + host + ":" + std::to_string(port));
   int one = 1;
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
   bulk_client client(fd);
