@@ -116,12 +116,51 @@ caf::expected<run_result> single_run(const std::string& job_path, uint32_t epoch
   return out;
 }
 
-caf::expected<run_result> torch_run(const tta_bench_options& opts, const std::string& mode, double lr, int seed,
-                                    uint32_t epochs, const std::string& log) {
+// PyTorch's runs train with the job's optimizer: SGD with its momentum, or
+// Adam, and its per-epoch decay (the learning rate is PyTorch's own, from a
+// grid).
+struct torch_optimizer {
+  std::string kind = "sgd";
+  double momentum = 0, decay = 1;
+};
+
+caf::expected<torch_optimizer> torch_optimizer_of(const job_spec& job) {
+  const auto& o = job.training.optimizer;
+  const double decay = job.training.learning_rate_decay;
+  if (o.kind() == pb::Optimizer::ADAM) return torch_optimizer{"adam", 0.0, decay};
+  if ((o.kind() != pb::Optimizer::SGD && o.kind() != pb::Optimizer::MOMENTUM) || o.nesterov())
+    return make_error(errc::invalid_argument,
+                      "bench tta: tools/torch_train.py trains with sgd, momentum (not nesterov) or adam; the job's "
+                      "[training] optimizer is " +
+                          pb::Optimizer::Kind_Name(o.kind()));
+  return torch_optimizer{"sgd", o.kind() == pb::Optimizer::MOMENTUM ? o.momentum() : 0.0, decay};
+}
+
+caf::expected<run_result> torch_run(const tta_bench_options& opts, const torch_optimizer& optimizer,
+                                    const std::string& mode, double lr, int seed, uint32_t epochs,
+                                    const std::string& log) {
   const auto threads = std::to_string(std::thread::hardware_concurrency());
-  auto r = run_command({"/usr/bin/python3", opts.tools_dir + "/torch_train.py", mode, "--lr", fmt::format("{}", lr),
-                        "--seed", std::to_string(seed), "--epochs", std::to_string(epochs), "--threads", threads,
-                        "--port", std::to_string(free_port()), "--data", opts.data_dir},
+  auto r = run_command({"/usr/bin/python3",
+                        opts.tools_dir + "/torch_train.py",
+                        mode,
+                        "--lr",
+                        fmt::format("{}", lr),
+                        "--optimizer",
+                        optimizer.kind,
+                        "--momentum",
+                        fmt::format("{}", optimizer.momentum),
+                        "--decay",
+                        fmt::format("{}", optimizer.decay),
+                        "--seed",
+                        std::to_string(seed),
+                        "--epochs",
+                        std::to_string(epochs),
+                        "--threads",
+                        threads,
+                        "--port",
+                        std::to_string(free_port()),
+                        "--data",
+                        opts.data_dir},
                        std::chrono::minutes(30), log,
                        {"LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp",
                         "GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=1073741824",
@@ -168,6 +207,8 @@ int run_bench_tta(const tta_bench_options& opts) {
   if (!job || !*job) return fail(opts.job, job ? make_error(errc::invalid_argument, "not a job file") : job.error());
   const uint32_t epochs = opts.epochs > 0 ? opts.epochs : (**job).training.epochs;
   const double job_lr = (**job).training.optimizer.learning_rate();
+  auto optimizer = torch_optimizer_of(**job);
+  if (!optimizer) return fail(opts.job, optimizer.error());
   std::vector<run_result> cluster, single, torch, rpc;
   fmt::print("{:<34} {:>6} {:>5} {:>10} {:>7} {:>10} {:>8}\n", "time to 90% test accuracy", "lr", "seed", "seconds",
              "epochs", "samples/s", "final %");
@@ -187,8 +228,10 @@ int run_bench_tta(const tta_bench_options& opts) {
   // PyTorch single process: the learning rates of the grid on seed 1, then
   // the fastest of them (to 90%, else by final accuracy) on the other seeds.
   std::vector<run_result> grid;
-  for (double lr : opts.torch_lrs) {
-    auto t = torch_run(opts, "single", lr, 1, epochs, dir + "/torch.log");
+  auto lrs = opts.torch_lrs;
+  if (lrs.empty()) lrs = {job_lr / 2, job_lr, job_lr * 2};
+  for (double lr : lrs) {
+    auto t = torch_run(opts, *optimizer, "single", lr, 1, epochs, dir + "/torch.log");
     if (!t) return fail("pytorch", t.error());
     t->system = "pytorch single process", t->lr = lr, t->seed = 1;
     print_row(grid.emplace_back(std::move(*t)));
@@ -199,13 +242,13 @@ int run_bench_tta(const tta_bench_options& opts) {
   });
   torch.push_back(best);
   for (int seed = 2; seed <= int(opts.seeds); ++seed) {
-    auto t = torch_run(opts, "single", best.lr, seed, epochs, dir + "/torch.log");
+    auto t = torch_run(opts, *optimizer, "single", best.lr, seed, epochs, dir + "/torch.log");
     if (!t) return fail("pytorch", t.error());
     t->system = "pytorch single process", t->lr = best.lr, t->seed = seed;
     print_row(torch.emplace_back(std::move(*t)));
   }
   for (int seed = 1; seed <= int(opts.seeds); ++seed) {
-    auto t = torch_run(opts, "rpc", best.lr, seed, epochs, dir + "/rpc.log");
+    auto t = torch_run(opts, *optimizer, "rpc", best.lr, seed, epochs, dir + "/rpc.log");
     if (!t) return fail("pytorch rpc", t.error());
     t->system = "pytorch rpc PS (1 PS + 2 trainers)", t->lr = best.lr, t->seed = seed;
     print_row(rpc.emplace_back(std::move(*t)));

@@ -158,8 +158,8 @@ struct tta_bench_options {
   std::string job = "config/fashion_mnist.toml";
   std::string data_dir = "data/fashion";  // for PyTorch: the job's data
   uint32_t seeds = 3;
-  uint32_t epochs = 0;  // 0: the job's
-  std::vector<double> torch_lrs{0.05, 0.1, 0.2};
+  uint32_t epochs = 0;            // 0: the job's
+  std::vector<double> torch_lrs;  // empty: half, once and twice the job's
 };
 
 /// `actorps bench tta`: time to 90% test accuracy of the job's cluster, the

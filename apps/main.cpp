@@ -197,7 +197,10 @@ int main(int argc, char** argv) {  // NOLINT(bugprone-exception-escape)
   bench_tta->add_option("--seeds", tta_opts.seeds, "seeds per system (medians)")->check(CLI::Range(1u, 100u));
   bench_tta->add_option("--epochs", tta_opts.epochs, "epochs per run (default: the job's)")
       ->check(CLI::Range(1u, 1000u));
-  bench_tta->add_option("--torch-lr", tta_opts.torch_lrs, "PyTorch's learning rates to try (its best is used)")
+  bench_tta
+      ->add_option("--torch-lr", tta_opts.torch_lrs,
+                   "PyTorch's learning rates to try (its best is used; default: "
+                   "0.5, 1 and 2 x the job's)")
       ->delimiter(',');
 
   CLI11_PARSE(app, argc, argv);

@@ -2,6 +2,7 @@
 
 #include <thread>
 
+#include "actors/shard/shard_core.hpp"
 #include "messages/errors.hpp"
 
 namespace actorps {
@@ -23,15 +24,15 @@ caf::expected<std::unique_ptr<single_process>> single_process::create(const job_
 
 caf::expected<int64_t> single_process::train(int64_t steps, float learning_rate) {
   const auto kind = static_cast<kernels::optimizer_kind>(job_.training.optimizer.kind());
-  kernels::optimizer_params opt;
+  auto opt = optimizer_params_of(job_.training.optimizer);
   opt.lr = learning_rate;
-  opt.momentum = job_.training.optimizer.momentum();
   auto& p = *params_;
   data::batch b;
   int64_t examples = 0;
   for (int64_t i = 0; i < steps; ++i) {
     if (!train_.next(b)) return make_error(errc::invalid_config, "the job's dataset ended (add repeat)");
     model_->train_step({b.size(), b.x.data(), nullptr, b.labels.data()}, p.params, p.grad_ptrs);
+    opt.step = ++steps_;  // Adam's bias correction, as a shard's version
     for (size_t v = 0, slot = 0; v < p.values.size(); ++v) {
       float* s[2] = {nullptr, nullptr};
       for (int k = 0; k < kernels::slot_count(kind); ++k) s[k] = slots_[slot++].data();

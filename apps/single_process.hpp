@@ -33,6 +33,7 @@ class single_process {
   std::unique_ptr<kernels::sequential_model> model_;
   std::unique_ptr<kernels::host_parameters> params_;
   std::vector<std::vector<float>> slots_;
+  int64_t steps_ = 0;  // updates applied (Adam's step)
 };
 
 }  // namespace actorps

@@ -1,9 +1,11 @@
 #!/usr/bin/python3
 """The PyTorch peers of `actorps bench tta`: the seed CNN trained on
-Fashion-MNIST (batch 64, plain SGD, the data scaled by 1/255), in one
-process or as a parameter server over torch.distributed.rpc.
+Fashion-MNIST (batch 64, the job's optimizer: SGD with its momentum or
+Adam, and its per-epoch learning-rate decay, the data scaled by 1/255), in
+one process or as a parameter server over torch.distributed.rpc.
 
-    torch_train.py single --lr 0.1 --seed 1 --epochs 10 --threads 2
+    torch_train.py single --lr 0.1 --seed 1 --epochs 10 --threads 2 [--momentum 0.9 --decay 0.85]
+    torch_train.py single --optimizer adam --lr 0.002 --decay 0.7
     torch_train.py rpc    --lr 0.1 --seed 1 --epochs 10   # 1 PS + 2 trainers, 3 processes, TCP
 
 Prints one line per epoch, after it is evaluated on the 10,000 test images:
@@ -50,14 +52,26 @@ def batches(data, seed, epoch, batch=64):
         yield data[0][idx], data[1][idx]
 
 
+def epoch_lr(args, epoch):
+    return args.lr * args.decay ** (epoch - 1)  # as the job's learning_rate_decay
+
+
+def optimizer(args, params):
+    if args.optimizer == "adam":  # eps as actorps' (TF's) default
+        return torch.optim.Adam(params, lr=args.lr, eps=1e-7)
+    return torch.optim.SGD(params, lr=args.lr, momentum=args.momentum)
+
+
 def single(args):
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     train, test = load(args.data, "train"), load(args.data, "test")
     model, loss_fn = seed_cnn(), nn.CrossEntropyLoss()
-    opt = torch.optim.SGD(model.parameters(), lr=args.lr)
+    opt = optimizer(args, model.parameters())
     trained, samples = 0.0, 0
     for epoch in range(1, args.epochs + 1):
+        for group in opt.param_groups:
+            group["lr"] = epoch_lr(args, epoch)
         start = time.perf_counter()
         for x, y in batches(train, args.seed, epoch):
             opt.zero_grad()
@@ -74,7 +88,8 @@ def single(args):
 class ParameterServer:
     def __init__(self, args):
         torch.manual_seed(args.seed)
-        self.model, self.lr, self.lock = seed_cnn(), args.lr, threading.Lock()
+        self.model, self.args, self.lock = seed_cnn(), args, threading.Lock()
+        self.opt = optimizer(args, self.model.parameters())
         self.done, self.epochs_done, self.samples = {}, threading.Condition(), 0
 
     def parameters(self):
@@ -84,12 +99,17 @@ class ParameterServer:
     def push(self, grads, samples):
         with self.lock:
             for p, g in zip(self.model.parameters(), grads):
-                p.data.add_(g, alpha=-self.lr)
+                p.grad = g
+            self.opt.step()
             self.samples += samples
 
     def epoch_done(self, epoch):
         with self.epochs_done:
             self.done[epoch] = self.done.get(epoch, 0) + 1
+            if self.done[epoch] == 2:  # both trainers finished it: the next epoch's rate
+                with self.lock:
+                    for group in self.opt.param_groups:
+                        group["lr"] = epoch_lr(self.args, epoch + 1)
             self.epochs_done.notify_all()
 
 
@@ -153,6 +173,9 @@ def main():
     parser.add_argument("--lr", type=float, default=0.1)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--epochs", type=int, default=10)
+    parser.add_argument("--optimizer", choices=["sgd", "adam"], default="sgd", help="the job's")
+    parser.add_argument("--momentum", type=float, default=0.0, help="SGD momentum (the job's)")
+    parser.add_argument("--decay", type=float, default=1.0, help="learning rate x decay per epoch (the job's)")
     parser.add_argument("--threads", type=int, default=2, help="single: intra-op threads")
     parser.add_argument("--port", type=int, default=29517, help="rpc: the PS's TCP port")
     parser.add_argument("--data", default="data/fashion")

@@ -48,6 +48,18 @@ kernels::initializer to_kernels(const pb::Initializer& i) {
 
 }  // namespace
 
+kernels::optimizer_params optimizer_params_of(const pb::Optimizer& o) {
+  kernels::optimizer_params p;
+  p.lr = o.learning_rate();
+  p.momentum = o.momentum();
+  p.nesterov = o.nesterov();
+  if (o.beta1() > 0) p.beta1 = o.beta1();
+  if (o.beta2() > 0) p.beta2 = o.beta2();
+  if (o.epsilon() > 0) p.epsilon = o.epsilon();
+  if (o.initial_accumulator() > 0) p.initial_accumulator = o.initial_accumulator();
+  return p;
+}
+
 shard_core::shard_core(uint32_t index, pb::Consistency consistency, int64_t first_step)
     : consistency_(std::move(consistency)), where_("ps shard " + std::to_string(index) + ": "), step_(first_step) {
   if (consistency_.mode() == pb::Consistency::BOUNDED_STALENESS) clocks_.assign(consistency_.num_workers(), 0);
@@ -65,15 +77,8 @@ shard_core::variable shard_core::make_variable(const pb::VariableSpec& spec) {
   v.value = kernels::tensor(shape);
   for (size_t i = 1; i < shape.size(); ++i) v.row_size *= shape[i];
   kernels::initialize_rows(to_kernels(spec.initializer()), full, spec.first_row(), v.rows(), v.value.data());
-  auto& o = spec.optimizer();
-  v.kind = static_cast<optimizer_kind>(o.kind());
-  v.params.lr = o.learning_rate();
-  v.params.momentum = o.momentum();
-  v.params.nesterov = o.nesterov();
-  if (o.beta1() > 0) v.params.beta1 = o.beta1();
-  if (o.beta2() > 0) v.params.beta2 = o.beta2();
-  if (o.epsilon() > 0) v.params.epsilon = o.epsilon();
-  if (o.initial_accumulator() > 0) v.params.initial_accumulator = o.initial_accumulator();
+  v.kind = static_cast<optimizer_kind>(spec.optimizer().kind());
+  v.params = optimizer_params_of(spec.optimizer());
   for (int i = 0; i < kernels::slot_count(v.kind); ++i) {
     v.slots.emplace_back(shape);
     if (v.kind == optimizer_kind::adagrad) std::fill_n(v.slots.back().data(), v.size(), v.params.initial_accumulator);

@@ -117,6 +117,10 @@ class shard_core {
   pb::ShardStats stats_;
 };
 
+/// The kernels' hyper-parameters of `o` (its zero fields: the kernels'
+/// defaults); `step` is the caller's.
+kernels::optimizer_params optimizer_params_of(const pb::Optimizer& o);
+
 /// Whether `c` is usable (errc::invalid_argument naming the field otherwise).
 [[nodiscard]] caf::error check_consistency(const pb::Consistency& c);
 

@@ -59,19 +59,27 @@ inline void sgd(int64_t count, const optimizer_params& p, float* param, const fl
 }
 
 inline void momentum(int64_t count, const optimizer_params& p, float* param, float* velocity, const float* grad) {
+  const float mu = p.momentum, lr = p.lr;  // locals, as in adam below
+  const bool nesterov = p.nesterov;
   for (int64_t i = 0; i < count; ++i) {
-    velocity[i] = p.momentum * velocity[i] - p.lr * grad[i];
-    param[i] += p.nesterov ? p.momentum * velocity[i] - p.lr * grad[i] : velocity[i];
+    const float vi = mu * velocity[i] - lr * grad[i];
+    velocity[i] = vi;
+    param[i] += nesterov ? mu * vi - lr * grad[i] : vi;
   }
 }
 
 inline void adam(int64_t count, const optimizer_params& p, float* param, float* m, float* v, const float* grad) {
   const double t = double(p.step);
   const float lr_t = float(p.lr * std::sqrt(1 - std::pow(double(p.beta2), t)) / (1 - std::pow(double(p.beta1), t)));
+  // Hyper-parameters as locals: a store through a float* could alias p's
+  // fields, and reloading them each iteration keeps the loop scalar.
+  const float b1 = p.beta1, b2 = p.beta2, eps = p.epsilon;
   for (int64_t i = 0; i < count; ++i) {
-    m[i] = p.beta1 * m[i] + (1 - p.beta1) * grad[i];
-    v[i] = p.beta2 * v[i] + (1 - p.beta2) * grad[i] * grad[i];
-    param[i] -= lr_t * m[i] / (std::sqrt(v[i]) + p.epsilon);
+    const float g = grad[i];
+    const float mi = b1 * m[i] + (1 - b1) * g;
+    const float vi = b2 * v[i] + (1 - b2) * g * g;
+    m[i] = mi, v[i] = vi;
+    param[i] -= lr_t * mi / (std::sqrt(vi) + eps);
   }
 }
 
