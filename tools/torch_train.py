@@ -90,7 +90,7 @@ class ParameterServer:
         torch.manual_seed(args.seed)
         self.model, self.args, self.lock = seed_cnn(), args, threading.Lock()
         self.opt = optimizer(args, self.model.parameters())
-        self.done, self.epochs_done, self.samples = {}, threading.Condition(), 0
+        self.done, self.epochs_done, self.samples, self.evaluated = {}, threading.Condition(), 0, 0
 
     def parameters(self):
         with self.lock:
@@ -110,6 +110,14 @@ class ParameterServer:
                 with self.lock:
                     for group in self.opt.param_groups:
                         group["lr"] = epoch_lr(self.args, epoch + 1)
+            self.epochs_done.notify_all()
+            # The trainer waits while the PS evaluates the epoch, as actorps'
+            # workers do: no training in the time that is not counted.
+            self.epochs_done.wait_for(lambda: self.evaluated >= epoch)
+
+    def evaluation_done(self, epoch):
+        with self.epochs_done:
+            self.evaluated = epoch
             self.epochs_done.notify_all()
 
 
@@ -132,7 +140,7 @@ def trainer(rank, args):
             model.zero_grad()
             loss_fn(model(x), y).backward()
             rpc.rpc_sync("ps", ps_call, args=("push", [p.grad for p in model.parameters()], len(y)))
-        rpc.rpc_sync("ps", ps_call, args=("epoch_done", epoch))
+        rpc.rpc_sync("ps", ps_call, args=("epoch_done", epoch), timeout=0)  # waits for the other trainer
 
 
 def parameter_server(args):
@@ -152,6 +160,7 @@ def parameter_server(args):
             p.data.copy_(v)
         acc = accuracy(model, test)
         evaluating += time.perf_counter() - eval_start
+        PS.evaluation_done(epoch)
         print(f"epoch {epoch} seconds {trained:.2f} accuracy {acc:.4f} samples_per_s {PS.samples / trained:.0f}",
               flush=True)
     rpc.shutdown()
