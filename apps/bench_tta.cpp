@@ -1,8 +1,8 @@
 // `actorps bench tta`: time to 90% test accuracy on Fashion-MNIST, side by
 // side in one run, over seeds: the job's cluster (`actorps local`, node
 // processes on this machine), the same model and optimizer in one process,
-// PyTorch in one process (plain SGD, its best learning rate of a small
-// grid) and PyTorch's RPC parameter server of the same shape
+// PyTorch in one process (the job's optimizer and decay, its best learning
+// rate of a grid around the job's) and PyTorch's RPC parameter server of the same shape
 // (tools/torch_train.py). Times count training only, not evaluation.
 #include <cmath>
 #include <filesystem>
