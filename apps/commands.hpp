@@ -31,7 +31,12 @@ struct node_options {
   std::vector<std::string> host_map;  // HOST=ADDRESS (actorps local --netns)
   std::string join;                   // HOST:PORT of the coordinator of a running job, or ""
   std::string listen;                 // HOST:PORT for a worker the topology does not declare
+  int metrics_port = -1;              // --metrics-port: over the topology's metrics_port (0: off)
 };
+
+/// --metrics-port `port` (>= 0) for the node of `task`, over its
+/// topology's metrics_port; errc::invalid_argument when no node hosts it.
+[[nodiscard]] caf::error set_metrics_port(cluster_spec& spec, const task_id& task, int port);
 
 /// `actorps node`: serves one node of `spec` (actors/node/serve_node.hpp);
 /// with `join` and a worker task the topology does not declare, on `listen`.
@@ -55,7 +60,7 @@ int run_evaluator(const job_spec& job);
 /// command and TF_CONFIG's task (`tf_config`, may be empty) says what it
 /// is: `worker` and `ps` serve their node, `evaluator` runs run_evaluator,
 /// `chief` (or no task) trains as the coordinator and ends the nodes.
-int run_train(const std::string& job_path, std::string_view tf_config);
+int run_train(const std::string& job_path, std::string_view tf_config, int metrics_port = -1);
 
 /// `actorps status`: one probe round over every node, printed as a table
 /// (exit 1 when any node is down); with `watch`, prints every change until

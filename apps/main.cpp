@@ -70,6 +70,9 @@ int main(int argc, char** argv) {  // NOLINT(bugprone-exception-escape)
   node->add_option("--host-map", node_opts.host_map,
                    "HOST=ADDRESS: the topology's HOST is reached at ADDRESS (actorps local --netns)");
   node->add_option("--join", node_opts.join, "HOST:PORT: once up, join the running job of this coordinator");
+  node->add_option("--metrics-port", node_opts.metrics_port,
+                   "serve Prometheus metrics on this port (GET /metrics; 0: off); default: the topology's metrics_port")
+      ->check(CLI::Range(0, 65535));
   node->add_option("--listen", node_opts.listen,
                    "HOST:PORT this node serves on, for a worker the topology does not declare (with --join)");
   bool netns = false;
@@ -98,6 +101,11 @@ int main(int argc, char** argv) {  // NOLINT(bugprone-exception-escape)
       ->add_option("job", job_path,
                    "job file (TOML: [cluster] or TF_CONFIG, [model], [dataset], [eval_dataset], [training])")
       ->required();
+  int train_metrics_port = -1;
+  train
+      ->add_option("--metrics-port", train_metrics_port,
+                   "serve this task's Prometheus metrics on this port (0: off); default: the topology's metrics_port")
+      ->check(CLI::Range(0, 65535));
 
   auto* eval = app.add_subcommand("eval", "evaluate a job's newest checkpoint on its eval dataset (sidecar evaluator)");
   std::string checkpoint_dir;
@@ -248,7 +256,7 @@ int main(int argc, char** argv) {  // NOLINT(bugprone-exception-escape)
 
   if (*train) {
     const char* tf_config = std::getenv("TF_CONFIG");
-    return run_train(job_path, tf_config == nullptr ? "" : tf_config);
+    return run_train(job_path, tf_config == nullptr ? "" : tf_config, train_metrics_port);
   }
   if (*eval || *export_cmd) {  // they read checkpoints: no cluster needed
     auto job = load_job_file(job_path, {}, cluster_use::optional);

@@ -22,10 +22,24 @@ caf::expected<node_spec> parse_listen(const std::string& text, const task_id& ta
   const int port = colon == std::string::npos ? 0 : std::atoi(text.c_str() + colon + 1);
   if (colon == 0 || port <= 0 || port > 65535)
     return make_error(errc::invalid_argument, "--listen " + text + ": expected HOST:PORT");
-  return node_spec{text.substr(0, colon), uint16_t(port), {task}, 0};
+  return node_spec{text.substr(0, colon), uint16_t(port), {task}, 0, 0};
 }
 
 }  // namespace
+
+caf::error set_metrics_port(cluster_spec& spec, const task_id& task, int port) {
+  if (port < 0) return caf::none;
+  if (port > 65535) return make_error(errc::invalid_argument, "--metrics-port " + std::to_string(port) + ": 0..65535");
+  for (auto& node : spec.nodes)
+    if (node.hosts(task)) {
+      if (port != 0 && port == node.port)
+        return make_error(errc::invalid_argument,
+                          "--metrics-port " + std::to_string(port) + " is " + to_string(task) + "'s own port");
+      node.metrics_port = uint16_t(port);
+      return caf::none;
+    }
+  return make_error(errc::invalid_argument, "--metrics-port: no node hosts " + to_string(task));
+}
 
 int run_node(cluster_spec spec, const node_options& options) {
   std::map<std::string, std::string> addresses;
@@ -62,6 +76,7 @@ int run_node(cluster_spec spec, const node_options& options) {
     return fail(make_error(errc::invalid_argument, "--join: the topology does not declare " + to_string(*task) +
                                                        ": pass --listen HOST:PORT, where the coordinator reaches it"));
   }
+  if (auto err = set_metrics_port(spec, *task, options.metrics_port)) return fail(err);
   return serve_node(spec, *task, serve_options{options.exit_with_parent, options.join, !options.listen.empty()});
 }
 

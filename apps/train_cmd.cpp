@@ -17,21 +17,26 @@ int fail(const caf::error& err) {
 
 }  // namespace
 
-int run_train(const std::string& job_path, std::string_view tf_config) {
+int run_train(const std::string& job_path, std::string_view tf_config, int metrics_port) {
   auto loaded = load_job_file(job_path, tf_config);
   if (!loaded) return fail(loaded.error());
   if (!*loaded) return fail(make_error(errc::invalid_config, job_path + ": no [training] table: not a job file"));
   auto& job = **loaded;
   spdlog::set_level(spdlog::level::from_str(job.cluster.runtime.log_level));
   const auto task = job.cluster.self;  // TF_CONFIG's
-  if (task && (task->role == pb::WORKER || task->role == pb::PS)) return run_node(job.cluster, node_options{});
+  if (task && (task->role == pb::WORKER || task->role == pb::PS)) {
+    node_options node;
+    node.metrics_port = metrics_port;
+    return run_node(job.cluster, node);
+  }
   if (task && task->role == pb::EVALUATOR) return run_evaluator(job);
   if (job.cluster.count(pb::COORDINATOR) == 0) {
     // A cluster without a chief: the coordinator runs outside it, on a free
     // local port (where `actorps node --join` would reach it), as in TF.
-    job.cluster.nodes.push_back(node_spec{"127.0.0.1", free_port(), {task_id{pb::COORDINATOR, 0}}, 0});
+    job.cluster.nodes.push_back(node_spec{"127.0.0.1", free_port(), {task_id{pb::COORDINATOR, 0}}, 0, 0});
     spdlog::info("train: the cluster has no chief: coordinating from {}", job.cluster.nodes.back().address());
   }
+  if (auto err = set_metrics_port(job.cluster, task_id{pb::COORDINATOR, 0}, metrics_port)) return fail(err);
   return run_job(job, {}, true);
 }
 

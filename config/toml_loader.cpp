@@ -40,15 +40,19 @@ caf::error read_node(const reader& r, const toml::node& n, const std::string& p,
                      std::vector<Role>& roles) {
   auto* t = n.as_table();
   if (t == nullptr) return r.fail(n, p, std::string("expected a table, got ") + type_name(n));
-  if (auto err = r.only_keys(*t, p, {"host", "port", "roles", "gpus"})) return err;
+  if (auto err = r.only_keys(*t, p, {"host", "port", "roles", "gpus", "metrics_port"})) return err;
   for (auto key : {"host", "port", "roles"})
     if (!t->contains(key)) return r.fail(n, p, std::string("missing required key '") + key + "'");
-  uint32_t port = 0;
+  uint32_t port = 0, metrics_port = 0;
   caf::error err;
   (err = r.get(*t, p, "host", node.host)) || (err = r.get(*t, p, "port", port, 1, 65535)) ||
-      (err = r.get(*t, p, "gpus", node.gpus, 0, 1024));
+      (err = r.get(*t, p, "gpus", node.gpus, 0, 1024)) || (err = r.get(*t, p, "metrics_port", metrics_port, 0, 65535));
   if (err) return err;
   node.port = static_cast<uint16_t>(port);
+  node.metrics_port = static_cast<uint16_t>(metrics_port);
+  if (node.metrics_port != 0 && node.metrics_port == node.port)
+    return r.fail(*t->get("metrics_port"), p + ".metrics_port",
+                  "must differ from the node's port " + std::to_string(port) + " (or be 0: off)");
   auto problem = check_host(node.host);
   if (!problem.empty()) return r.fail(*t->get("host"), p + ".host", problem);
   auto& roles_node = *t->get("roles");
@@ -140,10 +144,17 @@ caf::expected<cluster_spec> parse_toml(std::string_view text, std::string_view s
     auto p = "cluster.nodes[" + std::to_string(i) + "]";
     if (auto err = read_node(r, *arr->get(i), p, node, roles)) return err;
     for (auto role : roles) node.tasks.push_back(task_id{role, next_index[role]++});
-    for (size_t j = 0; j < spec.nodes.size(); ++j)
-      if (spec.nodes[j].host == node.host && spec.nodes[j].port == node.port)
+    for (size_t j = 0; j < spec.nodes.size(); ++j) {
+      auto& other = spec.nodes[j];
+      if (other.host == node.host && other.port == node.port)
         return r.fail(*arr->get(i), p,
                       "duplicate address " + node.address() + " (also cluster.nodes[" + std::to_string(j) + "])");
+      if (node.metrics_port != 0 && other.host == node.host &&
+          (other.metrics_port == node.metrics_port || other.port == node.metrics_port))
+        return r.fail(*arr->get(i), p + ".metrics_port",
+                      "port " + std::to_string(node.metrics_port) + " on " + node.host + " is taken by cluster.nodes[" +
+                          std::to_string(j) + "]");
+    }
     spec.nodes.push_back(std::move(node));
   }
   auto problem = check_cluster(spec);

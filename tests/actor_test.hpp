@@ -18,6 +18,7 @@
 #include <caf/scheduler/test_coordinator.hpp>
 #include <caf/stateful_actor.hpp>
 
+#include "actors/metrics/registry.hpp"
 #include "actors/net/dial.hpp"
 #include "config/cluster_spec.hpp"
 #include "messages/wire.hpp"
@@ -43,14 +44,17 @@ class deterministic_system {
   ~deterministic_system() { sys_.await_actors_before_shutdown(false); }
 
   caf::actor_system& sys() { return sys_; }
+  /// This system's metrics (its actors count there).
+  metrics::registry& metrics_registry() { return cfg_.metrics; }
 
  private:
+  struct config : caf::actor_system_config, metrics::holder {};
   static caf::actor_system_config& configure(caf::actor_system_config& cfg) {
     register_wire_types(cfg);
     cfg.set("scheduler.policy", caf::atom("testing"));
     return cfg;
   }
-  caf::actor_system_config cfg_;
+  config cfg_;
   caf::actor_system sys_;
 
  public:

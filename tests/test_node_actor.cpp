@@ -25,9 +25,9 @@ namespace {
 cluster_spec make_spec(uint16_t chief_port, uint16_t worker_port) {
   cluster_spec spec;
   spec.name = "test";
-  spec.nodes.push_back(node_spec{"127.0.0.1", chief_port, {task_id{pb::COORDINATOR, 0}}, 0});
-  spec.nodes.push_back(node_spec{"127.0.0.1", worker_port, {task_id{pb::WORKER, 0}}, 0});
-  spec.nodes.push_back(node_spec{"127.0.0.1", static_cast<uint16_t>(worker_port + 1), {task_id{pb::WORKER, 1}}, 0});
+  spec.nodes.push_back(node_spec{"127.0.0.1", chief_port, {task_id{pb::COORDINATOR, 0}}, 0, 0});
+  spec.nodes.push_back(node_spec{"127.0.0.1", worker_port, {task_id{pb::WORKER, 0}}, 0, 0});
+  spec.nodes.push_back(node_spec{"127.0.0.1", static_cast<uint16_t>(worker_port + 1), {task_id{pb::WORKER, 1}}, 0, 0});
   return spec;
 }
 

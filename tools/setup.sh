@@ -14,6 +14,8 @@ packages=(
   libtomlplusplus-dev nlohmann-json3-dev  # TOML topologies, TF_CONFIG (JSON)
   libcli11-dev libspdlog-dev libfmt-dev # CLI parsing, logging, formatting
   libboost-test-dev                     # Boost.Test
+  libcpp-httplib-dev                    # every node's /metrics (Prometheus text format); actorps top scrapes them
+  prometheus                            # promtool and a real Prometheus server (test_metrics, test_observability)
   libopenblas-openmp-dev                # GEMM for the CPU kernels (OpenMP-threaded OpenBLAS)
   python3-matplotlib                    # tools/plot_metrics.py: metrics.csv -> loss/accuracy PNG
   python3-torch                         # tools/torch_model.py (test_export: the exported model in PyTorch); bench kernels' peer

@@ -2,12 +2,14 @@
 
 #include <unistd.h>
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include "actors/coordinator/checkpoint.hpp"
+#include "actors/coordinator/coordinator_metrics.hpp"
 
 namespace actorps::train {
 
@@ -41,6 +43,7 @@ caf::error backup_and_restore::on_train_begin(cluster_coordinator& c, fit_start&
 caf::error backup_and_restore::save(cluster_coordinator& c, int64_t step, uint32_t epochs_done,
                                     const pb::SplitStatus* splits) {
   if (step == last_saved_) return caf::none;
+  const auto started = std::chrono::steady_clock::now();
   std::vector<uint64_t> versions;
   auto values = c.pull_values(0, &versions);
   if (!values) return values.error();
@@ -57,7 +60,10 @@ caf::error backup_and_restore::save(cluster_coordinator& c, int64_t step, uint32
     for (size_t i = 0; i < vars.size(); ++i) ckpt.variables[i].slots.push_back(std::move((*slot)[i]));
   }
   last_saved_ = step;
-  return save_checkpoint(dir_, ckpt, int(keep_));
+  auto err = save_checkpoint(dir_, ckpt, int(keep_));
+  const std::chrono::duration<double> took = std::chrono::steady_clock::now() - started;
+  if (!err) coordinator_metrics(c.metrics()).checkpoint_seconds.observe(took.count());
+  return err;
 }
 
 caf::error backup_and_restore::on_steps(cluster_coordinator& c, const step_progress& p) {

@@ -24,11 +24,20 @@ caf::expected<values> remote_value::fetch() const {
   return *state_->result;
 }
 
-closure_queue::closure_queue(size_t capacity)
+closure_queue::closure_queue(size_t capacity, metrics::registry& reg)
     : capacity_(std::max<size_t>(capacity, 1)),
       next_id_(uint64_t(
           std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
-              .count())) {}
+              .count())),
+      metrics_(reg) {}
+
+void closure_queue::update_gauges() {
+  size_t queued = common_.size();
+  for (auto& [w, list] : pinned_) queued += list.size();
+  metrics_.queued.set(double(queued));
+  metrics_.running.set(double(outstanding_ - queued));
+  metrics_.workers_alive.set(double(live_.size()));
+}
 
 remote_value closure_queue::put(pb::Closure closure, int worker) {
   auto result = std::make_shared<remote_value::state>();
@@ -42,6 +51,7 @@ remote_value closure_queue::put(pb::Closure closure, int worker) {
   }
   ++outstanding_;
   (worker < 0 ? common_ : pinned_[uint32_t(worker)]).push_back(std::move(c));
+  update_gauges();
   wake_all(lock);
   return remote_value(result);
 }
@@ -74,10 +84,12 @@ std::vector<queued_closure> closure_queue::take(size_t max, uint32_t worker, std
     common_.pop_front();
   }
   if (out.empty()) wakers_.push_back(std::move(wake));
+  update_gauges();
   return out;
 }
 
 void closure_queue::resolve(queued_closure& c, caf::expected<values> result) {
+  (result ? metrics_.done : result.error() == errc::cancelled ? metrics_.cancelled : metrics_.failed).inc();
   {
     std::lock_guard<std::mutex> guard(c.result->m);
     c.result->result = std::move(result);
@@ -95,6 +107,7 @@ void closure_queue::settle(queued_closure& c, caf::expected<values> result) {
   } else {
     resolve(c, std::move(result));
   }
+  update_gauges();
   changed_.notify_all();
 }
 
@@ -122,6 +135,8 @@ void closure_queue::put_back(std::vector<queued_closure> lost) {
   std::unique_lock<std::mutex> lock(m_);
   for (auto i = lost.rbegin(); i != lost.rend(); ++i)
     (i->worker < 0 ? common_ : pinned_[uint32_t(i->worker)]).push_front(std::move(*i));
+  metrics_.retried.inc(lost.size());
+  update_gauges();
   wake_all(lock);
 }
 
@@ -163,24 +178,28 @@ void closure_queue::worker_up(uint32_t worker) {
   std::lock_guard<std::mutex> guard(m_);
   members_.insert(worker);
   live_.insert(worker);
+  update_gauges();
   changed_.notify_all();
 }
 
 void closure_queue::worker_lost(uint32_t worker) {
   std::lock_guard<std::mutex> guard(m_);
   live_.erase(worker);
+  update_gauges();
 }
 
 void closure_queue::worker_left(uint32_t worker) {
   std::lock_guard<std::mutex> guard(m_);
   live_.erase(worker);
   members_.erase(worker);
+  update_gauges();
 }
 
 void closure_queue::worker_gone(uint32_t worker, const caf::error& why) {
   std::unique_lock<std::mutex> lock(m_);
   live_.erase(worker);
   members_.erase(worker);
+  update_gauges();
   if (!members_.empty()) return;
   if (!error_) error_ = make_error(errc::unreachable, "no worker left: " + describe(why));
   cancel_queued(error_);
@@ -191,6 +210,7 @@ void closure_queue::abort(const caf::error& why) {
   std::unique_lock<std::mutex> lock(m_);
   if (!error_) error_ = why;
   cancel_queued(error_);
+  update_gauges();
   changed_.notify_all();
 }
 

@@ -23,6 +23,7 @@
 
 #include <caf/expected.hpp>
 
+#include "actors/coordinator/coordinator_metrics.hpp"
 #include "messages/interfaces.hpp"
 
 namespace actorps {
@@ -56,7 +57,8 @@ struct queued_closure {
 
 class closure_queue {
  public:
-  explicit closure_queue(size_t capacity);
+  /// Counts into `reg` (coordinator_metrics.hpp), which must outlive it.
+  closure_queue(size_t capacity, metrics::registry& reg);
 
   // ---- the user's side ----
   /// Queues a closure (blocks while `capacity` closures are outstanding).
@@ -104,6 +106,7 @@ class closure_queue {
   void cancel_queued(const caf::error& why);                      // lock held
   void resolve(queued_closure& c, caf::expected<values> result);  // lock held
   void wake_all(std::unique_lock<std::mutex>& lock);
+  void update_gauges();  // lock held
 
   std::mutex m_;
   std::condition_variable changed_;
@@ -119,6 +122,7 @@ class closure_queue {
   uint64_t next_id_;
   caf::error error_;
   std::vector<std::function<void()>> wakers_;
+  coordinator_metrics metrics_;
 };
 
 }  // namespace actorps

@@ -28,6 +28,7 @@
 #include <caf/scoped_actor.hpp>
 
 #include "actors/coordinator/closure_queue.hpp"
+#include "actors/metrics/registry.hpp"
 #include "actors/variables/ps_client.hpp"
 #include "config/cluster_spec.hpp"
 #include "kernels/model.hpp"
@@ -124,6 +125,8 @@ class cluster_coordinator {
   /// their update counts (Adam's step).
   [[nodiscard]] caf::error assign_values(const std::vector<const float*>& values, uint32_t slot = 0,
                                          const std::vector<uint64_t>* versions = nullptr);
+  /// The coordinator process's metrics (coordinator_metrics.hpp).
+  metrics::registry& metrics() const;
 
  private:
   struct impl;

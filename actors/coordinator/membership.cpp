@@ -131,7 +131,7 @@ caf::result<pb::JoinAccepted> join(membership_ptr self, uint32_t w, const std::s
                       "[training] exactly_once = true)",
                       name, st.declared));
   cluster_spec spec = st.s.spec;
-  spec.nodes.push_back(node_spec{host, port, {task_id{pb::WORKER, w}}, 0});
+  spec.nodes.push_back(node_spec{host, port, {task_id{pb::WORKER, w}}, 0, 0});
   add_proxy(self, w, spec, spec.nodes.size() - 1);
   ok.set_workers(uint32_t(st.proxies.size()));
   spdlog::info("coordinator: {} joins the job ({} members)", who, ok.workers());

@@ -12,6 +12,7 @@
 #include <caf/stateful_actor.hpp>
 
 #include "actors/coordinator/checkpoint.hpp"
+#include "actors/coordinator/coordinator_metrics.hpp"
 #include "actors/coordinator/worker_proxy.hpp"
 #include "actors/net/countdown.hpp"
 
@@ -117,6 +118,7 @@ void resume(keeper_ptr self, uint32_t ps, ps_shard_actor shard, int64_t step) {
   watch(self, ps, shard);
   const double took = std::chrono::duration<double>(self->clock().now() - st.lost_at[ps]).count();
   st.lost_at.erase(ps);
+  coordinator_metrics(metrics::registry_of(self->home_system())).recovered("ps", took);
   if (step >= 0)
     spdlog::warn("coordinator: ps:{} restored from the checkpoint of step {} in {:.2f} s; resuming", ps, step, took);
   else

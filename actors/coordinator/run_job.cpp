@@ -46,6 +46,15 @@ int run_job(const job_spec& job, std::function<void(int64_t)> on_step, bool depl
   if (deployed) preempted.emplace(backup.get());  // before the actor system starts its threads
   system_config cfg(job.cluster.runtime, job.cluster.tls_for(task_id{pb::COORDINATOR, 0}));
   caf::actor_system sys(cfg);
+  // The coordinator's metrics, on its node's metrics_port when that node
+  // hosts nothing else (else the node's own process serves the port).
+  std::unique_ptr<metrics::exporter> exporter;
+  const auto* node = job.cluster.node_of(task_id{pb::COORDINATOR, 0});
+  if (node != nullptr && node->tasks.size() == 1) {
+    auto served = serve_metrics(sys, *node);
+    if (!served) return fail("metrics", served.error());
+    exporter = std::move(*served);
+  }
   auto coordinator = train::connect_job(sys, job);
   if (!coordinator) return fail("setting up the cluster", coordinator.error());
   auto& c = **coordinator;

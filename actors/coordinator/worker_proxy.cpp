@@ -8,6 +8,8 @@
 #include <caf/event_based_actor.hpp>
 #include <caf/stateful_actor.hpp>
 
+#include "actors/coordinator/coordinator_metrics.hpp"
+
 #include "actors/net/countdown.hpp"
 #include "messages/wire.hpp"
 
@@ -185,9 +187,10 @@ void worker_up(proxy_ptr self, node_actor node, worker_actor worker) {
   st.node = std::move(node);
   self->monitor(st.worker);
   st.queue->worker_up(st.index);
-  if (st.ever_up)
+  if (st.ever_up) {
     spdlog::warn("coordinator: worker:{} respawned after {:.2f} s", st.index, seconds_since(self, st.lost_at));
-  else
+    coordinator_metrics(metrics::registry_of(self->home_system())).recovered("worker", seconds_since(self, st.lost_at));
+  } else
     spdlog::info("coordinator: worker:{} joined after {:.2f} s", st.index, seconds_since(self, st.lost_at));
   st.ever_up = true;
   st.backoff = kFirstRetry;

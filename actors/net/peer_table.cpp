@@ -9,10 +9,19 @@
 
 namespace actorps {
 
+peer_table::peer_table(runtime_options limits, metrics::registry* reg) : limits_(std::move(limits)) {
+  if (reg == nullptr) return;
+  admitted_peers_ =
+      &reg->gauges("actorps_node_admitted_peers", "Peer processes this node admitted (Hello)", {}).with({});
+  refused_by_kind_ =
+      &reg->counters("actorps_node_refused_requests_total", "Requests this node's actors refused, by error", {"error"});
+}
+
 void peer_table::admit(const caf::node_id& node, task_id task) {
   std::lock_guard<std::mutex> guard(m_);
   auto& tasks = admitted_[node];
   if (std::find(tasks.begin(), tasks.end(), task) == tasks.end()) tasks.push_back(task);
+  if (admitted_peers_ != nullptr) admitted_peers_->set(double(admitted_.size()));
 }
 
 std::string peer_table::name_locked(const caf::strong_actor_ptr& sender, const caf::node_id& here) const {
@@ -34,6 +43,7 @@ void peer_table::count_locked(const std::string& peer, const caf::error& err) {
   const auto kind =
       err.category() == caf::atom("actorps") ? to_string(static_cast<errc>(err.code())) : caf::to_string(err);
   const auto n = ++refused_[peer][kind];
+  if (refused_by_kind_ != nullptr) refused_by_kind_->with({kind}).inc();
   if ((n & (n - 1)) == 0)  // the 1st, 2nd, 4th, 8th, ... of a kind: a flood does not flood the log
     spdlog::warn("refused a request of {} ({} so far): {}", peer, n, describe(err));
 }

@@ -21,6 +21,7 @@
 #include <caf/fwd.hpp>
 #include <caf/node_id.hpp>
 
+#include "actors/metrics/registry.hpp"
 #include "config/cluster_spec.hpp"
 #include "messages/cluster.pb.h"
 
@@ -28,7 +29,9 @@ namespace actorps {
 
 class peer_table {
  public:
-  explicit peer_table(runtime_options limits) : limits_(std::move(limits)) {}
+  /// With `reg`, admissions and refusals are counted there too
+  /// (actorps_node_admitted_peers, actorps_node_refused_requests_total).
+  explicit peer_table(runtime_options limits, metrics::registry* reg = nullptr);
 
   /// Process `node` said Hello as `task`. It stays admitted as long as this
   /// process runs: a CAF node id holds the peer's process id, so a restarted
@@ -62,6 +65,8 @@ class peer_table {
   void count_locked(const std::string& peer, const caf::error& err);
 
   const runtime_options limits_;
+  metrics::gauge* admitted_peers_ = nullptr;
+  metrics::family<metrics::counter>* refused_by_kind_ = nullptr;
   mutable std::mutex m_;
   std::map<caf::node_id, std::vector<task_id>> admitted_;
   std::map<std::string, std::map<std::string, uint64_t>> refused_;  // peer -> error -> count

@@ -46,4 +46,10 @@ const char* bind_address(const std::string& host) {
   return nullptr;
 }
 
+caf::expected<std::unique_ptr<metrics::exporter>> serve_metrics(caf::actor_system& sys, const node_spec& node) {
+  if (node.metrics_port == 0) return std::unique_ptr<metrics::exporter>{};
+  const char* host = bind_address(node.host);
+  return metrics::exporter::start(metrics::registry_of(sys), host != nullptr ? host : "", node.metrics_port);
+}
+
 }  // namespace actorps

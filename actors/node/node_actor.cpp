@@ -265,7 +265,8 @@ node_broker::behavior_type node_behavior(node_ptr self, cluster_spec spec, size_
   self->state.membership = std::move(extras.membership);
   self->state.index = index;
   self->state.bulk = extras.bulk;
-  self->state.peers = std::make_shared<peer_table>(self->state.spec.runtime);
+  self->state.peers =
+      std::make_shared<peer_table>(self->state.spec.runtime, &metrics::registry_of(self->home_system()));
   self->state.where = "node " + self->state.self().address() + ": ";
   // Children (shards, datasets, workers) are linked so they stop with the node; a
   // child that fails must not take the node with it: it is logged and forgotten.

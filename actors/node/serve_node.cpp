@@ -93,6 +93,14 @@ int serve_node(const cluster_spec& spec, const task_id& task, const serve_option
     return 1;
   }
   if (bulk) bulk->start(node->host);
+  auto exporter = serve_metrics(sys, *node);
+  if (!exporter) {
+    spdlog::error("node {}: {}", to_string(task), describe(exporter.error()));
+    caf::anon_send(connector(sys), caf::close_atom_v, *port);
+    caf::anon_send_exit(actor, caf::exit_reason::user_shutdown);
+    return 1;
+  }
+  if (*exporter) spdlog::info("node {}: metrics on port {}", to_string(task), (*exporter)->port());
   spdlog::info("node {} serving on {} (pid {})", to_string(task), node->address(), ::getpid());
   std::printf("actorps node ready: %s at %s pid %d\n", to_string(task).c_str(), node->address().c_str(), ::getpid());
   std::fflush(stdout);

@@ -1,10 +1,13 @@
 #include "actors/shard/ps_shard.hpp"
 
+#include <chrono>
 #include <map>
 #include <optional>
 
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
+
+#include "actors/shard/shard_metrics.hpp"
 
 namespace actorps {
 namespace {
@@ -19,6 +22,7 @@ struct waiting {
 struct shard_state {
   static inline const char* name = "ps_shard";
   std::optional<shard_core> core;
+  std::optional<shard_metrics> metrics;
   std::vector<waiting<pb::Pull, pb::Values>> pulls;
   std::vector<waiting<pb::Push, pb::PushAck>> pushes;
   peer_table_ptr peers;
@@ -49,6 +53,36 @@ caf::result<T> answer(shard_actor self, caf::expected<T> x) {
   return std::move(*x);
 }
 
+// Counts the request being answered by its kind and result.
+template <class T>
+caf::result<T> counted(shard_actor self, shard_request kind, caf::result<T> r) {
+  self->state.metrics->request(kind, r.flag == caf::rt_error ? r.err : caf::error{});
+  return r;
+}
+
+void set_waiting(shard_state& st) {
+  const auto n = st.pulls.size() + st.pushes.size();
+  st.core->set_waiting(uint32_t(n));
+  st.metrics->waiting(n);
+}
+
+// A checked push applied (SYNC: accumulated, and the step advanced when it
+// was the last gradient), timed.
+pb::PushAck apply_push(shard_state& st, const pb::Push& push) {
+  const auto start = std::chrono::steady_clock::now();
+  auto ack = st.core->apply(push);
+  st.core->advance();
+  const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
+  st.metrics->applied(took.count(), ack.applied(), ack.duplicates(), ack.stale());
+  return ack;
+}
+
+size_t tensor_bytes(const google::protobuf::RepeatedPtrField<pb::TensorSlice>& slices) {
+  size_t n = 0;
+  for (auto& s : slices) n += s.data().size();
+  return n;
+}
+
 // The first check of every request: its sender's role and its size.
 template <class Msg>
 caf::error admit(shard_actor self, const Msg& msg, std::initializer_list<Role> roles, const char* what) {
@@ -69,7 +103,6 @@ caf::expected<caf::node_id> hold(shard_actor self) {
                                                  st.peers->peer_name(sender, self->node()) +
                                                  " wait already (max_in_flight_per_peer)"));
   ++held;
-  st.core->set_waiting(uint32_t(st.pulls.size() + st.pushes.size() + 1));
   return from;
 }
 
@@ -92,8 +125,9 @@ void release_waiters(shard_actor self) {
         continue;
       }
       unhold(st, w.from);
-      w.promise.deliver(core.apply(w.request));
-      progress = core.advance() || progress;
+      const int64_t step = core.stats().step();
+      w.promise.deliver(apply_push(st, w.request));
+      progress = core.stats().step() != step || progress;
     }
     auto pulls = std::move(st.pulls);
     st.pulls.clear();
@@ -104,13 +138,25 @@ void release_waiters(shard_actor self) {
       }
       unhold(st, w.from);
       auto values = core.read(w.request);
-      if (values)
+      if (values) {
+        st.metrics->sent(tensor_bytes(values->tensors()));
         w.promise.deliver(std::move(*values));
-      else
+      } else {
         w.promise.deliver(values.error());
+      }
     }
   }
-  core.set_waiting(uint32_t(st.pulls.size() + st.pushes.size()));
+  set_waiting(st);
+}
+
+// A coordinator's request: admitted, then answered by `fn`; counted.
+template <class T, class Req, class Fn>
+caf::result<T> served(shard_actor self, shard_request kind, const Req& req, const char* what, Fn fn) {
+  auto r = [&]() -> caf::result<T> {
+    if (auto err = admit(self, req, kCoordinator, what)) return err;
+    return fn();
+  }();
+  return counted(self, kind, std::move(r));
 }
 
 // A pull answered now, or held until its step comes.
@@ -118,11 +164,16 @@ caf::result<pb::Values> on_pull(shard_actor self, const pb::Pull& pull) {
   auto& core = *self->state.core;
   if (auto err = admit(self, pull, kReaders, "Pull")) return err;
   if (auto err = core.check(pull)) return refuse(self, self->current_sender(), err);
-  if (core.ready(pull)) return answer(self, core.read(pull));
+  if (core.ready(pull)) {
+    auto values = core.read(pull);
+    if (values) self->state.metrics->sent(tensor_bytes(values->tensors()));
+    return answer(self, std::move(values));
+  }
   auto from = hold(self);
   if (!from) return from.error();
   auto promise = self->make_response_promise<pb::Values>();
   self->state.pulls.push_back({pull, promise, *from});
+  set_waiting(self->state);
   return promise;
 }
 
@@ -132,31 +183,45 @@ caf::result<pb::PushAck> on_push(shard_actor self, const pb::Push& push) {
   auto& core = *self->state.core;
   if (auto err = admit(self, push, kWriters, "Push")) return err;
   if (auto err = core.check(push)) return refuse(self, self->current_sender(), err);
+  self->state.metrics->received(tensor_bytes(push.gradients()));
   if (core.waits(push)) {
     auto from = hold(self);
     if (!from) return from.error();
     auto promise = self->make_response_promise<pb::PushAck>();
     self->state.pushes.push_back({push, promise, *from});
+    set_waiting(self->state);
     return promise;
   }
   auto promise = self->make_response_promise<pb::PushAck>();
-  promise.deliver(core.apply(push));
-  core.advance();
+  promise.deliver(apply_push(self->state, push));
   release_waiters(self);
   return promise;
 }
 
 caf::result<pb::PushAck> on_sparse_push(shard_actor self, const pb::SparsePush& req) {
   if (auto err = admit(self, req, kWriters, "SparsePush")) return err;
+  const auto start = std::chrono::steady_clock::now();
   auto ack = self->state.core->apply_rows(req);
   if (!ack) return refuse(self, self->current_sender(), std::move(ack.error()));
+  const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
+  self->state.metrics->received(req.gradient().data().size());
+  self->state.metrics->applied(took.count(), ack->applied(), ack->duplicates(), ack->stale());
   release_waiters(self);
   return std::move(*ack);
+}
+
+caf::result<pb::Rows> on_sparse_pull(shard_actor self, const pb::SparsePull& req) {
+  if (auto err = admit(self, req, kReaders, "SparsePull")) return err;
+  auto rows = self->state.core->read_rows(req);
+  if (rows) self->state.metrics->sent(rows->data().size());
+  return answer(self, std::move(rows));
 }
 
 ps_shard_actor::behavior_type shard_behavior(shard_actor self, shard_options opts) {
   auto& st = self->state;
   st.core.emplace(opts.index, std::move(opts.consistency), opts.first_step);
+  st.metrics.emplace(metrics::registry_of(self->home_system()), opts.index);
+  st.core->observe_staleness(&st.metrics->staleness());
   st.peers = std::move(opts.peers);
   st.parent = opts.parent;
   // Stopping (its node exits): whatever waits for a step gets an error, not
@@ -169,37 +234,36 @@ ps_shard_actor::behavior_type shard_behavior(shard_actor self, shard_options opt
     self->state.pushes.clear();
     self->quit(msg.reason);
   });
+  using K = shard_request;
   return {
-      [self](const pb::CreateVariables& req) -> caf::result<pb::Created> {
-        if (auto err = admit(self, req, kCoordinator, "CreateVariables")) return err;
-        return answer(self, self->state.core->create(req));
+      [self](const pb::CreateVariables& req) {
+        return served<pb::Created>(self, K::create_variables, req, "CreateVariables",
+                                   [&] { return answer(self, self->state.core->create(req)); });
       },
-      [self](const pb::Pull& req) { return on_pull(self, req); },
-      [self](const pb::Push& req) { return on_push(self, req); },
-      [self](const pb::SparsePull& req) -> caf::result<pb::Rows> {
-        if (auto err = admit(self, req, kReaders, "SparsePull")) return err;
-        return answer(self, self->state.core->read_rows(req));
+      [self](const pb::Pull& req) { return counted(self, K::pull, on_pull(self, req)); },
+      [self](const pb::Push& req) { return counted(self, K::push, on_push(self, req)); },
+      [self](const pb::SparsePull& req) { return counted(self, K::sparse_pull, on_sparse_pull(self, req)); },
+      [self](const pb::SparsePush& req) { return counted(self, K::sparse_push, on_sparse_push(self, req)); },
+      [self](const pb::Assign& req) {
+        return served<pb::Assigned>(self, K::assign, req, "Assign",
+                                    [&] { return answer(self, self->state.core->assign(req)); });
       },
-      [self](const pb::SparsePush& req) { return on_sparse_push(self, req); },
-      [self](const pb::Assign& req) -> caf::result<pb::Assigned> {
-        if (auto err = admit(self, req, kCoordinator, "Assign")) return err;
-        return answer(self, self->state.core->assign(req));
+      [self](const pb::SetLearningRate& req) {
+        return served<pb::LearningRateSet>(self, K::set_learning_rate, req, "SetLearningRate",
+                                           [&] { return answer(self, self->state.core->set_learning_rate(req)); });
       },
-      [self](const pb::SetLearningRate& req) -> caf::result<pb::LearningRateSet> {
-        if (auto err = admit(self, req, kCoordinator, "SetLearningRate")) return err;
-        return answer(self, self->state.core->set_learning_rate(req));
-      },
-      [self](const pb::ShardStatsRequest& req) -> caf::result<pb::ShardStats> {
-        if (auto err = admit(self, req, kCoordinator, "ShardStatsRequest")) return err;
-        return self->state.core->stats();
+      [self](const pb::ShardStatsRequest& req) {
+        return served<pb::ShardStats>(self, K::stats, req, "ShardStatsRequest",
+                                      [&]() -> caf::result<pb::ShardStats> { return self->state.core->stats(); });
       },
       // BOUNDED_STALENESS: a lost worker's clock stops holding the others
       // back until its respawn pushes (the steps of its pinned closures).
-      [self](const pb::WorkerLost& lost) -> caf::result<pb::ShardStats> {
-        if (auto err = admit(self, lost, kCoordinator, "WorkerLost")) return err;
-        self->state.core->worker_lost(lost.worker());
-        release_waiters(self);
-        return self->state.core->stats();
+      [self](const pb::WorkerLost& lost) {
+        return served<pb::ShardStats>(self, K::worker_lost, lost, "WorkerLost", [&]() -> caf::result<pb::ShardStats> {
+          self->state.core->worker_lost(lost.worker());
+          release_waiters(self);
+          return self->state.core->stats();
+        });
       },
   };
 }

@@ -217,6 +217,7 @@ caf::expected<pb::Values> shard_core::read(const pb::Pull& p) {
     t->set_data(reinterpret_cast<const char*>(from + offset), size_t(count) * 4);
     t->set_slot(p.slot());
     out.add_versions(v->version);
+    if (p.slot() == 0 && staleness_ != nullptr) remember_pull(*v, p);
   }
   out.set_step(visible_step());
   return out;
@@ -239,6 +240,20 @@ caf::expected<pb::Rows> shard_core::read_rows(const pb::SparsePull& req) {
 }
 
 // ---- applying ----
+
+void shard_core::remember_pull(variable& v, const pb::Pull& pull) {
+  auto [i, fresh] = v.pulled.try_emplace(pull.worker());
+  if (fresh) i->second.fill({-1, 0});
+  i->second[size_t(pull.step()) % i->second.size()] = {pull.step(), v.version};
+}
+
+void shard_core::observe_staleness(variable& v, uint32_t worker, int64_t step) {
+  if (staleness_ == nullptr) return;
+  auto i = v.pulled.find(worker);
+  if (i == v.pulled.end()) return;
+  auto [pulled_step, version] = i->second[size_t(step) % i->second.size()];
+  if (pulled_step == step && v.version >= version) staleness_->observe(double(v.version - version));
+}
 
 void shard_core::apply_dense(variable& v, int64_t offset, int64_t count, const float* grad) {
   if (offset == 0) ++v.version;  // once per gradient (slices of one gradient arrive in order)
@@ -296,6 +311,7 @@ pb::PushAck shard_core::apply(const pb::Push& push) {
     }
     auto& v = vars_.at(g.name());
     const float* grad = floats(g.data());
+    if (g.offset() == 0) observe_staleness(v, push.worker(), push.step());
     if (sync) {
       if (v.sum.empty()) v.sum.assign(size_t(v.size()), 0.0f);
       for (int64_t i = 0; i < g.count(); ++i) v.sum[size_t(g.offset() + i)] += grad[i];

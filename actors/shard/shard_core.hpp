@@ -7,6 +7,7 @@
 // decided here (ready, waits); holding it is the actor's business.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <set>
@@ -17,6 +18,7 @@
 #include <caf/error.hpp>
 #include <caf/expected.hpp>
 
+#include "actors/metrics/registry.hpp"
 #include "kernels/ops.hpp"
 #include "kernels/tensor.hpp"
 #include "messages/tensor_bytes.hpp"
@@ -62,6 +64,11 @@ class shard_core {
   /// until its respawn pushes.
   void worker_lost(uint32_t worker);
 
+  /// Where the staleness of each dense gradient goes from now on: the
+  /// variable's updates between the values that worker pulled for that
+  /// step and the gradient's apply (pulls and pushes name worker and step).
+  void observe_staleness(metrics::histogram* h) { staleness_ = h; }
+
   pb::ShardStats stats() const;
   /// How many requests the actor holds for a step (shown in stats).
   void set_waiting(uint32_t n) { stats_.set_waiting(n); }
@@ -77,6 +84,8 @@ class shard_core {
     uint64_t version = 0;
     std::vector<float> sum;  // SYNC: gradients of the current step
     int64_t received = 0;    // SYNC: elements received this step
+    // The version each worker pulled for its latest steps (staleness).
+    std::unordered_map<uint32_t, std::array<std::pair<int64_t, uint64_t>, 4>> pulled;
 
     int64_t size() const { return value.size(); }
     int64_t rows() const { return spec.shape_size() == 0 ? 1 : spec.shape(0); }
@@ -99,6 +108,8 @@ class shard_core {
                         const variable& v) const;
   template <class Push>
   bool seen_before(const Push& push, const std::string& name, int64_t offset);
+  void remember_pull(variable& v, const pb::Pull& pull);
+  void observe_staleness(variable& v, uint32_t worker, int64_t step);
   int64_t slowest_clock() const;
   int64_t visible_step() const;
   void advance_clock(uint32_t worker, int64_t step);
@@ -115,6 +126,7 @@ class shard_core {
   std::vector<int64_t> clocks_;  // BOUNDED_STALENESS: per worker, last pushed step + 1
   std::vector<float> scratch_;   // aligned copy of a gradient slice
   pb::ShardStats stats_;
+  metrics::histogram* staleness_ = nullptr;
 };
 
 /// The kernels' hyper-parameters of `o` (its zero fields: the kernels'

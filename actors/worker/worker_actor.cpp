@@ -43,6 +43,7 @@ struct worker_state {
   std::unique_ptr<transport> net;
   std::unique_ptr<param_buffers> params;
   std::unique_ptr<batch_prefetch> batches;
+  std::unique_ptr<worker_metrics> metrics;
   int64_t step = 0;          // this worker's steps so far
   int64_t closure_step = 0;  // the running closure's steps so far
   worker_context ctx;
@@ -84,7 +85,11 @@ void push(worker_ptr self, int64_t step, int32_t examples, std::function<void(ca
   key.set_closure(batch->request.closures(batch->done.results_size()).id());
   key.set_step(st.closure_step++);
   key.set_examples(examples);
-  batch->unacked += st.params->push(step, key, [self, seq](caf::error err) {
+  // The push phase ends with the step's last acknowledgement.
+  auto unacked = std::make_shared<size_t>(0);
+  const auto sent = worker_metrics::clock::now();
+  *unacked = st.params->push(step, key, [self, seq, unacked, sent](caf::error err) {
+    if (--*unacked == 0) self->state.metrics->phase(step_phase::push, sent);
     for (auto& b : self->state.queue)
       if (b.seq == seq) {
         --b.unacked;
@@ -93,6 +98,7 @@ void push(worker_ptr self, int64_t step, int32_t examples, std::function<void(ca
       }
     answer_finished(self);
   });
+  batch->unacked += *unacked;
   then(caf::none);
 }
 
@@ -103,6 +109,7 @@ void settle(worker_ptr self, const pb::Closure& closure, caf::expected<values> r
   auto& run = *running_batch(self->state);
   auto* r = run.done.add_results();
   r->set_id(closure.id());
+  self->state.metrics->closure(bool(result));
   if (!result && lost_link(result.error()) && !run.link_failed)
     run.link_failed = result.error();  // a transport error, not the function's: the proxy takes the worker as lost
   if (!result) {
@@ -226,6 +233,7 @@ void wire_context(worker_ptr self) {
   auto& ctx = st.ctx;
   ctx.worker = st.index;
   ctx.model = st.model.get();
+  ctx.metrics = st.metrics.get();
   ctx.dataset = [self](const pb::Value& arg) { return dataset_of(self, arg); };
   ctx.next_batch = [self](const dataset_actor& d, batch_prefetch::batch_fn then) {
     self->state.batches->next(d, std::move(then));
@@ -283,6 +291,7 @@ worker_actor::behavior_type worker_behavior(worker_ptr self, pb::SpawnWorker spe
   st.params =
       std::make_unique<param_buffers>(*st.model, std::move(vars), st.index, spec.pull_ahead(), *st.net, &st.ctx.params);
   st.batches = std::make_unique<batch_prefetch>(*st.net);
+  st.metrics = std::make_unique<worker_metrics>(metrics::registry_of(self->home_system()), st.index);
   if (spec.threads() > 0) kernels::set_cpu_threads(int(spec.threads()));
   dial_ps_nodes(self, cluster);
   self->set_down_handler([self](const caf::down_msg& msg) {

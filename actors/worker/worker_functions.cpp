@@ -42,8 +42,18 @@ struct train_run {
   std::vector<int64_t> ids;
   std::function<void(caf::expected<values>)> done;
 
+  using clock = worker_metrics::clock;
+  clock::time_point step_started, phase_started;  // the running step's, and its phase's
+
+  // Ends the running phase `p` and starts the next one.
+  void timed(step_phase p) {
+    ctx->metrics->phase(p, phase_started);
+    phase_started = clock::now();
+  }
+
   static void next(std::shared_ptr<train_run> run) {
     if (run->ran == run->steps) return run->finish();
+    run->step_started = run->phase_started = clock::now();
     run->ctx->next_batch(run->dataset, [run](caf::expected<pb::BatchData> b) {
       if (!b) return run->done(b.error());
       if (b->end() && run->steps < 0) return run->finish();
@@ -57,6 +67,7 @@ struct train_run {
             errc::bad_tensor, fmt::format("batches of {} features, the model takes {}", b->features(), features)));
       run->batch = std::move(*b);
       run->unpack();
+      run->timed(step_phase::batch);
       const int64_t step = run->first_step >= 0 ? run->first_step + run->ran : run->ctx->next_step();
       run->ctx->pull_for_step(step, [run, step](caf::error err) {
         if (err) return run->done(std::move(err));
@@ -70,9 +81,12 @@ struct train_run {
   }
 
   static void compute_and_push(std::shared_ptr<train_run> run, int64_t step) {
+    run->timed(step_phase::pull);
     compute(*run);
+    run->timed(step_phase::compute);
     run->ctx->push(step, run->batch.size(), [run](caf::error err) {
       if (err) return run->done(std::move(err));
+      run->ctx->metrics->step(run->step_started, run->batch.size());
       ++run->ran;
       next(run);
     });

@@ -31,6 +31,7 @@
 
 #include <caf/expected.hpp>
 
+#include "actors/worker/worker_metrics.hpp"
 #include "kernels/model.hpp"
 #include "messages/wire.hpp"
 
@@ -43,6 +44,7 @@ struct worker_context {
   uint32_t worker = 0;
   kernels::sequential_model* model = nullptr;
   kernels::host_parameters* params = nullptr;  // pulled values, computed gradients
+  worker_metrics* metrics = nullptr;           // where steps are timed (never null on a worker)
 
   /// The dataset a per_worker_dataset argument names (error: no such dataset).
   std::function<caf::expected<dataset_actor>(const pb::Value&)> dataset;

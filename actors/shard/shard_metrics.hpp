@@ -1,0 +1,52 @@
+// A PS shard's metrics (actors/metrics/registry.hpp), labelled with its
+// ps task index. Children are looked up once: a request costs a few
+// relaxed atomic adds; only a refusal looks its counter up.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+
+#include <caf/error.hpp>
+
+#include "actors/metrics/registry.hpp"
+
+namespace actorps {
+
+/// The requests a shard serves (the `kind` label).
+enum class shard_request : uint8_t {
+  pull,
+  push,
+  sparse_pull,
+  sparse_push,
+  assign,
+  create_variables,
+  set_learning_rate,
+  stats,
+  worker_lost,
+};
+constexpr size_t kShardRequestKinds = 9;
+
+class shard_metrics {
+ public:
+  shard_metrics(metrics::registry& reg, uint32_t shard);
+
+  /// A request of `kind` answered now or later (`err`: refused or failed).
+  void request(shard_request kind, const caf::error& err = caf::none);
+  void received(size_t bytes) { received_.inc(bytes); }
+  void sent(size_t bytes) { sent_.inc(bytes); }
+  /// A push's (or released waiter's) apply time.
+  void applied(double seconds, uint32_t slices, uint32_t duplicates, uint32_t stale);
+  void waiting(size_t n) { waiting_.set(double(n)); }
+  metrics::histogram& staleness() { return staleness_; }
+
+ private:
+  std::string shard_;
+  metrics::family<metrics::counter>& requests_;
+  std::array<metrics::counter*, kShardRequestKinds> ok_;
+  metrics::counter &received_, &sent_, &updates_, &duplicates_, &stale_;
+  metrics::histogram &apply_, &staleness_;
+  metrics::gauge& waiting_;
+};
+
+}  // namespace actorps
