@@ -21,7 +21,8 @@ namespace {
 std::pair<int, std::string> promtool_check(const std::string& text) {
   auto dir = make_temp_dir("metrics");
   std::ofstream(dir + "/m.txt") << text;
-  auto res = run_command({"/bin/sh", "-c", "promtool check metrics < " + dir + "/m.txt 2>&1"}, std::chrono::seconds(30));
+  auto res =
+      run_command({"/bin/sh", "-c", "promtool check metrics < " + dir + "/m.txt 2>&1"}, std::chrono::seconds(30));
   BOOST_REQUIRE_MESSAGE(res, "cannot run promtool (tools/setup.sh installs Debian's prometheus package)");
   return {res->exit_code, res->out};
 }
@@ -30,7 +31,9 @@ std::pair<int, std::string> promtool_check(const std::string& text) {
 
 BOOST_AUTO_TEST_CASE(the_text_format_is_exact_and_promtool_accepts_it) {
   metrics::registry reg;
-  reg.counters("demo_requests_total", "Requests by kind\nand \\ result", {"kind"}).with({"a \"quoted\"\nvalue\\"}).inc(3);
+  reg.counters("demo_requests_total", "Requests by kind\nand \\ result", {"kind"})
+      .with({"a \"quoted\"\nvalue\\"})
+      .inc(3);
   reg.gauges("demo_waiting", "Waiting requests", {}).with({}).set(2.5);
   auto& h = reg.histograms("demo_apply_seconds", "Apply time", {"shard"}, metrics::seconds_buckets()).with({"0"});
   h.observe(0.0003);
@@ -82,7 +85,8 @@ BOOST_AUTO_TEST_CASE(quantiles_interpolate_within_a_bucket) {
   auto samples = metrics::parse_text(reg.expose());
   BOOST_REQUIRE(samples);
   BOOST_TEST(metrics::quantile(*samples, "t_seconds", 0.5) == 0.075, boost::test_tools::tolerance(1e-9));
-  BOOST_TEST(metrics::quantile(*samples, "t_seconds", 0.99, {{"w", "0"}}) == 0.0995, boost::test_tools::tolerance(1e-9));
+  BOOST_TEST(metrics::quantile(*samples, "t_seconds", 0.99, {{"w", "0"}}) == 0.0995,
+             boost::test_tools::tolerance(1e-9));
   BOOST_TEST(metrics::quantile(*samples, "t_seconds", 0.5, {{"w", "1"}}) == 0);
 }
 
@@ -108,7 +112,7 @@ BOOST_FIXTURE_TEST_CASE(a_shard_counts_requests_bytes_and_staleness, shard_syste
   pull_for(1, 0);
   BOOST_REQUIRE(call<pb::PushAck>(self, shard, push(0, 0, {slice("w", {1, 2, 4, 8})})));  // staleness 0
   BOOST_REQUIRE(call<pb::PushAck>(self, shard, push(1, 0, {slice("w", {1, 2, 4, 8})})));  // 1: worker:0's came between
-  BOOST_REQUIRE(!call<pb::PushAck>(self, shard, push(0, 1, {slice("v", {1})})));         // no such variable
+  BOOST_REQUIRE(!call<pb::PushAck>(self, shard, push(0, 1, {slice("v", {1})})));          // no such variable
   stop(shard);
   auto samples = metrics::parse_text(metrics::registry_of(sys).expose());
   BOOST_REQUIRE(samples);

@@ -6,8 +6,7 @@
 
 namespace actorps::metrics {
 
-caf::expected<std::unique_ptr<exporter>> exporter::start(const registry& reg, const std::string& host,
-                                                         uint16_t port) {
+caf::expected<std::unique_ptr<exporter>> exporter::start(const registry& reg, const std::string& host, uint16_t port) {
   std::unique_ptr<exporter> e(new exporter);
   e->server_ = std::make_unique<httplib::Server>();
   auto& s = *e->server_;
@@ -24,7 +23,8 @@ caf::expected<std::unique_ptr<exporter>> exporter::start(const registry& reg, co
     e->port_ = uint16_t(got);
   } else {
     if (!s.bind_to_port(bind, port))
-      return make_error(errc::io_error, "metrics: cannot listen on " + where + " (metrics_port taken or host not local)");
+      return make_error(errc::io_error,
+                        "metrics: cannot listen on " + where + " (metrics_port taken or host not local)");
     e->port_ = port;
   }
   e->thread_ = std::thread([&s] { s.listen_after_bind(); });

@@ -40,8 +40,8 @@ histogram::snapshot histogram::read() const {
 }
 
 const std::vector<double>& seconds_buckets() {
-  static const std::vector<double> b = {0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
-                                        0.025,   0.05,   0.1,     0.25,   0.5,   1,      2.5,   5,     10};
+  static const std::vector<double> b = {0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
+                                        0.05,    0.1,    0.25,    0.5,    1,     2.5,    5,     10};
   return b;
 }
 
@@ -120,8 +120,7 @@ registry::entry& registry::find(const std::string& name, kind k, const std::vect
   return i->second;
 }
 
-family<counter>& registry::counters(const std::string& name, const std::string& help,
-                                    std::vector<std::string> labels) {
+family<counter>& registry::counters(const std::string& name, const std::string& help, std::vector<std::string> labels) {
   std::lock_guard<std::mutex> lock(m_);
   auto& e = find(name, kind::counter, labels);
   if (!e.c) e.c = std::make_unique<family<counter>>(name, help, std::move(labels), nullptr);

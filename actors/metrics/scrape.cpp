@@ -89,16 +89,27 @@ caf::expected<std::vector<sample>> parse_text(std::string_view text) {
   return out;
 }
 
-caf::expected<std::vector<sample>> scrape(const std::string& host, uint16_t port, std::chrono::milliseconds timeout) {
+caf::expected<std::string> http_get(const std::string& host, uint16_t port, const std::string& target,
+                                    std::chrono::milliseconds timeout) {
   httplib::Client client(host, port);
   client.set_connection_timeout(timeout);
   client.set_read_timeout(timeout);
-  auto res = client.Get("/metrics");
-  const auto where = host + ":" + std::to_string(port) + "/metrics";
+  auto res = client.Get(target.c_str());
+  const auto where = host + ":" + std::to_string(port) + target;
   if (!res) return make_error(errc::unreachable, where + ": " + httplib::to_string(res.error()));
   if (res->status != 200) return make_error(errc::unreachable, where + ": HTTP " + std::to_string(res->status));
-  auto parsed = parse_text(res->body);
-  if (!parsed) return in_context(parsed.error(), where);
+  return std::move(res->body);
+}
+
+caf::expected<std::string> fetch_text(const std::string& host, uint16_t port, std::chrono::milliseconds timeout) {
+  return http_get(host, port, "/metrics", timeout);
+}
+
+caf::expected<std::vector<sample>> scrape(const std::string& host, uint16_t port, std::chrono::milliseconds timeout) {
+  auto text = fetch_text(host, port, timeout);
+  if (!text) return text.error();
+  auto parsed = parse_text(*text);
+  if (!parsed) return in_context(parsed.error(), host + ":" + std::to_string(port) + "/metrics");
   return parsed;
 }
 

@@ -26,7 +26,16 @@ struct sample {
 /// errc::invalid_argument naming the line when one is malformed.
 [[nodiscard]] caf::expected<std::vector<sample>> parse_text(std::string_view text);
 
-/// GET http://host:port/metrics, parsed; errc::unreachable when it does not answer in `timeout`.
+/// The body of GET http://host:port`target` (a path and query, encoded);
+/// errc::unreachable when it does not answer 200 in `timeout`.
+[[nodiscard]] caf::expected<std::string> http_get(const std::string& host, uint16_t port, const std::string& target,
+                                                  std::chrono::milliseconds timeout);
+
+/// GET http://host:port/metrics as it came.
+[[nodiscard]] caf::expected<std::string> fetch_text(const std::string& host, uint16_t port,
+                                                    std::chrono::milliseconds timeout);
+
+/// The same, parsed.
 [[nodiscard]] caf::expected<std::vector<sample>> scrape(const std::string& host, uint16_t port,
                                                         std::chrono::milliseconds timeout);
 

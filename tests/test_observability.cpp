@@ -1,0 +1,233 @@
+// Observability across real processes: every node of an `actorps local`
+// job serves metrics that promtool accepts, a real Prometheus server
+// (Debian's, started here on a free port) scrapes them and answers a
+// per-shard request rate, and a worker whose PS requests are delayed shows
+// as the straggler in its step-phase metrics.
+#define BOOST_TEST_MODULE observability
+#include <boost/test/unit_test.hpp>
+
+#include <csignal>
+#include <fstream>
+#include <map>
+#include <thread>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "actors/launch/local_host.hpp"
+#include "actors/launch/subprocess.hpp"
+#include "actors/metrics/scrape.hpp"
+#include "messages/errors.hpp"
+#include "tests/job_files.hpp"
+
+using namespace actorps;
+using namespace actorps::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+const std::vector<std::string> kTasks = {"coordinator:0", "worker:0", "worker:1", "ps:0", "ps:1"};
+
+// Gives every node of write_job's job (in kTasks order) a metrics_port.
+std::map<std::string, uint16_t> add_metrics_ports(const std::string& path) {
+  std::string text = read_file(path), out;
+  std::map<std::string, uint16_t> ports;
+  size_t node = 0, at = 0;
+  for (size_t line_end; (line_end = text.find('\n', at)) != std::string::npos; at = line_end + 1) {
+    auto line = text.substr(at, line_end - at + 1);
+    out += line;
+    if (line.rfind("port = ", 0) == 0 && node < kTasks.size()) {
+      ports[kTasks[node++]] = free_port();
+      out += "metrics_port = " + std::to_string(ports[kTasks[node - 1]]) + "\n";
+    }
+  }
+  std::ofstream(path) << out;
+  return ports;
+}
+
+metrics::labels of(std::initializer_list<std::pair<const std::string, std::string>> l) { return l; }
+
+// Scrapes `port` until `ready` holds for its samples (30 s at most).
+std::vector<metrics::sample> scrape_until(uint16_t port,
+                                          const std::function<bool(const std::vector<metrics::sample>&)>& ready) {
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  for (;;) {
+    auto got = metrics::scrape("127.0.0.1", port, 2s);
+    if (got && ready(*got)) return *got;
+    BOOST_REQUIRE_MESSAGE(std::chrono::steady_clock::now() < deadline,
+                          "metrics on port " << port << ": " << (got ? "condition never held" : describe(got.error())));
+    std::this_thread::sleep_for(100ms);
+  }
+}
+
+std::string url_encoded(const std::string& s) {
+  std::string out;
+  for (unsigned char c : s) {
+    if (std::isalnum(c) || c == '_' || c == '-' || c == '.')
+      out += char(c);
+    else
+      out += "%" + fmt::format("{:02X}", c);
+  }
+  return out;
+}
+
+// A Prometheus server of Debian's package scraping `targets` every second.
+struct prometheus_server {
+  std::string dir = make_temp_dir("prometheus");
+  uint16_t port = free_port();
+  std::optional<child_process> process;
+
+  explicit prometheus_server(const std::vector<uint16_t>& targets) {
+    std::ofstream cfg(dir + "/prometheus.yml");
+    cfg << "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n  - job_name: actorps\n"
+           "    static_configs:\n      - targets: [";
+    for (size_t i = 0; i < targets.size(); ++i) cfg << (i ? ", " : "") << "'127.0.0.1:" << targets[i] << "'";
+    cfg << "]\n";
+    cfg.close();
+    auto p = child_process::spawn(
+        {"/usr/bin/prometheus", "--config.file=" + dir + "/prometheus.yml", "--storage.tsdb.path=" + dir + "/tsdb",
+         "--web.listen-address=127.0.0.1:" + std::to_string(port)},
+        dir + "/prometheus.log");
+    BOOST_REQUIRE_MESSAGE(p, "cannot start /usr/bin/prometheus (tools/setup.sh installs Debian's prometheus)");
+    process.emplace(std::move(*p));
+    const auto deadline = std::chrono::steady_clock::now() + 30s;
+    while (!metrics::http_get("127.0.0.1", port, "/-/ready", 1s)) {
+      BOOST_REQUIRE_MESSAGE(std::chrono::steady_clock::now() < deadline,
+                            "prometheus never ready: " << read_file(dir + "/prometheus.log"));
+      std::this_thread::sleep_for(200ms);
+    }
+  }
+  ~prometheus_server() {
+    process->signal(SIGTERM);
+    (void)process->wait(10s);
+  }
+
+  // An instant query's series: metric labels -> value.
+  std::vector<std::pair<nlohmann::json, double>> query(const std::string& promql) {
+    auto body = metrics::http_get("127.0.0.1", port, "/api/v1/query?query=" + url_encoded(promql), 5s);
+    BOOST_REQUIRE_MESSAGE(body, (body ? "" : describe(body.error())));
+    auto j = nlohmann::json::parse(*body);
+    BOOST_REQUIRE_MESSAGE(j.at("status") == "success", *body);
+    std::vector<std::pair<nlohmann::json, double>> out;
+    for (auto& r : j.at("data").at("result"))
+      out.emplace_back(r.at("metric"), std::stod(r.at("value").at(1).get<std::string>()));
+    return out;
+  }
+};
+
+// promtool check metrics on `text`.
+void promtool_accepts(const std::string& task, const std::string& text) {
+  auto dir = make_temp_dir("promtool");
+  std::ofstream(dir + "/m.txt") << text;
+  auto res = run_command({"/bin/sh", "-c", "promtool check metrics < " + dir + "/m.txt 2>&1"}, 30s);
+  BOOST_REQUIRE(res);
+  BOOST_TEST(res->exit_code == 0, task << ": " << res->out);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(every_node_serves_metrics_that_a_real_prometheus_scrapes) {
+  auto dir = make_temp_dir("test");
+  auto job = write_job(dir, "", "", 40, "[model]\ninput = [1, 1, 4]\n", 1000);
+  auto ports = add_metrics_ports(job);
+  auto local = child_process::spawn({ACTORPS_BIN, "local", job, "--log", dir + "/nodes.log"}, dir + "/local.log");
+  BOOST_REQUIRE(local);
+  node_pids(*local);
+  // Training runs: the shards answer pulls, the workers step.
+  for (auto ps : {"ps:0", "ps:1"})
+    scrape_until(ports[ps], [](auto& s) {
+      return metrics::sum(s, "actorps_ps_requests_total", of({{"kind", "pull"}})) > 0;
+    });
+  scrape_until(ports["coordinator:0"],
+               [](auto& s) { return metrics::sum(s, "actorps_coordinator_workers_alive") == 2; });
+  for (auto& task : kTasks) {
+    auto text = metrics::fetch_text("127.0.0.1", ports[task], 2s);
+    BOOST_REQUIRE_MESSAGE(text, task << ": " << (text ? "" : describe(text.error())));
+    promtool_accepts(task, *text);
+    auto samples = *metrics::parse_text(*text);
+    if (task.rfind("ps:", 0) == 0) {
+      auto shard = of({{"shard", task.substr(3)}});
+      BOOST_TEST(metrics::sum(samples, "actorps_ps_updates_applied_total", shard) > 0, task);
+      BOOST_TEST(metrics::sum(samples, "actorps_ps_apply_seconds_count", shard) > 0, task);
+      BOOST_TEST(metrics::sum(samples, "actorps_ps_gradient_staleness_count", shard) > 0, task);
+      BOOST_TEST(metrics::sum(samples, "actorps_ps_received_bytes_total", shard) > 0, task);
+    } else if (task.rfind("worker:", 0) == 0) {
+      auto worker = of({{"worker", task.substr(7)}});
+      BOOST_TEST(metrics::sum(samples, "actorps_worker_steps_total", worker) > 0, task);
+      BOOST_TEST(metrics::sum(samples, "actorps_worker_step_phase_seconds_count", of({{"phase", "compute"}})) > 0,
+                 task);
+    } else {
+      BOOST_TEST(metrics::sum(samples, "actorps_coordinator_closures_total", of({{"result", "ok"}})) > 0);
+      BOOST_TEST(metrics::sum(samples, "actorps_coordinator_workers_alive") == 2);
+    }
+    BOOST_TEST(metrics::sum(samples, "actorps_node_admitted_peers") >= (task == "coordinator:0" ? 0 : 1), task);
+  }
+
+  std::vector<uint16_t> targets;
+  for (auto& task : kTasks) targets.push_back(ports[task]);
+  prometheus_server prometheus(targets);
+  // Each shard's pull rate, read back through Prometheus' query API once it
+  // holds two scrapes of each.
+  const auto deadline = std::chrono::steady_clock::now() + 40s;
+  std::map<std::string, double> rate;
+  while (rate.size() < 2 || rate["0"] <= 0 || rate["1"] <= 0) {
+    BOOST_REQUIRE_MESSAGE(std::chrono::steady_clock::now() < deadline,
+                          "no per-shard pull rate from Prometheus: " << read_file(prometheus.dir + "/prometheus.log"));
+    std::this_thread::sleep_for(500ms);
+    rate.clear();
+    for (auto& [metric, v] : prometheus.query("rate(actorps_ps_requests_total{kind=\"pull\",result=\"ok\"}[5s])"))
+      rate[metric.at("shard").get<std::string>()] = v;
+  }
+  BOOST_TEST_MESSAGE("pulls/s through Prometheus: ps:0 " << rate["0"] << ", ps:1 " << rate["1"]);
+  double up = 0;
+  for (auto& [metric, v] : prometheus.query("up{job=\"actorps\"}")) up += v;
+  BOOST_TEST(up == 5);  // every node's target scraped
+  local->signal(SIGINT);
+  auto rc = local->wait(30s);
+  BOOST_TEST((rc && *rc == 130), read_file(dir + "/local.log"));
+}
+
+BOOST_AUTO_TEST_CASE(a_worker_with_delayed_ps_requests_shows_as_the_straggler) {
+  auto dir = make_temp_dir("test");
+  auto job = write_job(dir, "", "", 40, "[model]\ninput = [1, 1, 4]\n", 1000);
+  auto ports = add_metrics_ports(job);
+  std::ofstream(job, std::ios::app) << "[[faults]]\nkind = \"delay\"\ntask = \"worker:1\"\npeer = \"ps:0\"\n"
+                                       "delay_ms = 50\nat = 0.1\nduration = 600.0\n"
+                                       "[[faults]]\nkind = \"delay\"\ntask = \"worker:1\"\npeer = \"ps:1\"\n"
+                                       "delay_ms = 50\nat = 0.1\nduration = 600.0\n";
+  auto chaos =
+      child_process::spawn({ACTORPS_BIN, "chaos", job, "--seed", "1", "--log", dir + "/nodes.log"}, dir + "/chaos.log");
+  BOOST_REQUIRE(chaos);
+  node_pids(*chaos);
+  auto pull = of({{"phase", "pull"}});
+  // From the first delayed steps on, over two scrapes 3 s apart: the mean
+  // pull phase of each worker in between.
+  auto w1_before = scrape_until(
+      ports["worker:1"], [&](auto& s) { return metrics::sum(s, "actorps_worker_step_phase_seconds_sum", pull) > 0.2; });
+  auto w0_before = scrape_until(ports["worker:0"], [](auto&) { return true; });
+  std::this_thread::sleep_for(3s);
+  auto w1_after = scrape_until(ports["worker:1"], [](auto&) { return true; });
+  auto w0_after = scrape_until(ports["worker:0"], [](auto&) { return true; });
+  auto delta = [](auto& before, auto& after, const char* name, const metrics::labels& match) {
+    return metrics::sum(after, name, match) - metrics::sum(before, name, match);
+  };
+  auto mean = [&](auto& before, auto& after, const char* histogram, const metrics::labels& match) {
+    const double n = delta(before, after, (std::string(histogram) + "_count").c_str(), match);
+    BOOST_REQUIRE(n > 0);
+    return delta(before, after, (std::string(histogram) + "_sum").c_str(), match) / n;
+  };
+  const double slow = mean(w1_before, w1_after, "actorps_worker_step_phase_seconds", pull);
+  const double fast = mean(w0_before, w0_after, "actorps_worker_step_phase_seconds", pull);
+  BOOST_TEST_MESSAGE("mean pull phase: worker:1 " << slow * 1000 << " ms, worker:0 " << fast * 1000 << " ms");
+  BOOST_TEST(slow >= 0.025);  // each request is held 50 ms (pulled ahead: part of it overlaps the step before)
+  BOOST_TEST(slow > 5 * fast);
+  // Its steps say the same: longer, and fewer of them.
+  BOOST_TEST(mean(w1_before, w1_after, "actorps_worker_step_seconds", {}) > 0.02);
+  const double steps1 = delta(w1_before, w1_after, "actorps_worker_steps_total", {});
+  const double steps0 = delta(w0_before, w0_after, "actorps_worker_steps_total", {});
+  BOOST_TEST_MESSAGE("steps in 3 s: worker:1 " << steps1 << ", worker:0 " << steps0);
+  BOOST_TEST(steps1 * 3 < steps0);
+  chaos->signal(SIGINT);
+  auto rc = chaos->wait(30s);
+  BOOST_TEST((rc && *rc == 130), read_file(dir + "/chaos.log"));
+}
