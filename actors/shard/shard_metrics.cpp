@@ -6,8 +6,8 @@ namespace actorps {
 namespace {
 
 constexpr const char* kKindNames[kShardRequestKinds] = {
-    "pull", "push", "sparse_pull", "sparse_push", "assign", "create_variables", "set_learning_rate", "stats",
-    "worker_lost"};
+    "pull",  "push",       "sparse_pull", "sparse_push", "assign", "create_variables", "set_learning_rate",
+    "stats", "worker_lost"};
 
 }  // namespace
 
@@ -15,9 +15,9 @@ shard_metrics::shard_metrics(metrics::registry& reg, uint32_t shard)
     : shard_(std::to_string(shard)),
       requests_(reg.counters("actorps_ps_requests_total", "Requests a PS shard answered, by kind and result",
                              {"shard", "kind", "result"})),
-      received_(reg.counters("actorps_ps_received_bytes_total", "Tensor bytes a PS shard received (gradients)",
-                             {"shard"})
-                    .with({shard_})),
+      received_(
+          reg.counters("actorps_ps_received_bytes_total", "Tensor bytes a PS shard received (gradients)", {"shard"})
+              .with({shard_})),
       sent_(reg.counters("actorps_ps_sent_bytes_total", "Tensor bytes a PS shard sent (values, rows)", {"shard"})
                 .with({shard_})),
       updates_(reg.counters("actorps_ps_updates_applied_total",

@@ -11,12 +11,12 @@ worker_metrics::worker_metrics(metrics::registry& reg, uint32_t worker)
                  .with({std::to_string(worker)})),
       examples_(reg.counters("actorps_worker_examples_total", "Examples a worker trained on", {"worker"})
                     .with({std::to_string(worker)})),
-      closures_ok_(reg.counters("actorps_worker_closures_total", "Closures a worker ran, by result",
-                                {"worker", "result"})
-                       .with({std::to_string(worker), "ok"})),
-      closures_failed_(reg.counters("actorps_worker_closures_total", "Closures a worker ran, by result",
-                                    {"worker", "result"})
-                           .with({std::to_string(worker), "error"})) {
+      closures_ok_(
+          reg.counters("actorps_worker_closures_total", "Closures a worker ran, by result", {"worker", "result"})
+              .with({std::to_string(worker), "ok"})),
+      closures_failed_(
+          reg.counters("actorps_worker_closures_total", "Closures a worker ran, by result", {"worker", "result"})
+              .with({std::to_string(worker), "error"})) {
   constexpr const char* kNames[kStepPhases] = {"batch", "pull", "compute", "push"};
   auto& family = reg.histograms("actorps_worker_step_phase_seconds",
                                 "Time of each phase of a training step: waiting for the batch, pulling the values, "
