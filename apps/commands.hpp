@@ -56,6 +56,11 @@ int run_export(const job_spec& job, const std::string& checkpoint_dir, const std
 /// TensorBoard events and metrics.csv); exit 0 after the final one.
 int run_evaluator(const job_spec& job);
 
+/// `actorps top`: every `interval_s`, a table of each node's metrics
+/// (apps/top_cmd.cpp); with `once`, one table and exit 0. Exit 2 when no
+/// node has a metrics_port.
+int run_top(const cluster_spec& spec, double interval_s, bool once);
+
 /// `actorps train JOB`, the TF1 recipe: every process runs the same
 /// command and TF_CONFIG's task (`tf_config`, may be empty) says what it
 /// is: `worker` and `ps` serve their node, `evaluator` runs run_evaluator,

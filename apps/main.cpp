@@ -128,6 +128,13 @@ int main(int argc, char** argv) {  // NOLINT(bugprone-exception-escape)
   status->add_option("--task", status_task, "probe only this task's node (exit 0 when it serves: an exec probe)");
   status->add_flag("--self", status_self, "probe only TF_CONFIG's task's node (a pod's liveness/readiness probe)");
 
+  auto* top = app.add_subcommand("top", "a live table of the nodes' metrics (their topology metrics_port)");
+  top->add_option("config", config_path, "topology or job file (TOML); default: TF_CONFIG");
+  double top_interval = 1.0;
+  bool top_once = false;
+  top->add_option("--interval", top_interval, "seconds between refreshes")->check(CLI::Range(0.1, 3600.0));
+  top->add_flag("--once", top_once, "print one table (over one interval) and exit");
+
   auto* data = app.add_subcommand("data", "data sets");
   data->require_subcommand(1);
   data_prepare_options prep;
@@ -291,6 +298,7 @@ int main(int argc, char** argv) {  // NOLINT(bugprone-exception-escape)
     }
     return run_status(*spec, watch, only);
   }
+  if (*top) return run_top(*spec, top_interval, top_once);
   if (*local) {
     auto job = load_job_file(config_path);  // checked before any node starts
     if (!job) return fail(job.error());

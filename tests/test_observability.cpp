@@ -6,9 +6,14 @@
 #define BOOST_TEST_MODULE observability
 #include <boost/test/unit_test.hpp>
 
+#include <pty.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <csignal>
 #include <fstream>
 #include <map>
+#include <sstream>
 #include <thread>
 
 #include <fmt/format.h>
@@ -124,7 +129,91 @@ void promtool_accepts(const std::string& task, const std::string& text) {
   BOOST_TEST(res->exit_code == 0, task << ": " << res->out);
 }
 
+// `actorps top` on a pseudo-terminal, as a user's shell runs it.
+struct top_on_a_terminal {
+  pid_t pid = -1;
+  int master = -1;
+
+  explicit top_on_a_terminal(const std::string& job) {
+    pid = ::forkpty(&master, nullptr, nullptr, nullptr);
+    BOOST_REQUIRE(pid >= 0);
+    if (pid == 0) {
+      ::execl(ACTORPS_BIN, ACTORPS_BIN, "top", job.c_str(), "--interval", "0.5", static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+  }
+  ~top_on_a_terminal() {
+    ::kill(pid, SIGINT);
+    ::waitpid(pid, nullptr, 0);
+    ::close(master);
+  }
+
+  // The newest whole frame once `ready` holds for it (each begins with the
+  // terminal's clear-screen sequence); 20 s at most.
+  std::string frame_where(const std::function<bool(const std::string&)>& ready) {
+    std::string seen;
+    const auto deadline = std::chrono::steady_clock::now() + 20s;
+    while (std::chrono::steady_clock::now() < deadline) {
+      char buf[4096];
+      const auto n = ::read(master, buf, sizeof buf);
+      BOOST_REQUIRE_MESSAGE(n > 0, "top stopped: " << seen);
+      seen.append(buf, size_t(n));
+      const auto last = seen.rfind("\x1b[H\x1b[2J"), before = seen.rfind("\x1b[H\x1b[2J", last - 1);
+      if (last == std::string::npos || before == std::string::npos) continue;
+      auto frame = seen.substr(before, last - before);
+      if (ready(frame)) return frame;
+    }
+    BOOST_FAIL("top never showed the expected frame: " << seen.substr(seen.size() > 3000 ? seen.size() - 3000 : 0));
+    return {};
+  }
+};
+
+// The numbers of `task`'s row in a top frame (its "-" as -1; "up"/"down" as 1/0).
+std::vector<double> row_of(const std::string& frame, const std::string& task) {
+  auto at = frame.find("\n" + task + " ");
+  if (at == std::string::npos) return {};
+  std::istringstream line(frame.substr(at + 1, frame.find('\n', at + 1) - at - 1));
+  std::vector<double> out;
+  std::string word;
+  line >> word;
+  while (line >> word) out.push_back(word == "up" ? 1 : word == "down" ? 0 : word == "-" ? -1 : std::stod(word));
+  return out;
+}
+
 }  // namespace
+
+BOOST_AUTO_TEST_CASE(top_shows_each_node_live_and_a_stopped_one_down) {
+  auto dir = make_temp_dir("test");
+  auto job = write_job(dir, "", "", 40, "[model]\ninput = [1, 1, 4]\n", 1000);
+  add_metrics_ports(job);
+  auto local = child_process::spawn({ACTORPS_BIN, "local", job, "--log", dir + "/nodes.log"}, dir + "/local.log");
+  BOOST_REQUIRE(local);
+  std::map<std::string, pid_t> pid;  // "actorps node ready: ps:1 at 127.0.0.1:P pid N"
+  for (int i = 0; i < 4; ++i) {
+    auto line = local->wait_for_line("actorps node ready", 30s);
+    BOOST_REQUIRE(line);
+    auto task = line->substr(line->find(": ") + 2);
+    pid[task.substr(0, task.find(' '))] = pid_t(std::stol(line->substr(line->rfind("pid ") + 4)));
+  }
+  top_on_a_terminal top(job);
+  // Columns: state, steps/s, closures/s, requests/s, p99 apply ms, waiting, staleness.
+  auto training = [](const std::string& f) {
+    auto w = row_of(f, "worker:1"), ps = row_of(f, "ps:0"), c = row_of(f, "coordinator:0");
+    return w.size() == 7 && w[0] == 1 && w[1] > 0 && ps.size() == 7 && ps[3] > 0 && ps[4] > 0 && ps[6] >= 0 &&
+           c.size() == 7 && c[2] > 0;
+  };
+  auto frame = top.frame_where(training);
+  BOOST_TEST_MESSAGE("top:\n" << frame);
+  BOOST_TEST(frame.find("TASKS") != std::string::npos);
+  // A node that stops answering (SIGSTOP) shows down, then up again.
+  ::kill(pid.at("ps:1"), SIGSTOP);
+  top.frame_where([](const std::string& f) { return row_of(f, "ps:1").size() == 7 && row_of(f, "ps:1")[0] == 0; });
+  ::kill(pid.at("ps:1"), SIGCONT);
+  top.frame_where([](const std::string& f) { return row_of(f, "ps:1").size() == 7 && row_of(f, "ps:1")[0] == 1; });
+  local->signal(SIGINT);
+  auto rc = local->wait(30s);
+  BOOST_TEST((rc && *rc == 130), read_file(dir + "/local.log"));
+}
 
 BOOST_AUTO_TEST_CASE(every_node_serves_metrics_that_a_real_prometheus_scrapes) {
   auto dir = make_temp_dir("test");

@@ -73,7 +73,7 @@ class histogram {
   gauge sum_;
 };
 
-/// Latency buckets in seconds, 50 µs to 10 s.
+/// Latency buckets in seconds, 10 µs to 10 s.
 const std::vector<double>& seconds_buckets();
 /// Staleness buckets: updates between a pull and the apply of its gradient.
 const std::vector<double>& staleness_buckets();

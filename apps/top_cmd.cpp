@@ -1,0 +1,101 @@
+// `actorps top`: a live table of the cluster, refreshed every interval from
+// each node's /metrics (its topology metrics_port): per node its tasks,
+// up or down, steps/s and closures/s (workers, coordinator), requests/s,
+// p99 apply time, waiting requests and gradient staleness (PS shards),
+// each over the last interval.
+#include <csignal>
+#include <cstdio>
+#include <thread>
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include "actors/metrics/scrape.hpp"
+#include "apps/commands.hpp"
+#include "messages/errors.hpp"
+
+namespace actorps {
+namespace {
+
+using samples = std::vector<metrics::sample>;
+
+std::string tasks_of(const node_spec& node) {
+  std::string out;
+  for (auto& t : node.tasks) out += (out.empty() ? "" : ",") + to_string(t);
+  return out;
+}
+
+// `after` minus `before`, sample by sample (counters and histogram buckets
+// over the interval; a node that restarted counts from zero again).
+samples since(const samples& after, const samples& before) {
+  samples out = after;
+  for (auto& s : out)
+    for (auto& b : before)
+      if (b.name == s.name && b.labels_ == s.labels_) {
+        if (s.value >= b.value) s.value -= b.value;
+        break;
+      }
+  return out;
+}
+
+std::string rate(double n, double seconds, bool shown) { return shown ? fmt::format("{:.1f}", n / seconds) : "-"; }
+
+// One node's row from two scrapes `seconds` apart (nullopt: it did not answer).
+std::string row(const node_spec& node, const std::optional<samples>& now, const std::optional<samples>& before,
+                double seconds) {
+  const auto line = "{:<28} {:<6} {:>9} {:>11} {:>10} {:>13} {:>8} {:>10}\n";
+  const std::string tasks = tasks_of(node);
+  if (node.metrics_port == 0) return fmt::format(line, tasks, "-", "-", "-", "-", "-", "-", "no metrics_port");
+  if (!now) return fmt::format(line, tasks, "down", "-", "-", "-", "-", "-", "-");
+  const samples d = before ? since(*now, *before) : samples{};
+  const bool worker = node.hosts(pb::WORKER), ps = node.hosts(pb::PS), coordinator = node.hosts(pb::COORDINATOR);
+  const double closures = metrics::sum(d, "actorps_worker_closures_total") +
+                          metrics::sum(d, "actorps_coordinator_closures_total", {{"result", "ok"}});
+  const double staleness_n = metrics::sum(d, "actorps_ps_gradient_staleness_count");
+  return fmt::format(
+      line, tasks, "up", rate(metrics::sum(d, "actorps_worker_steps_total"), seconds, worker && before),
+      rate(closures, seconds, (worker || coordinator) && before),
+      rate(metrics::sum(d, "actorps_ps_requests_total"), seconds, ps && before),
+      ps && before ? fmt::format("{:.3f}", 1000 * metrics::quantile(d, "actorps_ps_apply_seconds", 0.99)) : "-",
+      ps ? fmt::format("{:.0f}", metrics::sum(*now, "actorps_ps_waiting_requests")) : "-",
+      ps && staleness_n > 0 ? fmt::format("{:.2f}", metrics::sum(d, "actorps_ps_gradient_staleness_sum") / staleness_n)
+                            : "-");
+}
+
+std::vector<std::optional<samples>> scrape_all(const cluster_spec& spec, std::chrono::milliseconds timeout) {
+  std::vector<std::optional<samples>> out;
+  for (auto& node : spec.nodes) {
+    auto got = node.metrics_port == 0 ? caf::expected<samples>(samples{})
+                                      : metrics::scrape(node.host, node.metrics_port, timeout);
+    out.push_back(got ? std::optional<samples>(std::move(*got)) : std::nullopt);
+  }
+  return out;
+}
+
+}  // namespace
+
+int run_top(const cluster_spec& spec, double interval_s, bool once) {
+  if (std::none_of(spec.nodes.begin(), spec.nodes.end(), [](const node_spec& n) { return n.metrics_port != 0; })) {
+    fmt::print(stderr, "top: no node of the topology has a metrics_port (config/defaults.toml)\n");
+    return 2;
+  }
+  const auto interval = std::chrono::milliseconds(int64_t(interval_s * 1000));
+  const bool tty = ::isatty(STDOUT_FILENO) != 0;
+  auto before = scrape_all(spec, interval);
+  for (int frame = 0;; ++frame) {
+    std::this_thread::sleep_for(interval);
+    auto now = scrape_all(spec, interval);
+    std::string out = tty ? "\x1b[H\x1b[2J" : "";
+    out += fmt::format("actorps top: cluster \"{}\", {} nodes, every {:.1f} s{}\n", spec.name, spec.nodes.size(),
+                       interval_s, once ? "" : " (Ctrl-C quits)");
+    out += fmt::format("{:<28} {:<6} {:>9} {:>11} {:>10} {:>13} {:>8} {:>10}\n", "TASKS", "STATE", "STEPS/S",
+                       "CLOSURES/S", "REQUESTS/S", "P99 APPLY MS", "WAITING", "STALENESS");
+    for (size_t n = 0; n < spec.nodes.size(); ++n) out += row(spec.nodes[n], now[n], before[n], interval_s);
+    std::fputs(out.c_str(), stdout);
+    std::fflush(stdout);
+    if (once) return 0;
+    before = std::move(now);
+  }
+}
+
+}  // namespace actorps
