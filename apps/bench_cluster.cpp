@@ -8,8 +8,12 @@
 
 namespace actorps {
 
-bench_cluster::bench_cluster(const std::vector<std::string>& roles, const std::string& runtime)
-    : dir_(make_temp_dir("bench")), path_(dir_ + "/cluster.toml"), roles_(roles), runtime_(runtime) {}
+bench_cluster::bench_cluster(const std::vector<std::string>& roles, const std::string& runtime, bool metrics)
+    : dir_(make_temp_dir("bench")),
+      path_(dir_ + "/cluster.toml"),
+      roles_(roles),
+      runtime_(runtime),
+      metrics_(metrics) {}
 
 bench_cluster::~bench_cluster() { (void)stop(); }
 
@@ -17,8 +21,10 @@ caf::error bench_cluster::start(const std::string& self_exe, const std::vector<s
   {
     std::ofstream out(path_);
     out << "[cluster]\nname = \"bench\"\n";
-    for (auto& role : roles_)
+    for (auto& role : roles_) {
       out << "[[cluster.nodes]]\nhost = \"127.0.0.1\"\nport = " << free_port() << "\nroles = [\"" << role << "\"]\n";
+      if (metrics_) out << "metrics_port = " << free_port() << "\n";
+    }
     if (!runtime_.empty()) out << "[runtime]\n" << runtime_;
   }
   auto loaded = load_toml_file(path_);

@@ -13,8 +13,9 @@ namespace actorps {
 
 class bench_cluster {
  public:
-  /// `runtime` is appended as the file's [runtime] table body ("" = defaults).
-  bench_cluster(const std::vector<std::string>& roles, const std::string& runtime = "");
+  /// `runtime` is appended as the file's [runtime] table body ("" = defaults);
+  /// with `metrics`, every node gets a metrics_port.
+  bench_cluster(const std::vector<std::string>& roles, const std::string& runtime = "", bool metrics = false);
   ~bench_cluster();  // stops what still runs
   bench_cluster(const bench_cluster&) = delete;
   bench_cluster& operator=(const bench_cluster&) = delete;
@@ -29,6 +30,7 @@ class bench_cluster {
   std::string dir_, path_;
   std::vector<std::string> roles_;
   std::string runtime_;
+  bool metrics_;
   cluster_spec spec_;
   std::vector<child_process> nodes_;
 };

@@ -2,12 +2,18 @@
 // topology's node processes on this machine, this process coordinating, one
 // step per closure) beside single-process training of the same model on the
 // same data with the same kernels and optimizer, in the same run.
+#include <condition_variable>
+#include <mutex>
+#include <optional>
 #include <thread>
 
 #include <fmt/format.h>
 #include <caf/actor_system.hpp>
 
 #include "actors/coordinator/fit.hpp"
+#include "actors/coordinator/trace_file.hpp"
+#include "actors/launch/local_host.hpp"
+#include "actors/metrics/scrape.hpp"
 #include "actors/net/system_config.hpp"
 #include "actors/worker/worker_functions.hpp"
 #include "apps/bench_cluster.hpp"
@@ -45,10 +51,46 @@ caf::expected<std::vector<double>> single_process_rates(const job_spec& job, uin
   return rates;
 }
 
+// How a repetition of the observability comparison runs.
+enum class observed { plain, scraped, traced };
+constexpr size_t kObserved = 3;
+
+// Scrapes every node's metrics once a second, as Prometheus would, until destroyed.
+class scraper {
+ public:
+  explicit scraper(const cluster_spec& spec)
+      : thread_([this, spec] {
+          std::unique_lock<std::mutex> lock(m_);
+          while (!stop_) {
+            for (auto& node : spec.nodes)
+              if (node.metrics_port != 0 && !node.hosts(pb::COORDINATOR))
+                (void)metrics::scrape(node.host, node.metrics_port, std::chrono::seconds(1));
+            changed_.wait_for(lock, std::chrono::seconds(1), [this] { return stop_; });
+          }
+        }) {}
+  ~scraper() {
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      stop_ = true;
+    }
+    changed_.notify_all();
+    thread_.join();
+  }
+
+ private:
+  std::mutex m_;
+  std::condition_variable changed_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
 // The job's topology shape as node processes on this machine (`runtime`:
-// the [runtime] table's body), this process coordinating: samples/s per repetition.
-caf::expected<std::vector<double>> cluster_rates(const training_bench_options& opts, job_spec job,
-                                                 const std::string& runtime) {
+// the [runtime] table's body), this process coordinating: samples/s per
+// repetition. With `observe`, every node serves metrics and the
+// repetitions rotate through plain, scraped once a second, and traced
+// (rates[k] holds variant k's): one cluster, so only the variant differs.
+caf::expected<std::vector<std::vector<double>>> cluster_rates(const training_bench_options& opts, job_spec job,
+                                                              const std::string& runtime, bool observe = false) {
   std::vector<std::string> roles, tasks;
   std::map<int, int> next;
   for (auto& node : job.cluster.nodes) {
@@ -56,19 +98,26 @@ caf::expected<std::vector<double>> cluster_rates(const training_bench_options& o
     roles.push_back(to_string(role));
     if (role != pb::COORDINATOR) tasks.push_back(to_string(task_id{role, uint32_t(next[role]++)}));
   }
-  bench_cluster cluster(roles, runtime);
+  bench_cluster cluster(roles, runtime, observe);
   if (auto err = cluster.start(opts.self_exe, tasks)) return err;
   job.cluster = cluster.spec();
-  std::vector<double> rates;
+  std::vector<std::vector<double>> rates(observe ? kObserved : 1);
   system_config cfg(job.cluster.runtime);
   caf::actor_system sys(cfg);
   auto c = train::connect_job(sys, job);
   if (!c) return c.error();
   if (auto warm = distributed_rate(**c, 50); !warm) return warm.error();
-  for (uint32_t rep = 0; rep < opts.repetitions; ++rep) {
+  const auto trace_file = make_temp_dir("bench") + "/trace.json";
+  for (uint32_t rep = 0; rep < opts.repetitions * rates.size(); ++rep) {
+    const auto variant = observed(rep % rates.size());
+    std::optional<scraper> scraping;
+    if (variant == observed::scraped) scraping.emplace(job.cluster);
+    if (variant == observed::traced) train::start_trace(sys, job.cluster);
     auto r = distributed_rate(**c, opts.steps);
     if (!r) return r.error();
-    rates.push_back(*r);
+    if (variant == observed::traced)
+      if (auto err = train::write_trace(sys, job.cluster, trace_file)) return err;
+    rates[size_t(variant)].push_back(*r);
   }
   return rates;
 }
@@ -89,19 +138,29 @@ int run_bench_training(const training_bench_options& opts) {
   if (!lanes) return fail("training over the bulk lanes", lanes.error());
   auto caf_only = cluster_rates(opts, job, "bulk_lane = false\n");
   if (!caf_only) return fail("training over CAF only", caf_only.error());
+  auto observed_runs = cluster_rates(opts, job, "", true);
+  if (!observed_runs) return fail("training with metrics and traces", observed_runs.error());
   auto single = single_process_rates(job, opts.steps, opts.repetitions);  // the machine to itself
   if (!single) return fail("single-process training", single.error());
-  const double ours = median(*lanes), one = median(*single);
+  const double ours = median(lanes->front()), one = median(*single);
+  const double plain = median((*observed_runs)[size_t(observed::plain)]);
+  const double scraped = median((*observed_runs)[size_t(observed::scraped)]);
+  const double traced = median((*observed_runs)[size_t(observed::traced)]);
   fmt::print("{}: {} workers x {} thread(s), {} PS, one step per closure, async; medians of {} x {} steps\n", opts.job,
              job.cluster.count(pb::WORKER), job.training.threads_per_worker, job.cluster.count(pb::PS),
              opts.repetitions, opts.steps);
   fmt::print("{:<64} {:>12}\n", "", "samples/s");
   fmt::print("{:<64} {:>12.0f}\n", "actorps cluster, node processes here (dense >= 64 KiB over bulk lanes)", ours);
   fmt::print("{:<64} {:>12.0f}\n", "actorps cluster, every tensor over CAF ([runtime] bulk_lane = false)",
-             median(*caf_only));
+             median(caf_only->front()));
+  fmt::print("{:<64} {:>12.0f}\n", "  another cluster with metrics ports, alternating: nobody scrapes", plain);
+  fmt::print("{:<64} {:>12.0f}\n", "  ... every node scraped once a second", scraped);
+  fmt::print("{:<64} {:>12.0f}\n", "  ... every node recording the trace (--trace)", traced);
   fmt::print("{:<64} {:>12.0f}\n",
              fmt::format("single process, same kernels, {} threads", std::thread::hardware_concurrency()), one);
   fmt::print("target training_vs_single_process: {:.2f} x (goal >= 0.9)\n", ours / one);
+  fmt::print("target metrics_overhead: {:.1f} % (goal <= 1)\n", 100 * (plain - scraped) / plain);
+  fmt::print("target trace_overhead: {:.1f} % (goal <= 5)\n", 100 * (plain - traced) / plain);
   return 0;
 }
 

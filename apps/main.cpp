@@ -83,6 +83,8 @@ int main(int argc, char** argv) {  // NOLINT(bugprone-exception-escape)
   local->add_option("config", local_config, "cluster topology (TOML)")->required();
   local->add_option("--log", log_path, "file the nodes' logs are appended to");
   local->add_flag("--netns", netns, "run each host in its own network namespace (root, iproute2), else say why not");
+  std::string trace_path;
+  local->add_option("--trace", trace_path, "write the whole cluster's trace there (Chrome trace-event JSON: Perfetto)");
 
   auto* chaos = app.add_subcommand("chaos", "like local, and carry out the job's [[faults]] (failure injection)");
   std::string chaos_job;
@@ -93,6 +95,7 @@ int main(int argc, char** argv) {  // NOLINT(bugprone-exception-escape)
   chaos->add_option("--log", log_path, "file the nodes' logs are appended to");
   chaos->add_flag("--plan-only", plan_only, "print the plan and exit");
   chaos->add_flag("--netns", netns, "run each host in its own network namespace (partitions cut every packet)");
+  chaos->add_option("--trace", trace_path, "write the whole cluster's trace there, injected faults included");
 
   std::string job_path;
   auto* train = app.add_subcommand(
@@ -106,6 +109,7 @@ int main(int argc, char** argv) {  // NOLINT(bugprone-exception-escape)
       ->add_option("--metrics-port", train_metrics_port,
                    "serve this task's Prometheus metrics on this port (0: off); default: the topology's metrics_port")
       ->check(CLI::Range(0, 65535));
+  train->add_option("--trace", trace_path, "as the coordinator: write the whole cluster's trace there");
 
   auto* eval = app.add_subcommand("eval", "evaluate a job's newest checkpoint on its eval dataset (sidecar evaluator)");
   std::string checkpoint_dir;
@@ -263,7 +267,7 @@ int main(int argc, char** argv) {  // NOLINT(bugprone-exception-escape)
 
   if (*train) {
     const char* tf_config = std::getenv("TF_CONFIG");
-    return run_train(job_path, tf_config == nullptr ? "" : tf_config, train_metrics_port);
+    return run_train(job_path, tf_config == nullptr ? "" : tf_config, train_metrics_port, trace_path);
   }
   if (*eval || *export_cmd) {  // they read checkpoints: no cluster needed
     auto job = load_job_file(job_path, {}, cluster_use::optional);
@@ -283,7 +287,7 @@ int main(int argc, char** argv) {  // NOLINT(bugprone-exception-escape)
       return 0;
     }
     spdlog::set_level(spdlog::level::from_str((*job)->cluster.runtime.log_level));
-    return run_local(chaos_job, (*job)->cluster, *job, self_exe(), log_path, chaos_seed, netns);
+    return run_local(chaos_job, (*job)->cluster, *job, self_exe(), log_path, chaos_seed, netns, trace_path);
   }
   auto spec = load_cluster(config_path, std::getenv("TF_CONFIG"));
   if (!spec) return fail(spec.error());
@@ -302,7 +306,7 @@ int main(int argc, char** argv) {  // NOLINT(bugprone-exception-escape)
   if (*local) {
     auto job = load_job_file(config_path);  // checked before any node starts
     if (!job) return fail(job.error());
-    return run_local(config_path, *spec, *job, self_exe(), log_path, std::nullopt, netns);
+    return run_local(config_path, *spec, *job, self_exe(), log_path, std::nullopt, netns, trace_path);
   }
   return run_node(std::move(*spec), node_opts);
 }

@@ -10,6 +10,7 @@
 #include "messages/cluster.pb.h"
 #include "messages/data.pb.h"
 #include "messages/ps.pb.h"
+#include "messages/trace.pb.h"
 #include "messages/train.pb.h"
 
 #include <vector>
@@ -50,7 +51,8 @@ using node_actor = caf::typed_actor<
     caf::replies_to<pb::SpawnDataset>::with<dataset_actor>,
     caf::replies_to<pb::SpawnWorker, shard_list>::with<worker_actor>,
     caf::replies_to<pb::InjectFault>::with<pb::FaultInjected>, caf::replies_to<pb::LeaveJob>::with<pb::LeftJob>,
-    caf::replies_to<pb::JoinJob>::with<pb::JoinAccepted>, caf::replies_to<pb::EndJob>::with<pb::JobEnded>>;
+    caf::replies_to<pb::JoinJob>::with<pb::JoinAccepted>, caf::replies_to<pb::EndJob>::with<pb::JobEnded>,
+    caf::replies_to<pb::TraceControl>::with<pb::TraceClock>, caf::replies_to<pb::TraceRead>::with<pb::TraceEvents>>;
 
 /// What drains a worker out of the job: its proxy on the coordinator
 /// (actors/coordinator/worker_proxy.hpp), reached from the worker's node.

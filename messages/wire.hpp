@@ -11,12 +11,13 @@
 #include "messages/errors.hpp"
 #include "messages/interfaces.hpp"
 #include "messages/ps.pb.h"
+#include "messages/trace.pb.h"
 #include "messages/train.pb.h"
 
 namespace actorps {
 
 /// Bumped whenever a change to messages/*.proto breaks compatibility.
-constexpr uint32_t kProtocolVersion = 10;
+constexpr uint32_t kProtocolVersion = 11;
 
 /// Registers every wire type and the error category. Every node must call
 /// this: a type registered on one side only makes typed connects fail.
@@ -75,5 +76,9 @@ CAF_BEGIN_TYPE_ID_BLOCK(actorps, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(actorps, (actorps::pb::EndJob))
   CAF_ADD_TYPE_ID(actorps, (actorps::pb::JobEnded))
   CAF_ADD_TYPE_ID(actorps, (actorps::join_gate_actor))
+  CAF_ADD_TYPE_ID(actorps, (actorps::pb::TraceControl))
+  CAF_ADD_TYPE_ID(actorps, (actorps::pb::TraceClock))
+  CAF_ADD_TYPE_ID(actorps, (actorps::pb::TraceRead))
+  CAF_ADD_TYPE_ID(actorps, (actorps::pb::TraceEvents))
 CAF_END_TYPE_ID_BLOCK(actorps)
 // clang-format on

@@ -46,6 +46,7 @@ class deterministic_system {
   caf::actor_system& sys() { return sys_; }
   /// This system's metrics (its actors count there).
   metrics::registry& metrics_registry() { return cfg_.metrics; }
+  trace::recorder& trace_recorder() { return cfg_.trace; }
 
  private:
   struct config : caf::actor_system_config, metrics::holder {};

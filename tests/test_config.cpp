@@ -123,6 +123,7 @@ BOOST_AUTO_TEST_CASE(defaults_file_matches_built_in_defaults) {
   BOOST_TEST(rt.log_level == built_in.log_level);
   BOOST_TEST(rt.bulk_lane == built_in.bulk_lane);
   BOOST_TEST(spec->name == cluster_spec{}.name);
+  BOOST_TEST(spec->nodes.at(0).metrics_port == node_spec{}.metrics_port);
 }
 
 BOOST_AUTO_TEST_CASE(shipped_topologies_load) {
@@ -170,6 +171,14 @@ BOOST_AUTO_TEST_CASE(toml_bad_input) {
                       "bad.toml:3:8: cluster.nodes[0].prot: unknown key"));
   // 14. negative gpus
   BOOST_TEST(contains(toml_error(kNode + "gpus = -1\n"), "cluster.nodes[0].gpus: expected an integer in 0..1024"));
+  // 14b. metrics ports: out of range, the node's own port, another node's on its host
+  BOOST_TEST(contains(toml_error(kNode + "metrics_port = 70000\n"),
+                      "cluster.nodes[0].metrics_port: expected an integer in 0..65535, got 70000"));
+  BOOST_TEST(contains(toml_error(kNode + "metrics_port = 5000\n"),
+                      "cluster.nodes[0].metrics_port: must differ from the node's port 5000"));
+  BOOST_TEST(contains(toml_error(kNode + "metrics_port = 6000\n[[cluster.nodes]]\nhost = \"127.0.0.1\"\nport = 5001\n"
+                                         "roles = [\"worker\"]\nmetrics_port = 6000\n"),
+                      "cluster.nodes[1].metrics_port: port 6000 on 127.0.0.1 is taken by cluster.nodes[0]"));
   // 15. unknown scheduler
   BOOST_TEST(contains(toml_error(kNode + "[runtime]\nscheduler = \"fast\"\n"),
                       "runtime: scheduler: expected \"sharing\" or \"stealing\""));

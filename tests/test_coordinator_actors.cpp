@@ -36,7 +36,7 @@ struct proxy_fixture : deterministic_system {
   // A queue holding closures f(0), ..., f(closures - 1) for `n` workers,
   // each with a proxy, all run until they wait.
   std::vector<remote_value> start(size_t n, int64_t closures) {
-    q = std::make_shared<closure_queue>(100, metrics_registry());
+    q = std::make_shared<closure_queue>(100, metrics_registry(), trace_recorder());
     auto results = put_closures(*q, 0, closures);
     for (uint32_t w = 0; w < n; ++w) {
       workers.push_back(spawn_fake(sys(), fake_worker));
@@ -145,7 +145,7 @@ namespace {
 struct keeper_fixture : deterministic_system {
   fake_dialer nodes;
   cluster_spec spec = topology({"coordinator", "worker", "ps", "ps"});
-  std::shared_ptr<closure_queue> queue = std::make_shared<closure_queue>(10, metrics_registry());
+  std::shared_ptr<closure_queue> queue = std::make_shared<closure_queue>(10, metrics_registry(), trace_recorder());
   std::vector<caf::actor> shards;
   caf::actor proxy;  // records what the keeper tells the proxies
   std::vector<std::string> proxy_log;

@@ -18,7 +18,7 @@ namespace {
 
 struct fixture : deterministic_system {
   fake_dialer nodes;
-  std::shared_ptr<closure_queue> q = std::make_shared<closure_queue>(100, metrics_registry());
+  std::shared_ptr<closure_queue> q = std::make_shared<closure_queue>(100, metrics_registry(), trace_recorder());
 
   caf::actor node() { return spawn_fake(sys(), fake_node); }
 

@@ -1,8 +1,10 @@
 // Observability across real processes: every node of an `actorps local`
 // job serves metrics that promtool accepts, a real Prometheus server
 // (Debian's, started here on a free port) scrapes them and answers a
-// per-shard request rate, and a worker whose PS requests are delayed shows
-// as the straggler in its step-phase metrics.
+// per-shard request rate, `actorps top` shows the nodes on a terminal, a
+// worker whose PS requests are delayed shows as the straggler in its
+// step-phase metrics and in the trace, and the trace of the whole cluster
+// has its spans nested, its async spans closed and its arrows in time order.
 #define BOOST_TEST_MODULE observability
 #include <boost/test/unit_test.hpp>
 
@@ -13,6 +15,7 @@
 #include <csignal>
 #include <fstream>
 #include <map>
+#include <numeric>
 #include <sstream>
 #include <thread>
 
@@ -319,4 +322,81 @@ BOOST_AUTO_TEST_CASE(a_worker_with_delayed_ps_requests_shows_as_the_straggler) {
   chaos->signal(SIGINT);
   auto rc = chaos->wait(30s);
   BOOST_TEST((rc && *rc == 130), read_file(dir + "/chaos.log"));
+}
+
+BOOST_AUTO_TEST_CASE(one_trace_of_the_cluster_nests_pairs_and_shows_the_straggler) {
+  auto dir = make_temp_dir("test");
+  auto job = write_job(dir, "", "", 2, "[model]\ninput = [1, 1, 4]\n", 200);
+  std::ofstream(job, std::ios::app) << "[[faults]]\nkind = \"delay\"\ntask = \"worker:1\"\npeer = \"ps:0\"\n"
+                                       "delay_ms = 50\nat = 0.1\nduration = 600.0\n"
+                                       "[[faults]]\nkind = \"delay\"\ntask = \"worker:1\"\npeer = \"ps:1\"\n"
+                                       "delay_ms = 50\nat = 0.1\nduration = 600.0\n";
+  const std::string file = dir + "/run.json";
+  auto res = run_command({ACTORPS_BIN, "chaos", job, "--seed", "1", "--log", dir + "/nodes.log", "--trace", file}, 180s,
+                         dir + "/chaos.log");
+  BOOST_REQUIRE(res);
+  BOOST_REQUIRE_MESSAGE(res->exit_code == 0, res->out << read_file(dir + "/chaos.log"));
+  auto trace = nlohmann::json::parse(read_file(file));
+  const auto& events = trace.at("traceEvents");
+  std::map<int, std::string> process;                                             // pid -> its tasks
+  std::map<std::pair<int, int>, std::vector<std::pair<int64_t, int64_t>>> spans;  // (pid, tid) -> [begin, end)
+  std::map<std::string, int> open;                                                // async "cat/id" -> begins - ends
+  std::map<std::string, int64_t> flow_start;                                      // flow id -> ts
+  std::map<std::string, std::vector<std::pair<int64_t, double>>> pulls;           // tasks -> pull spans (ts, ms)
+  int64_t injected = 0;                                                           // when worker:1 took the delay
+  int flows_ended = 0, faults = 0, applies = 0;
+  for (auto& e : events) {
+    const std::string ph = e.at("ph");
+    const int pid = e.at("pid");
+    if (ph == "M") {
+      if (e.at("name") == "process_name") process[pid] = e.at("args").at("name");
+      continue;
+    }
+    const int64_t ts = e.at("ts");
+    if (ph == "X") spans[{pid, e.at("tid").get<int>()}].emplace_back(ts, ts + e.at("dur").get<int64_t>());
+    if (ph == "X" && e.at("name") == "pull") pulls[process[pid]].emplace_back(ts, e.at("dur").get<double>() / 1000);
+    if (ph == "i" && e.at("name") == "fault injected" && process[pid] == "worker:1") injected = std::max(injected, ts);
+    if (ph == "X" && e.at("name") == "apply") ++applies;
+    if (ph == "b" || ph == "e")
+      open[e.at("cat").get<std::string>() + "/" + e.at("id").get<std::string>()] += ph == "b" ? 1 : -1;
+    if (ph == "s") flow_start[e.at("id")] = ts;
+    if (ph == "f") {
+      auto s = flow_start.find(e.at("id"));
+      BOOST_TEST((s != flow_start.end() && s->second <= ts), "an arrow to an apply without its push before it");
+      ++flows_ended;
+    }
+    if (ph == "i" && e.at("cat") == "fault") ++faults;
+  }
+  BOOST_TEST(process.size() == 5u);
+  BOOST_TEST(process[1] == "coordinator:0");
+  BOOST_TEST(process[4] == "ps:0");
+  BOOST_TEST(applies > 0);
+  BOOST_TEST(flows_ended > 0);
+  BOOST_TEST(faults >= 4);  // the chaos plan's two delays, and each as its worker took it
+  for (auto& [key, n] : open) BOOST_TEST(n == 0, "async span " << key << " not closed");
+  // Complete spans on one track nest: each is inside the one before it or after it.
+  for (auto& [track, list] : spans) {
+    std::sort(list.begin(), list.end(),
+              [](auto& a, auto& b) { return a.first < b.first || (a.first == b.first && a.second > b.second); });
+    std::vector<int64_t> ends;  // the enclosing spans' ends
+    for (auto& [begin, end] : list) {
+      while (!ends.empty() && ends.back() <= begin) ends.pop_back();
+      BOOST_TEST((ends.empty() || end <= ends.back()),
+                 "spans overlap on pid " << track.first << " tid " << track.second);
+      ends.push_back(end);
+    }
+  }
+  // From the delay's start on (the worker's own mark of it).
+  BOOST_REQUIRE(injected > 0);
+  auto mean_after = [&](const std::string& task) {
+    double sum = 0, n = 0;
+    for (auto& [ts, ms] : pulls[task])
+      if (ts > injected) sum += ms, ++n;
+    BOOST_REQUIRE(n > 0);
+    return sum / n;
+  };
+  const double slow = mean_after("worker:1"), fast = mean_after("worker:0");
+  BOOST_TEST_MESSAGE("mean pull span once delayed: worker:1 " << slow << " ms, worker:0 " << fast << " ms");
+  BOOST_TEST(slow >= 25);
+  BOOST_TEST(slow > 5 * fast);
 }

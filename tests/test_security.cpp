@@ -61,6 +61,8 @@ node_actor::behavior_type posing_node(node_actor::pointer, std::shared_ptr<std::
       [no](const pb::LeaveJob&) -> caf::result<pb::LeftJob> { return no(); },
       [no](const pb::JoinJob&) -> caf::result<pb::JoinAccepted> { return no(); },
       [no](const pb::EndJob&) -> caf::result<pb::JobEnded> { return no(); },
+      [no](const pb::TraceControl&) -> caf::result<pb::TraceClock> { return no(); },
+      [no](const pb::TraceRead&) -> caf::result<pb::TraceEvents> { return no(); },
   };
 }
 

@@ -77,8 +77,20 @@ void inject(chaos_ptr self, planned_fault f) {
                    });
 }
 
+// The fault as an instant on the trace's faults track (actorps chaos --trace).
+void trace_fault(chaos_ptr self, const planned_fault& f) {
+  static constexpr const char* kNames[] = {"fault: kill", "fault: pause", "fault: drop", "fault: delay",
+                                           "fault: partition"};
+  trace::event e;
+  e.name = kNames[size_t(f.what)], e.cat = "fault", e.ph = 'i', e.tid = trace::faults, e.ts_us = trace::now_us();
+  e.arg_names[0] = "role", e.args[0] = f.task.role;
+  e.arg_names[1] = "index", e.args[1] = f.task.index;
+  trace::recorder_of(self->home_system()).record(e);
+}
+
 void fire(chaos_ptr self, const planned_fault& f) {
   auto& st = self->state;
+  trace_fault(self, f);
   if (f.what == fault::kind::partition && st.hands->can_partition()) {
     auto cut = [self, f](bool heal) {
       auto err = self->state.hands->partition(f.task, f.peer, heal);

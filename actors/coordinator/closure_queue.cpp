@@ -24,12 +24,25 @@ caf::expected<values> remote_value::fetch() const {
   return *state_->result;
 }
 
-closure_queue::closure_queue(size_t capacity, metrics::registry& reg)
+closure_queue::closure_queue(size_t capacity, metrics::registry& reg, trace::recorder& tracer)
     : capacity_(std::max<size_t>(capacity, 1)),
       next_id_(uint64_t(
           std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
               .count())),
-      metrics_(reg) {}
+      metrics_(reg),
+      tracer_(tracer) {}
+
+namespace {
+
+// A closure's life as an async span (closures overlap) on the coordinator's track.
+void trace_closure(trace::recorder& tracer, char ph, uint64_t id) {
+  if (!tracer.on()) return;
+  trace::event e;
+  e.name = "closure", e.cat = "closure", e.ph = ph, e.tid = trace::coordinator, e.ts_us = trace::now_us(), e.id = id;
+  tracer.record(e);
+}
+
+}  // namespace
 
 void closure_queue::update_gauges() {
   size_t queued = common_.size();
@@ -50,6 +63,7 @@ remote_value closure_queue::put(pb::Closure closure, int worker) {
     return remote_value(result);
   }
   ++outstanding_;
+  trace_closure(tracer_, 'b', c.closure.id());
   (worker < 0 ? common_ : pinned_[uint32_t(worker)]).push_back(std::move(c));
   update_gauges();
   wake_all(lock);
@@ -90,6 +104,7 @@ std::vector<queued_closure> closure_queue::take(size_t max, uint32_t worker, std
 
 void closure_queue::resolve(queued_closure& c, caf::expected<values> result) {
   (result ? metrics_.done : result.error() == errc::cancelled ? metrics_.cancelled : metrics_.failed).inc();
+  trace_closure(tracer_, 'e', c.closure.id());
   {
     std::lock_guard<std::mutex> guard(c.result->m);
     c.result->result = std::move(result);

@@ -57,8 +57,9 @@ struct queued_closure {
 
 class closure_queue {
  public:
-  /// Counts into `reg` (coordinator_metrics.hpp), which must outlive it.
-  closure_queue(size_t capacity, metrics::registry& reg);
+  /// Counts into `reg` (coordinator_metrics.hpp) and traces each closure's
+  /// life, from put to its result, into `tracer`; both must outlive it.
+  closure_queue(size_t capacity, metrics::registry& reg, trace::recorder& tracer);
 
   // ---- the user's side ----
   /// Queues a closure (blocks while `capacity` closures are outstanding).
@@ -123,6 +124,7 @@ class closure_queue {
   caf::error error_;
   std::vector<std::function<void()>> wakers_;
   coordinator_metrics metrics_;
+  trace::recorder& tracer_;
 };
 
 }  // namespace actorps

@@ -151,7 +151,7 @@ caf::error cluster_coordinator::create_workers(const kernels::model_spec& model,
   if (p_->vars.empty()) return make_error(errc::invalid_argument, "create_workers: create_variables first");
   if (p_->keeper) return make_error(errc::invalid_argument, "create_workers: called twice");
   auto& sys = p_->self->home_system();
-  p_->queue = std::make_shared<closure_queue>(p_->queue_capacity, metrics::registry_of(sys));
+  p_->queue = std::make_shared<closure_queue>(p_->queue_capacity, metrics::registry_of(sys), trace::recorder_of(sys));
   const auto& spec = p_->spec;
   const task_id self_task{pb::COORDINATOR, 0};
   p_->keeper =

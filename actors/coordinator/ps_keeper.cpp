@@ -119,6 +119,8 @@ void resume(keeper_ptr self, uint32_t ps, ps_shard_actor shard, int64_t step) {
   const double took = std::chrono::duration<double>(self->clock().now() - st.lost_at[ps]).count();
   st.lost_at.erase(ps);
   coordinator_metrics(metrics::registry_of(self->home_system())).recovered("ps", took);
+  trace::recorder_of(self->home_system())
+      .span("ps restored", "recovery", trace::coordinator, trace::now_us() - int64_t(took * 1e6), "ps", ps);
   if (step >= 0)
     spdlog::warn("coordinator: ps:{} restored from the checkpoint of step {} in {:.2f} s; resuming", ps, step, took);
   else

@@ -11,6 +11,7 @@
 #include "actors/coordinator/callbacks.hpp"
 #include "actors/coordinator/checkpoint.hpp"
 #include "actors/coordinator/preemption.hpp"
+#include "actors/coordinator/trace_file.hpp"
 #include "actors/net/system_config.hpp"
 
 namespace actorps {
@@ -31,7 +32,7 @@ class step_probe : public train::fit_callback {
 
 }  // namespace
 
-int run_job(const job_spec& job, std::function<void(int64_t)> on_step, bool deployed) {
+int run_job(const job_spec& job, std::function<void(int64_t)> on_step, bool deployed, const job_trace& trace) {
   auto fail = [](const std::string& what, const caf::error& err) {
     spdlog::error("train: {}: {}", what, describe(err));
     return exit_code(err);
@@ -55,6 +56,7 @@ int run_job(const job_spec& job, std::function<void(int64_t)> on_step, bool depl
     if (!served) return fail("metrics", served.error());
     exporter = std::move(*served);
   }
+  if (!trace.path.empty()) train::start_trace(sys, job.cluster);
   auto coordinator = train::connect_job(sys, job);
   if (!coordinator) return fail("setting up the cluster", coordinator.error());
   auto& c = **coordinator;
@@ -76,6 +78,8 @@ int run_job(const job_spec& job, std::function<void(int64_t)> on_step, bool depl
   auto result = train::fit(c, job, callbacks);
   if (preempted) preempted->finished();
   c.close_joins();
+  if (!trace.path.empty())
+    if (auto err = train::write_trace(sys, job.cluster, trace.path, trace.also)) return fail("--trace", err);
   if (!result) return fail("training", result.error());
   if (!t.checkpoint_dir.empty())
     if (auto last = train::restore_latest(t.checkpoint_dir).latest)

@@ -7,17 +7,30 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
+#include <vector>
 
+#include "actors/metrics/trace.hpp"
 #include "config/job_config.hpp"
 
 namespace actorps {
+
+/// --trace: where the whole cluster's trace goes (empty: none), and more
+/// recorders of this process to merge into it (actors/coordinator/trace_file.hpp).
+struct job_trace {
+  std::string path;
+  std::vector<const trace::recorder*> also;
+};
 
 /// Trains `job`; the process exit code (messages/errors.hpp: exit_code).
 /// `on_step`, when given, hears the job's steps so far after each closure.
 /// `deployed`: as `actorps train` runs it, where an orchestrator manages
 /// the processes: SIGTERM writes a checkpoint and exits 143
 /// (train::preemption), and a job that trained to its end stops every node
-/// (cluster_coordinator::end_job): no node outlives its job.
-int run_job(const job_spec& job, std::function<void(int64_t)> on_step = {}, bool deployed = false);
+/// (cluster_coordinator::end_job): no node outlives its job. With
+/// `trace.path`, every node records from set-up until training ends, and
+/// the trace is written then (a failed write fails the run).
+int run_job(const job_spec& job, std::function<void(int64_t)> on_step = {}, bool deployed = false,
+            const job_trace& trace = {});
 
 }  // namespace actorps

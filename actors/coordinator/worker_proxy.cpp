@@ -189,7 +189,11 @@ void worker_up(proxy_ptr self, node_actor node, worker_actor worker) {
   st.queue->worker_up(st.index);
   if (st.ever_up) {
     spdlog::warn("coordinator: worker:{} respawned after {:.2f} s", st.index, seconds_since(self, st.lost_at));
-    coordinator_metrics(metrics::registry_of(self->home_system())).recovered("worker", seconds_since(self, st.lost_at));
+    const double took = seconds_since(self, st.lost_at);
+    coordinator_metrics(metrics::registry_of(self->home_system())).recovered("worker", took);
+    trace::recorder_of(self->home_system())
+        .span("worker respawned", "recovery", trace::coordinator, trace::now_us() - int64_t(took * 1e6), "worker",
+              st.index);
   } else
     spdlog::info("coordinator: worker:{} joined after {:.2f} s", st.index, seconds_since(self, st.lost_at));
   st.ever_up = true;

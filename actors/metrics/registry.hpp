@@ -25,6 +25,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "actors/metrics/trace.hpp"
+
 namespace caf {
 class actor_system;
 }
@@ -137,9 +139,10 @@ class registry {
 };
 
 /// What an actor_system_config derives from to give its system a registry
-/// (actorps' system_config does).
+/// and a trace recorder (actorps' system_config does).
 struct holder {
   mutable registry metrics;
+  mutable trace::recorder trace;
 };
 
 /// The registry of `sys`: its config's when that is a holder, else one

@@ -337,6 +337,19 @@ node_broker::behavior_type node_behavior(node_ptr self, cluster_spec spec, size_
       [self](const pb::LeaveJob& req) { return on_leave(self, req); },
       [self](const pb::JoinJob& req) { return on_join(self, req); },
       [self](const pb::EndJob& req) { return on_end_job(self, req); },
+      // Tracing (actors/metrics/trace.hpp): the coordinator starts this
+      // process's recorder and reads its events back.
+      [self](const pb::TraceControl& req) -> caf::result<pb::TraceClock> {
+        if (auto err = check_peer(self, req, {pb::COORDINATOR, pb::CLIENT}, "TraceControl")) return err;
+        trace::recorder_of(self->home_system()).control(req.record(), req.max_events());
+        pb::TraceClock clock;
+        clock.set_now_us(trace::now_us());
+        return clock;
+      },
+      [self](const pb::TraceRead& req) -> caf::result<pb::TraceEvents> {
+        if (auto err = check_peer(self, req, {pb::COORDINATOR, pb::CLIENT}, "TraceRead")) return err;
+        return trace::recorder_of(self->home_system()).read(req.from(), req.max_events());
+      },
   };
 }
 

@@ -23,6 +23,8 @@ struct shard_state {
   static inline const char* name = "ps_shard";
   std::optional<shard_core> core;
   std::optional<shard_metrics> metrics;
+  trace::recorder* tracer = nullptr;
+  uint32_t index = 0;
   std::vector<waiting<pb::Pull, pb::Values>> pulls;
   std::vector<waiting<pb::Push, pb::PushAck>> pushes;
   peer_table_ptr peers;
@@ -66,14 +68,29 @@ void set_waiting(shard_state& st) {
   st.metrics->waiting(n);
 }
 
+// The apply span of a push, and the end of the arrow from the worker's push.
+void trace_apply(trace::recorder& tracer, uint32_t shard, const pb::Push& push, int64_t start_us) {
+  trace::event e;
+  e.name = "apply", e.cat = "shard", e.tid = trace::shard, e.ts_us = start_us, e.dur_us = trace::now_us() - start_us;
+  e.arg_names[0] = "worker", e.args[0] = push.worker();
+  e.arg_names[1] = "step", e.args[1] = push.step();
+  tracer.record(e);
+  trace::event flow;
+  flow.name = "push", flow.cat = "flow", flow.ph = 'f', flow.tid = trace::shard, flow.ts_us = start_us;
+  flow.id = trace::push_flow(push.worker(), push.step(), shard);
+  tracer.record(flow);
+}
+
 // A checked push applied (SYNC: accumulated, and the step advanced when it
 // was the last gradient), timed.
 pb::PushAck apply_push(shard_state& st, const pb::Push& push) {
   const auto start = std::chrono::steady_clock::now();
+  const int64_t start_us = st.tracer->on() ? trace::now_us() : 0;
   auto ack = st.core->apply(push);
   st.core->advance();
   const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
   st.metrics->applied(took.count(), ack.applied(), ack.duplicates(), ack.stale());
+  if (st.tracer->on()) trace_apply(*st.tracer, st.index, push, start_us);
   return ack;
 }
 
@@ -221,6 +238,8 @@ ps_shard_actor::behavior_type shard_behavior(shard_actor self, shard_options opt
   auto& st = self->state;
   st.core.emplace(opts.index, std::move(opts.consistency), opts.first_step);
   st.metrics.emplace(metrics::registry_of(self->home_system()), opts.index);
+  st.tracer = &trace::recorder_of(self->home_system());
+  st.index = opts.index;
   st.core->observe_staleness(&st.metrics->staleness());
   st.peers = std::move(opts.peers);
   st.parent = opts.parent;

@@ -4,6 +4,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "actors/metrics/trace.hpp"
+
 namespace actorps {
 
 void transport::after(std::chrono::milliseconds delay, std::function<void()> fn) {
@@ -62,6 +64,12 @@ void transport::bulk_pull(int ps, pb::BulkRequest head, float* out, std::functio
 
 void transport::inject(const pb::InjectFault& req) {
   faults_.set(req, self_->clock().now());
+  trace::event mark;
+  mark.name = "fault injected", mark.cat = "fault", mark.ph = 'i', mark.tid = trace::faults;
+  mark.ts_us = trace::now_us();
+  mark.arg_names[0] = "ps", mark.args[0] = req.ps();
+  mark.arg_names[1] = "delay_ms", mark.args[1] = req.delay_ms();
+  trace::recorder_of(self_->home_system()).record(mark);
   spdlog::warn("worker:{}: dropping {:.0f}% of its requests to ps:{} and delaying the rest {} ms, for {} ms (injected)",
                worker_, 100 * std::clamp(req.drop(), 0.0, 1.0), req.ps(), req.delay_ms(), req.duration_ms());
   after(std::chrono::milliseconds(req.duration_ms()), [this, ps = req.ps()] {

@@ -44,8 +44,10 @@ struct worker_state {
   std::unique_ptr<param_buffers> params;
   std::unique_ptr<batch_prefetch> batches;
   std::unique_ptr<worker_metrics> metrics;
-  int64_t step = 0;          // this worker's steps so far
-  int64_t closure_step = 0;  // the running closure's steps so far
+  uint32_t num_shards = 0;                                // the job's PS tasks (trace arrows)
+  std::chrono::steady_clock::time_point closure_started;  // the running closure's
+  int64_t step = 0;                                       // this worker's steps so far
+  int64_t closure_step = 0;                               // the running closure's steps so far
   worker_context ctx;
   // Batches in arrival order. Closures run one at a time, from the first
   // unfinished batch; a batch is answered once its closures finished and
@@ -88,8 +90,9 @@ void push(worker_ptr self, int64_t step, int32_t examples, std::function<void(ca
   // The push phase ends with the step's last acknowledgement.
   auto unacked = std::make_shared<size_t>(0);
   const auto sent = worker_metrics::clock::now();
-  *unacked = st.params->push(step, key, [self, seq, unacked, sent](caf::error err) {
-    if (--*unacked == 0) self->state.metrics->phase(step_phase::push, sent);
+  st.metrics->pushing(step, st.num_shards, sent);
+  *unacked = st.params->push(step, key, [self, seq, unacked, sent, step](caf::error err) {
+    if (--*unacked == 0) self->state.metrics->pushed(step, sent);
     for (auto& b : self->state.queue)
       if (b.seq == seq) {
         --b.unacked;
@@ -109,7 +112,7 @@ void settle(worker_ptr self, const pb::Closure& closure, caf::expected<values> r
   auto& run = *running_batch(self->state);
   auto* r = run.done.add_results();
   r->set_id(closure.id());
-  self->state.metrics->closure(bool(result));
+  self->state.metrics->closure(bool(result), closure.id(), self->state.closure_started);
   if (!result && lost_link(result.error()) && !run.link_failed)
     run.link_failed = result.error();  // a transport error, not the function's: the proxy takes the worker as lost
   if (!result) {
@@ -148,6 +151,7 @@ void run_next(worker_ptr self) {
   if (run == nullptr) return;
   if (run->done.results_size() == 0) run->started = std::chrono::steady_clock::now();
   self->state.closure_step = 0;
+  self->state.closure_started = std::chrono::steady_clock::now();
   auto& closure = run->request.closures(run->done.results_size());
   auto* fn = find_function(closure.function());
   if (fn == nullptr)
@@ -287,11 +291,13 @@ worker_actor::behavior_type worker_behavior(worker_ptr self, pb::SpawnWorker spe
   // for their deadlines): stop, and the proxy re-runs this worker's closures
   // elsewhere and respawns it, dialing the PS nodes afresh.
   for (auto& shard : shards) self->monitor(shard);
+  st.num_shards = uint32_t(shards.size());
   st.net = std::make_unique<transport>(self, st.index, std::move(shards), deadline);
   st.params =
       std::make_unique<param_buffers>(*st.model, std::move(vars), st.index, spec.pull_ahead(), *st.net, &st.ctx.params);
   st.batches = std::make_unique<batch_prefetch>(*st.net);
-  st.metrics = std::make_unique<worker_metrics>(metrics::registry_of(self->home_system()), st.index);
+  st.metrics = std::make_unique<worker_metrics>(metrics::registry_of(self->home_system()),
+                                                trace::recorder_of(self->home_system()), st.index);
   if (spec.threads() > 0) kernels::set_cpu_threads(int(spec.threads()));
   dial_ps_nodes(self, cluster);
   self->set_down_handler([self](const caf::down_msg& msg) {

@@ -84,9 +84,9 @@ struct train_run {
     run->timed(step_phase::pull);
     compute(*run);
     run->timed(step_phase::compute);
-    run->ctx->push(step, run->batch.size(), [run](caf::error err) {
+    run->ctx->push(step, run->batch.size(), [run, step](caf::error err) {
       if (err) return run->done(std::move(err));
-      run->ctx->metrics->step(run->step_started, run->batch.size());
+      run->ctx->metrics->step(run->step_started, step, run->batch.size());
       ++run->ran;
       next(run);
     });

@@ -24,18 +24,30 @@ class worker_metrics {
  public:
   using clock = std::chrono::steady_clock;
 
-  worker_metrics(metrics::registry& reg, uint32_t worker);
+  /// Also records the spans of each step in `tracer` while it records.
+  worker_metrics(metrics::registry& reg, trace::recorder& tracer, uint32_t worker);
 
-  void phase(step_phase p, clock::time_point since) { phases_[size_t(p)]->observe(seconds_since(since)); }
-  /// A step ended (its push sent): from asking for its batch until now.
-  void step(clock::time_point since, int64_t examples);
-  void closure(bool ok) { (ok ? closures_ok_ : closures_failed_).inc(); }
+  /// Phase `p` (not push) ran from `since` until now.
+  void phase(step_phase p, clock::time_point since);
+  /// Step `step` ended (its push sent): from asking for its batch until now.
+  void step(clock::time_point since, int64_t step, int64_t examples);
+  /// The gradients of `step` went to the job's `shards` PS tasks at `sent`;
+  /// pushed() once the last shard acknowledged them.
+  void pushing(int64_t step, uint32_t shards, clock::time_point sent);
+  void pushed(int64_t step, clock::time_point sent);
+  void closure(bool ok, uint64_t id, clock::time_point since);
 
   static double seconds_since(clock::time_point since) {
     return std::chrono::duration<double>(clock::now() - since).count();
   }
 
  private:
+  static int64_t us(clock::time_point t) {
+    return std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count();
+  }
+
+  trace::recorder& tracer_;
+  uint32_t worker_;
   std::array<metrics::histogram*, kStepPhases> phases_;
   metrics::histogram& step_;
   metrics::counter &steps_, &examples_, &closures_ok_, &closures_failed_;
