@@ -36,6 +36,23 @@ namespace {
 
 const std::vector<std::string> kTasks = {"coordinator:0", "worker:0", "worker:1", "ps:0", "ps:1"};
 
+// worker:1's requests to both PS tasks held 50 ms each, from 0.1 s on.
+const char* const kWorker1Delayed =
+    "[[faults]]\nkind = \"delay\"\ntask = \"worker:1\"\npeer = \"ps:0\"\ndelay_ms = 50\nat = 0.1\nduration = 600.0\n"
+    "[[faults]]\nkind = \"delay\"\ntask = \"worker:1\"\npeer = \"ps:1\"\ndelay_ms = 50\nat = 0.1\nduration = 600.0\n";
+
+// write_job's job, long enough (40 x 1,000 steps) to be stopped by the test.
+std::string long_job(const std::string& dir) {
+  return write_job(dir, "", "", 40, "[model]\ninput = [1, 1, 4]\n", 1000);
+}
+
+// Ctrl-C on `actorps local` or `chaos`: it stops its nodes and exits 130.
+void interrupt(child_process& launcher, const std::string& log) {
+  launcher.signal(SIGINT);
+  auto rc = launcher.wait(std::chrono::seconds(30));
+  BOOST_TEST((rc && *rc == 130), read_file(log));
+}
+
 // Gives every node of write_job's job (in kTasks order) a metrics_port.
 std::map<std::string, uint16_t> add_metrics_ports(const std::string& path) {
   std::string text = read_file(path), out;
@@ -187,7 +204,7 @@ std::vector<double> row_of(const std::string& frame, const std::string& task) {
 
 BOOST_AUTO_TEST_CASE(top_shows_each_node_live_and_a_stopped_one_down) {
   auto dir = make_temp_dir("test");
-  auto job = write_job(dir, "", "", 40, "[model]\ninput = [1, 1, 4]\n", 1000);
+  auto job = long_job(dir);
   add_metrics_ports(job);
   auto local = child_process::spawn({ACTORPS_BIN, "local", job, "--log", dir + "/nodes.log"}, dir + "/local.log");
   BOOST_REQUIRE(local);
@@ -213,14 +230,12 @@ BOOST_AUTO_TEST_CASE(top_shows_each_node_live_and_a_stopped_one_down) {
   top.frame_where([](const std::string& f) { return row_of(f, "ps:1").size() == 7 && row_of(f, "ps:1")[0] == 0; });
   ::kill(pid.at("ps:1"), SIGCONT);
   top.frame_where([](const std::string& f) { return row_of(f, "ps:1").size() == 7 && row_of(f, "ps:1")[0] == 1; });
-  local->signal(SIGINT);
-  auto rc = local->wait(30s);
-  BOOST_TEST((rc && *rc == 130), read_file(dir + "/local.log"));
+  interrupt(*local, dir + "/local.log");
 }
 
 BOOST_AUTO_TEST_CASE(every_node_serves_metrics_that_a_real_prometheus_scrapes) {
   auto dir = make_temp_dir("test");
-  auto job = write_job(dir, "", "", 40, "[model]\ninput = [1, 1, 4]\n", 1000);
+  auto job = long_job(dir);
   auto ports = add_metrics_ports(job);
   auto local = child_process::spawn({ACTORPS_BIN, "local", job, "--log", dir + "/nodes.log"}, dir + "/local.log");
   BOOST_REQUIRE(local);
@@ -274,19 +289,14 @@ BOOST_AUTO_TEST_CASE(every_node_serves_metrics_that_a_real_prometheus_scrapes) {
   double up = 0;
   for (auto& [metric, v] : prometheus.query("up{job=\"actorps\"}")) up += v;
   BOOST_TEST(up == 5);  // every node's target scraped
-  local->signal(SIGINT);
-  auto rc = local->wait(30s);
-  BOOST_TEST((rc && *rc == 130), read_file(dir + "/local.log"));
+  interrupt(*local, dir + "/local.log");
 }
 
 BOOST_AUTO_TEST_CASE(a_worker_with_delayed_ps_requests_shows_as_the_straggler) {
   auto dir = make_temp_dir("test");
-  auto job = write_job(dir, "", "", 40, "[model]\ninput = [1, 1, 4]\n", 1000);
+  auto job = long_job(dir);
   auto ports = add_metrics_ports(job);
-  std::ofstream(job, std::ios::app) << "[[faults]]\nkind = \"delay\"\ntask = \"worker:1\"\npeer = \"ps:0\"\n"
-                                       "delay_ms = 50\nat = 0.1\nduration = 600.0\n"
-                                       "[[faults]]\nkind = \"delay\"\ntask = \"worker:1\"\npeer = \"ps:1\"\n"
-                                       "delay_ms = 50\nat = 0.1\nduration = 600.0\n";
+  std::ofstream(job, std::ios::app) << kWorker1Delayed;
   auto chaos =
       child_process::spawn({ACTORPS_BIN, "chaos", job, "--seed", "1", "--log", dir + "/nodes.log"}, dir + "/chaos.log");
   BOOST_REQUIRE(chaos);
@@ -319,18 +329,13 @@ BOOST_AUTO_TEST_CASE(a_worker_with_delayed_ps_requests_shows_as_the_straggler) {
   const double steps0 = delta(w0_before, w0_after, "actorps_worker_steps_total", {});
   BOOST_TEST_MESSAGE("steps in 3 s: worker:1 " << steps1 << ", worker:0 " << steps0);
   BOOST_TEST(steps1 * 3 < steps0);
-  chaos->signal(SIGINT);
-  auto rc = chaos->wait(30s);
-  BOOST_TEST((rc && *rc == 130), read_file(dir + "/chaos.log"));
+  interrupt(*chaos, dir + "/chaos.log");
 }
 
 BOOST_AUTO_TEST_CASE(one_trace_of_the_cluster_nests_pairs_and_shows_the_straggler) {
   auto dir = make_temp_dir("test");
   auto job = write_job(dir, "", "", 2, "[model]\ninput = [1, 1, 4]\n", 200);
-  std::ofstream(job, std::ios::app) << "[[faults]]\nkind = \"delay\"\ntask = \"worker:1\"\npeer = \"ps:0\"\n"
-                                       "delay_ms = 50\nat = 0.1\nduration = 600.0\n"
-                                       "[[faults]]\nkind = \"delay\"\ntask = \"worker:1\"\npeer = \"ps:1\"\n"
-                                       "delay_ms = 50\nat = 0.1\nduration = 600.0\n";
+  std::ofstream(job, std::ios::app) << kWorker1Delayed;
   const std::string file = dir + "/run.json";
   auto res = run_command({ACTORPS_BIN, "chaos", job, "--seed", "1", "--log", dir + "/nodes.log", "--trace", file}, 180s,
                          dir + "/chaos.log");
