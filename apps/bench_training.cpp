@@ -2,6 +2,7 @@
 // topology's node processes on this machine, this process coordinating, one
 // step per closure) beside single-process training of the same model on the
 // same data with the same kernels and optimizer, in the same run.
+#include <algorithm>
 #include <condition_variable>
 #include <mutex>
 #include <optional>
@@ -153,9 +154,16 @@ int run_bench_training(const training_bench_options& opts) {
   fmt::print("{:<64} {:>12.0f}\n", "actorps cluster, node processes here (dense >= 64 KiB over bulk lanes)", ours);
   fmt::print("{:<64} {:>12.0f}\n", "actorps cluster, every tensor over CAF ([runtime] bulk_lane = false)",
              median(caf_only->front()));
-  fmt::print("{:<64} {:>12.0f}\n", "  another cluster with metrics ports, alternating: nobody scrapes", plain);
-  fmt::print("{:<64} {:>12.0f}\n", "  ... every node scraped once a second", scraped);
-  fmt::print("{:<64} {:>12.0f}\n", "  ... every node recording the trace (--trace)", traced);
+  auto spread = [&](observed v) {  // the noise the overhead targets sit in
+    auto& r = (*observed_runs)[size_t(v)];
+    return fmt::format("  ({:.0f} to {:.0f})", *std::min_element(r.begin(), r.end()),
+                       *std::max_element(r.begin(), r.end()));
+  };
+  fmt::print("{:<64} {:>12.0f}{}\n", "  another cluster with metrics ports, alternating: nobody scrapes", plain,
+             spread(observed::plain));
+  fmt::print("{:<64} {:>12.0f}{}\n", "  ... every node scraped once a second", scraped, spread(observed::scraped));
+  fmt::print("{:<64} {:>12.0f}{}\n", "  ... every node recording the trace (--trace)", traced,
+             spread(observed::traced));
   fmt::print("{:<64} {:>12.0f}\n",
              fmt::format("single process, same kernels, {} threads", std::thread::hardware_concurrency()), one);
   fmt::print("target training_vs_single_process: {:.2f} x (goal >= 0.9)\n", ours / one);
