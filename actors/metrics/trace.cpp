@@ -30,8 +30,7 @@ void recorder::record(const event& e) {
   events_.push_back(e);
 }
 
-void recorder::span(const char* name, const char* cat, uint32_t tid, int64_t start_us, const char* arg,
-                    int64_t value) {
+void recorder::span(const char* name, const char* cat, uint32_t tid, int64_t start_us, const char* arg, int64_t value) {
   if (!on()) return;
   event e;
   e.name = name, e.cat = cat, e.ph = 'X', e.tid = tid;
