@@ -106,8 +106,8 @@ std::vector<pb::Assign> restore_messages(const keeper_setup& l, uint32_t ps, int
     for (auto* s : saved_of)
       if (k < s->slots.size()) slot_values.push_back(s->slots[k].data());
     if (slot_values.size() != view.size()) break;
-    for (auto& m : split_assign(view, slot_values, kDefaultChunkBytes, uint32_t(k + 1))[int(ps)])
-      out.push_back(std::move(m));
+    auto by_ps = split_assign(view, slot_values, kDefaultChunkBytes, uint32_t(k + 1));  // kept alive for the loop
+    for (auto& m : by_ps[int(ps)]) out.push_back(std::move(m));
   }
   return out;
 }

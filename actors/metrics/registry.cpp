@@ -145,7 +145,9 @@ family<histogram>& registry::histograms(const std::string& name, const std::stri
 std::string registry::expose() const {
   std::lock_guard<std::mutex> lock(m_);
   std::string out;
-  for (auto& [name, e] : families_) {
+  for (auto& family : families_) {
+    const std::string& name = family.first;  // named, not bound: lambdas below capture it
+    const entry& e = family.second;
     if (e.c)
       write_family(out, *e.c, kind::counter, [&](std::string& b, const auto& values, const counter& c) {
         b += fmt::format("{}{} {}\n", name, label_text(e.c->labels(), values), c.value());
