@@ -332,6 +332,18 @@ BOOST_AUTO_TEST_CASE(a_worker_with_delayed_ps_requests_shows_as_the_straggler) {
   interrupt(*chaos, dir + "/chaos.log");
 }
 
+BOOST_AUTO_TEST_CASE(a_trace_that_cannot_be_written_stops_the_run_before_training) {
+  auto dir = make_temp_dir("test");
+  auto job = write_job(dir);
+  auto res = run_command({ACTORPS_BIN, "local", job, "--log", dir + "/nodes.log", "--trace", dir + "/no/such/run.json"},
+                         60s, dir + "/local.log");
+  BOOST_REQUIRE(res);
+  const auto log = read_file(dir + "/local.log");
+  BOOST_TEST(res->exit_code == 2, res->out << log);
+  BOOST_TEST(log.find("--trace " + dir + "/no/such/run.json: cannot write") != std::string::npos, log);
+  BOOST_TEST(res->out.find("epoch 1/") == std::string::npos, res->out);  // nothing trained
+}
+
 BOOST_AUTO_TEST_CASE(one_trace_of_the_cluster_nests_pairs_and_shows_the_straggler) {
   auto dir = make_temp_dir("test");
   auto job = write_job(dir, "", "", 2, "[model]\ninput = [1, 1, 4]\n", 200);

@@ -38,6 +38,8 @@ int run_job(const job_spec& job, std::function<void(int64_t)> on_step, bool depl
     return exit_code(err);
   };
   const auto& t = job.training;
+  if (!trace.path.empty())
+    if (auto err = train::check_trace_path(trace.path)) return fail("tracing", err);
   std::unique_ptr<train::backup_and_restore> backup;
   if (!t.checkpoint_dir.empty()) {
     train::clear_final(t.checkpoint_dir);  // training again: a sidecar evaluator waits for the new end

@@ -96,6 +96,15 @@ caf::error append_node(caf::scoped_actor& self, const node_actor& node, uint32_t
 
 }  // namespace
 
+caf::error check_trace_path(const std::string& path) {
+  const std::string tmp = path + ".tmp";
+  if (!std::ofstream(tmp))
+    return make_error(errc::invalid_argument,
+                      "--trace " + path + ": cannot write " + tmp + " (its directory must exist and be writable)");
+  std::remove(tmp.c_str());
+  return caf::none;
+}
+
 void start_trace(caf::actor_system& sys, const cluster_spec& spec) {
   trace::recorder_of(sys).control(true, kTraceEventsPerNode);
   caf::scoped_actor self(sys);

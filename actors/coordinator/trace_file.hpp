@@ -25,6 +25,10 @@ namespace actorps::train {
 /// At most this many events are kept per process.
 constexpr size_t kTraceEventsPerNode = 1000000;  // 96 bytes each: about 100 MB at most
 
+/// Whether `path` can be written (its .tmp created and removed), checked
+/// before training: errc::invalid_argument naming it when not.
+[[nodiscard]] caf::error check_trace_path(const std::string& path);
+
 /// Starts recording in this process and on every node of `spec` that
 /// another process serves; a node that cannot be told is logged and left out.
 void start_trace(caf::actor_system& sys, const cluster_spec& spec);
