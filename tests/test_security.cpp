@@ -340,6 +340,8 @@ BOOST_AUTO_TEST_CASE(a_worker_of_another_ca_cannot_join_and_both_sides_log_why) 
   auto code = local->wait(10s);
   BOOST_TEST((code && *code == 0), *out << read_file(dir + "/cli.log"));
   const auto log = read_file(dir + "/cli.log");
-  BOOST_TEST(log.find("TLS: refused a peer: handshake with 127.0.0.1:") != std::string::npos, log);  // the coordinator
+  // The coordinator logged it too (the peer's address is "?:0" when the
+  // stranger closed its side before the coordinator's handshake failed).
+  BOOST_TEST(log.find("TLS: refused a peer: handshake with ") != std::string::npos, log);
   BOOST_TEST(examples_applied(*out) == std::vector<int64_t>(3, 300 * 2000LL), *out);
 }

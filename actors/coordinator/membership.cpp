@@ -104,7 +104,6 @@ caf::result<pb::JoinAccepted> join(membership_ptr self, uint32_t w, const std::s
     spdlog::warn("coordinator: refused the join of {}: {}", who, why);
     return make_error(errc::refused, fmt::format("the coordinator refused {}: {}", who, why));
   };
-  if (st.closing) return refuse("the job is finishing");
   pb::JoinAccepted ok;
   ok.set_worker(w);
   if (auto known = st.proxies.find(w); known != st.proxies.end()) {
@@ -113,6 +112,12 @@ caf::result<pb::JoinAccepted> join(membership_ptr self, uint32_t w, const std::s
       return refuse(st.s.queue->is_live(w)
                         ? fmt::format("worker:{} is in the job already (at {})", w, at)
                         : fmt::format("worker:{} is served at {} (a worker keeps its address)", w, at));
+    // A member announcing itself as the job ends (its proxy may have dialed
+    // it already): it is in the job, and the job's end stops its node.
+    if (st.closing) {
+      ok.set_workers(uint32_t(st.proxies.size()));
+      return ok;
+    }
     auto rp = self->make_response_promise<pb::JoinAccepted>();
     self->request(known->second, std::chrono::seconds(10), proxy_dial_atom_v)
         .then(
@@ -124,6 +129,7 @@ caf::result<pb::JoinAccepted> join(membership_ptr self, uint32_t w, const std::s
             [rp](caf::error& err) mutable { rp.deliver(err); });
     return rp;
   }
+  if (st.closing) return refuse("the job is finishing");
   for (auto& [name, d] : st.datasets)
     if (!d.whole)
       return refuse(
