@@ -16,12 +16,6 @@
 namespace actorps {
 namespace {
 
-std::string tasks_of(const node_spec& node) {
-  std::string out;
-  for (auto& t : node.tasks) out += (out.empty() ? "" : ",") + to_string(t);
-  return out;
-}
-
 std::string uptime(uint64_t ms) {
   auto s = ms / 1000;
   if (s < 60) return fmt::format("{}.{}s", s, (ms % 1000) / 100);
@@ -37,16 +31,16 @@ void print_table(const cluster_spec& spec, const std::vector<node_report>& repor
     if (r.up) {
       std::string actors;
       for (auto& a : r.status.actors()) actors += (actors.empty() ? "" : ",") + a;
-      fmt::print(line, tasks_of(node), node.address(), "up", r.status.pid(), uptime(r.status.uptime_ms()),
+      fmt::print(line, node.task_names(), node.address(), "up", r.status.pid(), uptime(r.status.uptime_ms()),
                  r.status.gpus(), actors);
     } else {
-      fmt::print(line, tasks_of(node), node.address(), "down", "-", "-", "-", r.cause);
+      fmt::print(line, node.task_names(), node.address(), "down", "-", "-", "-", r.cause);
     }
   }
   // Large tensors over each PS node's bulk lane (0 under [security]: they go over CAF).
   for (auto& r : reports)
     if (r.status.bulk_push_frames() + r.status.bulk_pull_frames() > 0)
-      fmt::print("{} bulk lane: {} push and {} pull frames served\n", tasks_of(spec.nodes[r.node]),
+      fmt::print("{} bulk lane: {} push and {} pull frames served\n", spec.nodes[r.node].task_names(),
                  r.status.bulk_push_frames(), r.status.bulk_pull_frames());
   // What each node's actors refused, per peer: admission, roles, limits, malformed requests.
   for (auto& r : reports)
@@ -54,7 +48,7 @@ void print_table(const cluster_spec& spec, const std::vector<node_report>& repor
       std::string counts;
       for (auto& [kind, n] : std::map<std::string, uint64_t>(peer.counts().begin(), peer.counts().end()))
         counts += fmt::format("{}{} {}", counts.empty() ? "" : ", ", kind, n);
-      fmt::print("{} refused from {}: {}\n", tasks_of(spec.nodes[r.node]), peer.peer(), counts);
+      fmt::print("{} refused from {}: {}\n", spec.nodes[r.node].task_names(), peer.peer(), counts);
     }
   std::fflush(stdout);
 }
@@ -90,8 +84,8 @@ int run_status(cluster_spec spec, bool watch, std::optional<task_id> only) {
     events.on_change = [&](const node_report& r) {
       auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(r.since - start).count();
       auto& node = spec.nodes[r.node];
-      fmt::print("+{}.{:03}s {} {} {}{}\n", ms / 1000, ms % 1000, tasks_of(node), node.address(), r.up ? "up" : "down",
-                 r.up ? "" : " (" + r.cause + ")");
+      fmt::print("+{}.{:03}s {} {} {}{}\n", ms / 1000, ms % 1000, node.task_names(), node.address(),
+                 r.up ? "up" : "down", r.up ? "" : " (" + r.cause + ")");
       std::fflush(stdout);
     };
   }

@@ -19,12 +19,6 @@ namespace {
 
 using samples = std::vector<metrics::sample>;
 
-std::string tasks_of(const node_spec& node) {
-  std::string out;
-  for (auto& t : node.tasks) out += (out.empty() ? "" : ",") + to_string(t);
-  return out;
-}
-
 // `after` minus `before`, sample by sample (counters and histogram buckets
 // over the interval; a node that restarted counts from zero again).
 samples since(const samples& after, const samples& before) {
@@ -44,7 +38,7 @@ std::string rate(double n, double seconds, bool shown) { return shown ? fmt::for
 std::string row(const node_spec& node, const std::optional<samples>& now, const std::optional<samples>& before,
                 double seconds) {
   const auto line = "{:<28} {:<6} {:>9} {:>11} {:>10} {:>13} {:>8} {:>10}\n";
-  const std::string tasks = tasks_of(node);
+  const std::string tasks = node.task_names();
   if (node.metrics_port == 0) return fmt::format(line, tasks, "-", "-", "-", "-", "-", "-", "no metrics_port");
   if (!now) return fmt::format(line, tasks, "down", "-", "-", "-", "-", "-", "-");
   const samples d = before ? since(*now, *before) : samples{};

@@ -55,6 +55,12 @@ pb::TaskId to_proto(const task_id& task) {
 
 task_id from_proto(const pb::TaskId& task) { return task_id{task.role(), task.index()}; }
 
+std::string node_spec::task_names() const {
+  std::string out;
+  for (auto& t : tasks) out += (out.empty() ? "" : ",") + to_string(t);
+  return out;
+}
+
 bool node_spec::hosts(Role role) const {
   for (auto& t : tasks)
     if (t.role == role) return true;

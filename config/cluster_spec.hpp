@@ -50,6 +50,8 @@ struct node_spec {
   uint16_t metrics_port = 0;  // Prometheus metrics over HTTP (GET /metrics) on this port; 0 = off
 
   std::string address() const { return host + ":" + std::to_string(port); }
+  /// Its tasks, e.g. "worker:0,ps:0".
+  std::string task_names() const;
   bool hosts(Role role) const;
   bool hosts(const task_id& task) const;
 };

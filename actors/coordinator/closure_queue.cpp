@@ -45,10 +45,8 @@ void trace_closure(trace::recorder& tracer, char ph, uint64_t id) {
 }  // namespace
 
 void closure_queue::update_gauges() {
-  size_t queued = common_.size();
-  for (auto& [w, list] : pinned_) queued += list.size();
-  metrics_.queued.set(double(queued));
-  metrics_.running.set(double(outstanding_ - queued));
+  metrics_.queued.set(double(queued_));
+  metrics_.running.set(double(outstanding_ - queued_));
   metrics_.workers_alive.set(double(live_.size()));
 }
 
@@ -65,6 +63,7 @@ remote_value closure_queue::put(pb::Closure closure, int worker) {
   ++outstanding_;
   trace_closure(tracer_, 'b', c.closure.id());
   (worker < 0 ? common_ : pinned_[uint32_t(worker)]).push_back(std::move(c));
+  ++queued_;
   update_gauges();
   wake_all(lock);
   return remote_value(result);
@@ -98,6 +97,7 @@ std::vector<queued_closure> closure_queue::take(size_t max, uint32_t worker, std
     common_.pop_front();
   }
   if (out.empty()) wakers_.push_back(std::move(wake));
+  queued_ -= out.size();
   update_gauges();
   return out;
 }
@@ -144,6 +144,7 @@ void closure_queue::cancel_queued(const caf::error& why) {
     for (auto& c : list) resolve(c, cancelled);
     list.clear();
   }
+  queued_ = 0;
 }
 
 void closure_queue::put_back(std::vector<queued_closure> lost) {
@@ -151,6 +152,7 @@ void closure_queue::put_back(std::vector<queued_closure> lost) {
   for (auto i = lost.rbegin(); i != lost.rend(); ++i)
     (i->worker < 0 ? common_ : pinned_[uint32_t(i->worker)]).push_front(std::move(*i));
   metrics_.retried.inc(lost.size());
+  queued_ += lost.size();
   update_gauges();
   wake_all(lock);
 }

@@ -117,6 +117,7 @@ class closure_queue {
   std::deque<queued_closure> common_;
   std::map<uint32_t, std::deque<queued_closure>> pinned_;
   size_t outstanding_ = 0;  // queued + running
+  size_t queued_ = 0;       // in common_ and pinned_ (the gauges' count, kept so that no update walks them)
   // Ids grow across coordinator runs too (they start at the clock's
   // microseconds): shards key pushes by closure and take an id below every
   // one they remember for an old one (pb::ClosureStep).

@@ -18,12 +18,6 @@ constexpr auto kTraceTimeout = std::chrono::seconds(30);
 constexpr uint32_t kChunk = 20000;  // events per TraceRead (a few MB)
 const task_id kFrom{pb::COORDINATOR, 0};
 
-std::string tasks_of(const node_spec& node) {
-  std::string out;
-  for (auto& t : node.tasks) out += (out.empty() ? "" : ",") + to_string(t);
-  return out;
-}
-
 // The nodes another process serves (the coordinator-only node is this one).
 bool served_elsewhere(const node_spec& node) {
   return std::any_of(node.tasks.begin(), node.tasks.end(), [](const task_id& t) { return t.role != pb::COORDINATOR; });
@@ -130,7 +124,7 @@ caf::error write_trace(caf::actor_system& sys, const cluster_spec& spec, const s
   uint64_t dropped = 0;
   for (size_t n = 0; n < spec.nodes.size(); ++n) {
     const uint32_t pid = uint32_t(n + 1);
-    name_process(events, pid, tasks_of(spec.nodes[n]));
+    name_process(events, pid, spec.nodes[n].task_names());
     if (!served_elsewhere(spec.nodes[n])) {
       append(events, mine, pid, 0, dropped);
       for (auto* r : also) append(events, *r, pid, 0, dropped);

@@ -23,7 +23,7 @@
 namespace actorps::train {
 
 /// At most this many events are kept per process.
-constexpr size_t kTraceEventsPerNode = 1000000;  // 96 bytes each: about 100 MB at most
+constexpr size_t kTraceEventsPerNode = 1000000;  // 88 bytes each: about 90 MB at most
 
 /// Whether `path` can be written (its .tmp created and removed), checked
 /// before training: errc::invalid_argument naming it when not.

@@ -82,12 +82,13 @@ void trace_apply(trace::recorder& tracer, uint32_t shard, const pb::Push& push, 
 }
 
 // A checked push applied (SYNC: accumulated, and the step advanced when it
-// was the last gradient), timed.
-pb::PushAck apply_push(shard_state& st, const pb::Push& push) {
+// was the last gradient: `advanced`), timed.
+pb::PushAck apply_push(shard_state& st, const pb::Push& push, bool* advanced = nullptr) {
   const auto start = std::chrono::steady_clock::now();
   const int64_t start_us = st.tracer->on() ? trace::now_us() : 0;
   auto ack = st.core->apply(push);
-  st.core->advance();
+  const bool next_step = st.core->advance();
+  if (advanced != nullptr) *advanced = next_step;
   const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
   st.metrics->applied(took.count(), ack.applied(), ack.duplicates(), ack.stale());
   if (st.tracer->on()) trace_apply(*st.tracer, st.index, push, start_us);
@@ -142,9 +143,9 @@ void release_waiters(shard_actor self) {
         continue;
       }
       unhold(st, w.from);
-      const int64_t step = core.stats().step();
-      w.promise.deliver(apply_push(st, w.request));
-      progress = core.stats().step() != step || progress;
+      bool advanced = false;
+      w.promise.deliver(apply_push(st, w.request, &advanced));
+      progress = advanced || progress;
     }
     auto pulls = std::move(st.pulls);
     st.pulls.clear();
