@@ -16,6 +16,7 @@
 #include "actors/coordinator/ps_keeper.hpp"
 #include "actors/coordinator/worker_proxy.hpp"
 #include "actors/launch/local_host.hpp"
+#include "actors/metrics/scrape.hpp"
 #include "messages/tensor_bytes.hpp"
 #include "tests/actor_test.hpp"
 #include "tests/coordinator_fakes.hpp"
@@ -92,6 +93,15 @@ BOOST_FIXTURE_TEST_CASE(a_lost_workers_closures_run_elsewhere_and_it_is_respawne
     for (auto& c : b.request.closures()) ran_on_w1.insert(c.id());
   for (auto id : lost_ids) BOOST_TEST(ran_on_w1.count(id) == 1u);
   for (int64_t i = 0; i < 4; ++i) BOOST_TEST(value_of(results[size_t(i)]) == 10 * i);
+  // The coordinator's metrics say so: worker:0's two closures retried, all
+  // four ended ok, nothing queued or running, one worker taking closures.
+  auto metrics = metrics::parse_text(metrics_registry().expose());
+  BOOST_REQUIRE(metrics);
+  BOOST_TEST(metrics::sum(*metrics, "actorps_coordinator_closures_retried_total") == 2);
+  BOOST_TEST(metrics::sum(*metrics, "actorps_coordinator_closures_total", {{"result", "ok"}}) == 4);
+  BOOST_TEST(metrics::sum(*metrics, "actorps_coordinator_closures_queued") == 0);
+  BOOST_TEST(metrics::sum(*metrics, "actorps_coordinator_closures_running") == 0);
+  BOOST_TEST(metrics::sum(*metrics, "actorps_coordinator_workers_alive") == 1);
   // The node comes back: the next retry spawns worker:0 again, which gets new closures.
   nodes.up[1] = node;
   BOOST_REQUIRE(sched.trigger_timeout());
