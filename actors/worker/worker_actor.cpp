@@ -151,7 +151,7 @@ void run_next(worker_ptr self) {
   if (run == nullptr) return;
   if (run->done.results_size() == 0) run->started = std::chrono::steady_clock::now();
   self->state.closure_step = 0;
-  self->state.closure_started = std::chrono::steady_clock::now();
+  self->state.closure_started = self->state.metrics->closure_start();
   auto& closure = run->request.closures(run->done.results_size());
   auto* fn = find_function(closure.function());
   if (fn == nullptr)

@@ -36,6 +36,9 @@ class worker_metrics {
   void pushing(int64_t step, uint32_t shards, clock::time_point sent);
   void pushed(int64_t step, clock::time_point sent);
   void closure(bool ok, uint64_t id, clock::time_point since);
+  /// When a closure starts, for its trace span (no clock read unless tracing:
+  /// no-op closures run a million a second).
+  clock::time_point closure_start() const { return tracer_.on() ? clock::now() : clock::time_point{}; }
 
   static double seconds_since(clock::time_point since) {
     return std::chrono::duration<double>(clock::now() - since).count();
