@@ -2,6 +2,7 @@
 #pragma once
 
 #include <fstream>
+#include <map>
 #include <random>
 #include <string>
 
@@ -21,15 +22,24 @@ inline std::string read_file(const std::string& path) {
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
-/// The pids of the `count` nodes `actorps local` reports ready (it serves the
-/// coordinator's node itself: 4 of the usual 5).
-inline std::vector<pid_t> node_pids(child_process& local, int count = 4) {
-  std::vector<pid_t> pids;
+/// The `count` nodes `actorps local` reports ready (it serves the
+/// coordinator's node itself: 4 of the usual 5), by task: their pids, from
+/// "actorps node ready: ps:1 at 127.0.0.1:P pid N".
+inline std::map<std::string, pid_t> ready_nodes(child_process& local, int count = 4) {
+  std::map<std::string, pid_t> pids;
   for (int i = 0; i < count; ++i) {
     auto line = local.wait_for_line("actorps node ready", std::chrono::seconds(30));
     BOOST_REQUIRE(line);
-    pids.push_back(pid_t(std::stol(line->substr(line->rfind("pid ") + 4))));
+    auto task = line->substr(line->find(": ") + 2);
+    pids[task.substr(0, task.find(' '))] = pid_t(std::stol(line->substr(line->rfind("pid ") + 4)));
   }
+  return pids;
+}
+
+/// Their pids alone.
+inline std::vector<pid_t> node_pids(child_process& local, int count = 4) {
+  std::vector<pid_t> pids;
+  for (auto& [task, pid] : ready_nodes(local, count)) pids.push_back(pid);
   return pids;
 }
 

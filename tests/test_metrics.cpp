@@ -10,24 +10,11 @@
 #include "actors/launch/subprocess.hpp"
 #include "actors/metrics/registry.hpp"
 #include "actors/metrics/scrape.hpp"
+#include "tests/promtool.hpp"
 #include "tests/ps_check.hpp"
 
 using namespace actorps;
 using namespace actorps::test;
-
-namespace {
-
-// promtool check metrics on `text`: its exit code and what it said.
-std::pair<int, std::string> promtool_check(const std::string& text) {
-  auto dir = make_temp_dir("metrics");
-  std::ofstream(dir + "/m.txt") << text;
-  auto res =
-      run_command({"/bin/sh", "-c", "promtool check metrics < " + dir + "/m.txt 2>&1"}, std::chrono::seconds(30));
-  BOOST_REQUIRE_MESSAGE(res, "cannot run promtool (tools/setup.sh installs Debian's prometheus package)");
-  return {res->exit_code, res->out};
-}
-
-}  // namespace
 
 BOOST_AUTO_TEST_CASE(the_text_format_is_exact_and_promtool_accepts_it) {
   metrics::registry reg;

@@ -27,6 +27,7 @@
 #include "actors/metrics/scrape.hpp"
 #include "messages/errors.hpp"
 #include "tests/job_files.hpp"
+#include "tests/promtool.hpp"
 
 using namespace actorps;
 using namespace actorps::test;
@@ -142,11 +143,8 @@ struct prometheus_server {
 
 // promtool check metrics on `text`.
 void promtool_accepts(const std::string& task, const std::string& text) {
-  auto dir = make_temp_dir("promtool");
-  std::ofstream(dir + "/m.txt") << text;
-  auto res = run_command({"/bin/sh", "-c", "promtool check metrics < " + dir + "/m.txt 2>&1"}, 30s);
-  BOOST_REQUIRE(res);
-  BOOST_TEST(res->exit_code == 0, task << ": " << res->out);
+  auto [rc, said] = promtool_check(text);
+  BOOST_TEST(rc == 0, task << ": " << said);
 }
 
 // `actorps top` on a pseudo-terminal, as a user's shell runs it.
@@ -208,13 +206,7 @@ BOOST_AUTO_TEST_CASE(top_shows_each_node_live_and_a_stopped_one_down) {
   add_metrics_ports(job);
   auto local = child_process::spawn({ACTORPS_BIN, "local", job, "--log", dir + "/nodes.log"}, dir + "/local.log");
   BOOST_REQUIRE(local);
-  std::map<std::string, pid_t> pid;  // "actorps node ready: ps:1 at 127.0.0.1:P pid N"
-  for (int i = 0; i < 4; ++i) {
-    auto line = local->wait_for_line("actorps node ready", 30s);
-    BOOST_REQUIRE(line);
-    auto task = line->substr(line->find(": ") + 2);
-    pid[task.substr(0, task.find(' '))] = pid_t(std::stol(line->substr(line->rfind("pid ") + 4)));
-  }
+  auto pid = ready_nodes(*local);
   top_on_a_terminal top(job);
   // Columns: state, steps/s, closures/s, requests/s, p99 apply ms, waiting, staleness.
   auto training = [](const std::string& f) {

@@ -60,32 +60,35 @@ void name_process(nlohmann::json& events, uint32_t pid, const std::string& name)
         {{"name", "thread_name"}, {"ph", "M"}, {"pid", pid}, {"tid", tid}, {"args", {{"name", track_name(tid)}}}});
 }
 
-void append(nlohmann::json& events, const trace::recorder& r, uint32_t pid, int64_t offset_us, uint64_t& dropped) {
+// Every event `read(from)` gives in chunks (a recorder here, a node's over
+// the wire), shifted by `offset_us`, onto `events`.
+template <class Read>
+caf::error append(nlohmann::json& events, uint32_t pid, int64_t offset_us, uint64_t& dropped, Read read) {
   for (uint64_t from = 0;; from += kChunk) {
-    auto got = r.read(from, kChunk);
-    for (auto& e : got.events()) events.push_back(to_json(e, pid, offset_us));
-    dropped += got.dropped();
-    if (from + kChunk >= got.total()) break;
-  }
-}
-
-// A node's events, read in chunks, onto `events`.
-caf::error append_node(caf::scoped_actor& self, const node_actor& node, uint32_t pid, nlohmann::json& events,
-                       uint64_t& dropped) {
-  auto offset = clock_offset(self, node);
-  if (!offset) return offset.error();
-  for (uint64_t from = 0;; from += kChunk) {
-    pb::TraceRead read;
-    read.set_from(from);
-    read.set_max_events(kChunk);
-    auto got = request_now<pb::TraceEvents>(self, node, kTraceTimeout, read);
+    caf::expected<pb::TraceEvents> got = read(from);
     if (!got) return got.error();
-    for (auto& e : got->events()) events.push_back(to_json(e, pid, *offset));
+    for (auto& e : got->events()) events.push_back(to_json(e, pid, offset_us));
     if (from + kChunk >= got->total()) {
       dropped += got->dropped();
       return caf::none;
     }
   }
+}
+
+void append_local(nlohmann::json& events, const trace::recorder& r, uint32_t pid, uint64_t& dropped) {
+  (void)append(events, pid, 0, dropped, [&r](uint64_t from) { return r.read(from, kChunk); });
+}
+
+caf::error append_node(caf::scoped_actor& self, const node_actor& node, uint32_t pid, nlohmann::json& events,
+                       uint64_t& dropped) {
+  auto offset = clock_offset(self, node);
+  if (!offset) return offset.error();
+  return append(events, pid, *offset, dropped, [&](uint64_t from) {
+    pb::TraceRead read;
+    read.set_from(from);
+    read.set_max_events(kChunk);
+    return request_now<pb::TraceEvents>(self, node, kTraceTimeout, read);
+  });
 }
 
 }  // namespace
@@ -126,8 +129,8 @@ caf::error write_trace(caf::actor_system& sys, const cluster_spec& spec, const s
     const uint32_t pid = uint32_t(n + 1);
     name_process(events, pid, spec.nodes[n].task_names());
     if (!served_elsewhere(spec.nodes[n])) {
-      append(events, mine, pid, 0, dropped);
-      for (auto* r : also) append(events, *r, pid, 0, dropped);
+      append_local(events, mine, pid, dropped);
+      for (auto* r : also) append_local(events, *r, pid, dropped);
       continue;
     }
     auto node = dial_node_now(self, spec, kFrom, n);

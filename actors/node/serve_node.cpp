@@ -93,11 +93,14 @@ int serve_node(const cluster_spec& spec, const task_id& task, const serve_option
     return 1;
   }
   if (bulk) bulk->start(node->host);
+  auto stop_serving = [&] {  // its port closed, then the node actor (and its children) stopped
+    caf::anon_send(connector(sys), caf::close_atom_v, *port);
+    caf::anon_send_exit(actor, caf::exit_reason::user_shutdown);
+  };
   auto exporter = serve_metrics(sys, *node);
   if (!exporter) {
     spdlog::error("node {}: {}", to_string(task), describe(exporter.error()));
-    caf::anon_send(connector(sys), caf::close_atom_v, *port);
-    caf::anon_send_exit(actor, caf::exit_reason::user_shutdown);
+    stop_serving();
     return 1;
   }
   if (*exporter) spdlog::info("node {}: metrics on port {}", to_string(task), (*exporter)->port());
@@ -113,8 +116,7 @@ int serve_node(const cluster_spec& spec, const task_id& task, const serve_option
   sigwait(&stop_signals, &sig);
   if (joiner) caf::anon_send_exit(joiner, caf::exit_reason::user_shutdown);
   if (sig == SIGUSR1 || sig == SIGUSR2) {
-    caf::anon_send(connector(sys), caf::close_atom_v, *port);
-    caf::anon_send_exit(actor, caf::exit_reason::user_shutdown);
+    stop_serving();
     return sig == SIGUSR2 ? 2 : 1;
   }
   spdlog::info("node {}: {} received, shutting down", to_string(task), sig == SIGINT ? "SIGINT" : "SIGTERM");
@@ -122,8 +124,7 @@ int serve_node(const cluster_spec& spec, const task_id& task, const serve_option
   // (its coordinator with it: nothing to drain into).
   const bool orphaned = options.exit_with_parent && ::getppid() != parent;
   if (sig == SIGTERM && !orphaned) drain_workers(sys, actor, *node);
-  caf::anon_send(connector(sys), caf::close_atom_v, *port);
-  caf::anon_send_exit(actor, caf::exit_reason::user_shutdown);
+  stop_serving();
   return 0;
 }
 
