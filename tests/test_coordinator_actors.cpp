@@ -120,6 +120,72 @@ BOOST_FIXTURE_TEST_CASE(a_lost_workers_closures_run_elsewhere_and_it_is_respawne
   sched.run();
 }
 
+BOOST_FIXTURE_TEST_CASE(a_held_queue_hands_out_nothing_new_until_resumed, proxy_fixture) {
+  auto results = start(1, 5);
+  auto& w = workers[0];
+  BOOST_REQUIRE_EQUAL(closures_held(w), 2u);
+  q->hold();
+  BOOST_TEST(!q->quiet());  // two run
+  answer_all(w);
+  sched.run();
+  BOOST_TEST(closures_held(w) == 2u);  // none taken since
+  BOOST_TEST(q->quiet());
+  q->resume();
+  sched.run();
+  BOOST_TEST(closures_held(w) == 5u);
+  answer_all(w);
+  sched.run();
+  for (int64_t i = 0; i < 5; ++i) BOOST_TEST(value_of(results[size_t(i)]) == 10 * i);
+}
+
+BOOST_FIXTURE_TEST_CASE(a_held_queue_hands_out_the_rest_of_a_round_begun, proxy_fixture) {
+  // SYNC: each step a closure pinned to each worker, one round; worker:1's
+  // part of round 1 has not been taken when the hold comes.
+  q = std::make_shared<closure_queue>(100, metrics_registry(), trace_recorder());
+  std::vector<remote_value> results;
+  for (uint64_t round = 1; round <= 2; ++round)
+    for (int w = 0; w < 2; ++w) results.push_back(q->put(closure_of(int64_t(round * 10 + uint64_t(w))), w, round));
+  workers.push_back(spawn_fake(sys(), fake_worker));
+  respawn_plan plan{nodes.get(), 1, pb::SpawnWorker{}, shard_list{}};
+  proxies.push_back(spawn_worker_proxy(sys(), q, 0, caf::actor_cast<worker_actor>(workers[0]), plan));
+  sched.run();
+  BOOST_REQUIRE_EQUAL(closures_held(workers[0]), 2u);  // rounds 1 and 2
+  answer_all(workers[0]);
+  sched.run();
+  q->hold();
+  workers.push_back(spawn_fake(sys(), fake_worker));
+  proxies.push_back(spawn_worker_proxy(sys(), q, 1, caf::actor_cast<worker_actor>(workers[1]), plan));
+  sched.run();
+  // worker:1 gets rounds 1 and 2 (both begun on worker:0); nothing else is left.
+  BOOST_TEST(closures_held(workers[1]) == 2u);
+  BOOST_TEST(!q->quiet());
+  answer_all(workers[1]);
+  sched.run();
+  BOOST_TEST(q->quiet());
+  q->resume();
+  for (auto& r : results) BOOST_TEST(r.ready());
+}
+
+BOOST_FIXTURE_TEST_CASE(a_held_queue_keeps_a_round_not_begun, proxy_fixture) {
+  q = std::make_shared<closure_queue>(100, metrics_registry(), trace_recorder());
+  auto first = q->put(closure_of(1), 0, 1);
+  auto second = q->put(closure_of(2), 0, 2);
+  q->hold();
+  workers.push_back(spawn_fake(sys(), fake_worker));
+  respawn_plan plan{nodes.get(), 1, pb::SpawnWorker{}, shard_list{}};
+  proxies.push_back(spawn_worker_proxy(sys(), q, 0, caf::actor_cast<worker_actor>(workers[0]), plan));
+  sched.run();
+  BOOST_TEST(closures_held(workers[0]) == 0u);  // no round begun: none handed out
+  BOOST_TEST(q->quiet());
+  q->resume();
+  sched.run();
+  BOOST_TEST(closures_held(workers[0]) == 2u);
+  answer_all(workers[0]);
+  sched.run();
+  BOOST_TEST(value_of(first) == 10);
+  BOOST_TEST(value_of(second) == 20);
+}
+
 BOOST_FIXTURE_TEST_CASE(the_first_error_cancels_the_queued_closures_until_join, proxy_fixture) {
   auto results = start(1, 4);
   auto& w = workers[0];

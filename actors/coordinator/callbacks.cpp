@@ -40,10 +40,11 @@ caf::error backup_and_restore::on_train_begin(cluster_coordinator& c, fit_start&
   return caf::none;
 }
 
-caf::error backup_and_restore::save(cluster_coordinator& c, int64_t step, uint32_t epochs_done,
-                                    const pb::SplitStatus* splits) {
-  if (step == last_saved_) return caf::none;
-  const auto started = std::chrono::steady_clock::now();
+namespace {
+
+// The variables and their optimizer slots, as the shards hold them now.
+caf::expected<checkpoint> pull_checkpoint(cluster_coordinator& c, int64_t step, uint32_t epochs_done,
+                                          const pb::SplitStatus* splits) {
   std::vector<uint64_t> versions;
   auto values = c.pull_values(0, &versions);
   if (!values) return values.error();
@@ -59,25 +60,53 @@ caf::error backup_and_restore::save(cluster_coordinator& c, int64_t step, uint32
     if (!slot) return slot.error();
     for (size_t i = 0; i < vars.size(); ++i) ckpt.variables[i].slots.push_back(std::move((*slot)[i]));
   }
-  last_saved_ = step;
-  auto err = save_checkpoint(dir_, ckpt, int(keep_));
-  const std::chrono::duration<double> took = std::chrono::steady_clock::now() - started;
-  if (!err) coordinator_metrics(c.metrics()).checkpoint_seconds.observe(took.count());
+  return ckpt;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+}  // namespace
+
+caf::error backup_and_restore::write(cluster_coordinator& c, caf::expected<checkpoint> ckpt,
+                                     std::chrono::steady_clock::time_point started) {
+  if (!ckpt) return ckpt.error();
+  last_saved_ = ckpt->step;
+  auto err = save_checkpoint(dir_, *ckpt, int(keep_));
+  if (!err) coordinator_metrics(c.metrics()).checkpoint_seconds.observe(seconds_since(started));
   return err;
 }
 
 caf::error backup_and_restore::on_steps(cluster_coordinator& c, const step_progress& p) {
-  if (every_steps_ == 0 || p.done == p.steps || p.job_step / every_steps_ == last_saved_ / every_steps_)
+  if (every_steps_ == 0 || p.done == p.steps || p.job_step / every_steps_ <= last_saved_ / every_steps_)
     return caf::none;  // the epoch's end saves anyway
-  return save_now(c, p);
+  auto step = save_now(c, p);
+  return step ? caf::none : step.error();
 }
 
-caf::error backup_and_restore::save_now(cluster_coordinator& c, const step_progress& p) {
-  return save(c, p.job_step, p.epoch - 1, p.splits);
+caf::expected<int64_t> backup_and_restore::save_now(cluster_coordinator& c, const step_progress& p) {
+  // Mid-epoch, later closures run and push: the checkpoint is pulled with
+  // none running and counts every one that finished, so that a restore
+  // applies none twice and loses none.
+  const auto started = std::chrono::steady_clock::now();
+  c.hold();
+  const step_progress at = p.finished ? p.finished() : p;
+  if (at.job_step == last_saved_) {
+    c.resume();
+    return last_saved_;
+  }
+  auto ckpt = pull_checkpoint(c, at.job_step, at.epoch - 1, at.splits);
+  c.resume();
+  coordinator_metrics(c.metrics()).checkpoint_pause_seconds.observe(seconds_since(started));
+  if (auto err = write(c, std::move(ckpt), started)) return err;
+  return last_saved_;
 }
 
 caf::error backup_and_restore::on_epoch_end(cluster_coordinator& c, const epoch_logs& logs, bool&) {
-  return save(c, logs.step, logs.epoch);
+  if (logs.step == last_saved_) return caf::none;  // every closure of the epoch joined: nothing runs
+  const auto started = std::chrono::steady_clock::now();
+  return write(c, pull_checkpoint(c, logs.step, logs.epoch, nullptr), started);
 }
 
 caf::expected<log_files> open_log_files(const std::string& dir, const std::string& header) {

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 
+#include "actors/coordinator/checkpoint.hpp"
 #include "actors/coordinator/event_log.hpp"
 #include "actors/coordinator/fit.hpp"
 
@@ -15,7 +16,9 @@ namespace actorps::train {
 /// TF's BackupAndRestore: restores the newest intact checkpoint of `dir`
 /// on start, writes one after every epoch and, with `every_steps` > 0,
 /// every that many steps (atomic, CRC-checked, the newest `keep` kept). A
-/// mid-epoch checkpoint resumes mid-epoch (the dataset starts afresh).
+/// mid-epoch checkpoint is consistent: pulled while no closure runs
+/// (cluster_coordinator::hold), it holds the updates of exactly the steps
+/// and splits it counts as done; it resumes mid-epoch (the dataset starts afresh).
 class backup_and_restore : public fit_callback {
  public:
   backup_and_restore(std::string dir, uint32_t keep, uint32_t every_steps = 0)
@@ -23,11 +26,13 @@ class backup_and_restore : public fit_callback {
   caf::error on_train_begin(cluster_coordinator& c, fit_start& start) override;
   caf::error on_steps(cluster_coordinator& c, const step_progress& p) override;
   caf::error on_epoch_end(cluster_coordinator& c, const epoch_logs& logs, bool& stop) override;
-  /// A checkpoint of where `p` says training is, now (as checkpoint_steps would).
-  caf::error save_now(cluster_coordinator& c, const step_progress& p);
+  /// A checkpoint of where training is, now (as checkpoint_steps would):
+  /// the closures held while the shards are read. Its step.
+  caf::expected<int64_t> save_now(cluster_coordinator& c, const step_progress& p);
 
  private:
-  caf::error save(cluster_coordinator& c, int64_t step, uint32_t epochs_done, const pb::SplitStatus* splits = nullptr);
+  caf::error write(cluster_coordinator& c, caf::expected<checkpoint> ckpt,
+                   std::chrono::steady_clock::time_point started);
   std::string dir_;
   uint32_t keep_, every_steps_;
   int64_t last_saved_ = -1;

@@ -50,12 +50,12 @@ void closure_queue::update_gauges() {
   metrics_.workers_alive.set(double(live_.size()));
 }
 
-remote_value closure_queue::put(pb::Closure closure, int worker) {
+remote_value closure_queue::put(pb::Closure closure, int worker, uint64_t round) {
   auto result = std::make_shared<remote_value::state>();
   std::unique_lock<std::mutex> lock(m_);
   changed_.wait(lock, [&] { return outstanding_ < capacity_ || error_; });
   closure.set_id(next_id_++);
-  queued_closure c{std::move(closure), worker, result};
+  queued_closure c{std::move(closure), worker, round, result};
   if (error_) {
     result->result = caf::expected<values>(error_);  // TF: schedule after a failure raises it
     return remote_value(result);
@@ -84,7 +84,10 @@ std::vector<queued_closure> closure_queue::take(size_t max, uint32_t worker, std
   std::unique_lock<std::mutex> lock(m_);
   std::vector<queued_closure> out;
   auto& mine = pinned_[worker];
-  while (out.size() < max && !mine.empty()) {
+  // Held: only the rest of the rounds begun (a worker's closures are in round order).
+  auto due = [&](const queued_closure& c) { return !held_ || (c.round > 0 && c.round <= last_round_); };
+  while (out.size() < max && !mine.empty() && due(mine.front())) {
+    last_round_ = std::max(last_round_, mine.front().round);
     out.push_back(std::move(mine.front()));
     mine.pop_front();
   }
@@ -92,7 +95,7 @@ std::vector<queued_closure> closure_queue::take(size_t max, uint32_t worker, std
   // not strand work on its worker while another worker idles.
   const size_t live = std::max<size_t>(live_.size(), 1);
   const size_t share = (common_.size() + live - 1) / live;
-  for (size_t n = std::min(max - out.size(), std::max<size_t>(share, 1)); n > 0 && !common_.empty(); --n) {
+  for (size_t n = std::min(max - out.size(), std::max<size_t>(share, 1)); n > 0 && !common_.empty() && !held_; --n) {
     out.push_back(std::move(common_.front()));
     common_.pop_front();
   }
@@ -100,6 +103,34 @@ std::vector<queued_closure> closure_queue::take(size_t max, uint32_t worker, std
   queued_ -= out.size();
   update_gauges();
   return out;
+}
+
+bool closure_queue::quiet_locked() {
+  if (!held_ || outstanding_ != queued_) return false;  // not held, or some run
+  for (auto& [w, list] : pinned_)
+    if (!list.empty() && list.front().round > 0 && list.front().round <= last_round_) return false;
+  return true;
+}
+
+void closure_queue::hold() {
+  std::lock_guard<std::mutex> guard(m_);
+  held_ = true;
+}
+
+bool closure_queue::quiet() {
+  std::lock_guard<std::mutex> guard(m_);
+  return quiet_locked();
+}
+
+void closure_queue::wait_quiet() {
+  std::unique_lock<std::mutex> lock(m_);
+  changed_.wait(lock, [&] { return quiet_locked(); });
+}
+
+void closure_queue::resume() {
+  std::unique_lock<std::mutex> lock(m_);
+  held_ = false;
+  wake_all(lock);
 }
 
 void closure_queue::resolve(queued_closure& c, caf::expected<values> result) {
@@ -110,7 +141,7 @@ void closure_queue::resolve(queued_closure& c, caf::expected<values> result) {
     c.result->result = std::move(result);
   }
   c.result->cv.notify_all();
-  --outstanding_;
+  if (--outstanding_ == 0) last_round_ = 0;  // the next rounds may count from 1 again (another fit)
 }
 
 void closure_queue::settle(queued_closure& c, caf::expected<values> result) {
@@ -154,6 +185,7 @@ void closure_queue::put_back(std::vector<queued_closure> lost) {
   metrics_.retried.inc(lost.size());
   queued_ += lost.size();
   update_gauges();
+  changed_.notify_all();  // hold(): they no longer run
   wake_all(lock);
 }
 

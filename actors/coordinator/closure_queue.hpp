@@ -7,6 +7,12 @@
 // every closure still queued is cancelled with it, closures already on a
 // worker finish normally, and closures put later fail at once — until
 // join() reports the error and clears it.
+//
+// hold() stops handing closures out until resume(), and returns once none
+// runs: the shards then hold the updates of exactly the closures that
+// finished (a consistent checkpoint). Closures of a round (SYNC: the
+// workers' parts of one step; bounded staleness: one round robin cycle)
+// wait for each other on the shards, so a round begun is handed out whole.
 #pragma once
 
 #include <chrono>
@@ -51,7 +57,8 @@ class remote_value {
 
 struct queued_closure {
   pb::Closure closure;
-  int worker = -1;  // -1: any worker; else only that one (SYNC rounds)
+  int worker = -1;     // -1: any worker; else only that one (SYNC rounds)
+  uint64_t round = 0;  // > 0: its round (see hold()), growing in queue order
   std::shared_ptr<remote_value::state> result;
 };
 
@@ -63,7 +70,14 @@ class closure_queue {
 
   // ---- the user's side ----
   /// Queues a closure (blocks while `capacity` closures are outstanding).
-  remote_value put(pb::Closure closure, int worker);
+  remote_value put(pb::Closure closure, int worker, uint64_t round = 0);
+  /// Hands out no closure (but the rest of the rounds begun) until resume().
+  void hold();
+  /// Held, and no closure runs or is still to be handed out.
+  bool quiet();
+  /// Blocks until quiet().
+  void wait_quiet();
+  void resume();
   /// Blocks until nothing is queued or running; the first error since the
   /// last join (cleared), or none.
   caf::error join();
@@ -108,6 +122,7 @@ class closure_queue {
   void resolve(queued_closure& c, caf::expected<values> result);  // lock held
   void wake_all(std::unique_lock<std::mutex>& lock);
   void update_gauges();  // lock held
+  bool quiet_locked();   // lock held
 
   std::mutex m_;
   std::condition_variable changed_;
@@ -118,6 +133,8 @@ class closure_queue {
   std::map<uint32_t, std::deque<queued_closure>> pinned_;
   size_t outstanding_ = 0;  // queued + running
   size_t queued_ = 0;       // in common_ and pinned_ (the gauges' count, kept so that no update walks them)
+  bool held_ = false;
+  uint64_t last_round_ = 0;  // the highest round handed out since the queue was last empty
   // Ids grow across coordinator runs too (they start at the clock's
   // microseconds): shards key pushes by closure and take an id below every
   // one they remember for an old one (pb::ClosureStep).

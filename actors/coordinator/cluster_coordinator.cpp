@@ -264,10 +264,20 @@ remote_value cluster_coordinator::schedule(const std::string& function, values a
     s->result = caf::expected<values>(make_error(errc::invalid_argument, "schedule: create_workers first"));
     return remote_value(s);
   }
-  return p_->queue->put(std::move(c), options.worker);
+  return p_->queue->put(std::move(c), options.worker, options.round);
 }
 
 caf::error cluster_coordinator::join() { return p_->queue ? p_->queue->join() : caf::error{}; }
+
+void cluster_coordinator::hold() {
+  if (!p_->queue) return;
+  p_->queue->hold();
+  p_->queue->wait_quiet();
+}
+
+void cluster_coordinator::resume() {
+  if (p_->queue) p_->queue->resume();
+}
 
 bool cluster_coordinator::done() { return !p_->queue || p_->queue->done(); }
 

@@ -38,6 +38,7 @@ namespace actorps {
 struct schedule_options {
   bool want_result = true;  // false: the worker does not send the values back
   int worker = -1;          // -1: any worker; else only that one
+  uint64_t round = 0;       // > 0: closures that wait for each other on the shards (closure_queue::hold)
 };
 
 /// How long wait_for_workers waits by default.
@@ -98,6 +99,11 @@ class cluster_coordinator {
   remote_value schedule(const std::string& function, values args, schedule_options options = {});
   [[nodiscard]] caf::error join();
   bool done();
+  /// Hands out no new closure until resume() (but the rest of rounds
+  /// begun); returns once none runs, when the shards hold the updates of
+  /// exactly the closures that finished. What a consistent checkpoint pulls.
+  void hold();
+  void resume();
 
   /// The workers the topology declares (each one's proxy exists from create_workers on).
   size_t num_workers() const;

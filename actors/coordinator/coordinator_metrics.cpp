@@ -28,6 +28,12 @@ coordinator_metrics::coordinator_metrics(metrics::registry& reg)
                                         "Time to write one checkpoint (pull every shard, write, rename)", {},
                                         metrics::seconds_buckets())
                              .with({})),
+      checkpoint_pause_seconds(
+          reg.histograms("actorps_coordinator_checkpoint_pause_seconds",
+                         "Time no closure was handed out for a mid-epoch checkpoint (closures running drain, "
+                         "every shard pulled)",
+                         {}, metrics::seconds_buckets())
+              .with({})),
       recoveries_(reg.counters("actorps_coordinator_recoveries_total",
                                "Recoveries by kind: a worker respawned, a PS shard restored", {"kind"})),
       recovery_seconds_(reg.histograms("actorps_coordinator_recovery_seconds",

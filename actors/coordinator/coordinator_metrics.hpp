@@ -18,7 +18,7 @@ struct coordinator_metrics {
 
   metrics::gauge &queued, &running, &workers_alive;
   metrics::counter &done, &failed, &cancelled, &retried;
-  metrics::histogram& checkpoint_seconds;
+  metrics::histogram &checkpoint_seconds, &checkpoint_pause_seconds;
 
  private:
   metrics::family<metrics::counter>& recoveries_;

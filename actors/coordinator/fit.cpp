@@ -152,13 +152,16 @@ epoch_plan schedule_steps(fit_run& r, uint32_t epoch, int64_t step) {
     if (mode == pb::Consistency::SYNC) {
       const int64_t first = int64_t(epoch - 1) * per_epoch + s - r.start.step;
       const values args{per_worker_dataset("train"), integer_value(n), integer_value(first)};
+      const auto round = uint64_t(int64_t(epoch - 1) * per_epoch + s + 1);  // the job's step, from 1
       for (uint32_t w = 0; w < r.workers; ++w)
-        plan.closures.push_back({r.c.schedule("train_step", args, {true, int(w)}), w + 1 == r.workers ? n : 0, -1});
+        plan.closures.push_back(
+            {r.c.schedule("train_step", args, {true, int(w), round}), w + 1 == r.workers ? n : 0, -1});
     } else if (mode == pb::Consistency::BOUNDED_STALENESS) {
+      const uint64_t round = r.next_worker / r.workers + 1;  // its round robin cycle
       const uint32_t w = r.next_worker++ % r.workers;
       const values args{per_worker_dataset("train"), integer_value(n), integer_value(r.worker_steps_done[w])};
       r.worker_steps_done[w] += n;
-      plan.closures.push_back({r.c.schedule("train_step", args, {true, int(w)}), n, -1});
+      plan.closures.push_back({r.c.schedule("train_step", args, {true, int(w), round}), n, -1});
     } else {
       plan.closures.push_back({r.c.schedule("train_step", {per_worker_dataset("train"), integer_value(n)}), n, -1});
     }
@@ -167,8 +170,25 @@ epoch_plan schedule_steps(fit_run& r, uint32_t epoch, int64_t step) {
   return plan;
 }
 
-// Fetches the epoch's results as they complete, telling the callbacks;
-// then join() reports the first error.
+// `p` (after the plan's first `fetched` closures) counting the later ones
+// that finished too, their splits added to a copy of r.status in `status`.
+step_progress with_unfetched(const fit_run& r, const epoch_plan& plan, size_t fetched, step_progress p,
+                             pb::SplitStatus& status) {
+  status = r.status;
+  for (size_t k = fetched; k < plan.closures.size(); ++k) {
+    auto& c = plan.closures[k];
+    if (!c.result.ready() || !c.result.fetch()) continue;
+    p.done += c.steps;
+    p.job_step += c.steps;
+    if (c.split >= 0) status.add_finished(uint64_t(c.split));
+  }
+  if (p.splits != nullptr) p.splits = &status;
+  p.finished = nullptr;
+  return p;
+}
+
+// Fetches the epoch's results in plan order, telling the callbacks; then
+// join() reports the first error.
 caf::expected<epoch_logs> collect(fit_run& r, uint32_t epoch, epoch_plan& plan) {
   const bool exactly_once = r.job.training.exactly_once;
   epoch_logs logs;
@@ -176,6 +196,8 @@ caf::expected<epoch_logs> collect(fit_run& r, uint32_t epoch, epoch_plan& plan) 
   double loss_sum = 0;
   int64_t correct = 0, worker_steps = 0;
   uint32_t done = plan.skipped;
+  size_t fetched = 0;
+  pb::SplitStatus settled;  // with_unfetched's
   caf::error callback_failed;
   for (auto& closure : plan.closures) {
     auto v = closure.result.fetch();
@@ -186,12 +208,17 @@ caf::expected<epoch_logs> collect(fit_run& r, uint32_t epoch, epoch_plan& plan) 
     worker_steps += integer_at(*v, 3);
     done += closure.steps;
     if (closure.split >= 0) r.status.add_finished(uint64_t(closure.split));
-    const step_progress progress{epoch,
-                                 done,
-                                 r.steps_per_epoch,
-                                 int64_t(epoch - 1) * r.steps_per_epoch + done,
-                                 loss_sum / double(std::max<int64_t>(worker_steps, 1)),
-                                 exactly_once ? &r.status : nullptr};
+    ++fetched;
+    step_progress progress{epoch,
+                           done,
+                           r.steps_per_epoch,
+                           int64_t(epoch - 1) * r.steps_per_epoch + done,
+                           loss_sum / double(std::max<int64_t>(worker_steps, 1)),
+                           exactly_once ? &r.status : nullptr,
+                           {}};
+    progress.finished = [&r, &plan, &settled, fetched, progress] {
+      return with_unfetched(r, plan, fetched, progress, settled);
+    };
     for (auto* cb : r.callbacks)
       if (!callback_failed) callback_failed = cb->on_steps(r.c, progress);
   }

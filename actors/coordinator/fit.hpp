@@ -9,6 +9,7 @@
 // callbacks (checkpoints, metrics, early stopping, progress).
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <vector>
 
@@ -33,10 +34,14 @@ struct epoch_logs {
 
 struct step_progress {
   uint32_t epoch = 0;
-  uint32_t done = 0, steps = 0;             // of this epoch
+  uint32_t done = 0, steps = 0;             // of this epoch (closures fetched, in order)
   int64_t job_step = 0;                     // the job's steps so far
   double loss = 0;                          // mean over this epoch so far
   const pb::SplitStatus* splits = nullptr;  // exactly_once: this epoch's plan and finished splits
+  /// The same, counting every closure that finished, fetched or not (they
+  /// finish in any order): where training is once cluster_coordinator::hold()
+  /// returned. Valid during the callback.
+  std::function<step_progress()> finished;
 };
 
 /// Where training starts; a restore moves it on (mid-epoch: the first

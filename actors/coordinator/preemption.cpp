@@ -62,11 +62,11 @@ caf::error preemption::on_steps(cluster_coordinator& c, const step_progress& p) 
     std::lock_guard<std::mutex> guard(state_->m);
     if (!state_->requested || state_->saved) return caf::none;
   }
-  auto err = backup_->save_now(c, p);
-  if (err)
-    spdlog::error("coordinator: SIGTERM: the checkpoint failed: {}", describe(err));
+  auto step = backup_->save_now(c, p);
+  if (!step)
+    spdlog::error("coordinator: SIGTERM: the checkpoint failed: {}", describe(step.error()));
   else
-    spdlog::warn("coordinator: SIGTERM: checkpoint of step {} written", p.job_step);
+    spdlog::warn("coordinator: SIGTERM: checkpoint of step {} written", *step);
   std::lock_guard<std::mutex> guard(state_->m);
   state_->saved = true;
   state_->cv.notify_all();
