@@ -118,4 +118,11 @@ inline std::string row_of(const std::string& table, const std::string& task) {
   return table.substr(pos + 1, end - pos - 1);
 }
 
+/// The refusals a node counted for `peer`, by error kind.
+inline std::map<std::string, uint64_t> refused_from(const pb::NodeStatus& status, const std::string& peer) {
+  for (auto& r : status.refused())
+    if (r.peer() == peer) return {r.counts().begin(), r.counts().end()};
+  return {};
+}
+
 }  // namespace actorps::test

@@ -94,6 +94,31 @@ BOOST_AUTO_TEST_CASE(dataset_actor_serves_batches_across_processes_and_is_rebuil
   BOOST_TEST(status->actors(1) == "dataset:0");
 }
 
+// CAF stops any actor on exit_reason::kill, and any connected peer can
+// send one: a dataset drops exit messages from anyone but its node.
+BOOST_AUTO_TEST_CASE(only_its_node_stops_a_dataset) {
+  local_cluster cluster({"coordinator", "worker", "ps"});
+  cluster.start("worker:0");
+  cluster_client coord(cluster.config);
+  auto node = coord.must_dial("worker:0");
+  auto d = coord.spawn_dataset(node, 0, shuffled_epochs(100, 1, 10));
+  BOOST_REQUIRE_MESSAGE(d, (d ? "" : why(d.error())));
+  coord.self->send_exit(*d, caf::exit_reason::kill);
+  caf::anon_send_exit(*d, caf::exit_reason::kill);
+  auto info = call<pb::DatasetInfo>(coord.self, *d, pb::DatasetInfoRequest{});  // still serving
+  BOOST_REQUIRE_MESSAGE(info, (info ? "" : why(info.error())));
+  auto status = call<pb::NodeStatus>(coord.self, node, pb::StatusRequest{});
+  BOOST_REQUIRE(status);
+  BOOST_TEST(refused_from(*status, "coordinator:0")["forbidden"] == 1u);
+  BOOST_TEST(refused_from(*status, "anonymous")["forbidden"] == 1u);
+  // Its node replacing it still stops it.
+  coord.self->monitor(*d);
+  BOOST_REQUIRE(coord.spawn_dataset(node, 0, shuffled_epochs(10, 1, 10)));
+  bool down = false;
+  coord.self->receive([&](const caf::down_msg&) { down = true; }, caf::after(std::chrono::seconds(10)) >> [] {});
+  BOOST_TEST(down);
+}
+
 BOOST_AUTO_TEST_CASE(bad_specs_and_requests_come_back_as_errors) {
   local_cluster cluster({"coordinator", "worker", "worker"});
   cluster.start("worker:0");

@@ -86,13 +86,6 @@ bool send_garbage(uint16_t port, size_t bytes, unsigned seed) {
   return connected;
 }
 
-// The refusals a node counted for `peer`, by error kind.
-std::map<std::string, uint64_t> refused_from(const pb::NodeStatus& status, const std::string& peer) {
-  for (auto& r : status.refused())
-    if (r.peer() == peer) return {r.counts().begin(), r.counts().end()};
-  return {};
-}
-
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(only_peers_with_a_certificate_of_the_cluster_ca_connect) {

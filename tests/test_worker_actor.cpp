@@ -71,6 +71,20 @@ struct worker_fixture : deterministic_system {
   caf::actor shard;
   dataset_actor dataset;
   worker_actor worker;
+  caf::actor node = sys().spawn(idle);  // it may stop the worker
+  peer_table_ptr peers = std::make_shared<peer_table>(runtime_options{});
+
+  static caf::behavior idle() {
+    return {[](int) {}};
+  }
+  // `msg` to the worker as if `from` sent it.
+  void send_as(const caf::actor& from, caf::message msg) {
+    caf::actor_cast<caf::abstract_actor*>(worker)->enqueue(caf::actor_cast<caf::strong_actor_ptr>(from),
+                                                           caf::make_message_id(), std::move(msg), nullptr);
+  }
+  bool stopped() const {
+    return caf::actor_cast<caf::abstract_actor*>(worker)->getf(caf::abstract_actor::is_terminated_flag);
+  }
 
   explicit worker_fixture(bool pull_ahead) {
     auto model = parse_model_toml(
@@ -89,8 +103,7 @@ struct worker_fixture : deterministic_system {
     for (auto& v : vars) *spec.add_variables() = train::to_proto(v);
     spec.set_pull_ahead(pull_ahead);
     auto cluster = topology({"coordinator", "worker"});  // no PS node to greet: the shard is local
-    auto w = spawn_worker(sys(), spec, {caf::actor_cast<ps_shard_actor>(shard)}, cluster,
-                          std::make_shared<peer_table>(runtime_options{}));
+    auto w = spawn_worker(sys(), spec, {caf::actor_cast<ps_shard_actor>(shard)}, cluster, peers, {node.address()});
     BOOST_REQUIRE_MESSAGE(w, (w ? "" : describe(w.error())));
     worker = *w;
     sched.run();
@@ -181,6 +194,39 @@ std::shared_ptr<asked<pb::ClosuresDone>> train_with_fault(with_pull_ahead& f, do
 }
 
 }  // namespace
+
+// CAF stops any actor on exit_reason::kill, and a worker stops on a down
+// message about a shard: from anyone but its node (and proxy), or about a
+// shard from anyone but that shard, they are dropped and counted.
+BOOST_FIXTURE_TEST_CASE(forged_exit_and_down_messages_do_not_stop_a_worker, without_pull_ahead) {
+  auto stranger = sys().spawn(idle);
+  caf::anon_send_exit(worker, caf::exit_reason::kill);
+  send_as(stranger, caf::make_message(caf::exit_msg{stranger.address(), caf::exit_reason::kill}));
+  send_as(stranger, caf::make_message(caf::down_msg{shard.address(), caf::exit_reason::kill}));
+  sched.run();
+  auto done = train(1);  // it still trains
+  sched.run();
+  release();
+  BOOST_REQUIRE(done->reply && *done->reply);
+  auto refused = peers->refusals();
+  BOOST_REQUIRE_EQUAL(refused.size(), 2u);
+  BOOST_TEST(refused[0].peer() == "anonymous");
+  BOOST_TEST(refused[0].counts().at("forbidden") == 1u);
+  BOOST_TEST(refused[1].peer() == "local");
+  BOOST_TEST(refused[1].counts().at("forbidden") == 2u);
+  BOOST_TEST(!stopped());
+  // The shard really goes: its own down message stops the worker.
+  caf::anon_send_exit(shard, caf::exit_reason::kill);
+  sched.run();
+  BOOST_TEST(stopped());
+}
+
+BOOST_FIXTURE_TEST_CASE(its_node_stops_a_worker, without_pull_ahead) {
+  send_as(node, caf::make_message(caf::exit_msg{node.address(), caf::exit_reason::user_shutdown}));
+  sched.run();
+  BOOST_TEST(stopped());
+  BOOST_TEST(peers->refusals().empty());
+}
 
 // Injected faults live in the worker's transport and run on its clock: a
 // dropped request is sent again after 500 ms (and may be dropped again);

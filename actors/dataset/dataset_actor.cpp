@@ -6,6 +6,7 @@
 #include <caf/typed_event_based_actor.hpp>
 
 #include "actors/dataset/pipeline.hpp"
+#include "actors/net/exit_guard.hpp"
 
 namespace actorps {
 namespace {
@@ -94,8 +95,13 @@ dataset_actor::behavior_type dataset_behavior(dataset_ptr self, uint32_t worker,
 
 }  // namespace
 
-dataset_actor spawn_dataset(caf::actor_system& sys, uint32_t worker, pb::DatasetSpec spec, peer_table_ptr peers) {
-  return sys.spawn(dataset_behavior, worker, std::move(spec), std::move(peers));
+dataset_actor spawn_dataset(caf::actor_system& sys, uint32_t worker, pb::DatasetSpec spec, peer_table_ptr peers,
+                            caf::actor_addr parent) {
+  exit_guard guard{{std::move(parent)}, peers, "dataset of worker:" + std::to_string(worker) + ": "};
+  return spawn_guarded<dataset_state, dataset_actor>(
+      sys, std::move(guard), [worker, spec = std::move(spec), peers](dataset_ptr self) mutable {
+        return dataset_behavior(self, worker, std::move(spec), std::move(peers));
+      });
 }
 
 }  // namespace actorps

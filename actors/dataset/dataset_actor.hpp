@@ -17,7 +17,9 @@
 
 namespace actorps {
 
-/// Requests come from its worker (or the coordinator), checked by `peers`.
-dataset_actor spawn_dataset(caf::actor_system& sys, uint32_t worker, pb::DatasetSpec spec, peer_table_ptr peers);
+/// Requests come from its worker (or the coordinator), checked by `peers`;
+/// only `parent` (its node) can stop it (exit_guard.hpp).
+dataset_actor spawn_dataset(caf::actor_system& sys, uint32_t worker, pb::DatasetSpec spec, peer_table_ptr peers,
+                            caf::actor_addr parent);
 
 }  // namespace actorps

@@ -156,7 +156,7 @@ caf::result<dataset_actor> on_spawn_dataset(node_ptr self, const pb::SpawnDatase
     self->unlink_from(old->second);
     self->send_exit(old->second, caf::exit_reason::user_shutdown);
   }
-  auto dataset = spawn_dataset(self->home_system(), req.worker(), req.spec(), self->state.peers);
+  auto dataset = spawn_dataset(self->home_system(), req.worker(), req.spec(), self->state.peers, self->address());
   self->link_to(dataset);
   datasets[key] = dataset;
   return dataset;
@@ -170,7 +170,10 @@ caf::result<worker_actor> on_spawn_worker(node_ptr self, const pb::SpawnWorker& 
   const task_id task{pb::WORKER, req.worker()};
   if (auto err = check_spawn(self, req, task, "workers")) return err;
   auto& st = self->state;
-  auto worker = spawn_worker(self->home_system(), req, shards, st.spec, st.peers);
+  // Its node and its proxy (which stops a worker it replaces) may stop it.
+  std::vector<caf::actor_addr> stoppers{self->address()};
+  if (auto& proxy = self->current_sender()) stoppers.push_back(proxy->address());
+  auto worker = spawn_worker(self->home_system(), req, shards, st.spec, st.peers, std::move(stoppers));
   if (!worker) return worker.error();
   if (auto old = st.workers.find(req.worker()); old != st.workers.end()) {
     self->unlink_from(old->second);

@@ -7,6 +7,7 @@
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
+#include "actors/net/exit_guard.hpp"
 #include "actors/shard/shard_metrics.hpp"
 
 namespace actorps {
@@ -245,7 +246,7 @@ ps_shard_actor::behavior_type shard_behavior(shard_actor self, shard_options opt
   st.peers = std::move(opts.peers);
   st.parent = opts.parent;
   // Stopping (its node exits): whatever waits for a step gets an error, not
-  // silence. (Exits from anyone else never get here: shard_process.)
+  // silence. (Exits from anyone else never get here: exit_guard.hpp.)
   self->set_exit_handler([self](const caf::exit_msg& msg) {
     auto err = make_error(errc::unreachable, self->state.core->where() + "stopping");
     for (auto& w : self->state.pulls) w.promise.deliver(err);
@@ -288,38 +289,13 @@ ps_shard_actor::behavior_type shard_behavior(shard_actor self, shard_options opt
   };
 }
 
-// The shard's actor: an exit message from anyone but its node is dropped
-// and counted before CAF acts on it (CAF 0.17 quits on any exit_reason::kill,
-// and a connected peer can send one to any actor it has a handle of).
-class shard_process : public caf::stateful_actor<shard_state, ps_shard_actor::base> {
- public:
-  using super = caf::stateful_actor<shard_state, ps_shard_actor::base>;
-  shard_process(caf::actor_config& cfg, shard_options opts) : super(cfg), opts_(std::move(opts)) {}
-  behavior_type make_behavior() override { return shard_behavior(this, std::move(opts_)); }
-
- protected:
-  using super::consume;
-  caf::invoke_message_result consume(caf::mailbox_element& x) override {
-    auto& msg = x.content();
-    if (msg.match_elements<caf::exit_msg>() && msg.get_as<caf::exit_msg>(0).source != state.parent) {
-      const std::string where = state.core ? state.core->where() : std::string("ps shard: ");
-      refuse(
-          this, x.sender,
-          make_error(errc::forbidden, where + "an exit message from " +
-                                          caf::to_string(msg.get_as<caf::exit_msg>(0).source) + ", not from its node"));
-      return caf::invoke_message_result::dropped;
-    }
-    return super::consume(x);
-  }
-
- private:
-  shard_options opts_;
-};
-
 }  // namespace
 
 ps_shard_actor spawn_ps_shard(caf::actor_system& sys, shard_options opts) {
-  return sys.spawn<shard_process>(std::move(opts));
+  exit_guard guard{{opts.parent}, opts.peers, "ps shard " + std::to_string(opts.index) + ": "};
+  return spawn_guarded<shard_state, ps_shard_actor>(
+      sys, std::move(guard),
+      [opts = std::move(opts)](shard_actor self) mutable { return shard_behavior(self, std::move(opts)); });
 }
 
 }  // namespace actorps

@@ -12,6 +12,7 @@
 #include <spdlog/spdlog.h>
 
 #include "actors/net/dial.hpp"
+#include "actors/net/exit_guard.hpp"
 #include "actors/variables/wire_forms.hpp"
 #include "actors/worker/batch_prefetch.hpp"
 #include "actors/worker/param_buffers.hpp"
@@ -328,7 +329,8 @@ worker_actor::behavior_type worker_behavior(worker_ptr self, pb::SpawnWorker spe
 }  // namespace
 
 caf::expected<worker_actor> spawn_worker(caf::actor_system& sys, const pb::SpawnWorker& spec, shard_list shards,
-                                         const cluster_spec& cluster, peer_table_ptr peers) {
+                                         const cluster_spec& cluster, peer_table_ptr peers,
+                                         std::vector<caf::actor_addr> stoppers) {
   auto model = train::from_proto(spec.model());
   auto problem = model.check();
   if (!problem.empty()) return make_error(errc::invalid_config, "worker model: " + problem);
@@ -349,7 +351,11 @@ caf::expected<worker_actor> spawn_worker(caf::actor_system& sys, const pb::Spawn
   }
   // Not detached: CAF 0.17 can hang at shutdown waiting for a detached
   // actor (actor-framework#1196, fixed in 0.18); a step holds one scheduler thread.
-  return sys.spawn(worker_behavior, spec, std::move(shards), cluster, std::move(peers));
+  exit_guard guard{std::move(stoppers), peers, fmt::format("worker:{}: ", spec.worker())};
+  return spawn_guarded<worker_state, worker_actor>(
+      sys, std::move(guard), [spec, shards = std::move(shards), cluster, peers](worker_ptr self) mutable {
+        return worker_behavior(self, spec, std::move(shards), cluster, std::move(peers));
+      });
 }
 
 }  // namespace actorps

@@ -13,6 +13,8 @@
 //   any --a shard lost or a PS node refuses it--> stopped (the coordinator respawns it)
 #pragma once
 
+#include <vector>
+
 #include <caf/actor_system.hpp>
 
 #include "actors/net/peer_table.hpp"
@@ -26,8 +28,10 @@ namespace actorps {
 /// its Hello: a shard serves only processes its node admitted, and CAF
 /// (automatic connections off) would otherwise route every pull and push
 /// through the coordinator's process, the node the shard handles came from.
-/// Its own requests are checked by `peers` (closures: the coordinator's).
+/// Its own requests are checked by `peers` (closures: the coordinator's);
+/// only `stoppers` (its node, its proxy) can stop it (exit_guard.hpp).
 caf::expected<worker_actor> spawn_worker(caf::actor_system& sys, const pb::SpawnWorker& spec, shard_list shards,
-                                         const cluster_spec& cluster, peer_table_ptr peers);
+                                         const cluster_spec& cluster, peer_table_ptr peers,
+                                         std::vector<caf::actor_addr> stoppers);
 
 }  // namespace actorps
