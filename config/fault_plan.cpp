@@ -43,7 +43,8 @@ caf::expected<std::vector<fault>> parse_faults(std::string_view text, std::strin
     const std::string p = "faults[" + std::to_string(i) + "]";
     auto* t = list->get(i)->as_table();
     if (t == nullptr) return r.fail(*list->get(i), p, "expected a table");
-    if (auto err = r.only_keys(*t, p, {"kind", "task", "at", "at_step", "duration", "peer", "fraction", "delay_ms"}))
+    if (auto err = r.only_keys(
+            *t, p, {"kind", "task", "at", "at_step", "duration", "peer", "fraction", "delay_ms", "replies"}))
       return err;
     fault f;
     std::string task, peer;
@@ -52,17 +53,18 @@ caf::expected<std::vector<fault>> parse_faults(std::string_view text, std::strin
     (err = r.choose(*t, p, "kind", f.what,
                     {std::pair{"kill", fault::kind::kill}, std::pair{"pause", fault::kind::pause},
                      std::pair{"drop", fault::kind::drop}, std::pair{"delay", fault::kind::delay},
-                     std::pair{"partition", fault::kind::partition}})) ||
+                     std::pair{"partition", fault::kind::partition}, std::pair{"duplicate", fault::kind::duplicate},
+                     std::pair{"reorder", fault::kind::reorder}})) ||
         (err = r.get(*t, p, "task", task)) || (err = r.get(*t, p, "at_step", f.at_step, 0, INT64_MAX)) ||
         (err = r.get(*t, p, "peer", peer)) || (err = r.get(*t, p, "fraction", fraction)) ||
-        (err = r.get(*t, p, "delay_ms", f.delay_ms, 1, 600000)) ||
+        (err = r.get(*t, p, "delay_ms", f.delay_ms, 1, 600000)) || (err = r.get(*t, p, "replies", f.replies)) ||
         (err = read_range(r, *t, p, "at", f.at_lo, f.at_hi)) ||
         (err = read_range(r, *t, p, "duration", f.duration_lo, f.duration_hi));
     if (err) return err;
     if (!t->contains("kind") || !t->contains("task")) return r.fail(*t, p, "needs 'kind' and 'task'");
     if (t->contains("at") == t->contains("at_step")) return r.fail(*t, p, "needs exactly one of 'at' and 'at_step'");
     if (f.what != fault::kind::kill && !t->contains("duration"))
-      return r.fail(*t, p, "a pause, drop, delay or partition needs 'duration'");
+      return r.fail(*t, p, "a pause, drop, duplicate, reorder, delay or partition needs 'duration'");
     auto parsed = parse_task(task);
     if (!parsed || spec.node_of(*parsed) == nullptr)
       return r.fail(*t->get("task"), p + ".task", "\"" + task + "\" is not a task of the cluster");
@@ -70,16 +72,20 @@ caf::expected<std::vector<fault>> parse_faults(std::string_view text, std::strin
       return r.fail(*t->get("task"), p + ".task",
                     "the coordinator runs the plan (kill `actorps chaos` itself instead)");
     f.task = *parsed;
-    if (f.what == fault::kind::drop || f.what == fault::kind::delay) {
+    if (f.replies && f.what != fault::kind::drop)
+      return r.fail(*t->get("replies"), p + ".replies", "only a drop loses replies");
+    if (f.what == fault::kind::drop || f.what == fault::kind::duplicate || f.what == fault::kind::delay ||
+        f.what == fault::kind::reorder) {
       auto other = parse_task(peer);
       if (f.task.role != pb::WORKER)
-        return r.fail(*t->get("task"), p + ".task", "a drop's or delay's task is a worker");
+        return r.fail(*t->get("task"), p + ".task", "a drop's, duplicate's, reorder's or delay's task is a worker");
       if (!other || other->role != pb::PS || spec.node_of(*other) == nullptr)
         return r.fail(t->contains("peer") ? *t->get("peer") : static_cast<const toml::node&>(*t), p + ".peer",
                       "expected a ps task of the cluster");
-      if (f.what == fault::kind::drop && !(fraction > 0 && fraction <= 1))
+      if (f.what != fault::kind::delay && !(fraction > 0 && fraction <= 1))
         return r.fail(*t, p + ".fraction", "expected a number in (0, 1]");
-      if (f.what == fault::kind::delay && f.delay_ms == 0) return r.fail(*t, p, "a delay needs 'delay_ms'");
+      if ((f.what == fault::kind::delay || f.what == fault::kind::reorder) && f.delay_ms == 0)
+        return r.fail(*t, p, "a delay or reorder needs 'delay_ms'");
       f.peer = *other;
       f.fraction = fraction;
     }
@@ -103,7 +109,7 @@ std::vector<planned_fault> plan_faults(const std::vector<fault>& faults, uint64_
   auto draw = [&](double lo, double hi) { return lo == hi ? lo : std::uniform_real_distribution<double>(lo, hi)(gen); };
   std::vector<planned_fault> out;
   for (auto& f : faults) {
-    planned_fault p{f.what, f.task, f.peer, f.fraction, f.delay_ms, draw(f.at_lo, f.at_hi), f.at_step, 0};
+    planned_fault p{f.what, f.task, f.peer, f.fraction, f.replies, f.delay_ms, draw(f.at_lo, f.at_hi), f.at_step, 0};
     p.duration = draw(f.duration_lo, f.duration_hi);
     out.push_back(p);
   }
@@ -118,9 +124,13 @@ std::string to_string(const planned_fault& f) {
   if (f.what == fault::kind::delay)
     return fmt::format("delay {} -> {} by {} ms {} for {:.2f} s", to_string(f.task), to_string(f.peer), f.delay_ms,
                        when, f.duration);
-  if (f.what == fault::kind::drop)
-    return fmt::format("drop {:.0f}% of {} -> {} {} for {:.2f} s", 100 * f.fraction, to_string(f.task),
-                       to_string(f.peer), when, f.duration);
+  if (f.what == fault::kind::reorder)
+    return fmt::format("reorder {:.0f}% of {} -> {} by {} ms {} for {:.2f} s", 100 * f.fraction, to_string(f.task),
+                       to_string(f.peer), f.delay_ms, when, f.duration);
+  if (f.what == fault::kind::drop || f.what == fault::kind::duplicate)
+    return fmt::format("{} {:.0f}% of {} -> {}{} {} for {:.2f} s", f.what == fault::kind::drop ? "drop" : "duplicate",
+                       100 * f.fraction, to_string(f.task), to_string(f.peer), f.replies ? " (replies)" : "", when,
+                       f.duration);
   if (f.what == fault::kind::partition)
     return fmt::format("partition the hosts of {} and {} {} for {:.2f} s", to_string(f.task), to_string(f.peer), when,
                        f.duration);

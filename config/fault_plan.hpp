@@ -16,8 +16,28 @@
 //   [[faults]]
 //   kind = "drop"            # the worker loses `fraction` of its requests to
 //   task = "worker:0"        # `peer` for `duration` seconds (each is sent
-//   peer = "ps:0"            # again after a timeout, as over a lossy link)
+//   peer = "ps:0"            # again after 500 ms of silence, as over a lossy link)
 //   fraction = 0.05
+//   at = 1.0
+//   duration = 30.0
+//
+//   # replies = true         # ... or the replies to them (the shard applied
+//                            # the request; sent again, it is a duplicate)
+//
+//   [[faults]]
+//   kind = "duplicate"       # `fraction` of the worker's requests to `peer`
+//   task = "worker:0"        # delivered twice (a push applies once)
+//   peer = "ps:1"
+//   fraction = 0.05
+//   at = 1.0
+//   duration = 30.0
+//
+//   [[faults]]
+//   kind = "reorder"         # `fraction` of them held back `delay_ms` while
+//   task = "worker:0"        # later ones leave
+//   peer = "ps:1"
+//   fraction = 0.1
+//   delay_ms = 20
 //   at = 1.0
 //   duration = 30.0
 //
@@ -51,12 +71,13 @@
 namespace actorps {
 
 struct fault {
-  enum class kind { kill, pause, drop, delay, partition };
+  enum class kind { kill, pause, drop, delay, partition, duplicate, reorder };
   kind what = kind::kill;
   task_id task;
   task_id peer;                             // drop, delay: the PS task; partition: a task on the other host
-  double fraction = 0;                      // drop
-  uint32_t delay_ms = 0;                    // delay
+  double fraction = 0;                      // drop, duplicate, reorder
+  bool replies = false;                     // drop: the replies are lost, not the requests
+  uint32_t delay_ms = 0;                    // delay, reorder
   double at_lo = 0, at_hi = 0;              // seconds after the nodes are up
   int64_t at_step = -1;                     // >= 0: once the job has done this many steps instead
   double duration_lo = 0, duration_hi = 0;  // pause only
@@ -66,6 +87,7 @@ struct planned_fault {
   fault::kind what = fault::kind::kill;
   task_id task, peer;
   double fraction = 0;
+  bool replies = false;
   uint32_t delay_ms = 0;
   double at = 0;  // seconds (when at_step < 0)
   int64_t at_step = -1;

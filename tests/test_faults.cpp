@@ -362,6 +362,72 @@ BOOST_AUTO_TEST_CASE(dropped_and_delayed_worker_to_ps_messages_do_not_stop_the_j
   BOOST_TEST(late > 10);
 }
 
+// Replies lost after the shard applied the push, pushes delivered twice,
+// requests overtaken by later ones: the worker sends a push whose reply it
+// did not hear again, under the same closure and step, and the shards
+// discard every copy: each example applied exactly once.
+BOOST_AUTO_TEST_CASE(lost_replies_duplicates_and_reordering_apply_each_example_once) {
+  auto dir = make_temp_dir("test");
+  auto job = write_exactly_once_job(dir, 150, 100);
+  std::ofstream(job, std::ios::app)
+      << "[[faults]]\nkind = \"drop\"\nreplies = true\ntask = \"worker:0\"\npeer = \"ps:0\"\nfraction = 0.05\n"
+         "at = 0.3\nduration = 3.0\n"
+         "[[faults]]\nkind = \"duplicate\"\ntask = \"worker:1\"\npeer = \"ps:1\"\nfraction = 0.05\nat = 0.3\n"
+         "duration = 3.0\n"
+         "[[faults]]\nkind = \"reorder\"\ntask = \"worker:1\"\npeer = \"ps:0\"\nfraction = 0.1\ndelay_ms = 20\n"
+         "at = 0.3\nduration = 3.0\n";
+  auto res = run_command({ACTORPS_BIN, "chaos", job, "--log", dir + "/nodes.log"}, 180s, dir + "/chaos.log");
+  BOOST_REQUIRE(res);
+  const std::string log = read_file(dir + "/chaos.log");
+  BOOST_TEST(res->exit_code == 0, res->out << log);
+  BOOST_TEST(log.find("drop 5% of worker:0 -> ps:0 (replies) at 0.30 s for 3.00 s") != std::string::npos, log);
+  BOOST_TEST(log.find("duplicate 5% of worker:1 -> ps:1 at 0.30 s for 3.00 s") != std::string::npos, log);
+  BOOST_TEST(log.find("reorder 10% of worker:1 -> ps:0 by 20 ms at 0.30 s for 3.00 s") != std::string::npos, log);
+  BOOST_TEST(examples_applied(res->out) == std::vector<int64_t>(3, 150 * 2000LL), res->out);
+  const std::string nodes = read_file(dir + "/nodes.log");
+  auto [lost, sent] = fault_counts(nodes, "worker:0: injected fault on ps:0 over: ");
+  auto [none, sent1] = fault_counts(nodes, "worker:1: injected fault on ps:1 over: ");
+  BOOST_TEST_MESSAGE("worker:0 -> ps:0: " << lost << " of " << sent << " replies lost; worker:1 -> ps:1: " << sent1
+                                          << " requests");
+  BOOST_TEST(lost > 0);
+  BOOST_TEST(none == 0);
+  const auto reordered = nodes.find(" reordered", nodes.find("worker:1: injected fault on ps:0 over: "));
+  BOOST_REQUIRE(reordered != std::string::npos);
+  const auto count_at = nodes.rfind(' ', reordered - 1) + 1;
+  BOOST_TEST(std::stol(nodes.substr(count_at, reordered - count_at)) > 0, nodes.substr(count_at, 40));
+  // Every lost reply of a push and every duplicated push came back as a duplicate the shard discarded.
+  const auto at = res->out.find("duplicates discarded (push slices seen before): ");
+  BOOST_REQUIRE_MESSAGE(at != std::string::npos, res->out);
+  const std::string line = res->out.substr(at, res->out.find('\n', at) - at);
+  BOOST_TEST_MESSAGE(line);
+  auto count = [&](const std::string& ps) { return std::stol(line.substr(line.find(ps + " ") + ps.size() + 1)); };
+  BOOST_TEST(count("ps:0") > 0);
+  BOOST_TEST(count("ps:1") > 0);
+}
+
+// A fault the plan cannot carry out is refused before any node starts, naming the field.
+BOOST_AUTO_TEST_CASE(a_bad_fault_is_refused_with_its_field) {
+  auto dir = make_temp_dir("test");
+  const std::string job = write_job(dir);
+  const std::string text = read_file(job);
+  struct bad {
+    std::string table, says;
+  };
+  for (const bad& b :
+       {bad{"kind = \"delay\"\nreplies = true\ndelay_ms = 5\n", "faults[0].replies: only a drop loses replies"},
+        bad{"kind = \"duplicate\"\n", "faults[0].fraction: expected a number in (0, 1]"},
+        bad{"kind = \"reorder\"\nfraction = 0.1\n", "faults[0]: a delay or reorder needs 'delay_ms'"},
+        bad{"kind = \"corrupt\"\nfraction = 0.1\n", "faults[0].kind: expected one of"}}) {
+    std::ofstream(job) << text << "[[faults]]\n"
+                       << b.table << "task = \"worker:0\"\npeer = \"ps:0\"\nat = 1.0\nduration = 1.0\n";
+    auto res = run_command({ACTORPS_BIN, "chaos", job, "--plan-only"}, 30s, dir + "/plan.log");
+    BOOST_REQUIRE(res);
+    BOOST_TEST(res->exit_code == 2, b.table);
+    const std::string said = res->out + read_file(dir + "/plan.log");
+    BOOST_TEST(said.find(b.says) != std::string::npos, said);
+  }
+}
+
 // Two hosts cut off from each other: in network namespaces (root, iproute2)
 // every packet between them fails; elsewhere the worker's requests to the
 // PS are dropped. Either way the job completes and every example is applied

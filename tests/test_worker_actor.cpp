@@ -175,18 +175,27 @@ BOOST_FIXTURE_TEST_CASE(without_pull_ahead_each_step_pulls_after_the_last_push, 
 
 namespace {
 
+void inject(worker_fixture& f, const pb::InjectFault& fault) {
+  auto injected = ask<pb::FaultInjected>(f.sys(), f.worker, fault);
+  f.sched.run();
+  BOOST_REQUIRE(injected->reply && *injected->reply);
+}
+
+pb::InjectFault fault_on_ps0(uint32_t duration_ms) {
+  pb::InjectFault fault;
+  fault.set_ps(0);
+  fault.set_duration_ms(duration_ms);
+  return fault;
+}
+
 // Injects a fault on the worker's requests to ps:0, then has it train one
 // step; the closure's answer, once it comes.
 std::shared_ptr<asked<pb::ClosuresDone>> train_with_fault(with_pull_ahead& f, double drop, uint32_t delay_ms,
                                                           uint32_t duration_ms) {
-  pb::InjectFault fault;
-  fault.set_ps(0);
+  auto fault = fault_on_ps0(duration_ms);
   fault.set_drop(drop);
   fault.set_delay_ms(delay_ms);
-  fault.set_duration_ms(duration_ms);
-  auto injected = ask<pb::FaultInjected>(f.sys(), f.worker, fault);
-  f.sched.run();
-  BOOST_REQUIRE(injected->reply && *injected->reply);
+  inject(f, fault);
   auto done = f.train(1);
   f.sched.run();
   BOOST_TEST(f.log().empty());  // held back before it left
@@ -242,6 +251,47 @@ BOOST_FIXTURE_TEST_CASE(a_dropped_request_is_sent_again_until_the_fault_ends, wi
   release();
   BOOST_TEST(log() == (log_t{"pull 0", "pull 1", "push 0"}));  // nothing held back any more
   BOOST_REQUIRE(done->reply && *done->reply);
+}
+
+// A lost reply: the shard applied the push, the worker heard nothing and
+// sends it again after 500 ms; the shard discards the copies by key.
+BOOST_FIXTURE_TEST_CASE(a_push_whose_reply_is_lost_is_sent_again_and_applied_once, without_pull_ahead) {
+  auto done = train(1);
+  sched.run();
+  BOOST_TEST(log() == log_t{"pull 0"});
+  auto fault = fault_on_ps0(600);
+  fault.set_drop(1.0);
+  fault.set_replies(true);
+  inject(*this, fault);
+  release();  // the pull's answer (sent before the fault) comes; the push goes, its reply is lost
+  BOOST_TEST(log() == (log_t{"pull 0", "push 0"}));
+  sched.advance_time(std::chrono::milliseconds(500));
+  sched.run();  // sent again while the fault lasts: its reply is lost too
+  sched.advance_time(std::chrono::milliseconds(500));
+  sched.run();  // and again, after the fault
+  BOOST_TEST(log() == (log_t{"pull 0", "push 0", "push 0", "push 0"}));
+  BOOST_REQUIRE(done->reply && *done->reply);
+  auto stats = state_of<shard_state>(shard).core->stats();  // counted per variable: kernel and bias
+  BOOST_TEST(stats.pushes_applied() == 2u);
+  BOOST_TEST(stats.duplicates() == 4u);
+}
+
+// A duplicated request reaches the shard twice; the first answer counts,
+// and the second push is discarded.
+BOOST_FIXTURE_TEST_CASE(a_duplicated_push_is_applied_once, without_pull_ahead) {
+  auto fault = fault_on_ps0(10000);
+  fault.set_duplicate(1.0);
+  inject(*this, fault);
+  auto done = train(1);
+  sched.run();
+  BOOST_TEST(log() == (log_t{"pull 0", "pull 0"}));
+  release();
+  release();
+  BOOST_TEST(log() == (log_t{"pull 0", "pull 0", "push 0", "push 0"}));
+  BOOST_REQUIRE(done->reply && *done->reply);
+  auto stats = state_of<shard_state>(shard).core->stats();  // counted per variable: kernel and bias
+  BOOST_TEST(stats.pushes_applied() == 2u);
+  BOOST_TEST(stats.duplicates() == 2u);
 }
 
 BOOST_FIXTURE_TEST_CASE(a_delayed_request_leaves_after_the_delay, with_pull_ahead) {

@@ -54,7 +54,7 @@ void log_fault(chaos_ptr self, const std::string& what, const caf::error& err) {
                err ? " failed: " + describe(err) : std::string());
 }
 
-// Drops and delays (and partitions without namespaces: a worker's requests
+// Drops, duplicates, reorders and delays (and partitions without namespaces: a worker's requests
 // to a PS) are injected in the worker's transport, through its node.
 void inject(chaos_ptr self, planned_fault f) {
   if (f.task.role == pb::PS) std::swap(f.task, f.peer);
@@ -64,7 +64,13 @@ void inject(chaos_ptr self, planned_fault f) {
   pb::InjectFault req;
   req.set_worker(f.task.index);
   req.set_ps(f.peer.index);
-  req.set_drop(f.fraction);
+  if (f.what == fault::kind::duplicate)
+    req.set_duplicate(f.fraction);
+  else if (f.what == fault::kind::reorder)
+    req.set_reorder(f.fraction);
+  else
+    req.set_drop(f.fraction);
+  req.set_replies(f.replies);
   req.set_delay_ms(f.delay_ms);
   req.set_duration_ms(uint32_t(f.duration * 1000));
   auto& spec = self->state.spec;
@@ -79,8 +85,8 @@ void inject(chaos_ptr self, planned_fault f) {
 
 // The fault as an instant on the trace's faults track (actorps chaos --trace).
 void trace_fault(chaos_ptr self, const planned_fault& f) {
-  static constexpr const char* kNames[] = {"fault: kill", "fault: pause", "fault: drop", "fault: delay",
-                                           "fault: partition"};
+  static constexpr const char* kNames[] = {"fault: kill",      "fault: pause",     "fault: drop",   "fault: delay",
+                                           "fault: partition", "fault: duplicate", "fault: reorder"};
   trace::event e;
   e.name = kNames[size_t(f.what)], e.cat = "fault", e.ph = 'i', e.tid = trace::faults, e.ts_us = trace::now_us();
   e.arg_names[0] = "role", e.args[0] = f.task.role;
@@ -101,7 +107,8 @@ void fire(chaos_ptr self, const planned_fault& f) {
     cut(false);
     return undo_later(self, f.duration, [cut] { cut(true); });
   }
-  if (f.what == fault::kind::partition || f.what == fault::kind::drop || f.what == fault::kind::delay)
+  if (f.what == fault::kind::partition || f.what == fault::kind::drop || f.what == fault::kind::delay ||
+      f.what == fault::kind::duplicate || f.what == fault::kind::reorder)
     return inject(self, f);
   const auto task = to_string(f.task);
   const bool kill = f.what == fault::kind::kill;

@@ -100,10 +100,15 @@ int run_job(const job_spec& job, std::function<void(int64_t)> on_step, bool depl
     if (t.exactly_once) {  // every shard took each example of this run's splits once (a restored shard: since then)
       auto stats = c.shard_stats();
       if (!stats) return fail("reading the shards' counters", stats.error());
-      std::string counts;
-      for (size_t ps = 0; ps < stats->size(); ++ps)
+      std::string counts, duplicates;
+      uint64_t discarded = 0;
+      for (size_t ps = 0; ps < stats->size(); ++ps) {
         counts += fmt::format("{}ps:{} {}", ps == 0 ? "" : ", ", ps, (*stats)[ps].examples_applied());
+        duplicates += fmt::format("{}ps:{} {}", ps == 0 ? "" : ", ", ps, (*stats)[ps].duplicates());
+        discarded += (*stats)[ps].duplicates();
+      }
       fmt::print("examples applied: {} (this run's splits hold {})\n", counts, result->split_examples);
+      if (discarded > 0) fmt::print("duplicates discarded (push slices seen before): {}\n", duplicates);
     }
   } else if (job.eval.source_case() != pb::DatasetSpec::SOURCE_NOT_SET) {
     auto eval = train::evaluate(c, job.eval, uint32_t(2 * c.num_workers()));

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include "actors/metrics/trace.hpp"
@@ -33,33 +34,46 @@ void transport::open_lane(const std::vector<int>& ps_tasks, const std::string& h
   for (int ps : ps_tasks) lanes_[ps] = shared;
 }
 
-void transport::send_later(const fault_injector::held& held, std::function<void(bool unfiltered)> send) {
-  after(held.delay, [send = std::move(send), unfiltered = !held.dropped] { send(unfiltered); });
-}
-
 void transport::bulk_push(int ps, pb::BulkRequest head, const float* grad, std::function<void(const pb::PushAck&)> ok,
-                          fail_fn fail, bool unfiltered) {
-  if (!unfiltered)
-    if (auto held = faults_.hold(uint32_t(ps), self_->clock().now())) {
-      // Held back, it would go after requests that let the worker rewrite `grad`: it goes from a copy.
-      auto copy = std::make_shared<std::vector<float>>(grad, grad + head.count());
-      return send_later(*held, [this, ps, head, copy, ok, fail](bool unfiltered) {
-        bulk_push(
-            ps, head, copy->data(), [copy, ok](const pb::PushAck& a) { ok(a); }, fail, unfiltered);
-      });
-    }
-  self_->request(lanes_.at(ps)->handle(), deadline_, bulk_push_req{std::move(head), grad})
-      .then([ok](pb::PushAck& a) { ok(a); }, [fail](caf::error& err) { fail(std::move(err)); });
+                          fail_fn fail) {
+  auto lane = lanes_.at(ps)->handle();
+  if (!faults_.on(uint32_t(ps), self_->clock().now())) {
+    self_->request(lane, deadline_, bulk_push_req{std::move(head), grad})
+        .then([ok](pb::PushAck& a) { ok(a); }, [fail](caf::error& err) { fail(std::move(err)); });
+    return;
+  }
+  // Sent late or again, it would go after the worker rewrote `grad`: it goes from a copy.
+  auto copy = std::make_shared<const std::vector<float>>(grad, grad + head.count());
+  faulted(
+      ps,
+      [this, lane, head, copy](auto ok, auto fail) {
+        self_->request(lane, deadline_, bulk_push_req{head, copy->data()})
+            .then([ok, copy](pb::PushAck& a) { ok(a); }, [fail](caf::error& err) { fail(std::move(err)); });
+      },
+      std::move(ok), std::move(fail));
 }
 
-void transport::bulk_pull(int ps, pb::BulkRequest head, float* out, std::function<void()> ok, fail_fn fail,
-                          bool unfiltered) {
-  if (!unfiltered)
-    if (auto held = faults_.hold(uint32_t(ps), self_->clock().now()))
-      return send_later(
-          *held, [this, ps, head, out, ok, fail](bool unfiltered) { bulk_pull(ps, head, out, ok, fail, unfiltered); });
-  self_->request(lanes_.at(ps)->handle(), deadline_, bulk_pull_req{std::move(head), out})
-      .then([ok](bool) { ok(); }, [fail](caf::error& err) { fail(std::move(err)); });
+void transport::bulk_pull(int ps, pb::BulkRequest head, float* out, std::function<void()> ok, fail_fn fail) {
+  auto lane = lanes_.at(ps)->handle();
+  if (!faults_.on(uint32_t(ps), self_->clock().now())) {
+    self_->request(lane, deadline_, bulk_pull_req{std::move(head), out})
+        .then([ok](bool) { ok(); }, [fail](caf::error& err) { fail(std::move(err)); });
+    return;
+  }
+  // Each send reads into its own buffer: a lost or second reply never writes into `out`.
+  const auto count = size_t(head.count());
+  faulted(
+      ps,
+      [this, lane, head, count](auto ok, auto fail) {
+        auto into = std::make_shared<std::vector<float>>(count);
+        self_->request(lane, deadline_, bulk_pull_req{head, into->data()})
+            .then([ok, into](bool) { ok(*into); }, [fail](caf::error& err) { fail(std::move(err)); });
+      },
+      [out, ok](const std::vector<float>& values) {
+        std::copy(values.begin(), values.end(), out);
+        ok();
+      },
+      std::move(fail));
 }
 
 void transport::inject(const pb::InjectFault& req) {
@@ -70,12 +84,18 @@ void transport::inject(const pb::InjectFault& req) {
   mark.arg_names[0] = "ps", mark.args[0] = req.ps();
   mark.arg_names[1] = "delay_ms", mark.args[1] = req.delay_ms();
   trace::recorder_of(self_->home_system()).record(mark);
-  spdlog::warn("worker:{}: dropping {:.0f}% of its requests to ps:{} and delaying the rest {} ms, for {} ms (injected)",
-               worker_, 100 * std::clamp(req.drop(), 0.0, 1.0), req.ps(), req.delay_ms(), req.duration_ms());
+  const double reorder = std::clamp(req.reorder(), 0.0, 1.0);
+  spdlog::warn(
+      "worker:{}: losing {:.0f}% of its requests to ps:{}{}, duplicating {:.0f}%, delaying {} {} ms, for {} ms "
+      "(injected)",
+      worker_, 100 * std::clamp(req.drop(), 0.0, 1.0), req.ps(), req.replies() ? " (their replies)" : "",
+      100 * std::clamp(req.duplicate(), 0.0, 1.0),
+      reorder > 0 ? fmt::format("{:.0f}% past later ones", 100 * reorder) : std::string("the rest"), req.delay_ms(),
+      req.duration_ms());
   after(std::chrono::milliseconds(req.duration_ms()), [this, ps = req.ps()] {
-    if (faults_.over(ps, self_->clock().now()))
-      spdlog::warn("worker:{}: injected fault on ps:{} over: {} of {} requests dropped", worker_, ps, faults_.dropped(),
-                   faults_.sent());
+    if (auto* c = faults_.over(ps, self_->clock().now()))
+      spdlog::warn("worker:{}: injected fault on ps:{} over: {} of {} {} lost, {} duplicated, {} reordered", worker_,
+                   ps, c->lost, c->sent, c->replies ? "replies" : "requests", c->duplicated, c->reordered);
   });
 }
 

@@ -35,16 +35,20 @@ class transport {
   /// error (caf::error). The callbacks travel as they are: no allocation
   /// per request beyond CAF's own.
   template <class Reply, class Msg, class Ok, class Fail>
-  void to_shard(int ps, Msg msg, Ok ok, Fail fail, bool unfiltered = false) {
-    if (!unfiltered)
-      if (auto held = faults_.hold(uint32_t(ps), self_->clock().now())) {
-        auto m = std::make_shared<Msg>(std::move(msg));
-        return send_later(*held, [this, ps, m, ok, fail](bool unfiltered) {
-          to_shard<Reply>(ps, std::move(*m), ok, fail, unfiltered);
-        });
-      }
-    self_->request(shards_[size_t(ps)], deadline_, std::move(msg))
-        .then([ok](Reply& r) { ok(r); }, [fail](caf::error& err) { fail(std::move(err)); });
+  void to_shard(int ps, Msg msg, Ok ok, Fail fail) {
+    if (!faults_.on(uint32_t(ps), self_->clock().now())) {
+      self_->request(shards_[size_t(ps)], deadline_, std::move(msg))
+          .then([ok](Reply& r) { ok(r); }, [fail](caf::error& err) { fail(std::move(err)); });
+      return;
+    }
+    auto m = std::make_shared<const Msg>(std::move(msg));
+    faulted(
+        ps,
+        [this, ps, m](auto ok, auto fail) {
+          self_->request(shards_[size_t(ps)], deadline_, *m)
+              .then([ok](Reply& r) { ok(r); }, [fail](caf::error& err) { fail(std::move(err)); });
+        },
+        std::move(ok), std::move(fail));
   }
 
   /// Opens the bulk lane a PS node announced in its Welcome, for its PS
@@ -57,10 +61,9 @@ class transport {
   /// Pushes grad[0, head.count()) over the lane of PS task `ps` (see
   /// bulk_link.hpp for how long `grad` is read); `ok` gets the PushAck.
   void bulk_push(int ps, pb::BulkRequest head, const float* grad, std::function<void(const pb::PushAck&)> ok,
-                 fail_fn fail, bool unfiltered = false);
+                 fail_fn fail);
   /// Pulls head.count() values over the lane of PS task `ps` into `out`.
-  void bulk_pull(int ps, pb::BulkRequest head, float* out, std::function<void()> ok, fail_fn fail,
-                 bool unfiltered = false);
+  void bulk_pull(int ps, pb::BulkRequest head, float* out, std::function<void()> ok, fail_fn fail);
 
   /// A request to one of the worker's datasets (no deadline: a dataset
   /// lives on the worker's own node).
@@ -81,10 +84,36 @@ class transport {
   void after(std::chrono::milliseconds delay, std::function<void()> fn);
 
  private:
-  /// Sends a request the injected fault held back once the hold is over:
-  /// `send(unfiltered)`; a delayed one passes the fault then, a dropped one
-  /// is a new request (and may be dropped again).
-  void send_later(const fault_injector::held& held, std::function<void(bool unfiltered)> send);
+  /// A request to PS task `ps` while a fault lasts there: `send(ok, fail)`
+  /// sends it once (CAF or the bulk lane) and may be called again. Lost
+  /// (the request or its reply): sent again after kResend, through the
+  /// fault again; duplicated: sent twice, the first answer counts; delayed:
+  /// sent after the delay.
+  template <class Send, class Ok, class Fail>
+  void faulted(int ps, Send send, Ok ok, Fail fail) {
+    using act = fault_injector::act;
+    switch (faults_.next(uint32_t(ps), self_->clock().now())) {
+      case act::send: return send(std::move(ok), std::move(fail));
+      case act::delay:
+        return after(faults_.delay(uint32_t(ps)), [send, ok, fail]() mutable { send(std::move(ok), std::move(fail)); });
+      case act::lose_reply: send([](auto&&...) {}, [](caf::error) {}); [[fallthrough]];
+      case act::lose_request:
+        return after(fault_injector::kResend, [this, ps, send, ok, fail]() mutable {
+          faulted(ps, std::move(send), std::move(ok), std::move(fail));
+        });
+      case act::duplicate: {
+        auto answered = std::make_shared<bool>(false);
+        auto first_ok = [answered, ok](auto&&... reply) {
+          if (!std::exchange(*answered, true)) ok(reply...);
+        };
+        auto first_fail = [answered, fail](caf::error err) {
+          if (!std::exchange(*answered, true)) fail(std::move(err));
+        };
+        send(first_ok, first_fail);
+        return send(std::move(first_ok), std::move(first_fail));
+      }
+    }
+  }
 
   actor_ptr self_;
   uint32_t worker_;
