@@ -203,6 +203,18 @@ void kill_coordinator_after_a_checkpoint(const std::string& dir, const std::stri
   }
 }
 
+// `actorps chaos JOB`, its nodes logging to DIR/nodes.log: it must exit 0.
+struct chaos_run {
+  std::string out, log;  // its output, and DIR/chaos.log
+};
+chaos_run run_chaos(const std::string& dir, const std::string& job) {
+  auto res = run_command({ACTORPS_BIN, "chaos", job, "--log", dir + "/nodes.log"}, 180s, dir + "/chaos.log");
+  BOOST_REQUIRE(res);
+  chaos_run r{res->out, read_file(dir + "/chaos.log")};
+  BOOST_TEST(res->exit_code == 0, r.out << r.log);
+  return r;
+}
+
 // Every step of the job applied once, counted from its first: each
 // variable's update count in the final checkpoint equals the job's steps
 // (one update per variable per step). A checkpoint holding updates of
@@ -342,13 +354,11 @@ BOOST_AUTO_TEST_CASE(dropped_and_delayed_worker_to_ps_messages_do_not_stop_the_j
                                        "0.05\nat = 0.3\nduration = 8.0\n"
                                        "[[faults]]\nkind = \"delay\"\ntask = \"worker:1\"\npeer = \"ps:0\"\ndelay_ms = "
                                        "20\nat = 6.0\nduration = 2.0\n";
-  auto res = run_command({ACTORPS_BIN, "chaos", job, "--log", dir + "/nodes.log"}, 180s, dir + "/chaos.log");
-  BOOST_REQUIRE(res);
-  const std::string log = read_file(dir + "/chaos.log");
-  BOOST_TEST(res->exit_code == 0, res->out << log);
+  auto res = run_chaos(dir, job);
+  const std::string& log = res.log;
   BOOST_TEST(log.find("drop 5% of worker:0 -> ps:0 at 0.30 s for 8.00 s") != std::string::npos, log);
   BOOST_TEST(log.find("delay worker:1 -> ps:0 by 20 ms at 6.00 s for 2.00 s") != std::string::npos, log);
-  BOOST_TEST(res->out.find("trained epochs 1..10") != std::string::npos, res->out);
+  BOOST_TEST(res.out.find("trained epochs 1..10") != std::string::npos, res.out);
   // Both faults ran their whole time while the workers trained: worker:0
   // lost about 5% of its requests to ps:0, worker:1's to ps:0 were late.
   const std::string nodes = read_file(dir + "/nodes.log");
@@ -376,14 +386,12 @@ BOOST_AUTO_TEST_CASE(lost_replies_duplicates_and_reordering_apply_each_example_o
          "duration = 3.0\n"
          "[[faults]]\nkind = \"reorder\"\ntask = \"worker:1\"\npeer = \"ps:0\"\nfraction = 0.1\ndelay_ms = 20\n"
          "at = 0.3\nduration = 3.0\n";
-  auto res = run_command({ACTORPS_BIN, "chaos", job, "--log", dir + "/nodes.log"}, 180s, dir + "/chaos.log");
-  BOOST_REQUIRE(res);
-  const std::string log = read_file(dir + "/chaos.log");
-  BOOST_TEST(res->exit_code == 0, res->out << log);
+  auto res = run_chaos(dir, job);
+  const std::string& log = res.log;
   BOOST_TEST(log.find("drop 5% of worker:0 -> ps:0 (replies) at 0.30 s for 3.00 s") != std::string::npos, log);
   BOOST_TEST(log.find("duplicate 5% of worker:1 -> ps:1 at 0.30 s for 3.00 s") != std::string::npos, log);
   BOOST_TEST(log.find("reorder 10% of worker:1 -> ps:0 by 20 ms at 0.30 s for 3.00 s") != std::string::npos, log);
-  BOOST_TEST(examples_applied(res->out) == std::vector<int64_t>(3, 150 * 2000LL), res->out);
+  BOOST_TEST(examples_applied(res.out) == std::vector<int64_t>(3, 150 * 2000LL), res.out);
   const std::string nodes = read_file(dir + "/nodes.log");
   auto [lost, sent] = fault_counts(nodes, "worker:0: injected fault on ps:0 over: ");
   auto [none, sent1] = fault_counts(nodes, "worker:1: injected fault on ps:1 over: ");
@@ -396,9 +404,9 @@ BOOST_AUTO_TEST_CASE(lost_replies_duplicates_and_reordering_apply_each_example_o
   const auto count_at = nodes.rfind(' ', reordered - 1) + 1;
   BOOST_TEST(std::stol(nodes.substr(count_at, reordered - count_at)) > 0, nodes.substr(count_at, 40));
   // Every lost reply of a push and every duplicated push came back as a duplicate the shard discarded.
-  const auto at = res->out.find("duplicates discarded (push slices seen before): ");
-  BOOST_REQUIRE_MESSAGE(at != std::string::npos, res->out);
-  const std::string line = res->out.substr(at, res->out.find('\n', at) - at);
+  const auto at = res.out.find("duplicates discarded (push slices seen before): ");
+  BOOST_REQUIRE_MESSAGE(at != std::string::npos, res.out);
+  const std::string line = res.out.substr(at, res.out.find('\n', at) - at);
   BOOST_TEST_MESSAGE(line);
   auto count = [&](const std::string& ps) { return std::stol(line.substr(line.find(ps + " ") + ps.size() + 1)); };
   BOOST_TEST(count("ps:0") > 0);
