@@ -34,7 +34,13 @@ class local_hands : public fault_hands {
   local_hands(local_nodes& nodes, host_namespaces* hosts) : nodes_(nodes), hosts_(hosts) {}
   pid_t signal(const std::string& task, int sig) override { return nodes_.signal(task, sig); }
   bool can_partition() const override { return hosts_ != nullptr; }
-  caf::error partition(const task_id& a, const task_id& b, bool heal) override { return hosts_->partition(a, b, heal); }
+  caf::expected<uint64_t> partition(const task_id& a, const task_id& b, bool heal) override {
+    return hosts_->partition(a, b, heal);
+  }
+  caf::expected<uint64_t> drop_packets(const task_id& a, const task_id& b, double fraction, bool heal) override {
+    if (hosts_ == nullptr) return make_error(errc::invalid_argument, "packet drops need --netns");
+    return hosts_->drop_packets(a, b, fraction, heal);
+  }
 
  private:
   local_nodes& nodes_;
@@ -94,6 +100,10 @@ int run_local(const std::string& config_path, const cluster_spec& file_spec, std
                      hosts->prefix(host).empty() ? " (the coordinator's, here)" : "");
       spdlog::info("local: tc netem is {} on this kernel; delays and drops are injected in the transport",
                    hosts->netem() ? "available" : "not available");
+      spdlog::info("local: nftables is {}; partitions are {}, packet drops {}",
+                   hosts->nftables() ? "available" : "not available (nf_tables or `nft` missing)",
+                   hosts->nftables() ? "nftables rules" : "blackhole routes",
+                   hosts->nftables() ? "nftables rules" : "refused");
     } else {
       spdlog::warn("local: network namespaces unavailable ({}); the nodes run on the topology's own addresses",
                    describe(made.error()));

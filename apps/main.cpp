@@ -96,6 +96,13 @@ int main(int argc, char** argv) {  // NOLINT(bugprone-exception-escape)
   chaos->add_flag("--plan-only", plan_only, "print the plan and exit");
   chaos->add_flag("--netns", netns, "run each host in its own network namespace (partitions cut every packet)");
   chaos->add_option("--trace", trace_path, "write the whole cluster's trace there, injected faults included");
+  soak_options soak;
+  chaos
+      ->add_option("--soak", soak.seconds,
+                   "SECONDS: instead of the job's [[faults]], rounds of drawn faults over every role and kind, each "
+                   "checked against a fault-free run (examples once, accuracy within 1 point, no hang)")
+      ->check(CLI::Range(1.0, 1e7));
+  chaos->add_option("--soak-dir", soak.dir, "where the soak's runs, checkpoints and logs go (each round replaced)");
 
   std::string job_path;
   auto* train = app.add_subcommand(
@@ -277,6 +284,10 @@ int main(int argc, char** argv) {  // NOLINT(bugprone-exception-escape)
     return *eval ? run_eval(**job, checkpoint_dir) : run_export(**job, checkpoint_dir, export_out);
   }
   if (*local) config_path = local_config;
+  if (*chaos && chaos->count("--soak") > 0) {
+    soak.job_path = chaos_job, soak.self_exe = self_exe(), soak.seed = chaos_seed, soak.netns = netns;
+    return run_soak(soak);
+  }
   if (*chaos) {
     auto job = load_job_file(chaos_job);
     if (!job) return fail(job.error());

@@ -44,7 +44,7 @@ caf::expected<std::vector<fault>> parse_faults(std::string_view text, std::strin
     auto* t = list->get(i)->as_table();
     if (t == nullptr) return r.fail(*list->get(i), p, "expected a table");
     if (auto err = r.only_keys(
-            *t, p, {"kind", "task", "at", "at_step", "duration", "peer", "fraction", "delay_ms", "replies"}))
+            *t, p, {"kind", "task", "at", "at_step", "duration", "peer", "fraction", "delay_ms", "replies", "packets"}))
       return err;
     fault f;
     std::string task, peer;
@@ -58,7 +58,7 @@ caf::expected<std::vector<fault>> parse_faults(std::string_view text, std::strin
         (err = r.get(*t, p, "task", task)) || (err = r.get(*t, p, "at_step", f.at_step, 0, INT64_MAX)) ||
         (err = r.get(*t, p, "peer", peer)) || (err = r.get(*t, p, "fraction", fraction)) ||
         (err = r.get(*t, p, "delay_ms", f.delay_ms, 1, 600000)) || (err = r.get(*t, p, "replies", f.replies)) ||
-        (err = read_range(r, *t, p, "at", f.at_lo, f.at_hi)) ||
+        (err = r.get(*t, p, "packets", f.packets)) || (err = read_range(r, *t, p, "at", f.at_lo, f.at_hi)) ||
         (err = read_range(r, *t, p, "duration", f.duration_lo, f.duration_hi));
     if (err) return err;
     if (!t->contains("kind") || !t->contains("task")) return r.fail(*t, p, "needs 'kind' and 'task'");
@@ -74,6 +74,8 @@ caf::expected<std::vector<fault>> parse_faults(std::string_view text, std::strin
     f.task = *parsed;
     if (f.replies && f.what != fault::kind::drop)
       return r.fail(*t->get("replies"), p + ".replies", "only a drop loses replies");
+    if (f.packets && (f.what != fault::kind::drop || f.replies))
+      return r.fail(*t->get("packets"), p + ".packets", "only a drop of requests drops packets");
     if (f.what == fault::kind::drop || f.what == fault::kind::duplicate || f.what == fault::kind::delay ||
         f.what == fault::kind::reorder) {
       auto other = parse_task(peer);
@@ -109,7 +111,8 @@ std::vector<planned_fault> plan_faults(const std::vector<fault>& faults, uint64_
   auto draw = [&](double lo, double hi) { return lo == hi ? lo : std::uniform_real_distribution<double>(lo, hi)(gen); };
   std::vector<planned_fault> out;
   for (auto& f : faults) {
-    planned_fault p{f.what, f.task, f.peer, f.fraction, f.replies, f.delay_ms, draw(f.at_lo, f.at_hi), f.at_step, 0};
+    planned_fault p{f.what,    f.task, f.peer, f.fraction, f.replies, f.packets, f.delay_ms, draw(f.at_lo, f.at_hi),
+                    f.at_step, 0};
     p.duration = draw(f.duration_lo, f.duration_hi);
     out.push_back(p);
   }
@@ -127,6 +130,9 @@ std::string to_string(const planned_fault& f) {
   if (f.what == fault::kind::reorder)
     return fmt::format("reorder {:.0f}% of {} -> {} by {} ms {} for {:.2f} s", 100 * f.fraction, to_string(f.task),
                        to_string(f.peer), f.delay_ms, when, f.duration);
+  if (f.packets)
+    return fmt::format("drop {:.0f}% of the packets from the host of {} to that of {} {} for {:.2f} s",
+                       100 * f.fraction, to_string(f.task), to_string(f.peer), when, f.duration);
   if (f.what == fault::kind::drop || f.what == fault::kind::duplicate)
     return fmt::format("{} {:.0f}% of {} -> {}{} {} for {:.2f} s", f.what == fault::kind::drop ? "drop" : "duplicate",
                        100 * f.fraction, to_string(f.task), to_string(f.peer), f.replies ? " (replies)" : "", when,
@@ -135,6 +141,94 @@ std::string to_string(const planned_fault& f) {
     return fmt::format("partition the hosts of {} and {} {} for {:.2f} s", to_string(f.task), to_string(f.peer), when,
                        f.duration);
   return fmt::format("SIGSTOP {} {} for {:.2f} s", to_string(f.task), when, f.duration);
+}
+
+namespace {
+
+// The soak's kinds, in turn; "coordinator" is the soak's own kill.
+struct soak_kind {
+  fault::kind what;
+  pb::Role role;  // the task's
+  bool replies = false;
+  bool coordinator = false;
+};
+constexpr soak_kind kSoakKinds[] = {
+    {fault::kind::kill, pb::WORKER},       {fault::kind::drop, pb::WORKER},
+    {fault::kind::pause, pb::PS},          {fault::kind::duplicate, pb::WORKER},
+    {fault::kind::kill, pb::PS},           {fault::kind::reorder, pb::WORKER},
+    {fault::kind::pause, pb::WORKER},      {fault::kind::kill, pb::COORDINATOR, false, true},
+    {fault::kind::drop, pb::WORKER, true}, {fault::kind::delay, pb::WORKER},
+    {fault::kind::partition, pb::WORKER},
+};
+constexpr int kSoakFaultsPerRound = 4;
+
+std::vector<task_id> tasks_of(const cluster_spec& spec, pb::Role role) {
+  std::vector<task_id> out;
+  for (auto& node : spec.nodes)
+    for (auto& t : node.tasks)
+      if (t.role == role) out.push_back(t);
+  return out;
+}
+
+}  // namespace
+
+soak_round draw_soak_round(const cluster_spec& spec, uint64_t seed, int round, double window) {
+  std::mt19937_64 gen(seed * 1000003 + uint64_t(round));
+  auto uniform = [&](double lo, double hi) { return std::uniform_real_distribution<double>(lo, hi)(gen); };
+  auto pick = [&](const std::vector<task_id>& from) {
+    return from[std::uniform_int_distribution<size_t>(0, from.size() - 1)(gen)];
+  };
+  const auto workers = tasks_of(spec, pb::WORKER), shards = tasks_of(spec, pb::PS);
+  soak_round out;
+  for (int i = 0; i < kSoakFaultsPerRound; ++i) {
+    const auto& k = kSoakKinds[size_t((round - 1) * kSoakFaultsPerRound + i) % std::size(kSoakKinds)];
+    const double at = uniform(0.1, 0.7) * window;
+    if (k.coordinator) {
+      out.coordinator_kill_at = at;
+      continue;
+    }
+    fault f;
+    f.what = k.what;
+    f.task = pick(k.role == pb::PS ? shards : workers);
+    f.at_lo = f.at_hi = at;
+    f.duration_lo = f.duration_hi = uniform(0.5, 3.0);
+    if (f.what == fault::kind::kill || f.what == fault::kind::pause) {
+      out.faults.push_back(f);
+      continue;
+    }
+    f.peer = pick(shards);
+    f.replies = k.replies;
+    f.fraction = f.what == fault::kind::reorder ? 0.1 : 0.05;
+    f.delay_ms = f.what == fault::kind::delay || f.what == fault::kind::reorder ? 20 : 0;
+    if (f.what == fault::kind::partition) {
+      std::vector<std::pair<task_id, task_id>> apart;  // a worker and a PS on different hosts
+      for (auto& w : workers)
+        for (auto& s : shards)
+          if (spec.node_of(w)->host != spec.node_of(s)->host) apart.emplace_back(w, s);
+      if (!apart.empty())
+        std::tie(f.task, f.peer) = apart[std::uniform_int_distribution<size_t>(0, apart.size() - 1)(gen)];
+      else
+        f.what = fault::kind::drop;
+      f.fraction = 1;
+    }
+    out.faults.push_back(f);
+  }
+  return out;
+}
+
+std::string to_toml(const fault& f) {
+  static constexpr const char* kNames[] = {"kill", "pause", "drop", "delay", "partition", "duplicate", "reorder"};
+  std::string s = fmt::format("[[faults]]\nkind = \"{}\"\ntask = \"{}\"\nat = {:.3f}\n", kNames[size_t(f.what)],
+                              to_string(f.task), f.at_lo);
+  if (f.what != fault::kind::kill) s += fmt::format("duration = {:.3f}\n", f.duration_lo);
+  if (f.what == fault::kind::kill || f.what == fault::kind::pause) return s;
+  s += fmt::format("peer = \"{}\"\n", to_string(f.peer));
+  if (f.what != fault::kind::delay && f.what != fault::kind::partition)
+    s += fmt::format("fraction = {:.3f}\n", f.fraction);
+  if (f.delay_ms > 0) s += fmt::format("delay_ms = {}\n", f.delay_ms);
+  if (f.replies) s += "replies = true\n";
+  if (f.packets) s += "packets = true\n";
+  return s;
 }
 
 }  // namespace actorps

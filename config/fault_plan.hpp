@@ -23,6 +23,9 @@
 //
 //   # replies = true         # ... or the replies to them (the shard applied
 //                            # the request; sent again, it is a duplicate)
+//   # packets = true         # ... or (--netns, nftables) `fraction` of the IP
+//                            # packets from its host to the peer's: TCP
+//                            # sends them again, late
 //
 //   [[faults]]
 //   kind = "duplicate"       # `fraction` of the worker's requests to `peer`
@@ -77,6 +80,7 @@ struct fault {
   task_id peer;                             // drop, delay: the PS task; partition: a task on the other host
   double fraction = 0;                      // drop, duplicate, reorder
   bool replies = false;                     // drop: the replies are lost, not the requests
+  bool packets = false;                     // drop: IP packets between the hosts (--netns), not messages
   uint32_t delay_ms = 0;                    // delay, reorder
   double at_lo = 0, at_hi = 0;              // seconds after the nodes are up
   int64_t at_step = -1;                     // >= 0: once the job has done this many steps instead
@@ -88,6 +92,7 @@ struct planned_fault {
   task_id task, peer;
   double fraction = 0;
   bool replies = false;
+  bool packets = false;
   uint32_t delay_ms = 0;
   double at = 0;  // seconds (when at_step < 0)
   int64_t at_step = -1;
@@ -102,5 +107,27 @@ struct planned_fault {
 std::vector<planned_fault> plan_faults(const std::vector<fault>& faults, uint64_t seed);
 
 std::string to_string(const planned_fault& f);
+
+/// One round of a soak (`actorps chaos JOB --soak`): faults at fixed times
+/// for that round's `actorps chaos`, and when the soak SIGKILLs that
+/// coordinator (and runs the same command again) -- a fault no job file can
+/// declare, since the coordinator carries out the plan.
+struct soak_round {
+  std::vector<fault> faults;
+  double coordinator_kill_at = -1;  // seconds after the nodes are up; < 0: none
+};
+
+/// Round `round` (1, 2, ...) of the soak seeded `seed`, over a job that
+/// trains about `window` seconds. The kinds come in turn, four per round, so
+/// every three rounds hold each: a worker and a PS killed, a worker and a PS
+/// paused, requests and replies dropped, requests duplicated, reordered and
+/// delayed, a partition, the coordinator killed. Tasks, times, durations and
+/// fractions are drawn; a partition needs a worker and a PS on different
+/// hosts and is otherwise a drop of every request (what it is without
+/// namespaces).
+soak_round draw_soak_round(const cluster_spec& spec, uint64_t seed, int round, double window);
+
+/// `f` (at fixed times) as a [[faults]] table of a job file.
+std::string to_toml(const fault& f);
 
 }  // namespace actorps

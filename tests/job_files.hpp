@@ -111,6 +111,15 @@ inline std::string write_exactly_once_job(const std::string& dir, int epochs, in
   return path;
 }
 
+/// Puts each node of the job at `path` on a host of its own: 127.0.0.1, .2, ...
+inline void a_host_per_node(const std::string& path) {
+  std::string text = read_file(path);
+  int host = 0;
+  for (size_t at = 0; (at = text.find("host = \"127.0.0.1\"", at)) != std::string::npos; ++at)
+    text.replace(at, 18, "host = \"127.0.0." + std::to_string(++host) + "\"");
+  std::ofstream(path) << text;
+}
+
 /// Adds `n` worker nodes on free ports to the job at `path` (worker:2, ... after write_job's two).
 inline void add_workers(const std::string& path, int n) {
   std::string text = read_file(path);

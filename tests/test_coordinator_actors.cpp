@@ -7,6 +7,8 @@
 #define BOOST_TEST_MODULE coordinator_actors
 #include <boost/test/unit_test.hpp>
 
+#include <fmt/format.h>
+
 #include <csignal>
 #include <filesystem>
 
@@ -373,9 +375,13 @@ struct recording_hands : fault_hands {
     return 1;
   }
   bool can_partition() const override { return true; }
-  caf::error partition(const task_id& a, const task_id& b, bool heal) override {
+  caf::expected<uint64_t> partition(const task_id& a, const task_id& b, bool heal) override {
     log.push_back((heal ? "heal " : "cut ") + to_string(a) + " " + to_string(b));
-    return caf::none;
+    return uint64_t(0);
+  }
+  caf::expected<uint64_t> drop_packets(const task_id& a, const task_id& b, double fraction, bool heal) override {
+    log.push_back(fmt::format("{} {:.2f} {} {}", heal ? "undrop" : "drop", fraction, to_string(a), to_string(b)));
+    return uint64_t(heal ? 7 : 0);
   }
 };
 
@@ -424,4 +430,32 @@ BOOST_FIXTURE_TEST_CASE(the_fault_plan_runs_on_time_and_at_its_steps, determinis
   sched.run();
   BOOST_TEST(hands.log.size() == 3u);
   sched.run();
+}
+
+// A partition and a packet drop between hosts (--netns) begin on time and
+// heal after their durations; the end waits for both.
+BOOST_FIXTURE_TEST_CASE(network_faults_heal_after_their_duration, deterministic_system) {
+  recording_hands hands;
+  fake_dialer nodes;
+  auto drop = planned(fault::kind::drop, "worker:0", 1.0, -1, 2.0, "ps:1");
+  drop.packets = true;
+  drop.fraction = 0.2;
+  std::vector<planned_fault> plan{planned(fault::kind::partition, "worker:0", 0.5, -1, 1.0), drop};
+  auto chaos = spawn_chaos(sys(), topology({"coordinator", "worker", "ps", "ps"}), nodes.get(), hands, plan);
+  sched.run();
+  sched.advance_time(501ms);
+  sched.run();
+  BOOST_TEST(hands.log == std::vector<std::string>{"cut worker:0 ps:0"});
+  sched.advance_time(500ms);
+  sched.run();
+  BOOST_TEST(hands.log.back() == "drop 0.20 worker:0 ps:1");
+  auto ended = ask<bool>(sys(), chaos, chaos_end_atom_v);
+  sched.advance_time(500ms);  // 1.5 s: the partition's second is over
+  sched.run();
+  BOOST_TEST(hands.log.back() == "heal worker:0 ps:0");
+  BOOST_TEST(!ended->reply);
+  sched.advance_time(1500ms);
+  sched.run();
+  BOOST_TEST(hands.log.back() == "undrop 0.20 worker:0 ps:1");
+  BOOST_REQUIRE(ended->reply && *ended->reply);
 }

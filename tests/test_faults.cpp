@@ -425,7 +425,9 @@ BOOST_AUTO_TEST_CASE(a_bad_fault_is_refused_with_its_field) {
        {bad{"kind = \"delay\"\nreplies = true\ndelay_ms = 5\n", "faults[0].replies: only a drop loses replies"},
         bad{"kind = \"duplicate\"\n", "faults[0].fraction: expected a number in (0, 1]"},
         bad{"kind = \"reorder\"\nfraction = 0.1\n", "faults[0]: a delay or reorder needs 'delay_ms'"},
-        bad{"kind = \"corrupt\"\nfraction = 0.1\n", "faults[0].kind: expected one of"}}) {
+        bad{"kind = \"corrupt\"\nfraction = 0.1\n", "faults[0].kind: expected one of"},
+        bad{"kind = \"drop\"\nfraction = 0.1\nreplies = true\npackets = true\n",
+            "faults[0].packets: only a drop of requests drops packets"}}) {
     std::ofstream(job) << text << "[[faults]]\n"
                        << b.table << "task = \"worker:0\"\npeer = \"ps:0\"\nat = 1.0\nduration = 1.0\n";
     auto res = run_command({ACTORPS_BIN, "chaos", job, "--plan-only"}, 30s, dir + "/plan.log");
@@ -434,24 +436,29 @@ BOOST_AUTO_TEST_CASE(a_bad_fault_is_refused_with_its_field) {
     const std::string said = res->out + read_file(dir + "/plan.log");
     BOOST_TEST(said.find(b.says) != std::string::npos, said);
   }
+  // A soak restores killed nodes from mid-epoch checkpoints: a job without them is refused.
+  std::ofstream(job) << text;
+  auto res = run_command({ACTORPS_BIN, "chaos", job, "--soak", "5"}, 30s, dir + "/soak.log");
+  BOOST_REQUIRE(res);
+  BOOST_TEST(res->exit_code == 2);
+  BOOST_TEST(read_file(dir + "/soak.log").find("[training] checkpoint_steps: a soak kills") != std::string::npos,
+             read_file(dir + "/soak.log"));
 }
 
 // Two hosts cut off from each other: in network namespaces (root, iproute2)
 // every packet between them fails; elsewhere the worker's requests to the
-// PS are dropped. Either way the job completes and every example is applied
-// once; in namespaces the cut is detected and the worker respawned.
+// PS are dropped. Meanwhile a fifth of the IP packets from another worker's
+// host to the other PS's are dropped (nftables, in namespaces only): TCP
+// sends them again. Either way the job completes and every example is
+// applied once; in namespaces the cut is detected and the worker respawned.
 BOOST_AUTO_TEST_CASE(a_partition_between_a_worker_host_and_a_ps_host_is_survived) {
   auto dir = make_temp_dir("test");
   auto job = write_exactly_once_job(dir, 150, 100);
-  {
-    std::string text = read_file(job);
-    int host = 0;
-    for (size_t at = 0; (at = text.find("host = \"127.0.0.1\"", at)) != std::string::npos; ++at)
-      text.replace(at, 18, "host = \"127.0.0." + std::to_string(++host) + "\"");  // a host per node
-    std::ofstream(job) << text
-                       << "[[faults]]\nkind = \"partition\"\ntask = \"worker:1\"\npeer = \"ps:0\"\nat = 0.5\n"
-                          "duration = 3.0\n";
-  }
+  a_host_per_node(job);
+  std::ofstream(job, std::ios::app) << "[[faults]]\nkind = \"partition\"\ntask = \"worker:1\"\npeer = \"ps:0\"\n"
+                                       "at = 0.5\nduration = 3.0\n"
+                                       "[[faults]]\nkind = \"drop\"\npackets = true\ntask = \"worker:0\"\n"
+                                       "peer = \"ps:1\"\nfraction = 0.2\nat = 0.5\nduration = 3.0\n";
   auto res = run_command({ACTORPS_BIN, "chaos", job, "--netns", "--log", dir + "/nodes.log"}, 180s, dir + "/chaos.log");
   BOOST_REQUIRE(res);
   const std::string log = read_file(dir + "/chaos.log");
@@ -462,11 +469,29 @@ BOOST_AUTO_TEST_CASE(a_partition_between_a_worker_host_and_a_ps_host_is_survived
     BOOST_TEST(log.find("local: tc netem is ") != std::string::npos, log);  // probed and said
     BOOST_TEST(log.find("partitioned the hosts of worker:1 and ps:0") != std::string::npos, log);
     BOOST_TEST(log.find("healed the partition between the hosts of worker:1 and ps:0") != std::string::npos, log);
+    const bool nft = log.find("local: nftables is available") != std::string::npos;
+    BOOST_TEST_MESSAGE((nft ? "nftables rules" : "no nftables here: blackhole routes, no packet drops"));
+    if (nft) {  // the rules counted what they dropped
+      auto dropped = [&](const std::string& line) {
+        auto at = log.find(line);
+        BOOST_REQUIRE_MESSAGE(at != std::string::npos, line << "\n" << log);
+        BOOST_REQUIRE(log.compare(at + line.size(), 2, " (") == 0);
+        return std::stol(log.substr(at + line.size() + 2));
+      };
+      const long cut = dropped("healed the partition between the hosts of worker:1 and ps:0");
+      const long lost = dropped("stopped dropping 20% of the packets from the host of worker:0 to that of ps:1");
+      BOOST_TEST_MESSAGE("the partition dropped " << cut << " packets, the packet drop " << lost);
+      BOOST_TEST(cut > 0);
+      BOOST_TEST(lost > 0);
+    } else {
+      BOOST_TEST(log.find("packet drops need nftables") != std::string::npos, log);
+    }
     BOOST_TEST(log.find("coordinator: worker:1 lost") != std::string::npos, log);
     BOOST_TEST(log.find("coordinator: worker:1 respawned") != std::string::npos, log);
   } else {
     BOOST_TEST(log.find("local: network namespaces unavailable (") != std::string::npos, log);
     BOOST_TEST(log.find("partition the hosts of worker:1 and ps:0 at 0.50 s for 3.00 s") != std::string::npos, log);
+    BOOST_TEST(log.find("packet drops need --netns") != std::string::npos, log);
   }
   BOOST_TEST(res->out.find("trained epochs 1..150") != std::string::npos, res->out);
   BOOST_TEST(examples_applied(res->out) == std::vector<int64_t>(3, 150 * 2000LL), res->out);

@@ -7,7 +7,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config
   libcaf-dev libssl-dev                 # CAF 0.17.6 (core, io, openssl) + headers its openssl module needs
-  openssl iproute2                      # tools/make_certs.sh ([security]); actorps local --netns
+  openssl iproute2 nftables             # tools/make_certs.sh ([security]); actorps local --netns (nft: partitions, packet drops)
   clang libclang-rt-dev libomp-dev      # tools/fuzz.sh: libFuzzer, ASan/UBSan runtimes, clang's OpenMP
   clang-format clang-tidy               # tools/check_format.sh (in the test command), tools/tidy.sh
   libprotobuf-dev protobuf-compiler     # wire schemas

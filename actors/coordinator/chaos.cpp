@@ -7,6 +7,7 @@
 #include <optional>
 #include <utility>
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <caf/event_based_actor.hpp>
 #include <caf/stateful_actor.hpp>
@@ -56,7 +57,21 @@ void log_fault(chaos_ptr self, const std::string& what, const caf::error& err) {
 
 // Drops, duplicates, reorders and delays (and partitions without namespaces: a worker's requests
 // to a PS) are injected in the worker's transport, through its node.
-void inject(chaos_ptr self, planned_fault f) {
+void inject(chaos_ptr self, planned_fault f, int attempt = 0);
+
+// An injection that failed for a while -- the worker respawning (not up),
+// its node restarting or busy -- is tried again up to kInjectTries times,
+// 200 ms after the first, each wait twice the last; else logged as failed.
+constexpr int kInjectTries = 5;
+void inject_failed(chaos_ptr self, const planned_fault& f, int attempt, const caf::error& err) {
+  const bool passing = transient(err) || code_of(err) == errc::not_up || code_of(err) == errc::timeout;
+  if (!passing || attempt + 1 >= kInjectTries || self->state.ended) return log_fault(self, to_string(f), err);
+  undo_later(self, 0.2 * (1 << attempt), [self, f, attempt] {
+    if (!self->state.ended) inject(self, f, attempt + 1);
+  });
+}
+
+void inject(chaos_ptr self, planned_fault f, int attempt) {
   if (f.task.role == pb::PS) std::swap(f.task, f.peer);
   const auto what = to_string(f);
   if (f.task.role != pb::WORKER || f.peer.role != pb::PS)
@@ -75,11 +90,11 @@ void inject(chaos_ptr self, planned_fault f) {
   req.set_duration_ms(uint32_t(f.duration * 1000));
   auto& spec = self->state.spec;
   self->state.dial(self, size_t(spec.node_of(f.task) - spec.nodes.data()),
-                   [self, req, what](caf::expected<node_actor> node) {
-                     if (!node) return log_fault(self, what, node.error());
+                   [self, req, f, what, attempt](caf::expected<node_actor> node) {
+                     if (!node) return inject_failed(self, f, attempt, node.error());
                      self->request(*node, std::chrono::seconds(5), req)
                          .then([self, what](const pb::FaultInjected&) { log_fault(self, what, caf::none); },
-                               [self, what](caf::error& err) { log_fault(self, what, err); });
+                               [self, f, attempt](caf::error& err) { inject_failed(self, f, attempt, err); });
                    });
 }
 
@@ -94,19 +109,31 @@ void trace_fault(chaos_ptr self, const planned_fault& f) {
   trace::recorder_of(self->home_system()).record(e);
 }
 
+// A fault the hosts' network carries out (--netns): a partition, or a
+// packet drop, now; healed after its duration, with the packets it dropped.
+void fire_network(chaos_ptr self, const planned_fault& f) {
+  auto act = [self, f](bool heal) {
+    auto& hands = *self->state.hands;
+    auto dropped =
+        f.packets ? hands.drop_packets(f.task, f.peer, f.fraction, heal) : hands.partition(f.task, f.peer, heal);
+    const auto a = to_string(f.task), b = to_string(f.peer);
+    const auto what = f.packets ? fmt::format("{} {:.0f}% of the packets from the host of {} to that of {}",
+                                              heal ? "stopped dropping" : "dropping", 100 * f.fraction, a, b)
+                                : fmt::format("{} the hosts of {} and {}",
+                                              heal ? "healed the partition between" : "partitioned", a, b);
+    const auto count = dropped && *dropped > 0 ? fmt::format(" ({} packets dropped)", *dropped) : std::string();
+    spdlog::warn("chaos: t={:.2f} s, step {}: {}{}{}", since(self), self->state.steps, what, count,
+                 dropped ? std::string() : " failed: " + describe(dropped.error()));
+    return bool(dropped);
+  };
+  if (act(false)) undo_later(self, f.duration, [act] { act(true); });
+}
+
 void fire(chaos_ptr self, const planned_fault& f) {
   auto& st = self->state;
   trace_fault(self, f);
-  if (f.what == fault::kind::partition && st.hands->can_partition()) {
-    auto cut = [self, f](bool heal) {
-      auto err = self->state.hands->partition(f.task, f.peer, heal);
-      spdlog::warn("chaos: t={:.2f} s, step {}: {} the hosts of {} and {}{}", since(self), self->state.steps,
-                   heal ? "healed the partition between" : "partitioned", to_string(f.task), to_string(f.peer),
-                   err ? " failed: " + describe(err) : std::string());
-    };
-    cut(false);
-    return undo_later(self, f.duration, [cut] { cut(true); });
-  }
+  if ((f.what == fault::kind::partition || f.packets) && st.hands->can_partition()) return fire_network(self, f);
+  if (f.packets) return log_fault(self, to_string(f), make_error(errc::invalid_argument, "packet drops need --netns"));
   if (f.what == fault::kind::partition || f.what == fault::kind::drop || f.what == fault::kind::delay ||
       f.what == fault::kind::duplicate || f.what == fault::kind::reorder)
     return inject(self, f);

@@ -2,8 +2,10 @@
 // [[faults]] against the nodes of this machine, each when its time (seconds
 // since the nodes came up) or the job's step comes, in plan order. Kills and
 // pauses are signals to the node processes; a partition with network
-// namespaces cuts the hosts' link; drops, delays and a partition without
-// namespaces are injected into the worker's transport through its node.
+// namespaces cuts the hosts' link, a packet drop there drops IP packets
+// between them (nftables); drops, duplicates, reorders, delays and a
+// partition without namespaces are injected into the worker's transport
+// through its node.
 // Pauses end with SIGCONT and partitions heal on time, even after the job.
 //
 //   waiting(next) --time or step of plan[next]--> fires it --> waiting(next + 1)
@@ -32,8 +34,13 @@ class fault_hands {
   virtual pid_t signal(const std::string& task, int sig) = 0;
   /// Whether hosts are network namespaces that partition() can cut.
   virtual bool can_partition() const = 0;
-  /// Cuts (or heals) every packet between the hosts of `a` and `b`.
-  [[nodiscard]] virtual caf::error partition(const task_id& a, const task_id& b, bool heal) = 0;
+  /// Cuts (or heals) every packet between the hosts of `a` and `b`; healing
+  /// says how many packets the cut dropped (0 where nothing counts them).
+  [[nodiscard]] virtual caf::expected<uint64_t> partition(const task_id& a, const task_id& b, bool heal) = 0;
+  /// Drops `fraction` of the packets from the host of `a` to that of `b`
+  /// (or heals it: how many were dropped); an error where it cannot.
+  [[nodiscard]] virtual caf::expected<uint64_t> drop_packets(const task_id& a, const task_id& b, double fraction,
+                                                             bool heal) = 0;
 };
 
 /// A local actor carrying out `plan` (`hands` must outlive it); `dial`

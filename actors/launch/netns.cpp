@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
 #include "actors/launch/subprocess.hpp"
@@ -24,6 +25,42 @@ caf::error host_namespaces::ip(std::vector<std::string> args, const std::string&
   if (!res) return make_error(errc::io_error, fmt::format("`{}`: {}", line, describe(res.error())));
   if (res->exit_code != 0) return make_error(errc::io_error, fmt::format("`{}` exited with {}", line, res->exit_code));
   return caf::none;
+}
+
+caf::expected<std::string> host_namespaces::nft(const std::vector<std::string>& args, const std::string& ns) const {
+  std::vector<std::string> argv;
+  if (!ns.empty()) argv = {"ip", "netns", "exec", ns};
+  argv.push_back("nft");
+  argv.insert(argv.end(), args.begin(), args.end());
+  auto res = run_command(argv, std::chrono::seconds(10), "/dev/null");
+  if (!res) return make_error(errc::io_error, fmt::format("`nft {}`: {}", fmt::join(args, " "), describe(res.error())));
+  if (res->exit_code != 0)
+    return make_error(errc::io_error, fmt::format("`nft {}` exited with {}", fmt::join(args, " "), res->exit_code));
+  return res->out;
+}
+
+caf::expected<uint64_t> host_namespaces::drop_rule(const std::string& from, const std::string& to,
+                                                   const std::string& name, double fraction, bool heal) const {
+  const auto& ns = namespace_.at(from);
+  if (heal) {
+    auto listed = nft({"list", "table", "inet", name}, ns);
+    if (!listed) return listed.error();
+    auto at = listed->find("counter packets ");
+    const uint64_t dropped = at == std::string::npos ? 0 : std::stoull(listed->substr(at + 16));
+    if (auto gone = nft({"delete", "table", "inet", name}, ns); !gone) return gone.error();
+    return dropped;
+  }
+  std::vector<std::string> rule{"add", "rule", "inet", name, "out", "ip", "daddr", address_.at(to)};
+  if (fraction < 1)  // numgen draws 0..999 per packet
+    rule.insert(rule.end(), {"numgen", "random", "mod", "1000", "<", std::to_string(int(fraction * 1000))});
+  rule.insert(rule.end(), {"counter", "drop"});
+  caf::expected<std::string> step = std::string();
+  for (auto& args : std::vector<std::vector<std::string>>{
+           {"add", "table", "inet", name},
+           {"add", "chain", "inet", name, "out", "{", "type", "filter", "hook", "output", "priority", "0", ";", "}"},
+           rule})
+    if (!(step = nft(args, ns))) return step.error();
+  return 0;
 }
 
 caf::expected<std::unique_ptr<host_namespaces>> host_namespaces::with_bridge(std::string& subnet) {
@@ -98,6 +135,8 @@ caf::expected<std::unique_ptr<host_namespaces>> host_namespaces::create(const cl
   n->netem_ = probe && probe->exit_code == 0;
   if (n->netem_)
     (void)run_command({"tc", "qdisc", "del", "dev", n->bridge_, "root"}, std::chrono::seconds(10), "/dev/null");
+  const std::string table = "aps" + std::to_string(::getpid()) + "probe";
+  n->nftables_ = n->nft({"add", "table", "inet", table}, "") && n->nft({"delete", "table", "inet", table}, "");
   return std::move(n);
 }
 
@@ -133,13 +172,29 @@ void host_namespaces::remove_leftovers() {
   }
 }
 
-caf::error host_namespaces::partition(const task_id& ta, const task_id& tb, bool heal) {
+caf::expected<uint64_t> host_namespaces::partition(const task_id& ta, const task_id& tb, bool heal) {
   const auto& a = spec_.node_of(ta)->host;
   const auto& b = spec_.node_of(tb)->host;
-  for (auto [from, to] : {std::pair{a, b}, std::pair{b, a}})
-    if (auto err = ip({"route", heal ? "del" : "add", "blackhole", address_.at(to) + "/32"}, namespace_.at(from)))
-      return err;
-  return caf::none;
+  uint64_t dropped = 0;
+  for (auto [from, to] : {std::pair{a, b}, std::pair{b, a}}) {
+    if (!nftables_) {
+      if (auto err = ip({"route", heal ? "del" : "add", "blackhole", address_.at(to) + "/32"}, namespace_.at(from)))
+        return err;
+      continue;
+    }
+    auto n = drop_rule(from, to, "apscut" + address_.at(to).substr(address_.at(to).rfind('.') + 1), 1, heal);
+    if (!n) return n.error();
+    dropped += *n;
+  }
+  return dropped;
+}
+
+caf::expected<uint64_t> host_namespaces::drop_packets(const task_id& ta, const task_id& tb, double fraction,
+                                                      bool heal) {
+  if (!nftables_) return make_error(errc::invalid_argument, "packet drops need nftables (nf_tables and `nft`)");
+  const auto& a = spec_.node_of(ta)->host;
+  const auto& to = address_.at(spec_.node_of(tb)->host);
+  return drop_rule(a, spec_.node_of(tb)->host, "apsdrop" + to.substr(to.rfind('.') + 1), fraction, heal);
 }
 
 cluster_spec with_addresses(cluster_spec spec, const std::map<std::string, std::string>& addresses) {

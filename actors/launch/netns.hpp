@@ -2,11 +2,15 @@
 // `actorps chaos --netns`: each host of the topology other than the
 // coordinator's gets a namespace with a veth link to a bridge in this one
 // (iproute2); its address becomes 10.213.K.i (K from this process's pid).
-// Nodes then talk over real interfaces, and a partition between two hosts
-// is a pair of blackhole routes: every packet between them fails, heartbeats
-// included. Needs root and iproute2; `create` says why when it cannot.
-// Delays and drops are injected in our transport (config/fault_plan.hpp);
-// whether the kernel has `tc netem` is probed and reported.
+// Nodes then talk over real interfaces. A partition between two hosts is a
+// pair of nftables rules (Debian's nftables, where the kernel has
+// nf_tables; else blackhole routes): every packet between them fails,
+// heartbeats included. A packet drop is a rule that drops a fraction of the
+// packets from one host to another, which TCP retransmits. Needs root and
+// iproute2; `create` says why when it cannot. Message-level drops, delays,
+// duplicates and reordering are injected in our transport
+// (config/fault_plan.hpp); whether the kernel has nf_tables and `tc netem`
+// is probed and reported.
 #pragma once
 
 #include <map>
@@ -42,12 +46,26 @@ class host_namespaces {
   /// Whether this kernel offers `tc netem` (probed on the bridge). Delays
   /// and drops are injected in our transport either way.
   bool netem() const { return netem_; }
-  /// Cuts (or, with `heal`, restores) every packet between the hosts of two tasks.
-  [[nodiscard]] caf::error partition(const task_id& a, const task_id& b, bool heal);
+  /// Whether this kernel offers nf_tables and `nft` is installed (probed).
+  bool nftables() const { return nftables_; }
+  /// Cuts (or, with `heal`, restores) every packet between the hosts of two
+  /// tasks. Healing says how many packets the cut dropped (nftables' rule
+  /// counters; 0 with blackhole routes, which count none).
+  [[nodiscard]] caf::expected<uint64_t> partition(const task_id& a, const task_id& b, bool heal);
+  /// Drops `fraction` of the IP packets from the host of `a` to that of `b`
+  /// (nftables); healing says how many it dropped.
+  [[nodiscard]] caf::expected<uint64_t> drop_packets(const task_id& a, const task_id& b, double fraction, bool heal);
 
  private:
   host_namespaces() = default;
   [[nodiscard]] caf::error ip(std::vector<std::string> args, const std::string& ns = {});
+  /// `nft ARGS` in namespace `ns` ("": this one): its output.
+  [[nodiscard]] caf::expected<std::string> nft(const std::vector<std::string>& args, const std::string& ns) const;
+  /// A table `name` in the namespace of `from` whose rule drops `fraction`
+  /// (1: all) of the packets to `to`'s address; heal: the packets it
+  /// dropped, and the table deleted.
+  [[nodiscard]] caf::expected<uint64_t> drop_rule(const std::string& from, const std::string& to,
+                                                  const std::string& name, double fraction, bool heal) const;
   /// A new set with this process's bridge (leftovers of dead runs removed
   /// first); `subnet` gets the bridge's prefix ("10.213.K.").
   [[nodiscard]] static caf::expected<std::unique_ptr<host_namespaces>> with_bridge(std::string& subnet);
@@ -57,6 +75,7 @@ class host_namespaces {
   void remove_leftovers();
   cluster_spec spec_;  // as written in the file
   bool netem_ = false;
+  bool nftables_ = false;
   std::string bridge_;
   std::map<std::string, std::string> address_;    // job host -> 10.213.K.i
   std::map<std::string, std::string> namespace_;  // job host -> namespace ("" = here)

@@ -334,7 +334,7 @@ node_broker::behavior_type node_behavior(node_ptr self, cluster_spec spec, size_
         if (auto err = check_spawn(self, req, task_id{pb::WORKER, req.worker()}, "faults")) return err;
         auto worker = self->state.workers.find(req.worker());
         if (worker == self->state.workers.end())
-          return make_error(errc::invalid_argument, "worker:" + std::to_string(req.worker()) + " runs no worker actor");
+          return make_error(errc::not_up, "worker:" + std::to_string(req.worker()) + " runs no worker actor (yet)");
         return self->delegate(worker->second, req);  // the worker answers the requester
       },
       [self](const pb::LeaveJob& req) { return on_leave(self, req); },

@@ -1,0 +1,124 @@
+#include "actors/coordinator/soak_check.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <regex>
+#include <set>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+namespace actorps {
+namespace {
+
+// The last match of `re` in `text`, if any.
+std::optional<std::smatch> last_match(const std::string& text, const std::regex& re) {
+  std::optional<std::smatch> last;
+  for (std::sregex_iterator m(text.begin(), text.end(), re), end; m != end; ++m) last = *m;
+  return last;
+}
+
+// The PS indices the coordinator's log says were restored (or started over).
+std::set<int> restored_shards(const std::string& log) {
+  static const std::regex restored(R"(coordinator: ps:(\d+) (?:restored from|back with))");
+  std::set<int> out;
+  for (std::sregex_iterator m(log.begin(), log.end(), restored), end; m != end; ++m) out.insert(std::stoi((*m)[1]));
+  return out;
+}
+
+std::string shards(const std::set<int>& ps) {
+  std::vector<std::string> names;
+  for (int i : ps) names.push_back(fmt::format("ps:{}", i));
+  return fmt::format("{}", fmt::join(names, ", "));
+}
+
+// Each shard's examples against its splits' (a restored shard counts only since its restore).
+void check_examples(const soak_outcome& o, round_report& rep) {
+  static const std::regex applied(R"(examples applied: ([^\n]*) \(this run's splits hold (\d+)\))");
+  static const std::regex shard(R"(ps:(\d+) (\d+))");
+  auto line = last_match(o.out, applied);
+  if (!line) {
+    rep.examples = "none printed";
+    return rep.failures.push_back("printed no examples applied");
+  }
+  const std::string counts = (*line)[1];
+  const int64_t hold = std::stoll((*line)[2]);
+  const auto restored = restored_shards(o.log);
+  rep.examples = "exact";
+  for (std::sregex_iterator m(counts.begin(), counts.end(), shard), end; m != end; ++m) {
+    const int ps = std::stoi((*m)[1]);
+    const int64_t n = std::stoll((*m)[2]);
+    if (n == hold) continue;
+    rep.examples = fmt::format("ps:{} {}/{}", ps, n, hold);
+    if (restored.count(ps) == 0)
+      rep.failures.push_back(fmt::format("ps:{} applied {} examples, its splits hold {}", ps, n, hold));
+  }
+}
+
+// Each variable's updates against the job's steps (exactly_once: one update per step).
+void check_steps(const soak_outcome& o, round_report& rep) {
+  if (o.final_checkpoint == nullptr || o.final_checkpoint->variables.empty()) {
+    rep.steps = "no checkpoint";
+    return rep.failures.push_back("left no checkpoint");
+  }
+  const auto& c = *o.final_checkpoint;
+  auto [lo, hi] = std::minmax_element(c.variables.begin(), c.variables.end(),
+                                      [](auto& a, auto& b) { return a.version < b.version; });
+  const auto step = uint64_t(c.step);
+  rep.steps = "exact";
+  if (hi->version > step) {
+    rep.steps = fmt::format("{} +{}", hi->name, hi->version - step);
+    return rep.failures.push_back(
+        fmt::format("{} holds {} updates for {} steps: some applied twice", hi->name, hi->version, step));
+  }
+  if (lo->version == step) return;
+  const auto restored = restored_shards(o.round_logs);
+  rep.steps = fmt::format("{} lost ({} restored)", step - lo->version, shards(restored));
+  if (restored.empty())
+    rep.failures.push_back(fmt::format("{} holds {} updates for {} steps: some lost", lo->name, lo->version, step));
+}
+
+}  // namespace
+
+void check_round(const soak_outcome& o, const soak_reference& ref, round_report& rep) {
+  rep.examples = rep.steps = "-";
+  if (o.hung) return rep.failures.push_back("did not end by the round's deadline (a hang)");
+  if (o.exit_code != 0 && o.exit_code != 1)  // 1: below the job's target accuracy, judged below
+    rep.failures.push_back(fmt::format("exited {}", o.exit_code));
+  static const std::regex accuracy(R"(test accuracy ([\d.]+)%)");
+  static const std::regex trained(R"(trained epochs \d+\.\.(\d+)|all (\d+) epochs were trained before)");
+  if (auto m = last_match(o.out, accuracy)) {
+    rep.accuracy = std::stod((*m)[1]);
+    if (ref.accuracy > 0 && std::abs(rep.accuracy - ref.accuracy) > 1.0)
+      rep.failures.push_back(
+          fmt::format("accuracy {:.2f}% is more than 1 point from the fault-free {:.2f}%", rep.accuracy, ref.accuracy));
+  } else {
+    rep.failures.push_back("printed no test accuracy");
+  }
+  auto epochs = last_match(o.out, trained);
+  const std::string last = !epochs ? "" : (*epochs)[1].matched ? (*epochs)[1].str() : (*epochs)[2].str();
+  if (last != std::to_string(ref.epochs))
+    rep.failures.push_back(fmt::format("trained to epoch {} of {}", last.empty() ? "none" : last, ref.epochs));
+  if (!ref.exactly_once) {
+    rep.examples = rep.steps = "not counted";
+    return;
+  }
+  check_examples(o, rep);
+  check_steps(o, rep);
+}
+
+std::string soak_label(const fault& f) {
+  switch (f.what) {
+    case fault::kind::kill: return "kill " + std::string(f.task.role == pb::PS ? "ps" : "worker");
+    case fault::kind::pause: return "pause " + std::string(f.task.role == pb::PS ? "ps" : "worker");
+    case fault::kind::drop: return f.replies ? "drop replies" : "drop requests";
+    case fault::kind::delay: return "delay";
+    case fault::kind::partition: return "partition";
+    case fault::kind::duplicate: return "duplicate";
+    case fault::kind::reorder: return "reorder";
+  }
+  return "?";
+}
+
+}  // namespace actorps
