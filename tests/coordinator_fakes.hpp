@@ -129,6 +129,20 @@ inline caf::behavior slow_dataset(caf::stateful_actor<slow_dataset_state>* self)
   };
 }
 
+/// A node that takes a SpawnWorker and never answers (a process about to die).
+struct silent_node_state {
+  static inline const char* name = "silent_node";
+  std::vector<caf::response_promise> pending;
+};
+inline caf::behavior silent_node(caf::stateful_actor<silent_node_state>* self) {
+  return {
+      [self](const pb::SpawnWorker&, const shard_list&) {
+        self->state.pending.push_back(self->make_response_promise());
+        return caf::delegated<worker_actor>{};
+      },
+  };
+}
+
 inline caf::behavior fake_node(caf::stateful_actor<fake_node_state>* self) {
   return {
       [self](const pb::SpawnWorker&, const shard_list&) {

@@ -122,6 +122,26 @@ BOOST_FIXTURE_TEST_CASE(a_lost_workers_closures_run_elsewhere_and_it_is_respawne
   sched.run();
 }
 
+// A node that dies while the worker is spawned on it never answers: the
+// proxy, which watches it, dials again at once instead of waiting out the
+// spawn's 30 s (a node killed just after the proxy dialed it, seen by the soak).
+BOOST_FIXTURE_TEST_CASE(a_node_lost_mid_spawn_is_dialed_again, proxy_fixture) {
+  q = std::make_shared<closure_queue>(100, metrics_registry(), trace_recorder());
+  auto dying = spawn_fake(sys(), silent_node);
+  nodes.up[1] = dying;
+  auto proxy = spawn_worker_proxy(sys(), q, 0, worker_actor{}, {nodes.get(), 1, pb::SpawnWorker{}, shard_list{}});
+  sched.run();
+  BOOST_REQUIRE_EQUAL(state_of<silent_node_state>(dying).pending.size(), 1u);  // spawning there
+  nodes.up[1] = node;                                                          // the restarted node
+  caf::anon_send_exit(dying, caf::exit_reason::kill);
+  sched.run();
+  sched.advance_time(2s);  // the back-off, far below the spawn's timeout
+  sched.run();
+  BOOST_TEST(state_of<fake_node_state>(node).workers.size() == 1u);
+  caf::anon_send_exit(proxy, caf::exit_reason::kill);
+  sched.run();
+}
+
 BOOST_FIXTURE_TEST_CASE(a_held_queue_hands_out_nothing_new_until_resumed, proxy_fixture) {
   auto results = start(1, 5);
   auto& w = workers[0];

@@ -94,6 +94,33 @@ BOOST_FIXTURE_TEST_CASE(a_closure_rerun_on_another_worker_applies_each_step_once
   BOOST_TEST(stats().examples_applied() == 3 * 64);  // (100, 0), (100, 1), (101, 0): each once
 }
 
+// A worker declared lost (WorkerLost) may still be alive -- stopped, then
+// continued -- and push steps of closures that already run elsewhere; a
+// checkpoint must not get them behind its back. Its incarnation's pushes
+// count as seen; its respawn's (the next incarnation) and other workers' apply.
+BOOST_FIXTURE_TEST_CASE(a_lost_incarnations_late_pushes_are_refused, fixture) {
+  start(mode(pb::Consistency::ASYNC), {variable_spec("w", {2})});  // lr 0.5
+  auto keyed = [](pb::Push p, uint64_t closure, int64_t step, uint64_t incarnation) {
+    p.mutable_closure_step()->set_closure(closure);
+    p.mutable_closure_step()->set_step(step);
+    p.mutable_closure_step()->set_examples(64);
+    p.mutable_closure_step()->set_incarnation(incarnation);
+    return p;
+  };
+  BOOST_TEST(call<pb::PushAck>(self, shard, keyed(push(0, 0, {slice("w", {2, 2})}), 100, 0, 0))->applied() == 1u);
+  pb::WorkerLost lost;
+  lost.set_worker(0);
+  lost.set_incarnation(0);
+  BOOST_REQUIRE(call<pb::ShardStats>(self, shard, lost));
+  auto late = call<pb::PushAck>(self, shard, keyed(push(0, 1, {slice("w", {2, 2})}), 100, 1, 0));
+  BOOST_TEST(late->applied() == 0u);
+  BOOST_TEST(late->duplicates() == 1u);
+  BOOST_TEST(call<pb::PushAck>(self, shard, keyed(push(1, 1, {slice("w", {2, 2})}), 100, 1, 0))->applied() == 1u);
+  BOOST_TEST(call<pb::PushAck>(self, shard, keyed(push(0, 0, {slice("w", {2, 2})}), 101, 0, 1))->applied() == 1u);
+  BOOST_TEST(value("w") == std::vector<float>({-3.0f, -3.0f}));
+  BOOST_TEST(stats().examples_applied() == 3 * 64);  // the refused push's examples are not counted
+}
+
 BOOST_FIXTURE_TEST_CASE(a_learning_rate_schedule_step_applies_to_every_later_push, fixture) {
   start(mode(pb::Consistency::ASYNC), {variable_spec("w", {2}), variable_spec("b", {1})});  // lr 0.5
   call<pb::PushAck>(self, shard, push(0, 0, {slice("w", {1, 2})}));

@@ -32,9 +32,11 @@ struct proxy_state {
   std::vector<dataset_actor> datasets;
   std::vector<pb::SpawnDataset> dataset_specs;  // how each was built (rebuilt on respawn)
   respawn_plan plan;
-  bool ever_up = false;   // it joined once (else: retried for as long as the job runs)
-  bool left = false;      // drained and out of the job, until its node announces itself again
-  bool spawning = false;  // a dial succeeded and the worker is being spawned: no second one meanwhile
+  bool ever_up = false;        // it joined once (else: retried for as long as the job runs)
+  bool left = false;           // drained and out of the job, until its node announces itself again
+  bool spawning = false;       // a dial succeeded and the worker is being spawned: no second one meanwhile
+  uint64_t spawn_round = 0;    // the dial round of that spawn
+  caf::actor_addr spawn_node;  // the node it is spawned on (monitored: it may die mid-spawn)
   clock_point lost_at, logged_at;
   std::chrono::milliseconds backoff = kFirstRetry;
   std::minstd_rand jitter;
@@ -146,8 +148,9 @@ void lose_worker(proxy_ptr self, const caf::error& why) {
   st.logged_at = {};
   st.backoff = kFirstRetry;
   // BOUNDED_STALENESS shards stop waiting for its clock until its respawn pushes.
-  pb::WorkerLost lost;
+  pb::WorkerLost lost;  // its pushes still on the way are refused: its closures run elsewhere
   lost.set_worker(st.index);
+  lost.set_incarnation(st.incarnation - 1);
   for (auto& shard : st.plan.shards)
     self->request(shard, std::chrono::seconds(10), lost).then([](const pb::ShardStats&) {}, [](caf::error&) {});
   if (st.leaving) {  // its closures run elsewhere: nothing left to drain
@@ -219,21 +222,36 @@ void make_dataset(proxy_ptr self, const node_actor& node, size_t i,
           [then](caf::error& err) { then(err); });
 }
 
+// Whether the spawn of dial round `round` is the one under way (not one
+// given up because its node died meanwhile).
+bool spawn_current(proxy_ptr self, uint64_t round) { return self->state.spawning && self->state.spawn_round == round; }
+
+void spawn_over(proxy_ptr self) {
+  auto& st = self->state;
+  st.spawning = false;
+  self->demonitor(st.spawn_node);
+  st.spawn_node = nullptr;
+}
+
 // Spawns the worker actor on its node. Spawned for an older dial round
-// (the PS shards changed meanwhile), it is stopped and the node dialed again.
+// (the PS shards changed meanwhile), it is stopped and the node dialed
+// again; spawned by a spawn given up, it is stopped.
 void spawn_at(proxy_ptr self, node_actor node, uint64_t round) {
   auto& st = self->state;
+  st.plan.spawn.set_incarnation(st.incarnation);
   self->request(node, kSpawnTimeout, st.plan.spawn, st.plan.shards)
       .then(
           [self, node, round](const worker_actor& worker) {
             auto& st = self->state;
-            st.spawning = false;
+            if (!spawn_current(self, round)) return self->send_exit(worker, caf::exit_reason::user_shutdown);
+            spawn_over(self);
             if (round == st.dial_round) return worker_up(self, node, worker);
             self->send_exit(worker, caf::exit_reason::user_shutdown);
             dial(self);
           },
-          [self](caf::error& err) {
-            self->state.spawning = false;
+          [self, round](caf::error& err) {
+            if (!spawn_current(self, round)) return;
+            spawn_over(self);
             retry_later(self, err);
           });
 }
@@ -243,8 +261,9 @@ void spawn_on(proxy_ptr self, node_actor node, uint64_t round) {
   auto& st = self->state;
   if (st.dataset_specs.empty()) return spawn_at(self, node, round);
   auto c = std::make_shared<countdown>(countdown{st.dataset_specs.size(), [self, node, round](caf::error err) {
+                                                   if (!spawn_current(self, round)) return;
                                                    if (!err) return spawn_at(self, node, round);
-                                                   self->state.spawning = false;
+                                                   spawn_over(self);
                                                    retry_later(self, err);
                                                  }});
   for (size_t i = 0; i < st.dataset_specs.size(); ++i)
@@ -268,6 +287,9 @@ void dial(proxy_ptr self) {
     if (round != st.dial_round || st.worker || st.spawning || st.left) return;  // a newer dial, or it is up
     if (!node) return retry_later(self, node.error());
     st.spawning = true;
+    st.spawn_round = round;
+    st.spawn_node = node->address();
+    self->monitor(*node);
     spawn_on(self, *node, round);
   });
 }
@@ -359,7 +381,13 @@ caf::behavior proxy_behavior(proxy_ptr self, std::shared_ptr<closure_queue> queu
   st.lost_at = self->clock().now();
   st.queue->worker_added(index);
   self->set_down_handler([self](const caf::down_msg& msg) {
-    if (self->state.worker && msg.source == self->state.worker.address()) lose_worker(self, msg.reason);
+    auto& st = self->state;
+    if (st.worker && msg.source == st.worker.address()) return lose_worker(self, msg.reason);
+    if (st.spawning && msg.source == st.spawn_node) {  // its answers may never come: dial again
+      spawn_over(self);
+      ++st.dial_round;
+      retry_later(self, msg.reason);
+    }
   });
   if (worker)
     worker_up(self, node_actor{}, std::move(worker));

@@ -281,7 +281,7 @@ ps_shard_actor::behavior_type shard_behavior(shard_actor self, shard_options opt
       // back until its respawn pushes (the steps of its pinned closures).
       [self](const pb::WorkerLost& lost) {
         return served<pb::ShardStats>(self, K::worker_lost, lost, "WorkerLost", [&]() -> caf::result<pb::ShardStats> {
-          self->state.core->worker_lost(lost.worker());
+          self->state.core->worker_lost(lost.worker(), lost.incarnation());
           release_waiters(self);
           return self->state.core->stats();
         });

@@ -271,6 +271,9 @@ bool shard_core::seen_before(const Push& push, const std::string& name, int64_t 
   int64_t step = push.step();
   if (push.has_closure_step()) {
     const auto& key = push.closure_step();
+    if (auto live = live_incarnation_.find(push.worker());
+        live != live_incarnation_.end() && key.incarnation() < live->second)
+      return true;  // from a worker declared lost: its closures ran again elsewhere
     // Closure ids grow: one older than every remembered closure was applied long ago.
     if (seen_closures_.size() >= kRememberedClosures && key.closure() < seen_closures_.begin()->first) return true;
     steps = &seen_closures_[key.closure()];
@@ -405,7 +408,9 @@ caf::expected<pb::LearningRateSet> shard_core::set_learning_rate(const pb::SetLe
   return out;
 }
 
-void shard_core::worker_lost(uint32_t worker) {
+void shard_core::worker_lost(uint32_t worker, uint64_t incarnation) {
+  auto& live = live_incarnation_[worker];
+  live = std::max(live, incarnation + 1);
   if (consistency_.mode() == pb::Consistency::BOUNDED_STALENESS && worker < clocks_.size())
     clocks_[worker] = kWorkerGone;
 }

@@ -62,7 +62,7 @@ class shard_core {
   [[nodiscard]] caf::expected<pb::LearningRateSet> set_learning_rate(const pb::SetLearningRate& req);
   /// BOUNDED_STALENESS: the worker's clock stops holding the others back
   /// until its respawn pushes.
-  void worker_lost(uint32_t worker);
+  void worker_lost(uint32_t worker, uint64_t incarnation);
 
   /// Where the staleness of each dense gradient goes from now on: the
   /// variable's updates between the values that worker pulled for that
@@ -122,9 +122,10 @@ class shard_core {
   // (the most recent ones) or per worker, then per step (the most recent ones).
   std::map<uint64_t, steps_seen> seen_closures_;
   std::unordered_map<uint32_t, steps_seen> seen_workers_;
-  int64_t step_ = 0;             // SYNC: the step being aggregated
-  std::vector<int64_t> clocks_;  // BOUNDED_STALENESS: per worker, last pushed step + 1
-  std::vector<float> scratch_;   // aligned copy of a gradient slice
+  std::unordered_map<uint32_t, uint64_t> live_incarnation_;  // per worker: older incarnations were lost
+  int64_t step_ = 0;                                         // SYNC: the step being aggregated
+  std::vector<int64_t> clocks_;                              // BOUNDED_STALENESS: per worker, last pushed step + 1
+  std::vector<float> scratch_;                               // aligned copy of a gradient slice
   pb::ShardStats stats_;
   metrics::histogram* staleness_ = nullptr;
 };

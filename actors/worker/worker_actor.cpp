@@ -49,6 +49,7 @@ struct worker_state {
   std::chrono::steady_clock::time_point closure_started;  // the running closure's
   int64_t step = 0;                                       // this worker's steps so far
   int64_t closure_step = 0;                               // the running closure's steps so far
+  uint64_t incarnation = 0;                               // SpawnWorker.incarnation: in every push key
   worker_context ctx;
   // Batches in arrival order. Closures run one at a time, from the first
   // unfinished batch; a batch is answered once its closures finished and
@@ -88,6 +89,7 @@ void push(worker_ptr self, int64_t step, int32_t examples, std::function<void(ca
   key.set_closure(batch->request.closures(batch->done.results_size()).id());
   key.set_step(st.closure_step++);
   key.set_examples(examples);
+  key.set_incarnation(st.incarnation);
   // The push phase ends with the step's last acknowledgement.
   auto unacked = std::make_shared<size_t>(0);
   const auto sent = worker_metrics::clock::now();
@@ -281,6 +283,7 @@ worker_actor::behavior_type worker_behavior(worker_ptr self, pb::SpawnWorker spe
   auto& st = self->state;
   st.peers = std::move(peers);
   st.index = spec.worker();
+  st.incarnation = spec.incarnation();
   st.where = fmt::format("worker:{}: ", st.index);
   st.model = std::make_unique<kernels::sequential_model>(train::from_proto(spec.model()), kernels::cpu_ops());
   std::vector<sharded_variable> vars;
