@@ -53,6 +53,16 @@ BOOST_AUTO_TEST_CASE(the_soak_fails_a_round_that_doubled_lost_or_drifted) {
   short_run.replace(short_run.find("1..3"), 4, "1..2");
   BOOST_TEST(verdict(short_run, "", ckpt).failures.size() == 1u);
   BOOST_TEST(verdict("", "", ckpt, true).failures.size() == 1u);
+  // A worker lost and not back while the run went on 12 s more fails; one back does not.
+  const std::string not_back =
+      "[12:00:00.000] [warning] coordinator: worker:1 lost (exit_reason(remote_link_unreachable))\n"
+      "[12:00:12.000] [info] local: 4 nodes stopped\n";
+  BOOST_TEST(verdict(out, not_back, ckpt).failures.size() == 1u);
+  const std::string back =
+      "[12:00:00.000] [warning] coordinator: worker:1 lost (x)\n"
+      "[12:00:00.500] [warning] coordinator: worker:1 respawned after 0.50 s\n"
+      "[12:00:12.000] [info] local: 4 nodes stopped\n";
+  BOOST_TEST(verdict(out, back, ckpt).failures.empty());
 }
 
 // A minute of drawn faults over every role and kind (the test command's

@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <regex>
 #include <set>
+#include <sstream>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -79,6 +81,36 @@ void check_steps(const soak_outcome& o, round_report& rep) {
     rep.failures.push_back(fmt::format("{} holds {} updates for {} steps: some lost", lo->name, lo->version, step));
 }
 
+// Seconds since midnight of a log line's "[HH:MM:SS.mmm]" prefix, or < 0.
+double line_time(const std::string& line) {
+  int h = 0, m = 0;
+  double s = 0;
+  return std::sscanf(line.c_str(), "[%d:%d:%lf]", &h, &m, &s) == 3 ? h * 3600.0 + m * 60.0 + s : -1;
+}
+
+// Every worker the log says was lost came back (respawned or joined) unless
+// the run ended within kBackWithin of the loss: a worker that never returns
+// leaves the job short-handed, which no count shows.
+constexpr double kBackWithin = 10;
+void check_recoveries(const std::string& log, round_report& rep) {
+  static const std::regex event(R"(coordinator: worker:(\d+) (lost|respawned|joined))");
+  std::map<int, double> lost_at;  // workers whose last event is a loss
+  double end = -1;
+  std::istringstream in(log);
+  std::smatch m;
+  for (std::string line; std::getline(in, line);) {
+    if (double t = line_time(line); t >= 0) end = t;
+    if (!std::regex_search(line, m, event)) continue;
+    if (m[2] == "lost")
+      lost_at.emplace(std::stoi(m[1]), end);
+    else
+      lost_at.erase(std::stoi(m[1]));
+  }
+  for (auto& [w, t] : lost_at)
+    if (end - t > kBackWithin)
+      rep.failures.push_back(fmt::format("worker:{} lost and not back in the {:.1f} s the run went on", w, end - t));
+}
+
 }  // namespace
 
 void check_round(const soak_outcome& o, const soak_reference& ref, round_report& rep) {
@@ -88,6 +120,7 @@ void check_round(const soak_outcome& o, const soak_reference& ref, round_report&
     rep.failures.push_back(fmt::format("exited {}", o.exit_code));
   static const std::regex accuracy(R"(test accuracy ([\d.]+)%)");
   static const std::regex trained(R"(trained epochs \d+\.\.(\d+)|all (\d+) epochs were trained before)");
+  check_recoveries(o.log, rep);
   if (auto m = last_match(o.out, accuracy)) {
     rep.accuracy = std::stod((*m)[1]);
     if (ref.accuracy > 0 && std::abs(rep.accuracy - ref.accuracy) > 1.0)

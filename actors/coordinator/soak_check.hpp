@@ -1,8 +1,9 @@
 // What a soak (`actorps chaos JOB --soak`, apps/soak_cmd.cpp) checks after
-// each round: the run ended, trained every epoch, ended within a point of
-// the fault-free accuracy and, for an exactly_once job, applied every
-// example once -- from what the job printed (run_job's summary lines), the
-// coordinator's log and the final checkpoint.
+// each round: the run ended, trained every epoch, got every lost worker
+// back, ended within a point of the fault-free accuracy and, for an
+// exactly_once job, applied every example once -- from what the job
+// printed (run_job's summary lines), the coordinator's log and the final
+// checkpoint.
 #pragma once
 
 #include <string>
