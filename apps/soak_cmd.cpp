@@ -1,17 +1,16 @@
 // `actorps chaos JOB --soak SECONDS --seed N`: a long run of mixed faults
 // with nothing lost. First the job once without faults (`actorps local`):
-// its training time sizes the rounds, its accuracy is the yardstick. Then,
-// until SECONDS have passed, rounds: the job afresh under `actorps chaos`
-// with faults drawn over every role and kind (config/fault_plan.hpp:
-// draw_soak_round); when a round's draw holds the coordinator's kill, the
-// soak SIGKILLs that `actorps chaos` mid-run and runs the same command
-// again, which resumes from the newest checkpoint. A round passes when it
-// ends (no hang), its accuracy is within 1 point of the fault-free run's,
-// and (exactly_once jobs) every example was applied once: each shard's
-// count equals the examples of the run's splits, and each variable's update
-// count in the final checkpoint equals the job's steps. A shard restored
-// from a checkpoint loses the steps since it (a replicated PS is issue 18):
-// reported, not counted as a failure.
+// its training time sizes the rounds, its accuracy is the yardstick. Then
+// rounds, until SECONDS have passed and every kind came at least once: the
+// job afresh under `actorps chaos` with faults drawn over every role and
+// kind (config/fault_plan.hpp: draw_soak_round); when a round's draw holds
+// the coordinator's kill, the soak SIGKILLs that `actorps chaos` mid-run
+// and runs the same command again, which resumes from the newest
+// checkpoint. Each round is checked (actors/coordinator/soak_check.hpp):
+// no hang, every epoch, every lost worker back, accuracy within 1 point of
+// the fault-free run's, and (exactly_once jobs) every example and every
+// step applied once. A shard restored from a checkpoint loses the steps
+// since it (a replicated PS is issue 18): reported, not a failure.
 #include <poll.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -308,13 +307,14 @@ int run_soak(const soak_options& opts) {
   if (!ref) return fail_with(ref.error());
   s.ref = *ref;
   std::vector<round_report> rounds;
-  for (int r = 1; std::chrono::duration<double>(clock_type::now() - start).count() < opts.seconds; ++r) {
+  auto elapsed = [&] { return std::chrono::duration<double>(clock_type::now() - start).count(); };
+  for (int r = 1; elapsed() < opts.seconds || r <= soak_rounds_for_every_kind(); ++r) {
     auto rep = run_round(s, r);
     if (!rep) return fail_with(rep.error());
     rounds.push_back(std::move(*rep));
     if (!rounds.back().failures.empty()) break;  // its leftovers would fail the next ones: look at this one
   }
-  print_summary(s, rounds, std::chrono::duration<double>(clock_type::now() - start).count());
+  print_summary(s, rounds, elapsed());
   for (auto& r : rounds)
     if (!r.failures.empty()) return 1;
   return 0;

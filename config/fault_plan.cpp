@@ -216,6 +216,10 @@ soak_round draw_soak_round(const cluster_spec& spec, uint64_t seed, int round, d
   return out;
 }
 
+int soak_rounds_for_every_kind() {
+  return int((std::size(kSoakKinds) + kSoakFaultsPerRound - 1) / kSoakFaultsPerRound);
+}
+
 std::string to_toml(const fault& f) {
   static constexpr const char* kNames[] = {"kill", "pause", "drop", "delay", "partition", "duplicate", "reorder"};
   std::string s = fmt::format("[[faults]]\nkind = \"{}\"\ntask = \"{}\"\nat = {:.3f}\n", kNames[size_t(f.what)],

@@ -127,6 +127,9 @@ struct soak_round {
 /// namespaces).
 soak_round draw_soak_round(const cluster_spec& spec, uint64_t seed, int round, double window);
 
+/// The rounds that hold every kind at least once (a soak runs at least these).
+int soak_rounds_for_every_kind();
+
 /// `f` (at fixed times) as a [[faults]] table of a job file.
 std::string to_toml(const fault& f);
 
