@@ -164,6 +164,12 @@ caf::error cluster_coordinator::create_workers(const kernels::model_spec& model,
   const bool async = p_->consistency.mode() == pb::Consistency::ASYNC;
   sw.set_pull_ahead(async);
   sw.set_request_timeout_ms(async ? spec.runtime.request_timeout_ms : 0);
+  // Incarnations count up from this run's start (as closure ids do): a PS
+  // node keeps its shards for a restarted coordinator, and a worker of this
+  // run must not look like one the last run declared lost.
+  sw.set_incarnation(uint64_t(
+      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count()));
   auto dialer = [self_task](const cluster_spec& s) { return network_dialer(s, self_task); };
   p_->membership = spawn_membership(sys, {spec, sw, p_->setup_shards, p_->queue, p_->keeper, dialer});
   return caf::none;

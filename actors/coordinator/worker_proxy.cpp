@@ -377,6 +377,7 @@ caf::behavior proxy_behavior(proxy_ptr self, std::shared_ptr<closure_queue> queu
   st.queue = std::move(queue);
   st.index = index;
   st.plan = std::move(plan);
+  st.incarnation = st.plan.spawn.incarnation();  // the run's base, + 1 per loss
   st.jitter.seed(index + 1);
   st.lost_at = self->clock().now();
   st.queue->worker_added(index);
