@@ -16,8 +16,8 @@
 #include "actors/launch/subprocess.hpp"
 #include "apps/bench_util.hpp"
 #include "apps/commands.hpp"
+#include "apps/job_text.hpp"
 #include "apps/single_process.hpp"
-#include "config/toml_reader.hpp"
 #include "messages/errors.hpp"
 
 namespace actorps {
@@ -43,21 +43,12 @@ struct run_result {
   }
 };
 
-// A file's text ("" when unreadable: for logs quoted in errors).
-std::string read_text(const std::string& path) {
-  auto text = read_text_file(path);
-  return text ? *text : std::string{};
-}
-
 // The job of `path` with seed `seed` (initializers and shuffle), `epochs`,
 // and fresh output directories under `dir`: its path.
 std::string seeded_job(const std::string& path, const std::string& dir, int seed, uint32_t epochs) {
-  auto fresh = read_text(path);
+  auto fresh = with_outputs_in(read_log(path), dir);
   fresh = std::regex_replace(fresh, std::regex(R"(\nseed = \d+)"), "\nseed = " + std::to_string(seed));
   fresh = std::regex_replace(fresh, std::regex(R"(\nepochs = \d+)"), "\nepochs = " + std::to_string(epochs));
-  fresh =
-      std::regex_replace(fresh, std::regex(R"(\ncheckpoint_dir = [^\n]*)"), "\ncheckpoint_dir = \"" + dir + "/ckpt\"");
-  fresh = std::regex_replace(fresh, std::regex(R"(\nlog_dir = [^\n]*)"), "\nlog_dir = \"" + dir + "/logs\"");
   const auto training = fresh.find("\n[training]\n");  // its own seed, unless the regex above set one there
   if (training != std::string::npos &&
       fresh.substr(training, fresh.find("\n[", training + 1) - training).find("\nseed = ") == std::string::npos)
@@ -72,7 +63,7 @@ caf::expected<run_result> cluster_run(const std::string& exe, const std::string&
   if (!r) return r.error();
   if (r->exit_code != 0 && r->exit_code != 1)  // 1: below the job's target, still a result
     return make_error(errc::internal,
-                      fmt::format("actorps local exited {}: {}", r->exit_code, read_text(dir + "/cli.log")));
+                      fmt::format("actorps local exited {}: {}", r->exit_code, read_log(dir + "/cli.log")));
   run_result out;
   const std::regex line(R"(epoch \d+/\d+: ([\d.]+) s \((\d+) samples/s\).*test accuracy ([\d.]+)%)");
   double seconds = 0, examples = 0;
@@ -175,7 +166,7 @@ caf::expected<run_result> torch_run(const tta_bench_options& opts, const torch_o
   if (r->exit_code != 0 || out.epochs.empty())
     return make_error(errc::internal, fmt::format("tools/torch_train.py {} exited {} (python3-torch installed? bash "
                                                   "tools/setup.sh): {}",
-                                                  mode, r->exit_code, read_text(log)));
+                                                  mode, r->exit_code, read_log(log)));
   return out;
 }
 

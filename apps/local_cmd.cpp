@@ -5,7 +5,6 @@
 // SIGTERM (Ctrl-C) stop every child the same way and exit 130: the
 // coordinator is interrupted between writes, and a checkpoint is renamed
 // into place only when complete, so the last complete one stays intact.
-#include <algorithm>
 #include <csignal>
 #include <cstdlib>
 #include <memory>
@@ -38,7 +37,6 @@ class local_hands : public fault_hands {
     return hosts_->partition(a, b, heal);
   }
   caf::expected<uint64_t> drop_packets(const task_id& a, const task_id& b, double fraction, bool heal) override {
-    if (hosts_ == nullptr) return make_error(errc::invalid_argument, "packet drops need --netns");
     return hosts_->drop_packets(a, b, fraction, heal);
   }
 
@@ -112,9 +110,7 @@ int run_local(const std::string& config_path, const cluster_spec& file_spec, std
   local_nodes nodes(config_path, self_exe, log_path, file_spec, hosts.get());
   if (const auto* c = spec.node_of(task_id{pb::COORDINATOR, 0}); job && c != nullptr) nodes.join_at(c->address());
   for (auto& node : spec.nodes) {
-    const bool coordinator_only =
-        std::all_of(node.tasks.begin(), node.tasks.end(), [](const task_id& t) { return t.role == pb::COORDINATOR; });
-    if (job && coordinator_only) continue;  // this process is the coordinator: it serves that node itself
+    if (job && coordinator_only(node)) continue;  // this process is the coordinator: it serves that node itself
     if (auto err = nodes.start(to_string(node.tasks.front()))) {
       spdlog::error("local: {}", describe(err));
       nodes.stop();

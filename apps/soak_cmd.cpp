@@ -15,13 +15,13 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
 #include <regex>
-#include <set>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -30,8 +30,10 @@
 
 #include "actors/coordinator/checkpoint.hpp"
 #include "actors/coordinator/soak_check.hpp"
+#include "actors/launch/local_nodes.hpp"
 #include "actors/launch/subprocess.hpp"
 #include "apps/commands.hpp"
+#include "apps/job_text.hpp"
 #include "config/toml_reader.hpp"
 #include "messages/errors.hpp"
 
@@ -51,21 +53,15 @@ std::chrono::milliseconds until(clock_type::time_point t) {
                   std::chrono::duration_cast<std::chrono::milliseconds>(t - clock_type::now()));
 }
 
-// The job's text for a run in `dir`: its own [[faults]] left out, `faults`
-// added, and a checkpoint directory (and log_dir) of its own.
+// The job's text for a run in `dir`: its output directories there, its
+// own [[faults]] left out, `faults` added.
 std::string round_job(const std::string& text, const std::string& dir, const std::string& faults) {
-  std::istringstream in(text);
-  std::string out, line;
-  bool skipping = false, training = false;
-  while (std::getline(in, line)) {
-    if (!line.empty() && line[0] == '[') {
-      skipping = line.rfind("[[faults]]", 0) == 0;
-      training = line.rfind("[training]", 0) == 0;
-    }
-    const bool own = training && (line.rfind("checkpoint_dir", 0) == 0 || line.rfind("log_dir", 0) == 0);
-    if (skipping || own) continue;
-    out += line + "\n";
-    if (line.rfind("[training]", 0) == 0) out += "checkpoint_dir = \"" + dir + "/ckpt\"\n";
+  std::istringstream in(with_outputs_in(text, dir));
+  std::string out;
+  bool skipping = false;
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty() && line[0] == '[') skipping = line.rfind("[[faults]]", 0) == 0;
+    if (!skipping) out += line + "\n";
   }
   return out + faults;
 }
@@ -150,16 +146,9 @@ caf::expected<attempt> run_once(const std::vector<std::string>& argv, const std:
   return a;
 }
 
-// The nodes `actorps local` starts (it serves a coordinator-only node itself).
+// The nodes `actorps local` starts for a job.
 size_t started_nodes(const cluster_spec& spec) {
-  size_t n = 0;
-  for (auto& node : spec.nodes)
-    for (auto& t : node.tasks)
-      if (t.role != pb::COORDINATOR) {
-        ++n;
-        break;
-      }
-  return n;
+  return size_t(std::count_if(spec.nodes.begin(), spec.nodes.end(), [](auto& n) { return !coordinator_only(n); }));
 }
 
 struct soak_run {
@@ -170,11 +159,6 @@ struct soak_run {
   soak_reference ref;
   std::map<std::string, int> kinds;  // injected, by kind
 };
-
-std::string read_text(const std::string& path) {
-  auto text = read_text_file(path);
-  return text ? *text : std::string{};
-}
 
 // The lines of a round's logs that say what was injected and what recovered, with their times.
 std::vector<std::string> events_of(const std::string& log) {
@@ -215,12 +199,12 @@ caf::expected<round_report> run_round(soak_run& s, int r) {
   auto first = run_once(argv, dir + "/cli-1.log", s.nodes, draw.coordinator_kill_at, deadline);
   if (!first) return first.error();
   attempt last = *first;
-  std::string logs = read_text(dir + "/cli-1.log");
+  std::string logs = read_log(dir + "/cli-1.log");
   if (first->killed) {
     auto again = run_once(argv, dir + "/cli-2.log", s.nodes, -1, deadline);
     if (!again) return again.error();
     last = *again;
-    logs += read_text(dir + "/cli-2.log");
+    logs += read_log(dir + "/cli-2.log");
   }
   round_report rep;
   rep.round = r;
@@ -228,7 +212,7 @@ caf::expected<round_report> run_round(soak_run& s, int r) {
   rep.coordinator_killed = first->killed;
   rep.seconds = std::chrono::duration<double>(clock_type::now() - start).count();
   auto final = train::restore_latest(dir + "/ckpt").latest;
-  check_round(soak_outcome{last.rc, last.hung, last.out, read_text(dir + (first->killed ? "/cli-2.log" : "/cli-1.log")),
+  check_round(soak_outcome{last.rc, last.hung, last.out, read_log(dir + (first->killed ? "/cli-2.log" : "/cli-1.log")),
                            logs, final ? &*final : nullptr},
               s.ref, rep);
   for (auto& e : events_of(logs)) {
@@ -255,7 +239,7 @@ caf::expected<soak_reference> reference_run(soak_run& s) {
   ref.epochs = s.job.training.epochs;
   ref.exactly_once = s.job.training.exactly_once;
   round_report rep;
-  const std::string log = read_text(dir + "/cli.log");
+  const std::string log = read_log(dir + "/cli.log");
   auto final = train::restore_latest(dir + "/ckpt").latest;
   check_round(soak_outcome{r->exit_code, false, r->out, log, log, final ? &*final : nullptr}, ref, rep);
   static const std::regex trained(R"(trained epochs \d+\.\.\d+ in ([\d.]+) s)");
@@ -297,10 +281,11 @@ int run_soak(const soak_options& opts) {
   if (!text || !job) return fail_with(text ? job.error() : text.error());
   if (!*job)
     return fail_with(make_error(errc::invalid_config, opts.job_path + ": no [training] table: not a job file"));
-  if ((*job)->training.checkpoint_steps == 0)
-    return fail_with(make_error(errc::invalid_config,
-                                opts.job_path + ": [training] checkpoint_steps: a soak kills PS nodes and the "
-                                                "coordinator, which restore from mid-epoch checkpoints; set it"));
+  if ((*job)->training.checkpoint_steps == 0 || (*job)->training.checkpoint_dir.empty())
+    return fail_with(make_error(errc::invalid_config, opts.job_path +
+                                                          ": [training] checkpoint_dir and checkpoint_steps: a soak "
+                                                          "kills PS nodes and the coordinator, which restore from "
+                                                          "mid-epoch checkpoints; set both"));
   soak_run s{opts, **job, *text, started_nodes((*job)->cluster), {}, {}};
   const auto start = clock_type::now();
   auto ref = reference_run(s);

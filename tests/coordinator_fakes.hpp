@@ -98,7 +98,8 @@ struct fake_node_state {
   static inline const char* name = "fake_node";
   std::vector<caf::actor> workers, shards, datasets;  // spawned on request, in order
   std::vector<pb::SpawnShard> shard_requests;
-  bool slow_data = false;  // its datasets answer DatasetInfoRequest only once sent answer_atom
+  std::vector<pb::InjectFault> faults;  // injected into its worker, in order
+  bool slow_data = false;               // its datasets answer DatasetInfoRequest only once sent answer_atom
 };
 
 inline pb::DatasetInfo fake_dataset_info() {
@@ -153,6 +154,10 @@ inline caf::behavior fake_node(caf::stateful_actor<fake_node_state>* self) {
         self->state.datasets.push_back(self->state.slow_data ? spawn_fake(*self, slow_dataset)
                                                              : spawn_fake(*self, fake_dataset));
         return caf::actor_cast<dataset_actor>(self->state.datasets.back());
+      },
+      [self](const pb::InjectFault& req) {
+        self->state.faults.push_back(req);
+        return pb::FaultInjected{};
       },
       [self](const pb::SpawnShard& req) {
         self->state.shard_requests.push_back(req);

@@ -452,6 +452,58 @@ BOOST_FIXTURE_TEST_CASE(the_fault_plan_runs_on_time_and_at_its_steps, determinis
   sched.run();
 }
 
+// An injection that meets its worker not up (respawning) is tried again
+// 200 ms later, then 400 ms, ...; once it lands the retries stop.
+BOOST_FIXTURE_TEST_CASE(an_injection_is_retried_while_its_worker_is_not_up, deterministic_system) {
+  recording_hands hands;
+  fake_dialer nodes;
+  nodes.down = make_error(errc::not_up, "worker:0 runs no worker actor (yet)");
+  auto drop = planned(fault::kind::drop, "worker:0", 0.5, -1, 1.0);
+  drop.fraction = 0.05;
+  auto chaos = spawn_chaos(sys(), topology({"coordinator", "worker", "ps", "ps"}), nodes.get(), hands, {drop});
+  sched.run();
+  sched.advance_time(501ms);
+  sched.run();
+  BOOST_TEST(nodes.dials.size() == 1u);
+  sched.advance_time(200ms);
+  sched.run();
+  BOOST_TEST(nodes.dials.size() == 2u);
+  auto node = spawn_fake(sys(), fake_node);
+  nodes.up[1] = node;  // worker:0's node serves it now
+  sched.advance_time(400ms);
+  sched.run();
+  BOOST_TEST(nodes.dials.size() == 3u);
+  auto& injected = state_of<fake_node_state>(node).faults;
+  BOOST_REQUIRE_EQUAL(injected.size(), 1u);
+  BOOST_TEST(injected[0].worker() == 0u);
+  BOOST_TEST(injected[0].drop() == 0.05);
+  auto ended = ask<bool>(sys(), chaos, chaos_end_atom_v);
+  sched.advance_time(10s);
+  sched.run();
+  BOOST_TEST(nodes.dials.size() == 3u);
+  BOOST_REQUIRE(ended->reply && *ended->reply);
+}
+
+// One whose worker never comes is given up after 5 tries (0.2 + 0.4 + 0.8
+// + 1.6 s), and the end does not wait for it.
+BOOST_FIXTURE_TEST_CASE(an_injection_is_given_up_after_five_tries, deterministic_system) {
+  recording_hands hands;
+  fake_dialer nodes;
+  nodes.down = make_error(errc::not_up, "worker:0 runs no worker actor (yet)");
+  auto drop = planned(fault::kind::drop, "worker:0", 0.5, -1, 1.0);
+  drop.fraction = 0.05;
+  auto chaos = spawn_chaos(sys(), topology({"coordinator", "worker", "ps", "ps"}), nodes.get(), hands, {drop});
+  sched.run();
+  for (int i = 0; i < 20; ++i) {
+    sched.advance_time(500ms);
+    sched.run();
+  }
+  BOOST_TEST(nodes.dials.size() == 5u);
+  auto ended = ask<bool>(sys(), chaos, chaos_end_atom_v);
+  sched.run();
+  BOOST_REQUIRE(ended->reply && *ended->reply);
+}
+
 // A partition and a packet drop between hosts (--netns) begin on time and
 // heal after their durations; the end waits for both.
 BOOST_FIXTURE_TEST_CASE(network_faults_heal_after_their_duration, deterministic_system) {

@@ -441,7 +441,8 @@ BOOST_AUTO_TEST_CASE(a_bad_fault_is_refused_with_its_field) {
   auto res = run_command({ACTORPS_BIN, "chaos", job, "--soak", "5"}, 30s, dir + "/soak.log");
   BOOST_REQUIRE(res);
   BOOST_TEST(res->exit_code == 2);
-  BOOST_TEST(read_file(dir + "/soak.log").find("[training] checkpoint_steps: a soak kills") != std::string::npos,
+  BOOST_TEST(read_file(dir + "/soak.log").find("[training] checkpoint_dir and checkpoint_steps: a soak kills") !=
+                 std::string::npos,
              read_file(dir + "/soak.log"));
 }
 

@@ -71,7 +71,7 @@ BOOST_AUTO_TEST_CASE(the_soak_fails_a_round_that_doubled_lost_or_drifted) {
 // here, that every round passed and each kind was injected and recovered.
 BOOST_AUTO_TEST_CASE(a_one_minute_soak_of_every_fault_kind_loses_nothing) {
   auto dir = make_temp_dir("test");
-  auto job = write_exactly_once_job(dir, 200, 100, "checkpoint_steps = 200\n");
+  auto job = write_exactly_once_job(dir, 200, 100, "checkpoint_dir = \"" + dir + "/ckpt\"\ncheckpoint_steps = 200\n");
   a_host_per_node(job);  // a partition is between hosts
   auto res = run_command({ACTORPS_BIN, "chaos", job, "--soak", "60", "--seed", "1", "--soak-dir", dir + "/soak"}, 600s,
                          dir + "/soak.log");

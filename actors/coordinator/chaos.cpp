@@ -28,8 +28,10 @@ struct chaos_state {
   clock_type::time_point start;
   bool tick_pending = false;
   bool ended = false;
-  std::map<uint64_t, std::function<void()>> undos;  // pauses to resume, partitions to heal
-  uint64_t next_undo = 0;
+  // Work due later that the end waits for: pauses to resume, partitions to
+  // heal, injections to try again.
+  std::map<uint64_t, std::function<void()>> pending;
+  uint64_t next_pending = 0;
   std::optional<caf::response_promise> end;
 };
 
@@ -38,16 +40,16 @@ using chaos_ptr = caf::stateful_actor<chaos_state>*;
 // Seconds since the nodes came up (the executor started), on the actor clock.
 double since(chaos_ptr self) { return std::chrono::duration<double>(self->clock().now() - self->state.start).count(); }
 
-// Runs `undo` after `seconds`, and answers chaos_end once nothing is left.
-void undo_later(chaos_ptr self, double seconds, std::function<void()> undo) {
-  const uint64_t id = self->state.next_undo++;
-  self->state.undos.emplace(id, std::move(undo));
+// Runs `work` after `seconds`; chaos_end is answered once nothing is pending.
+void later(chaos_ptr self, double seconds, std::function<void()> work) {
+  const uint64_t id = self->state.next_pending++;
+  self->state.pending.emplace(id, std::move(work));
   self->delayed_send(self, std::chrono::microseconds(int64_t(seconds * 1e6)), chaos_tick_atom_v, id);
 }
 
 void finish_if_done(chaos_ptr self) {
   auto& st = self->state;
-  if (st.ended && st.undos.empty() && st.end) std::exchange(st.end, std::nullopt)->deliver(true);
+  if (st.ended && st.pending.empty() && st.end) std::exchange(st.end, std::nullopt)->deliver(true);
 }
 
 void log_fault(chaos_ptr self, const std::string& what, const caf::error& err) {
@@ -66,7 +68,7 @@ constexpr int kInjectTries = 5;
 void inject_failed(chaos_ptr self, const planned_fault& f, int attempt, const caf::error& err) {
   const bool passing = transient(err) || code_of(err) == errc::not_up || code_of(err) == errc::timeout;
   if (!passing || attempt + 1 >= kInjectTries || self->state.ended) return log_fault(self, to_string(f), err);
-  undo_later(self, 0.2 * (1 << attempt), [self, f, attempt] {
+  later(self, 0.2 * (1 << attempt), [self, f, attempt] {
     if (!self->state.ended) inject(self, f, attempt + 1);
   });
 }
@@ -126,7 +128,7 @@ void fire_network(chaos_ptr self, const planned_fault& f) {
                  dropped ? std::string() : " failed: " + describe(dropped.error()));
     return bool(dropped);
   };
-  if (act(false)) undo_later(self, f.duration, [act] { act(true); });
+  if (act(false)) later(self, f.duration, [act] { act(true); });
 }
 
 void fire(chaos_ptr self, const planned_fault& f) {
@@ -143,7 +145,7 @@ void fire(chaos_ptr self, const planned_fault& f) {
   spdlog::warn("chaos: t={:.2f} s, step {}: {} {} (pid {})", since(self), st.steps, kill ? "SIGKILL" : "SIGSTOP", task,
                pid);
   if (f.what == fault::kind::pause)
-    undo_later(self, f.duration, [self, task] {
+    later(self, f.duration, [self, task] {
       auto pid = self->state.hands->signal(task, SIGCONT);
       spdlog::warn("chaos: t={:.2f} s: SIGCONT {} (pid {})", since(self), task, pid);
     });
@@ -183,11 +185,11 @@ caf::behavior chaos_behavior(chaos_ptr self, cluster_spec spec, node_dialer dial
         self->state.tick_pending = false;
         fire_due(self);
       },
-      [self](chaos_tick_atom, uint64_t undo) {
-        auto i = self->state.undos.find(undo);
-        if (i == self->state.undos.end()) return;
+      [self](chaos_tick_atom, uint64_t id) {
+        auto i = self->state.pending.find(id);
+        if (i == self->state.pending.end()) return;
         i->second();
-        self->state.undos.erase(i);
+        self->state.pending.erase(i);
         finish_if_done(self);
       },
       [self](chaos_end_atom) -> caf::result<bool> {

@@ -46,7 +46,8 @@ class fault_hands {
 /// A local actor carrying out `plan` (`hands` must outlive it); `dial`
 /// reaches a worker's node for injected drops and delays. Messages:
 /// (chaos_step_atom, int64_t) the job's steps so far; requests:
-/// (chaos_end_atom) -> bool, answered once nothing is left to undo.
+/// (chaos_end_atom) -> bool, answered once nothing is pending (pauses
+/// resumed, partitions healed, retries of injections done).
 caf::actor spawn_chaos(caf::actor_system& sys, const cluster_spec& spec, node_dialer dial, fault_hands& hands,
                        std::vector<planned_fault> plan);
 

@@ -4,6 +4,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
@@ -16,6 +17,10 @@
 #include "messages/errors.hpp"
 
 namespace actorps {
+
+bool coordinator_only(const node_spec& node) {
+  return std::all_of(node.tasks.begin(), node.tasks.end(), [](const task_id& t) { return t.role == pb::COORDINATOR; });
+}
 
 local_nodes::local_nodes(std::string config, std::string self_exe, std::string log, const cluster_spec& spec,
                          const host_namespaces* hosts)

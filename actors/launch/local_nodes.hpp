@@ -20,6 +20,10 @@
 
 namespace actorps {
 
+/// Whether `node` hosts only the coordinator: `actorps local` running a job
+/// is the coordinator and serves that node itself, starting none for it.
+bool coordinator_only(const node_spec& node);
+
 class local_nodes {
  public:
   static constexpr int kMaxRestarts = 10;  // per node: a node that keeps dying is left down

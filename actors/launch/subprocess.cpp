@@ -15,6 +15,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 #include <string_view>
 
 #include "messages/errors.hpp"
@@ -205,6 +207,13 @@ uint16_t any_free_port() {
 }
 
 }  // namespace
+
+std::string read_log(const std::string& path) {
+  std::ifstream in(path);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
 
 uint16_t free_port() {
   // The kernel may hand the same ephemeral port to two probes in a row:

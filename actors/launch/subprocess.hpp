@@ -68,6 +68,10 @@ class child_process {
 /// never the same twice in one process.
 [[nodiscard]] uint16_t free_port();
 
+/// A child's log file (its stderr_path), "" when unreadable: for errors
+/// and reports that quote it.
+[[nodiscard]] std::string read_log(const std::string& path);
+
 /// Runs a command to completion; returns (exit code, stdout).
 struct command_result {
   int exit_code = -1;
