@@ -78,12 +78,16 @@ caf::expected<std::vector<fault>> parse_faults(std::string_view text, std::strin
       return r.fail(*t->get("packets"), p + ".packets", "only a drop of requests drops packets");
     if (f.what == fault::kind::drop || f.what == fault::kind::duplicate || f.what == fault::kind::delay ||
         f.what == fault::kind::reorder) {
-      auto other = parse_task(peer);
+      f.datasets = peer == "datasets";
+      auto other = f.datasets ? task_id{pb::WORKER, f.task.index} : parse_task(peer);
       if (f.task.role != pb::WORKER)
         return r.fail(*t->get("task"), p + ".task", "a drop's, duplicate's, reorder's or delay's task is a worker");
-      if (!other || other->role != pb::PS || spec.node_of(*other) == nullptr)
+      if (!other || (other->role != pb::PS && other->role != pb::COORDINATOR && !f.datasets) ||
+          spec.node_of(*other) == nullptr)
         return r.fail(t->contains("peer") ? *t->get("peer") : static_cast<const toml::node&>(*t), p + ".peer",
-                      "expected a ps task of the cluster");
+                      "expected a ps task or the coordinator of the cluster, or \"datasets\" (the worker's)");
+      if (f.packets && other->role != pb::PS)
+        return r.fail(*t->get("packets"), p + ".packets", "packets are dropped between a worker's and a PS's hosts");
       if (f.what != fault::kind::delay && !(fraction > 0 && fraction <= 1))
         return r.fail(*t, p + ".fraction", "expected a number in (0, 1]");
       if ((f.what == fault::kind::delay || f.what == fault::kind::reorder) && f.delay_ms == 0)
@@ -111,8 +115,9 @@ std::vector<planned_fault> plan_faults(const std::vector<fault>& faults, uint64_
   auto draw = [&](double lo, double hi) { return lo == hi ? lo : std::uniform_real_distribution<double>(lo, hi)(gen); };
   std::vector<planned_fault> out;
   for (auto& f : faults) {
-    planned_fault p{f.what,    f.task, f.peer, f.fraction, f.replies, f.packets, f.delay_ms, draw(f.at_lo, f.at_hi),
-                    f.at_step, 0};
+    planned_fault p{
+        f.what,    f.task, f.peer, f.datasets, f.fraction, f.replies, f.packets, f.delay_ms, draw(f.at_lo, f.at_hi),
+        f.at_step, 0};
     p.duration = draw(f.duration_lo, f.duration_hi);
     out.push_back(p);
   }
@@ -121,21 +126,23 @@ std::vector<planned_fault> plan_faults(const std::vector<fault>& faults, uint64_
   return out;
 }
 
+std::string peer_name(const planned_fault& f) { return f.datasets ? "datasets" : to_string(f.peer); }
+
 std::string to_string(const planned_fault& f) {
   auto when = f.at_step >= 0 ? fmt::format("at step {}", f.at_step) : fmt::format("at {:.2f} s", f.at);
   if (f.what == fault::kind::kill) return fmt::format("SIGKILL {} {}", to_string(f.task), when);
   if (f.what == fault::kind::delay)
-    return fmt::format("delay {} -> {} by {} ms {} for {:.2f} s", to_string(f.task), to_string(f.peer), f.delay_ms,
-                       when, f.duration);
+    return fmt::format("delay {} -> {} by {} ms {} for {:.2f} s", to_string(f.task), peer_name(f), f.delay_ms, when,
+                       f.duration);
   if (f.what == fault::kind::reorder)
     return fmt::format("reorder {:.0f}% of {} -> {} by {} ms {} for {:.2f} s", 100 * f.fraction, to_string(f.task),
-                       to_string(f.peer), f.delay_ms, when, f.duration);
+                       peer_name(f), f.delay_ms, when, f.duration);
   if (f.packets)
     return fmt::format("drop {:.0f}% of the packets from the host of {} to that of {} {} for {:.2f} s",
                        100 * f.fraction, to_string(f.task), to_string(f.peer), when, f.duration);
   if (f.what == fault::kind::drop || f.what == fault::kind::duplicate)
     return fmt::format("{} {:.0f}% of {} -> {}{} {} for {:.2f} s", f.what == fault::kind::drop ? "drop" : "duplicate",
-                       100 * f.fraction, to_string(f.task), to_string(f.peer), f.replies ? " (replies)" : "", when,
+                       100 * f.fraction, to_string(f.task), peer_name(f), f.replies ? " (replies)" : "", when,
                        f.duration);
   if (f.what == fault::kind::partition)
     return fmt::format("partition the hosts of {} and {} {} for {:.2f} s", to_string(f.task), to_string(f.peer), when,
@@ -170,6 +177,16 @@ std::vector<task_id> tasks_of(const cluster_spec& spec, pb::Role role) {
   return out;
 }
 
+// A message fault's peer, drawn: a PS task, the coordinator (its closures
+// to the worker) or the worker's datasets.
+void pick_peer(fault& f, const cluster_spec& spec, const std::vector<task_id>& shards, std::mt19937_64& gen) {
+  auto peers = shards;
+  for (auto& c : tasks_of(spec, pb::COORDINATOR)) peers.push_back(c);
+  const size_t i = std::uniform_int_distribution<size_t>(0, peers.size())(gen);
+  f.datasets = i == peers.size();
+  f.peer = f.datasets ? f.task : peers[i];
+}
+
 }  // namespace
 
 soak_round draw_soak_round(const cluster_spec& spec, uint64_t seed, int round, double window) {
@@ -196,7 +213,10 @@ soak_round draw_soak_round(const cluster_spec& spec, uint64_t seed, int round, d
       out.faults.push_back(f);
       continue;
     }
-    f.peer = pick(shards);
+    if (f.what == fault::kind::partition)
+      f.peer = pick(shards);
+    else
+      pick_peer(f, spec, shards, gen);
     f.replies = k.replies;
     f.fraction = f.what == fault::kind::reorder ? 0.1 : 0.05;
     f.delay_ms = f.what == fault::kind::delay || f.what == fault::kind::reorder ? 20 : 0;
@@ -226,7 +246,7 @@ std::string to_toml(const fault& f) {
                               to_string(f.task), f.at_lo);
   if (f.what != fault::kind::kill) s += fmt::format("duration = {:.3f}\n", f.duration_lo);
   if (f.what == fault::kind::kill || f.what == fault::kind::pause) return s;
-  s += fmt::format("peer = \"{}\"\n", to_string(f.peer));
+  s += fmt::format("peer = \"{}\"\n", f.datasets ? std::string("datasets") : to_string(f.peer));
   if (f.what != fault::kind::delay && f.what != fault::kind::partition)
     s += fmt::format("fraction = {:.3f}\n", f.fraction);
   if (f.delay_ms > 0) s += fmt::format("delay_ms = {}\n", f.delay_ms);

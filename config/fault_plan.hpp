@@ -16,7 +16,9 @@
 //   [[faults]]
 //   kind = "drop"            # the worker loses `fraction` of its requests to
 //   task = "worker:0"        # `peer` for `duration` seconds (each is sent
-//   peer = "ps:0"            # again after 500 ms of silence, as over a lossy link)
+//   peer = "ps:0"            # again after 500 ms of silence, as over a lossy link);
+//                            # peer = "datasets": to its datasets; peer =
+//                            # "coordinator:0": the coordinator's closures to it
 //   fraction = 0.05
 //   at = 1.0
 //   duration = 30.0
@@ -77,19 +79,21 @@ struct fault {
   enum class kind { kill, pause, drop, delay, partition, duplicate, reorder };
   kind what = kind::kill;
   task_id task;
-  task_id peer;                             // drop, delay: the PS task; partition: a task on the other host
-  double fraction = 0;                      // drop, duplicate, reorder
-  bool replies = false;                     // drop: the replies are lost, not the requests
-  bool packets = false;                     // drop: IP packets between the hosts (--netns), not messages
-  uint32_t delay_ms = 0;                    // delay, reorder
-  double at_lo = 0, at_hi = 0;              // seconds after the nodes are up
-  int64_t at_step = -1;                     // >= 0: once the job has done this many steps instead
+  task_id peer;                 // drop, delay: the PS task or coordinator; partition: a task on the other host
+  bool datasets = false;        // drop, delay: the worker's requests to its datasets (peer: the worker)
+  double fraction = 0;          // drop, duplicate, reorder
+  bool replies = false;         // drop: the replies are lost, not the requests
+  bool packets = false;         // drop: IP packets between the hosts (--netns), not messages
+  uint32_t delay_ms = 0;        // delay, reorder
+  double at_lo = 0, at_hi = 0;  // seconds after the nodes are up
+  int64_t at_step = -1;         // >= 0: once the job has done this many steps instead
   double duration_lo = 0, duration_hi = 0;  // pause only
 };
 
 struct planned_fault {
   fault::kind what = fault::kind::kill;
   task_id task, peer;
+  bool datasets = false;
   double fraction = 0;
   bool replies = false;
   bool packets = false;
@@ -107,6 +111,8 @@ struct planned_fault {
 std::vector<planned_fault> plan_faults(const std::vector<fault>& faults, uint64_t seed);
 
 std::string to_string(const planned_fault& f);
+/// The peer of a message fault as a job file names it ("ps:0", "coordinator:0", "datasets").
+std::string peer_name(const planned_fault& f);
 
 /// One round of a soak (`actorps chaos JOB --soak`): faults at fixed times
 /// for that round's `actorps chaos`, and when the soak SIGKILLs that

@@ -26,6 +26,7 @@ std::string to_string(errc code) {
     case errc::replaced: return "replaced";
     case errc::not_up: return "not_up";
     case errc::refused: return "refused";
+    case errc::stale: return "stale";
   }
   return "unknown";
 }

@@ -32,6 +32,7 @@ enum class errc : uint8_t {
   replaced,            // a worker stopped to be respawned over restored PS shards
   not_up,              // the worker has not joined (yet): what it needs is done when it does
   refused,             // a join the coordinator turned down (task taken, job finishing, ...)
+  stale,               // a request of a round already over (a dataset's next batch of a split read before)
 };
 
 std::string to_string(errc code);

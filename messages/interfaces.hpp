@@ -61,5 +61,7 @@ using leave_actor = caf::typed_actor<caf::replies_to<pb::LeaveJob>::with<pb::Lef
 /// Where `actorps node --join` sends JoinJob: the node actor the coordinator
 /// process publishes on its node (a subset of node_actor).
 using join_gate_actor = caf::typed_actor<caf::replies_to<pb::JoinJob>::with<pb::JoinAccepted>>;
+// What takes the coordinator's side of an InjectFault (its membership actor).
+using fault_gate_actor = caf::typed_actor<caf::replies_to<pb::InjectFault>::with<pb::FaultInjected>>;
 
 }  // namespace actorps

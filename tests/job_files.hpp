@@ -155,4 +155,17 @@ inline std::vector<int64_t> examples_applied(const std::string& out) {
   return n;
 }
 
+// `actorps chaos JOB`, its nodes logging to DIR/nodes.log: it must exit 0.
+struct chaos_run {
+  std::string out, log;  // its output, and DIR/chaos.log
+};
+inline chaos_run run_chaos(const std::string& dir, const std::string& job) {
+  auto res = run_command({ACTORPS_BIN, "chaos", job, "--log", dir + "/nodes.log"}, std::chrono::seconds(180),
+                         dir + "/chaos.log");
+  BOOST_REQUIRE(res);
+  chaos_run r{res->out, read_file(dir + "/chaos.log")};
+  BOOST_TEST(res->exit_code == 0, r.out << r.log);
+  return r;
+}
+
 }  // namespace actorps::test

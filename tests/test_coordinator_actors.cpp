@@ -122,6 +122,49 @@ BOOST_FIXTURE_TEST_CASE(a_lost_workers_closures_run_elsewhere_and_it_is_respawne
   sched.run();
 }
 
+// Injected into the proxy (the coordinator's side of worker:0): the
+// worker's answers are lost for 600 ms, so the proxy hears nothing and
+// sends the batch again every 500 ms under the same batch id (the worker
+// answers a copy without running it again); each closure settles once.
+BOOST_FIXTURE_TEST_CASE(a_batch_whose_answer_is_lost_is_sent_again_under_its_id, proxy_fixture) {
+  auto results = start(1, 4);
+  auto& w = workers[0];
+  auto& st = state_of<fake_worker_state>(w);
+  pb::InjectFault fault;
+  fault.set_peer(pb::InjectFault::COORDINATOR);
+  fault.set_drop(1.0);
+  fault.set_replies(true);
+  fault.set_duration_ms(600);
+  auto injected = ask<pb::FaultInjected>(sys(), proxies[0], fault);
+  sched.run();
+  BOOST_REQUIRE(injected->reply && *injected->reply);
+  answer_all(w);  // sent before the fault: its answer comes
+  sched.run();
+  BOOST_REQUIRE_EQUAL(st.batches.size(), 2u);
+  BOOST_TEST(value_of(results[0]) == 0);
+  BOOST_TEST(st.batches[1].request.answered_below() == st.batches[1].request.batch());  // the first is answered
+  answer_all(w);                                                                        // lost
+  sched.run();
+  BOOST_TEST(!results[2].ready());
+  sched.advance_time(500ms);
+  sched.run();
+  BOOST_REQUIRE_EQUAL(st.batches.size(), 3u);  // sent again, under the same id
+  BOOST_TEST(st.batches[2].request.batch() == st.batches[1].request.batch());
+  answer_all(w);  // lost again: the fault lasts
+  sched.run();
+  sched.advance_time(500ms);
+  sched.run();
+  BOOST_REQUIRE_EQUAL(st.batches.size(), 4u);
+  answer_all(w);  // the fault is over: this answer comes
+  sched.run();
+  for (int64_t i = 0; i < 4; ++i) BOOST_TEST(value_of(results[size_t(i)]) == 10 * i);
+  BOOST_TEST(q->done());
+  auto metrics = metrics::parse_text(metrics_registry().expose());
+  BOOST_REQUIRE(metrics);
+  BOOST_TEST(metrics::sum(*metrics, "actorps_coordinator_closures_total", {{"result", "ok"}}) == 4);
+  BOOST_TEST(metrics::sum(*metrics, "actorps_coordinator_closures_retried_total") == 0);
+}
+
 // A node that dies while the worker is spawned on it never answers: the
 // proxy, which watches it, dials again at once instead of waiting out the
 // spawn's 30 s (a node killed just after the proxy dialed it, seen by the soak).

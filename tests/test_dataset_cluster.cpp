@@ -6,6 +6,7 @@
 
 #include <deque>
 #include <map>
+#include <set>
 
 #include "tests/cluster_harness.hpp"
 
@@ -148,6 +149,53 @@ BOOST_AUTO_TEST_CASE(bad_specs_and_requests_come_back_as_errors) {
   BOOST_TEST(why(elsewhere.error()).find("hosts no task worker:1") != std::string::npos, why(elsewhere.error()));
   // The node is still fine.
   BOOST_TEST(bool(call<pb::Pong>(coord.self, node, pb::Ping{})));
+}
+
+// A consumer that heard nothing asks again (an injected lost request or
+// answer): NextBatch under the same seq gets the same batch, ReadSplit
+// under the same id does not start the split afresh, and a NextBatch of a
+// split read before is refused as stale, never taking a batch of this one.
+BOOST_AUTO_TEST_CASE(a_batch_or_split_asked_again_is_served_once) {
+  local_cluster cluster({"coordinator", "worker"});
+  cluster.start("worker:0");
+  cluster_client coord(cluster.config);
+  auto node = coord.must_dial("worker:0");
+  pb::DatasetSpec spec = shuffled_epochs(100, 1, 10);
+  spec.mutable_ops()->DeleteSubrange(1, 1);  // no repeat
+  auto d = coord.spawn_dataset(node, 0, spec);
+  BOOST_REQUIRE(d);
+  auto next = [&](uint64_t seq, uint64_t split) {
+    pb::NextBatch req;
+    req.set_seq(seq);
+    req.set_split(split);
+    return call<pb::BatchData>(coord.self, *d, req);
+  };
+  auto ids = [](const caf::expected<pb::BatchData>& b) {
+    BOOST_REQUIRE_MESSAGE(b, (b ? "" : why(b.error())));
+    return std::vector<int64_t>(b->ids().begin(), b->ids().end());
+  };
+  const auto one = ids(next(1, 0));
+  BOOST_TEST(ids(next(1, 0)) == one);
+  BOOST_TEST(ids(next(2, 0)) != one);
+  pb::ReadSplit split;
+  split.set_id(7);
+  split.set_begin(0);
+  split.set_end_index(30);
+  BOOST_REQUIRE(call<pb::SplitAccepted>(coord.self, *d, split));
+  const auto a = ids(next(1, 7));
+  BOOST_REQUIRE(call<pb::SplitAccepted>(coord.self, *d, split));  // asked again: reading on
+  auto stale = next(3, 0);
+  BOOST_REQUIRE(!stale);
+  BOOST_TEST(why(stale.error()) == "dataset of worker:0: NextBatch of split 0, reading split 7");
+  const auto b = ids(next(2, 7)), c = ids(next(3, 7));
+  auto end = next(4, 7);
+  BOOST_REQUIRE(end);
+  BOOST_TEST(end->end());
+  std::set<int64_t> seen;
+  for (auto* batch : {&a, &b, &c}) seen.insert(batch->begin(), batch->end());
+  BOOST_TEST(seen.size() == 30u);  // every example of the split once
+  BOOST_TEST(*seen.begin() == 0);
+  BOOST_TEST(*seen.rbegin() == 29);
 }
 
 // The dataset side of exactly-once epochs: fit schedules one train_split

@@ -203,18 +203,6 @@ void kill_coordinator_after_a_checkpoint(const std::string& dir, const std::stri
   }
 }
 
-// `actorps chaos JOB`, its nodes logging to DIR/nodes.log: it must exit 0.
-struct chaos_run {
-  std::string out, log;  // its output, and DIR/chaos.log
-};
-chaos_run run_chaos(const std::string& dir, const std::string& job) {
-  auto res = run_command({ACTORPS_BIN, "chaos", job, "--log", dir + "/nodes.log"}, 180s, dir + "/chaos.log");
-  BOOST_REQUIRE(res);
-  chaos_run r{res->out, read_file(dir + "/chaos.log")};
-  BOOST_TEST(res->exit_code == 0, r.out << r.log);
-  return r;
-}
-
 // Every step of the job applied once, counted from its first: each
 // variable's update count in the final checkpoint equals the job's steps
 // (one update per variable per step). A checkpoint holding updates of
@@ -333,93 +321,13 @@ BOOST_AUTO_TEST_CASE(actorps_chaos_carries_out_a_seeded_fault_plan) {
   BOOST_TEST(res->out.find("trained epochs 1..8") != std::string::npos, res->out);
 }
 
-// The requests a worker sent while its fault lasted, and how many of them
-// were dropped, from the line it logs when the fault is over.
-std::pair<long, long> fault_counts(const std::string& nodes, const std::string& prefix) {
-  auto at = nodes.find(prefix);
-  BOOST_REQUIRE_MESSAGE(at != std::string::npos, prefix << "\n" << nodes);
-  std::istringstream in(nodes.substr(at + prefix.size()));
-  long dropped = -1, sent = -1;
-  std::string of;
-  in >> dropped >> of >> sent;
-  return {dropped, sent};
-}
-
-BOOST_AUTO_TEST_CASE(dropped_and_delayed_worker_to_ps_messages_do_not_stop_the_job) {
-  auto dir = make_temp_dir("test");
-  auto job = write_job(dir, "", "", 10, "[model]\ninput = [1, 1, 4]\n", 3000, 0.02);  // ~20 s with the drops
-  std::ofstream(job, std::ios::app) << "[[faults]]\nkind = \"drop\"\ntask = \"worker:0\"\npeer = \"ps:0\"\nfraction = "
-                                       "0.05\nat = 0.3\nduration = 8.0\n"
-                                       "[[faults]]\nkind = \"drop\"\ntask = \"worker:1\"\npeer = \"ps:1\"\nfraction = "
-                                       "0.05\nat = 0.3\nduration = 8.0\n"
-                                       "[[faults]]\nkind = \"delay\"\ntask = \"worker:1\"\npeer = \"ps:0\"\ndelay_ms = "
-                                       "20\nat = 6.0\nduration = 2.0\n";
-  auto res = run_chaos(dir, job);
-  const std::string& log = res.log;
-  BOOST_TEST(log.find("drop 5% of worker:0 -> ps:0 at 0.30 s for 8.00 s") != std::string::npos, log);
-  BOOST_TEST(log.find("delay worker:1 -> ps:0 by 20 ms at 6.00 s for 2.00 s") != std::string::npos, log);
-  BOOST_TEST(res.out.find("trained epochs 1..10") != std::string::npos, res.out);
-  // Both faults ran their whole time while the workers trained: worker:0
-  // lost about 5% of its requests to ps:0, worker:1's to ps:0 were late.
-  const std::string nodes = read_file(dir + "/nodes.log");
-  auto [dropped, sent] = fault_counts(nodes, "worker:0: injected fault on ps:0 over: ");
-  BOOST_TEST_MESSAGE("worker:0 -> ps:0: " << dropped << " of " << sent << " requests dropped in 8 s");
-  BOOST_TEST(sent > 100);
-  BOOST_TEST(dropped > sent / 100);
-  BOOST_TEST(dropped < sent / 10);
-  auto [late_dropped, late] = fault_counts(nodes, "worker:1: injected fault on ps:0 over: ");
-  BOOST_TEST(late_dropped == 0);
-  BOOST_TEST(late > 10);
-}
-
-// Replies lost after the shard applied the push, pushes delivered twice,
-// requests overtaken by later ones: the worker sends a push whose reply it
-// did not hear again, under the same closure and step, and the shards
-// discard every copy: each example applied exactly once.
-BOOST_AUTO_TEST_CASE(lost_replies_duplicates_and_reordering_apply_each_example_once) {
-  auto dir = make_temp_dir("test");
-  auto job = write_exactly_once_job(dir, 150, 100);
-  std::ofstream(job, std::ios::app)
-      << "[[faults]]\nkind = \"drop\"\nreplies = true\ntask = \"worker:0\"\npeer = \"ps:0\"\nfraction = 0.05\n"
-         "at = 0.3\nduration = 3.0\n"
-         "[[faults]]\nkind = \"duplicate\"\ntask = \"worker:1\"\npeer = \"ps:1\"\nfraction = 0.05\nat = 0.3\n"
-         "duration = 3.0\n"
-         "[[faults]]\nkind = \"reorder\"\ntask = \"worker:1\"\npeer = \"ps:0\"\nfraction = 0.1\ndelay_ms = 20\n"
-         "at = 0.3\nduration = 3.0\n";
-  auto res = run_chaos(dir, job);
-  const std::string& log = res.log;
-  BOOST_TEST(log.find("drop 5% of worker:0 -> ps:0 (replies) at 0.30 s for 3.00 s") != std::string::npos, log);
-  BOOST_TEST(log.find("duplicate 5% of worker:1 -> ps:1 at 0.30 s for 3.00 s") != std::string::npos, log);
-  BOOST_TEST(log.find("reorder 10% of worker:1 -> ps:0 by 20 ms at 0.30 s for 3.00 s") != std::string::npos, log);
-  BOOST_TEST(examples_applied(res.out) == std::vector<int64_t>(3, 150 * 2000LL), res.out);
-  const std::string nodes = read_file(dir + "/nodes.log");
-  auto [lost, sent] = fault_counts(nodes, "worker:0: injected fault on ps:0 over: ");
-  auto [none, sent1] = fault_counts(nodes, "worker:1: injected fault on ps:1 over: ");
-  BOOST_TEST_MESSAGE("worker:0 -> ps:0: " << lost << " of " << sent << " replies lost; worker:1 -> ps:1: " << sent1
-                                          << " requests");
-  BOOST_TEST(lost > 0);
-  BOOST_TEST(none == 0);
-  const auto reordered = nodes.find(" reordered", nodes.find("worker:1: injected fault on ps:0 over: "));
-  BOOST_REQUIRE(reordered != std::string::npos);
-  const auto count_at = nodes.rfind(' ', reordered - 1) + 1;
-  BOOST_TEST(std::stol(nodes.substr(count_at, reordered - count_at)) > 0, nodes.substr(count_at, 40));
-  // Every lost reply of a push and every duplicated push came back as a duplicate the shard discarded.
-  const auto at = res.out.find("duplicates discarded (push slices seen before): ");
-  BOOST_REQUIRE_MESSAGE(at != std::string::npos, res.out);
-  const std::string line = res.out.substr(at, res.out.find('\n', at) - at);
-  BOOST_TEST_MESSAGE(line);
-  auto count = [&](const std::string& ps) { return std::stol(line.substr(line.find(ps + " ") + ps.size() + 1)); };
-  BOOST_TEST(count("ps:0") > 0);
-  BOOST_TEST(count("ps:1") > 0);
-}
-
 // A fault the plan cannot carry out is refused before any node starts, naming the field.
 BOOST_AUTO_TEST_CASE(a_bad_fault_is_refused_with_its_field) {
   auto dir = make_temp_dir("test");
   const std::string job = write_job(dir);
   const std::string text = read_file(job);
   struct bad {
-    std::string table, says;
+    std::string table, says, peer = "ps:0";
   };
   for (const bad& b :
        {bad{"kind = \"delay\"\nreplies = true\ndelay_ms = 5\n", "faults[0].replies: only a drop loses replies"},
@@ -427,9 +335,13 @@ BOOST_AUTO_TEST_CASE(a_bad_fault_is_refused_with_its_field) {
         bad{"kind = \"reorder\"\nfraction = 0.1\n", "faults[0]: a delay or reorder needs 'delay_ms'"},
         bad{"kind = \"corrupt\"\nfraction = 0.1\n", "faults[0].kind: expected one of"},
         bad{"kind = \"drop\"\nfraction = 0.1\nreplies = true\npackets = true\n",
-            "faults[0].packets: only a drop of requests drops packets"}}) {
+            "faults[0].packets: only a drop of requests drops packets"},
+        bad{"kind = \"drop\"\nfraction = 0.1\npackets = true\n",
+            "faults[0].packets: packets are dropped between a worker's and a PS's hosts", "coordinator:0"},
+        bad{"kind = \"duplicate\"\nfraction = 0.1\n",
+            "faults[0].peer: expected a ps task or the coordinator of the cluster, or \"datasets\"", "worker:1"}}) {
     std::ofstream(job) << text << "[[faults]]\n"
-                       << b.table << "task = \"worker:0\"\npeer = \"ps:0\"\nat = 1.0\nduration = 1.0\n";
+                       << b.table << "task = \"worker:0\"\npeer = \"" << b.peer << "\"\nat = 1.0\nduration = 1.0\n";
     auto res = run_command({ACTORPS_BIN, "chaos", job, "--plan-only"}, 30s, dir + "/plan.log");
     BOOST_REQUIRE(res);
     BOOST_TEST(res->exit_code == 2, b.table);

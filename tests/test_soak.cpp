@@ -3,7 +3,10 @@
 #define BOOST_TEST_MODULE soak
 #include <boost/test/unit_test.hpp>
 
+#include <set>
+
 #include "actors/coordinator/soak_check.hpp"
+#include "config/fault_plan.hpp"
 #include "tests/cluster_harness.hpp"
 #include "tests/job_files.hpp"
 
@@ -69,6 +72,33 @@ BOOST_AUTO_TEST_CASE(the_soak_fails_a_round_that_doubled_lost_or_drifted) {
 // soak): the soak checks each round itself (no hang, every example and
 // every step once, accuracy within a point of the fault-free run's);
 // here, that every round passed and each kind was injected and recovered.
+// The soak's drawn rounds are job files its own parser takes back, and
+// their message faults fall on every pair: a PS task, the coordinator, the
+// worker's datasets; partitions stay between a worker's and a PS's host.
+BOOST_AUTO_TEST_CASE(the_soaks_rounds_fault_every_pair_and_parse_back) {
+  std::string text = "[cluster]\nname = \"soak-draw\"\n";
+  int host = 0;
+  for (auto role : {"coordinator", "worker", "worker", "ps", "ps"})
+    text += "[[cluster.nodes]]\nhost = \"127.0.0." + std::to_string(++host) + "\"\nport = 2000\nroles = [\"" + role +
+            "\"]\n";
+  auto spec = parse_toml(text, "soak-draw");
+  BOOST_REQUIRE_MESSAGE(spec, (spec ? "" : describe(spec.error())));
+  std::set<std::string> peers;
+  for (int round = 1; round <= 12; ++round) {
+    std::string faults;
+    for (auto& f : draw_soak_round(*spec, 3, round, 10.0).faults) {
+      faults += to_toml(f);
+      if (f.what == fault::kind::partition) BOOST_TEST(f.peer.role == pb::PS);
+      if (f.what == fault::kind::drop || f.what == fault::kind::duplicate || f.what == fault::kind::reorder ||
+          f.what == fault::kind::delay)
+        peers.insert(f.datasets ? "datasets" : f.peer.role == pb::PS ? "ps" : to_string(f.peer));
+    }
+    auto parsed = parse_faults(faults, "round", *spec);
+    BOOST_TEST(bool(parsed), "round " << round << ": " << (parsed ? "" : describe(parsed.error())) << "\n" << faults);
+  }
+  BOOST_TEST(peers == (std::set<std::string>{"coordinator:0", "datasets", "ps"}));
+}
+
 BOOST_AUTO_TEST_CASE(a_one_minute_soak_of_every_fault_kind_loses_nothing) {
   auto dir = make_temp_dir("test");
   auto job = write_exactly_once_job(dir, 200, 100, "checkpoint_dir = \"" + dir + "/ckpt\"\ncheckpoint_steps = 200\n");

@@ -109,8 +109,10 @@ struct worker_fixture : deterministic_system {
     sched.run();
   }
 
-  std::shared_ptr<asked<pb::ClosuresDone>> train(int64_t steps) {
+  std::shared_ptr<asked<pb::ClosuresDone>> train(int64_t steps, uint64_t batch = 0, uint64_t answered_below = 0) {
     pb::RunClosures run;
+    run.set_batch(batch);
+    run.set_answered_below(answered_below);
     run.add_datasets("train");
     auto* c = run.add_closures();
     c->set_id(1);
@@ -306,4 +308,32 @@ BOOST_FIXTURE_TEST_CASE(a_delayed_request_leaves_after_the_delay, with_pull_ahea
   sched.run();
   BOOST_TEST(log() == (log_t{"pull 0", "pull 1", "push 0"}));
   BOOST_REQUIRE(done->reply && *done->reply);
+}
+
+// A batch the proxy sends again (its request or answer lost) carries its
+// id: a copy that comes while it runs, or after it was answered, is
+// answered without running it again, until the proxy says it has the
+// answer (answered_below past it).
+BOOST_FIXTURE_TEST_CASE(a_batch_sent_again_runs_once_and_every_copy_is_answered, without_pull_ahead) {
+  auto first = train(1, 1, 1);
+  auto copy = train(1, 1, 1);  // while it runs
+  sched.run();
+  release();
+  BOOST_TEST(log() == (log_t{"pull 0", "push 0"}));
+  BOOST_REQUIRE(first->reply && *first->reply);
+  BOOST_REQUIRE(copy->reply && *copy->reply);
+  BOOST_TEST((*copy->reply)->results(0).id() == 1u);
+  auto late = train(1, 1, 1);  // after it was answered
+  sched.run();
+  BOOST_REQUIRE(late->reply && *late->reply);
+  BOOST_TEST(log() == (log_t{"pull 0", "push 0"}));
+  auto next = train(1, 2, 2);  // the proxy has batch 1's answer: forgotten
+  sched.run();
+  release();
+  BOOST_REQUIRE(next->reply && *next->reply);
+  auto forgotten = train(1, 1, 2);
+  sched.run();
+  release();
+  BOOST_TEST(log() == (log_t{"pull 0", "push 0", "pull 1", "push 1", "pull 2", "push 2"}));
+  BOOST_REQUIRE(forgotten->reply && *forgotten->reply);
 }

@@ -3,7 +3,6 @@
 #include <chrono>
 #include <csignal>
 #include <functional>
-#include <map>
 #include <optional>
 #include <utility>
 
@@ -11,6 +10,8 @@
 #include <spdlog/spdlog.h>
 #include <caf/event_based_actor.hpp>
 #include <caf/stateful_actor.hpp>
+
+#include "actors/net/timer_table.hpp"
 
 namespace actorps {
 namespace {
@@ -30,8 +31,7 @@ struct chaos_state {
   bool ended = false;
   // Work due later that the end waits for: pauses to resume, partitions to
   // heal, injections to try again.
-  std::map<uint64_t, std::function<void()>> pending;
-  uint64_t next_pending = 0;
+  timer_table pending;
   std::optional<caf::response_promise> end;
 };
 
@@ -42,9 +42,8 @@ double since(chaos_ptr self) { return std::chrono::duration<double>(self->clock(
 
 // Runs `work` after `seconds`; chaos_end is answered once nothing is pending.
 void later(chaos_ptr self, double seconds, std::function<void()> work) {
-  const uint64_t id = self->state.next_pending++;
-  self->state.pending.emplace(id, std::move(work));
-  self->delayed_send(self, std::chrono::microseconds(int64_t(seconds * 1e6)), chaos_tick_atom_v, id);
+  self->delayed_send(self, std::chrono::microseconds(int64_t(seconds * 1e6)), chaos_tick_atom_v,
+                     self->state.pending.keep(std::move(work)));
 }
 
 void finish_if_done(chaos_ptr self) {
@@ -58,7 +57,8 @@ void log_fault(chaos_ptr self, const std::string& what, const caf::error& err) {
 }
 
 // Drops, duplicates, reorders and delays (and partitions without namespaces: a worker's requests
-// to a PS) are injected in the worker's transport, through its node.
+// to a PS) are injected in the worker's transport through its node, or in
+// the coordinator's proxy of the worker through the coordinator's node.
 void inject(chaos_ptr self, planned_fault f, int attempt = 0);
 
 // An injection that failed for a while -- the worker respawning (not up),
@@ -76,11 +76,18 @@ void inject_failed(chaos_ptr self, const planned_fault& f, int attempt, const ca
 void inject(chaos_ptr self, planned_fault f, int attempt) {
   if (f.task.role == pb::PS) std::swap(f.task, f.peer);
   const auto what = to_string(f);
-  if (f.task.role != pb::WORKER || f.peer.role != pb::PS)
-    return log_fault(self, what, make_error(errc::invalid_argument, "only between a worker and a PS without --netns"));
+  const bool to_coordinator = f.peer.role == pb::COORDINATOR;
+  if (f.task.role != pb::WORKER || (f.peer.role != pb::PS && !to_coordinator && !f.datasets))
+    return log_fault(self, what,
+                     make_error(errc::invalid_argument,
+                                "only between a worker and a PS, its datasets or the "
+                                "coordinator without --netns"));
   pb::InjectFault req;
   req.set_worker(f.task.index);
-  req.set_ps(f.peer.index);
+  req.set_ps(f.peer.role == pb::PS ? f.peer.index : 0);
+  req.set_peer(f.datasets       ? pb::InjectFault::DATASETS
+               : to_coordinator ? pb::InjectFault::COORDINATOR
+                                : pb::InjectFault::PS_TASK);
   if (f.what == fault::kind::duplicate)
     req.set_duplicate(f.fraction);
   else if (f.what == fault::kind::reorder)
@@ -91,7 +98,8 @@ void inject(chaos_ptr self, planned_fault f, int attempt) {
   req.set_delay_ms(f.delay_ms);
   req.set_duration_ms(uint32_t(f.duration * 1000));
   auto& spec = self->state.spec;
-  self->state.dial(self, size_t(spec.node_of(f.task) - spec.nodes.data()),
+  const auto* node = spec.node_of(to_coordinator ? f.peer : f.task);  // the proxy's node, or the worker's
+  self->state.dial(self, size_t(node - spec.nodes.data()),
                    [self, req, f, what, attempt](caf::expected<node_actor> node) {
                      if (!node) return inject_failed(self, f, attempt, node.error());
                      self->request(*node, std::chrono::seconds(5), req)
@@ -186,10 +194,7 @@ caf::behavior chaos_behavior(chaos_ptr self, cluster_spec spec, node_dialer dial
         fire_due(self);
       },
       [self](chaos_tick_atom, uint64_t id) {
-        auto i = self->state.pending.find(id);
-        if (i == self->state.pending.end()) return;
-        i->second();
-        self->state.pending.erase(i);
+        self->state.pending.fire(id);
         finish_if_done(self);
       },
       [self](chaos_end_atom) -> caf::result<bool> {

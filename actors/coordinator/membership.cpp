@@ -175,6 +175,13 @@ caf::behavior membership_behavior(membership_ptr self, membership_setup setup) {
         leave.set_reason("remove_worker");
         return self->delegate(caf::actor_cast<leave_actor>(proxy->second), leave);
       },
+      [self](const pb::InjectFault& req) -> caf::result<pb::FaultInjected> {  // from the coordinator's node
+        auto proxy = self->state.proxies.find(req.worker());
+        if (proxy == self->state.proxies.end())
+          return make_error(errc::not_up, fmt::format("worker:{} is not in the job", req.worker()));
+        self->delegate(proxy->second, req);
+        return caf::delegated<pb::FaultInjected>{};
+      },
       [self](membership_close_atom) {
         self->state.closing = true;
         return true;

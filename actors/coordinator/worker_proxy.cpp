@@ -11,6 +11,8 @@
 #include "actors/coordinator/coordinator_metrics.hpp"
 
 #include "actors/net/countdown.hpp"
+#include "actors/net/fault_injector.hpp"
+#include "actors/net/timer_table.hpp"
 #include "messages/wire.hpp"
 
 namespace actorps {
@@ -42,7 +44,9 @@ struct proxy_state {
   std::minstd_rand jitter;
   uint64_t dial_round = 0;                                    // a retry timer of an older round is ignored
   std::map<uint64_t, std::vector<queued_closure>> in_flight;  // by batch
-  uint64_t next_batch = 0;
+  uint64_t next_batch = 1;                                    // RunClosures.batch (0: none)
+  timer_table timers;                                         // the fault injector's (proxy_timer_atom)
+  std::unique_ptr<fault_injector> faults;                     // on its requests to the worker (InjectFault)
   size_t running = 0, window = kMinWindow;
   double micros_per_closure = 0;  // learnt from the worker's busy time
   bool waiting = false;           // a wake-up is registered with the queue
@@ -312,11 +316,27 @@ void dispatch(proxy_ptr self) {
   const uint64_t id = st.next_batch++;
   st.running += batch.size();
   st.in_flight.emplace(id, std::move(batch));
-  self->request(st.worker, caf::infinite, std::move(msg), st.datasets)
-      .then([self, id](const pb::ClosuresDone& done) { on_done(self, id, done); },
-            [self, to = st.worker](caf::error& err) {
-              if (to == self->state.worker) lose_worker(self, err);  // else: the lost one's, already handled
-            });
+  msg.set_batch(id);
+  msg.set_answered_below(st.in_flight.begin()->first);
+  auto ok = [self, id](const pb::ClosuresDone& done) { on_done(self, id, done); };
+  auto fail = [self, to = st.worker](caf::error err) {
+    if (to == self->state.worker) lose_worker(self, err);  // else: the lost one's, already handled
+  };
+  if (!st.faults->on(0)) {
+    self->request(st.worker, caf::infinite, std::move(msg), st.datasets).then(ok, [fail](caf::error& err) {
+      fail(std::move(err));
+    });
+    return;
+  }
+  auto sent = std::make_shared<const pb::RunClosures>(std::move(msg));
+  st.faults->route(
+      0,
+      [self, sent, to = st.worker, datasets = st.datasets](auto ok, auto fail) {
+        if (to != self->state.worker) return;  // sent again after the worker was lost: its closures run elsewhere
+        self->request(to, caf::infinite, *sent, datasets)
+            .then([ok](const pb::ClosuresDone& done) { ok(done); }, [fail](caf::error& err) { fail(std::move(err)); });
+      },
+      ok, fail);
 }
 
 // Builds dataset i on the worker's node; no closures go to the worker
@@ -379,6 +399,12 @@ caf::behavior proxy_behavior(proxy_ptr self, std::shared_ptr<closure_queue> queu
   st.plan = std::move(plan);
   st.incarnation = st.plan.spawn.incarnation();  // the run's base, + 1 per loss
   st.jitter.seed(index + 1);
+  st.faults = std::make_unique<fault_injector>(
+      self->clock(),
+      [self](std::chrono::milliseconds delay, std::function<void()> fn) {
+        self->delayed_send(self, delay, proxy_timer_atom_v, self->state.timers.keep(std::move(fn)));
+      },
+      trace::recorder_of(self->home_system()));
   st.lost_at = self->clock().now();
   st.queue->worker_added(index);
   self->set_down_handler([self](const caf::down_msg& msg) {
@@ -428,6 +454,11 @@ caf::behavior proxy_behavior(proxy_ptr self, std::shared_ptr<closure_queue> queu
         return add_dataset(self, name, how);
       },
       [self](const pb::LeaveJob& req) { return on_leave(self, req); },
+      [self](const pb::InjectFault& req) {  // from the coordinator's node, which checked its sender
+        self->state.faults->inject(0, req, "coordinator", "worker:" + std::to_string(self->state.index));
+        return pb::FaultInjected{};
+      },
+      [self](proxy_timer_atom, uint64_t id) { self->state.timers.fire(id); },
   };
 }
 

@@ -2,6 +2,8 @@
 
 #include <optional>
 
+#include <fmt/format.h>
+
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
@@ -16,8 +18,11 @@ struct dataset_state {
   uint32_t worker = 0;
   pb::DatasetSpec spec;
   std::optional<data::pipeline> pipeline;
-  caf::error broken;  // why the pipeline could not be built
-  data::batch scratch;
+  caf::error broken;    // why the pipeline could not be built
+  data::batch scratch;  // the batch served last (NextBatch.seq served), kept to serve it again
+  uint64_t served = 0;
+  bool served_end = false;
+  uint64_t split = 0;  // the ReadSplit.id read now
   peer_table_ptr peers;
   std::string where;  // "dataset of worker:<index>: ", the prefix of its refusals
 };
@@ -46,6 +51,22 @@ caf::error ready(dataset_ptr self, const Msg& msg, const char* what) {
   return ensure_built(self);
 }
 
+// The batch served last, as sent.
+pb::BatchData batch_data(const dataset_state& st) {
+  pb::BatchData out;
+  if (st.served_end) {
+    out.set_end(true);
+    return out;
+  }
+  const auto& b = st.scratch;
+  out.set_size(b.size());
+  out.set_features(uint32_t(st.pipeline->features()));
+  *out.mutable_ids() = {b.ids.begin(), b.ids.end()};
+  *out.mutable_labels() = {b.labels.begin(), b.labels.end()};
+  out.set_x(reinterpret_cast<const char*>(b.x.data()), b.x.size() * sizeof(float));
+  return out;
+}
+
 dataset_actor::behavior_type dataset_behavior(dataset_ptr self, uint32_t worker, pb::DatasetSpec spec,
                                               peer_table_ptr peers) {
   self->state.worker = worker;
@@ -64,18 +85,15 @@ dataset_actor::behavior_type dataset_behavior(dataset_ptr self, uint32_t worker,
       },
       [self](const pb::NextBatch& req) -> caf::result<pb::BatchData> {
         if (auto err = ready(self, req, "NextBatch")) return err;
-        auto& b = self->state.scratch;
-        pb::BatchData out;
-        if (!self->state.pipeline->next(b)) {
-          out.set_end(true);
-          return out;
+        auto& st = self->state;
+        if (req.seq() != 0 && req.split() != st.split)  // sent again late, after the next ReadSplit
+          return make_error(errc::stale,
+                            fmt::format("{}NextBatch of split {}, reading split {}", st.where, req.split(), st.split));
+        if (req.seq() == 0 || req.seq() != st.served) {  // else: asked again, the same batch
+          st.served_end = !st.pipeline->next(st.scratch);
+          st.served = req.seq();
         }
-        out.set_size(b.size());
-        out.set_features(uint32_t(self->state.pipeline->features()));
-        *out.mutable_ids() = {b.ids.begin(), b.ids.end()};
-        *out.mutable_labels() = {b.labels.begin(), b.labels.end()};
-        out.set_x(reinterpret_cast<const char*>(b.x.data()), b.x.size() * sizeof(float));
-        return out;
+        return batch_data(st);
       },
       [self](const pb::ReadSplit& split) -> caf::result<pb::SplitAccepted> {
         if (auto err = ready(self, split, "ReadSplit")) return err;
@@ -85,7 +103,12 @@ dataset_actor::behavior_type dataset_behavior(dataset_ptr self, uint32_t worker,
             return make_error(errc::invalid_config, "dataset of worker:" + std::to_string(self->state.worker) +
                                                         ": exactly-once splits need a spec without repeat and "
                                                         "drop_remainder");
-        self->state.pipeline->read_range(split.begin(), split.end_index());
+        auto& st = self->state;
+        if (split.id() == 0 || split.id() != st.split) {  // else: asked again, reading it already
+          st.pipeline->read_range(split.begin(), split.end_index());
+          st.split = split.id();
+          st.served = 0;
+        }
         pb::SplitAccepted out;
         out.set_id(split.id());
         return out;

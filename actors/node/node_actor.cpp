@@ -245,6 +245,23 @@ caf::result<pb::JobEnded> on_end_job(node_ptr self, const pb::EndJob& req) {
   return pb::JobEnded{};
 }
 
+// InjectFault: the worker's requests go through its fault (the worker
+// answers); the coordinator's to a worker through its proxy's (on the
+// coordinator's node: the membership actor hands it on and answers).
+caf::result<pb::FaultInjected> on_inject(node_ptr self, const pb::InjectFault& req) {
+  auto& st = self->state;
+  if (req.peer() == pb::InjectFault::COORDINATOR) {
+    if (auto err = check_peer(self, req, {pb::COORDINATOR, pb::CLIENT}, "faults")) return err;
+    if (!st.membership) return make_error(errc::invalid_argument, st.where + "runs no job's coordinator");
+    return self->delegate(caf::actor_cast<fault_gate_actor>(st.membership), req);
+  }
+  if (auto err = check_spawn(self, req, task_id{pb::WORKER, req.worker()}, "faults")) return err;
+  auto worker = st.workers.find(req.worker());
+  if (worker == st.workers.end())
+    return make_error(errc::not_up, "worker:" + std::to_string(req.worker()) + " runs no worker actor (yet)");
+  return self->delegate(worker->second, req);  // the worker answers the requester
+}
+
 // JoinJob (`actorps node --join`): its Hello checked as a Hello is, then
 // handed to the coordinator's membership actor, which answers.
 caf::result<pb::JoinAccepted> on_join(node_ptr self, const pb::JoinJob& req) {
@@ -330,13 +347,7 @@ node_broker::behavior_type node_behavior(node_ptr self, cluster_spec spec, size_
       [self](const pb::SpawnShard& req) { return on_spawn_shard(self, req); },
       [self](const pb::SpawnDataset& req) { return on_spawn_dataset(self, req); },
       [self](const pb::SpawnWorker& req, const shard_list& shards) { return on_spawn_worker(self, req, shards); },
-      [self](const pb::InjectFault& req) -> caf::result<pb::FaultInjected> {
-        if (auto err = check_spawn(self, req, task_id{pb::WORKER, req.worker()}, "faults")) return err;
-        auto worker = self->state.workers.find(req.worker());
-        if (worker == self->state.workers.end())
-          return make_error(errc::not_up, "worker:" + std::to_string(req.worker()) + " runs no worker actor (yet)");
-        return self->delegate(worker->second, req);  // the worker answers the requester
-      },
+      [self](const pb::InjectFault& req) { return on_inject(self, req); },
       [self](const pb::LeaveJob& req) { return on_leave(self, req); },
       [self](const pb::JoinJob& req) { return on_join(self, req); },
       [self](const pb::EndJob& req) { return on_end_job(self, req); },

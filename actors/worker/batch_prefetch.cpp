@@ -16,8 +16,11 @@ void batch_prefetch::request(const dataset_actor& d) {
     request(d);  // the one after, while this one is used
     then(std::move(b));
   };
+  pb::NextBatch next;
+  next.set_seq(++s.asked);
+  next.set_split(s.generation);
   net_.to_dataset<pb::BatchData>(
-      d, pb::NextBatch{}, [arrived](pb::BatchData& b) { arrived(std::move(b)); },
+      d, next, [arrived](pb::BatchData& b) { arrived(std::move(b)); },
       [arrived](caf::error err) { arrived(std::move(err)); });
 }
 
@@ -37,10 +40,12 @@ void batch_prefetch::read_split(const dataset_actor& d, int64_t begin, int64_t e
                                 std::function<void(caf::error)> then) {
   auto& s = slots_[d.address()];
   ++s.generation;
+  s.asked = 0;
   s.in_flight = false;
   s.ready.reset();
   s.waiting = nullptr;
   pb::ReadSplit split;
+  split.set_id(s.generation);
   split.set_begin(begin);
   split.set_end_index(end);
   net_.to_dataset<pb::SplitAccepted>(

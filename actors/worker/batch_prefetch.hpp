@@ -31,7 +31,8 @@ class batch_prefetch {
 
  private:
   struct slot {
-    uint64_t generation = 0;  // a ReadSplit starts a new one: replies of the last are dropped
+    uint64_t generation = 0;  // a ReadSplit starts a new one (its id): replies of the last are dropped
+    uint64_t asked = 0;       // NextBatch of this generation (its seq)
     bool in_flight = false;
     std::optional<caf::expected<pb::BatchData>> ready;
     batch_fn waiting;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <deque>
+#include <map>
 #include <memory>
 
 #include <fmt/format.h>
@@ -23,9 +24,12 @@
 namespace actorps {
 namespace {
 
+using done_promise = caf::typed_response_promise<pb::ClosuresDone>;
+
 struct batch_run {
   uint64_t seq = 0;
-  caf::typed_response_promise<pb::ClosuresDone> promise;
+  done_promise promise;
+  std::vector<done_promise> copies;  // the same batch sent again while it ran (RunClosures.batch)
   pb::RunClosures request;
   std::vector<dataset_actor> datasets;
   pb::ClosuresDone done;
@@ -57,6 +61,9 @@ struct worker_state {
   // one's gradients are still on their way (its pulls queue behind them).
   std::deque<batch_run> queue;
   uint64_t next_seq = 0;
+  // Answers by RunClosures.batch, kept until the proxy says it has them
+  // (answered_below): a batch sent again is answered, not run again.
+  std::map<uint64_t, caf::expected<pb::ClosuresDone>> answered;
   peer_table_ptr peers;
   std::string where;    // "worker:<index>: ", the prefix of its refusals
   size_t greeting = 0;  // PS nodes yet to answer this worker's Hello: no closure runs before
@@ -131,6 +138,13 @@ void settle(worker_ptr self, const pb::Closure& closure, caf::expected<values> r
   run_next(self);
 }
 
+void deliver(done_promise& rp, caf::expected<pb::ClosuresDone> answer) {
+  if (answer)
+    rp.deliver(std::move(*answer));
+  else
+    rp.deliver(std::move(answer.error()));
+}
+
 // Answers, in order, the batches whose closures finished and whose pushes
 // were acknowledged. A lost link to a shard (a failed push, a pull whose
 // receiver is down) fails the whole batch instead: the proxy re-queues its
@@ -139,10 +153,11 @@ void answer_finished(worker_ptr self) {
   auto& q = self->state.queue;
   while (!q.empty() && q.front().finished() && q.front().unacked == 0) {
     auto& b = q.front();
-    if (b.link_failed)
-      b.promise.deliver(std::move(b.link_failed));
-    else
-      b.promise.deliver(std::move(b.done));
+    caf::expected<pb::ClosuresDone> answer = b.link_failed ? caf::expected<pb::ClosuresDone>(std::move(b.link_failed))
+                                                           : caf::expected<pb::ClosuresDone>(std::move(b.done));
+    for (auto& copy : b.copies) deliver(copy, answer);
+    if (b.request.batch() != 0) self->state.answered.emplace(b.request.batch(), answer);
+    deliver(b.promise, std::move(answer));
     q.pop_front();
   }
 }
@@ -270,9 +285,21 @@ caf::result<pb::ClosuresDone> on_run_closures(worker_ptr self, pb::RunClosures& 
   if (size_t(req.datasets_size()) != datasets.size())
     return make_error(errc::invalid_argument,
                       fmt::format("RunClosures names {} datasets, {} sent", req.datasets_size(), datasets.size()));
+  st.answered.erase(st.answered.begin(), st.answered.lower_bound(req.answered_below()));
+  if (req.batch() != 0) {  // sent again (a lost request or answer): answered, or attached to its run
+    if (auto i = st.answered.find(req.batch()); i != st.answered.end()) {
+      if (!i->second) return i->second.error();
+      return *i->second;
+    }
+    for (auto& b : st.queue)
+      if (b.request.batch() == req.batch()) {
+        b.copies.push_back(self->make_response_promise<pb::ClosuresDone>());
+        return b.copies.back();
+      }
+  }
   auto promise = self->make_response_promise<pb::ClosuresDone>();
   const bool idle = running_batch(st) == nullptr;
-  st.queue.push_back({st.next_seq++, promise, std::move(req), std::move(datasets), {}, {}, 0, {}});
+  st.queue.push_back({st.next_seq++, promise, {}, std::move(req), std::move(datasets), {}, {}, 0, {}});
   if (idle) run_next(self);
   answer_finished(self);  // an empty batch
   return promise;

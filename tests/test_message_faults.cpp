@@ -1,0 +1,154 @@
+// Message faults across real processes (`actorps chaos` drop, duplicate,
+// reorder, delay): lost requests and replies, copies and late messages on
+// every pair a worker talks over -- to its PS shards, to its datasets, and
+// the coordinator's closures to it -- and every example still applied once.
+#define BOOST_TEST_MODULE message_faults
+#include <boost/test/unit_test.hpp>
+
+#include <sstream>
+
+#include "tests/cluster_harness.hpp"
+#include "tests/job_files.hpp"
+
+using namespace actorps;
+using namespace actorps::test;
+
+namespace {
+
+// What a fault did, from the line its sender logs when it is over:
+// "<prefix>L of S requests lost, D duplicated, R reordered" (the nth such
+// line: a later fault on the same pair logs its own).
+struct fault_summary {
+  long lost = -1, sent = -1, duplicated = -1, reordered = -1;
+};
+fault_summary summary_of(const std::string& log, const std::string& prefix, int nth = 0) {
+  auto at = log.find(prefix);
+  for (int i = 0; i < nth && at != std::string::npos; ++i) at = log.find(prefix, at + 1);
+  BOOST_REQUIRE_MESSAGE(at != std::string::npos, prefix << "\n" << log);
+  std::istringstream in(log.substr(at + prefix.size()));
+  fault_summary f;
+  std::string word;
+  in >> f.lost >> word >> f.sent >> word >> word >> f.duplicated >> word >> f.reordered;
+  BOOST_REQUIRE_MESSAGE(in, log.substr(at, 160));
+  return f;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(dropped_and_delayed_worker_to_ps_messages_do_not_stop_the_job) {
+  auto dir = make_temp_dir("test");
+  auto job = write_job(dir, "", "", 10, "[model]\ninput = [1, 1, 4]\n", 3000, 0.02);  // ~20 s with the drops
+  std::ofstream(job, std::ios::app) << "[[faults]]\nkind = \"drop\"\ntask = \"worker:0\"\npeer = \"ps:0\"\nfraction = "
+                                       "0.05\nat = 0.3\nduration = 8.0\n"
+                                       "[[faults]]\nkind = \"drop\"\ntask = \"worker:1\"\npeer = \"ps:1\"\nfraction = "
+                                       "0.05\nat = 0.3\nduration = 8.0\n"
+                                       "[[faults]]\nkind = \"delay\"\ntask = \"worker:1\"\npeer = \"ps:0\"\ndelay_ms = "
+                                       "20\nat = 6.0\nduration = 2.0\n";
+  auto res = run_chaos(dir, job);
+  const std::string& log = res.log;
+  BOOST_TEST(log.find("drop 5% of worker:0 -> ps:0 at 0.30 s for 8.00 s") != std::string::npos, log);
+  BOOST_TEST(log.find("delay worker:1 -> ps:0 by 20 ms at 6.00 s for 2.00 s") != std::string::npos, log);
+  BOOST_TEST(res.out.find("trained epochs 1..10") != std::string::npos, res.out);
+  // Both faults ran their whole time while the workers trained: worker:0
+  // lost about 5% of its requests to ps:0, worker:1's to ps:0 were late.
+  const std::string nodes = read_file(dir + "/nodes.log");
+  auto [dropped, sent, d0, r0] = summary_of(nodes, "worker:0: injected fault on ps:0 over: ");
+  BOOST_TEST_MESSAGE("worker:0 -> ps:0: " << dropped << " of " << sent << " requests dropped in 8 s");
+  BOOST_TEST(sent > 100);
+  BOOST_TEST(dropped > sent / 100);
+  BOOST_TEST(dropped < sent / 10);
+  auto [late_dropped, late, d1, r1] = summary_of(nodes, "worker:1: injected fault on ps:0 over: ");
+  BOOST_TEST(late_dropped == 0);
+  BOOST_TEST(late > 10);
+}
+
+// Replies lost after the shard applied the push, pushes delivered twice,
+// requests overtaken by later ones: the worker sends a push whose reply it
+// did not hear again, under the same closure and step, and the shards
+// discard every copy: each example applied exactly once.
+BOOST_AUTO_TEST_CASE(lost_replies_duplicates_and_reordering_apply_each_example_once) {
+  auto dir = make_temp_dir("test");
+  auto job = write_exactly_once_job(dir, 150, 100);
+  std::ofstream(job, std::ios::app)
+      << "[[faults]]\nkind = \"drop\"\nreplies = true\ntask = \"worker:0\"\npeer = \"ps:0\"\nfraction = 0.05\n"
+         "at = 0.3\nduration = 3.0\n"
+         "[[faults]]\nkind = \"duplicate\"\ntask = \"worker:1\"\npeer = \"ps:1\"\nfraction = 0.05\nat = 0.3\n"
+         "duration = 3.0\n"
+         "[[faults]]\nkind = \"reorder\"\ntask = \"worker:1\"\npeer = \"ps:0\"\nfraction = 0.1\ndelay_ms = 20\n"
+         "at = 0.3\nduration = 3.0\n";
+  auto res = run_chaos(dir, job);
+  const std::string& log = res.log;
+  BOOST_TEST(log.find("drop 5% of worker:0 -> ps:0 (replies) at 0.30 s for 3.00 s") != std::string::npos, log);
+  BOOST_TEST(log.find("duplicate 5% of worker:1 -> ps:1 at 0.30 s for 3.00 s") != std::string::npos, log);
+  BOOST_TEST(log.find("reorder 10% of worker:1 -> ps:0 by 20 ms at 0.30 s for 3.00 s") != std::string::npos, log);
+  BOOST_TEST(examples_applied(res.out) == std::vector<int64_t>(3, 150 * 2000LL), res.out);
+  const std::string nodes = read_file(dir + "/nodes.log");
+  auto [lost, sent, d0, r0] = summary_of(nodes, "worker:0: injected fault on ps:0 over: ");
+  auto [none, sent1, duplicated, r1] = summary_of(nodes, "worker:1: injected fault on ps:1 over: ");
+  BOOST_TEST_MESSAGE("worker:0 -> ps:0: " << lost << " of " << sent << " replies lost; worker:1 -> ps:1: " << sent1
+                                          << " requests");
+  BOOST_TEST(lost > 0);
+  BOOST_TEST(none == 0);
+  BOOST_TEST(duplicated > 0);
+  BOOST_TEST(summary_of(nodes, "worker:1: injected fault on ps:0 over: ").reordered > 0);
+  // Every lost reply of a push and every duplicated push came back as a duplicate the shard discarded.
+  const auto at = res.out.find("duplicates discarded (push slices seen before): ");
+  BOOST_REQUIRE_MESSAGE(at != std::string::npos, res.out);
+  const std::string line = res.out.substr(at, res.out.find('\n', at) - at);
+  BOOST_TEST_MESSAGE(line);
+  auto count = [&](const std::string& ps) { return std::stol(line.substr(line.find(ps + " ") + ps.size() + 1)); };
+  BOOST_TEST(count("ps:0") > 0);
+  BOOST_TEST(count("ps:1") > 0);
+}
+
+// The worker's answers to the coordinator lost, its closure batches
+// delivered twice or overtaken; its dataset requests lost, their answers
+// lost, delivered twice: the proxy sends a batch again under its id and
+// the worker answers it without running it again; the worker asks its
+// dataset again under the same number and gets the same batch. Each
+// example is applied exactly once.
+BOOST_AUTO_TEST_CASE(lost_closures_and_batches_apply_each_example_once) {
+  auto dir = make_temp_dir("test");
+  auto job = write_exactly_once_job(dir, 150, 100);
+  auto fault = [](const std::string& kind, const std::string& task, const std::string& peer, const std::string& more,
+                  double at) {
+    return "[[faults]]\nkind = \"" + kind + "\"\ntask = \"" + task + "\"\npeer = \"" + peer + "\"\n" + more +
+           "at = " + std::to_string(at) + "\nduration = 3.5\n";
+  };
+  std::ofstream(job, std::ios::app)  // two windows of 3.5 s, one fault per pair in each
+      << fault("drop", "worker:0", "coordinator:0", "replies = true\nfraction = 0.3\n", 0.3)
+      << fault("duplicate", "worker:1", "coordinator:0", "fraction = 0.3\n", 0.3)
+      << fault("drop", "worker:0", "datasets", "fraction = 0.15\n", 0.3)
+      << fault("duplicate", "worker:1", "datasets", "fraction = 0.1\n", 0.3)
+      << fault("reorder", "worker:0", "coordinator:0", "fraction = 0.5\ndelay_ms = 20\n", 4.0)
+      << fault("drop", "worker:1", "coordinator:0", "fraction = 0.4\n", 4.0)
+      << fault("drop", "worker:1", "datasets", "replies = true\nfraction = 0.15\n", 4.0);
+  auto res = run_chaos(dir, job);
+  BOOST_TEST(res.log.find("drop 30% of worker:0 -> coordinator:0 (replies) at 0.30 s for 3.50 s") != std::string::npos,
+             res.log);
+  BOOST_TEST(res.log.find("duplicate 10% of worker:1 -> datasets at 0.30 s for 3.50 s") != std::string::npos, res.log);
+  BOOST_TEST(examples_applied(res.out) == std::vector<int64_t>(3, 150 * 2000LL), res.out);
+  // Each fault did what it says: counted by the proxy (the coordinator's log) and the workers.
+  const std::string nodes = read_file(dir + "/nodes.log");
+  auto summary = [&](const std::string& log, const std::string& sender, const std::string& peer, int nth) {
+    return summary_of(log, sender + ": injected fault on " + peer + " over: ", nth);
+  };
+  const auto answers0 = summary(res.log, "coordinator", "worker:0", 0);
+  const auto reordered0 = summary(res.log, "coordinator", "worker:0", 1);
+  const auto copies1 = summary(res.log, "coordinator", "worker:1", 0);
+  const auto batches1 = summary(res.log, "coordinator", "worker:1", 1);
+  const auto next0 = summary(nodes, "worker:0", "its datasets", 0);
+  const auto copies_next1 = summary(nodes, "worker:1", "its datasets", 0);
+  const auto answers_next1 = summary(nodes, "worker:1", "its datasets", 1);
+  BOOST_TEST_MESSAGE("coordinator -> worker:0: "
+                     << answers0.lost << " of " << answers0.sent << " answers lost, then " << reordered0.reordered
+                     << " of " << reordered0.sent << " batches reordered; -> worker:1: " << copies1.duplicated << " of "
+                     << copies1.sent << " duplicated, then " << batches1.lost << " of " << batches1.sent << " lost");
+  BOOST_TEST_MESSAGE("worker:0 -> datasets: " << next0.lost << " of " << next0.sent
+                                              << " lost; worker:1 -> datasets: " << copies_next1.duplicated << " of "
+                                              << copies_next1.sent << " duplicated, then " << answers_next1.lost
+                                              << " of " << answers_next1.sent << " answers lost");
+  for (long n : {answers0.lost, reordered0.reordered, copies1.duplicated, batches1.lost, next0.lost,
+                 copies_next1.duplicated, answers_next1.lost})
+    BOOST_TEST(n > 0);
+}
