@@ -80,12 +80,16 @@ caf::expected<std::vector<fault>> parse_faults(std::string_view text, std::strin
         f.what == fault::kind::reorder) {
       f.datasets = peer == "datasets";
       auto other = f.datasets ? task_id{pb::WORKER, f.task.index} : parse_task(peer);
-      if (f.task.role != pb::WORKER)
-        return r.fail(*t->get("task"), p + ".task", "a drop's, duplicate's, reorder's or delay's task is a worker");
-      if (!other || (other->role != pb::PS && other->role != pb::COORDINATOR && !f.datasets) ||
-          spec.node_of(*other) == nullptr)
+      if (f.task.role != pb::WORKER && f.task.role != pb::PS)
+        return r.fail(*t->get("task"), p + ".task",
+                      "a drop's, duplicate's, reorder's or delay's task is a worker or a ps");
+      const bool ps = f.task.role == pb::PS;
+      if (!other || spec.node_of(*other) == nullptr ||
+          (ps ? other->role != pb::COORDINATOR
+              : other->role != pb::PS && other->role != pb::COORDINATOR && !f.datasets))
         return r.fail(t->contains("peer") ? *t->get("peer") : static_cast<const toml::node&>(*t), p + ".peer",
-                      "expected a ps task or the coordinator of the cluster, or \"datasets\" (the worker's)");
+                      ps ? "expected the coordinator of the cluster (a ps's requests come from it and workers)"
+                         : "expected a ps task or the coordinator of the cluster, or \"datasets\" (the worker's)");
       if (f.packets && other->role != pb::PS)
         return r.fail(*t->get("packets"), p + ".packets", "packets are dropped between a worker's and a PS's hosts");
       if (f.what != fault::kind::delay && !(fraction > 0 && fraction <= 1))
@@ -177,14 +181,21 @@ std::vector<task_id> tasks_of(const cluster_spec& spec, pb::Role role) {
   return out;
 }
 
-// A message fault's peer, drawn: a PS task, the coordinator (its closures
-// to the worker) or the worker's datasets.
+// A message fault's pair, drawn: the worker's requests to a PS task or its
+// datasets, the coordinator's to the worker, or the coordinator's to a PS
+// task (the task becomes that PS).
 void pick_peer(fault& f, const cluster_spec& spec, const std::vector<task_id>& shards, std::mt19937_64& gen) {
   auto peers = shards;
-  for (auto& c : tasks_of(spec, pb::COORDINATOR)) peers.push_back(c);
-  const size_t i = std::uniform_int_distribution<size_t>(0, peers.size())(gen);
+  const auto coordinators = tasks_of(spec, pb::COORDINATOR);
+  peers.insert(peers.end(), coordinators.begin(), coordinators.end());
+  const size_t extra = coordinators.empty() ? 1 : 2;  // datasets; a PS from the coordinator
+  const size_t i = std::uniform_int_distribution<size_t>(0, peers.size() + extra - 1)(gen);
   f.datasets = i == peers.size();
-  f.peer = f.datasets ? f.task : peers[i];
+  f.peer = i < peers.size() ? peers[i] : f.task;
+  if (i == peers.size() + 1) {
+    f.task = shards[std::uniform_int_distribution<size_t>(0, shards.size() - 1)(gen)];
+    f.peer = coordinators.front();
+  }
 }
 
 }  // namespace

@@ -18,7 +18,10 @@
 //   task = "worker:0"        # `peer` for `duration` seconds (each is sent
 //   peer = "ps:0"            # again after 500 ms of silence, as over a lossy link);
 //                            # peer = "datasets": to its datasets; peer =
-//                            # "coordinator:0": the coordinator's closures to it
+//                            # "coordinator:0": the coordinator's closures to it;
+//                            # task = "ps:0", peer = "coordinator:0": the
+//                            # coordinator's requests to that PS (checkpoint
+//                            # pulls, restores; asked again at their deadline)
 //   fraction = 0.05
 //   at = 1.0
 //   duration = 30.0

@@ -11,6 +11,8 @@
 CAF_BEGIN_TYPE_ID_BLOCK(actorps_atoms, caf::first_custom_type_id + 200)
   // worker: an injected fault's held-back request is due
   CAF_ADD_ATOM(actorps_atoms, actorps, worker_timer_atom, "wtimer")
+  // a lossy link (actors/net/lossy_link.hpp): a held-back message is due
+  CAF_ADD_ATOM(actorps_atoms, actorps, link_timer_atom, "lktimer")
   CAF_ADD_ATOM(actorps_atoms, actorps, worker_ready_atom, "wready")
   // a worker's bulk link (actors/worker/bulk_link.hpp): its thread ends
   CAF_ADD_ATOM(actorps_atoms, actorps, bulk_stop_atom, "bulkstop")

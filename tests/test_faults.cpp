@@ -327,7 +327,7 @@ BOOST_AUTO_TEST_CASE(a_bad_fault_is_refused_with_its_field) {
   const std::string job = write_job(dir);
   const std::string text = read_file(job);
   struct bad {
-    std::string table, says, peer = "ps:0";
+    std::string table, says, peer = "ps:0", task = "worker:0";
   };
   for (const bad& b :
        {bad{"kind = \"delay\"\nreplies = true\ndelay_ms = 5\n", "faults[0].replies: only a drop loses replies"},
@@ -339,9 +339,12 @@ BOOST_AUTO_TEST_CASE(a_bad_fault_is_refused_with_its_field) {
         bad{"kind = \"drop\"\nfraction = 0.1\npackets = true\n",
             "faults[0].packets: packets are dropped between a worker's and a PS's hosts", "coordinator:0"},
         bad{"kind = \"duplicate\"\nfraction = 0.1\n",
-            "faults[0].peer: expected a ps task or the coordinator of the cluster, or \"datasets\"", "worker:1"}}) {
+            "faults[0].peer: expected a ps task or the coordinator of the cluster, or \"datasets\"", "worker:1"},
+        bad{"kind = \"drop\"\nfraction = 0.1\n", "faults[0].peer: expected the coordinator of the cluster", "ps:1",
+            "ps:0"}}) {
     std::ofstream(job) << text << "[[faults]]\n"
-                       << b.table << "task = \"worker:0\"\npeer = \"" << b.peer << "\"\nat = 1.0\nduration = 1.0\n";
+                       << b.table << "task = \"" << b.task << "\"\npeer = \"" << b.peer
+                       << "\"\nat = 1.0\nduration = 1.0\n";
     auto res = run_command({ACTORPS_BIN, "chaos", job, "--plan-only"}, 30s, dir + "/plan.log");
     BOOST_REQUIRE(res);
     BOOST_TEST(res->exit_code == 2, b.table);

@@ -1,7 +1,8 @@
 // Message faults across real processes (`actorps chaos` drop, duplicate,
 // reorder, delay): lost requests and replies, copies and late messages on
-// every pair a worker talks over -- to its PS shards, to its datasets, and
-// the coordinator's closures to it -- and every example still applied once.
+// every pair -- a worker's requests to its PS shards and to its datasets,
+// the coordinator's closures to a worker and its requests to PS shards --
+// and every example still applied once.
 #define BOOST_TEST_MODULE message_faults
 #include <boost/test/unit_test.hpp>
 
@@ -151,4 +152,40 @@ BOOST_AUTO_TEST_CASE(lost_closures_and_batches_apply_each_example_once) {
   for (long n : {answers0.lost, reordered0.reordered, copies1.duplicated, batches1.lost, next0.lost,
                  copies_next1.duplicated, answers_next1.lost})
     BOOST_TEST(n > 0);
+}
+
+// The coordinator's requests to PS tasks -- the checkpoint pulls of a job
+// that checkpoints every 100 steps -- lost, their answers lost, duplicated
+// and reordered: a lost one passes its deadline and is asked again, a
+// repeated pull reads the same values. Every checkpoint is written whole
+// and every example applied once.
+BOOST_AUTO_TEST_CASE(lost_checkpoint_pulls_are_asked_again) {
+  auto dir = make_temp_dir("test");
+  auto job = write_exactly_once_job(dir, 150, 100, "checkpoint_dir = \"" + dir + "/ckpt\"\ncheckpoint_steps = 100\n");
+  auto fault = [](const std::string& kind, const std::string& ps, const std::string& more, double at) {
+    return "[[faults]]\nkind = \"" + kind + "\"\ntask = \"" + ps + "\"\npeer = \"coordinator:0\"\n" + more +
+           "at = " + std::to_string(at) + "\nduration = 3.0\n";
+  };
+  std::ofstream(job, std::ios::app) << fault("drop", "ps:0", "fraction = 0.3\n", 0.3)
+                                    << fault("drop", "ps:1", "replies = true\nfraction = 0.3\n", 0.3)
+                                    << fault("duplicate", "ps:0", "fraction = 0.5\n", 3.5)
+                                    << fault("reorder", "ps:1", "fraction = 0.5\ndelay_ms = 20\n", 3.5);
+  auto res = run_chaos(dir, job);
+  BOOST_TEST(res.log.find("drop 30% of ps:0 -> coordinator:0 at 0.30 s for 3.00 s") != std::string::npos, res.log);
+  BOOST_TEST(examples_applied(res.out) == std::vector<int64_t>(3, 150 * 2000LL), res.out);
+  BOOST_TEST(res.log.find("coordinator: ps:0 did not answer (") != std::string::npos, res.log);
+  BOOST_TEST(res.log.find("coordinator: ps:1 did not answer (") != std::string::npos, res.log);
+  const auto lost0 = summary_of(res.log, "coordinator: injected fault on ps:0 over: ");
+  const auto lost1 = summary_of(res.log, "coordinator: injected fault on ps:1 over: ");
+  const auto copies0 = summary_of(res.log, "coordinator: injected fault on ps:0 over: ", 1);
+  const auto late1 = summary_of(res.log, "coordinator: injected fault on ps:1 over: ", 1);
+  BOOST_TEST_MESSAGE("coordinator -> ps:0: " << lost0.lost << " of " << lost0.sent << " requests lost, then "
+                                             << copies0.duplicated << " of " << copies0.sent << " duplicated; -> ps:1: "
+                                             << lost1.lost << " of " << lost1.sent << " answers lost, then "
+                                             << late1.reordered << " of " << late1.sent << " reordered");
+  for (long n : {lost0.lost, lost1.lost, copies0.duplicated, late1.reordered}) BOOST_TEST(n > 0);
+  auto final = train::restore_latest(dir + "/ckpt");
+  BOOST_REQUIRE(final.latest);
+  for (auto& v : final.latest->variables)  // the final checkpoint: every step's update once
+    BOOST_TEST(v.version == uint64_t(final.latest->step), v.name << ": " << v.version << " for " << final.latest->step);
 }

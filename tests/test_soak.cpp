@@ -73,8 +73,9 @@ BOOST_AUTO_TEST_CASE(the_soak_fails_a_round_that_doubled_lost_or_drifted) {
 // every step once, accuracy within a point of the fault-free run's);
 // here, that every round passed and each kind was injected and recovered.
 // The soak's drawn rounds are job files its own parser takes back, and
-// their message faults fall on every pair: a PS task, the coordinator, the
-// worker's datasets; partitions stay between a worker's and a PS's host.
+// their message faults fall on every pair: a worker's requests to a PS task
+// and to its datasets, the coordinator's to a worker and to a PS task;
+// partitions stay between a worker's and a PS's host.
 BOOST_AUTO_TEST_CASE(the_soaks_rounds_fault_every_pair_and_parse_back) {
   std::string text = "[cluster]\nname = \"soak-draw\"\n";
   int host = 0;
@@ -91,12 +92,15 @@ BOOST_AUTO_TEST_CASE(the_soaks_rounds_fault_every_pair_and_parse_back) {
       if (f.what == fault::kind::partition) BOOST_TEST(f.peer.role == pb::PS);
       if (f.what == fault::kind::drop || f.what == fault::kind::duplicate || f.what == fault::kind::reorder ||
           f.what == fault::kind::delay)
-        peers.insert(f.datasets ? "datasets" : f.peer.role == pb::PS ? "ps" : to_string(f.peer));
+        peers.insert(f.datasets              ? "datasets"
+                     : f.peer.role == pb::PS ? "ps"
+                     : f.task.role == pb::PS ? "coordinator -> ps"
+                                             : "coordinator -> worker");
     }
     auto parsed = parse_faults(faults, "round", *spec);
     BOOST_TEST(bool(parsed), "round " << round << ": " << (parsed ? "" : describe(parsed.error())) << "\n" << faults);
   }
-  BOOST_TEST(peers == (std::set<std::string>{"coordinator:0", "datasets", "ps"}));
+  BOOST_TEST(peers == (std::set<std::string>{"coordinator -> ps", "coordinator -> worker", "datasets", "ps"}));
 }
 
 BOOST_AUTO_TEST_CASE(a_one_minute_soak_of_every_fault_kind_loses_nothing) {

@@ -73,21 +73,33 @@ void inject_failed(chaos_ptr self, const planned_fault& f, int attempt, const ca
   });
 }
 
+// The InjectFault for `f` (a worker's requests to a PS task or its
+// datasets, the coordinator's to a worker or a PS task); false: no such pair.
+bool injection_of(planned_fault f, pb::InjectFault& req) {
+  if (f.task.role == pb::PS) std::swap(f.task, f.peer);  // a PS's fault: on the requests sent to it
+  if (f.peer.role == pb::COORDINATOR) std::swap(f.task, f.peer);
+  if (f.task.role == pb::COORDINATOR && (f.peer.role == pb::PS || f.peer.role == pb::WORKER)) {
+    const bool ps = f.peer.role == pb::PS;
+    req.set_peer(ps ? pb::InjectFault::COORDINATOR_PS : pb::InjectFault::COORDINATOR);
+    req.set_ps(ps ? f.peer.index : 0);
+    req.set_worker(ps ? 0 : f.peer.index);
+    return true;
+  }
+  if (f.task.role != pb::WORKER || (f.peer.role != pb::PS && !f.datasets)) return false;
+  req.set_peer(f.datasets ? pb::InjectFault::DATASETS : pb::InjectFault::PS_TASK);
+  req.set_worker(f.task.index);
+  req.set_ps(f.datasets ? 0 : f.peer.index);
+  return true;
+}
+
 void inject(chaos_ptr self, planned_fault f, int attempt) {
-  if (f.task.role == pb::PS) std::swap(f.task, f.peer);
   const auto what = to_string(f);
-  const bool to_coordinator = f.peer.role == pb::COORDINATOR;
-  if (f.task.role != pb::WORKER || (f.peer.role != pb::PS && !to_coordinator && !f.datasets))
+  pb::InjectFault req;
+  if (!injection_of(f, req))
     return log_fault(self, what,
                      make_error(errc::invalid_argument,
                                 "only between a worker and a PS, its datasets or the "
-                                "coordinator without --netns"));
-  pb::InjectFault req;
-  req.set_worker(f.task.index);
-  req.set_ps(f.peer.role == pb::PS ? f.peer.index : 0);
-  req.set_peer(f.datasets       ? pb::InjectFault::DATASETS
-               : to_coordinator ? pb::InjectFault::COORDINATOR
-                                : pb::InjectFault::PS_TASK);
+                                "coordinator, or the coordinator and a PS, without --netns"));
   if (f.what == fault::kind::duplicate)
     req.set_duplicate(f.fraction);
   else if (f.what == fault::kind::reorder)
@@ -98,7 +110,8 @@ void inject(chaos_ptr self, planned_fault f, int attempt) {
   req.set_delay_ms(f.delay_ms);
   req.set_duration_ms(uint32_t(f.duration * 1000));
   auto& spec = self->state.spec;
-  const auto* node = spec.node_of(to_coordinator ? f.peer : f.task);  // the proxy's node, or the worker's
+  const bool coordinators = req.peer() == pb::InjectFault::COORDINATOR || req.peer() == pb::InjectFault::COORDINATOR_PS;
+  const auto* node = spec.node_of(coordinators ? task_id{pb::COORDINATOR, 0} : task_id{pb::WORKER, req.worker()});
   self->state.dial(self, size_t(node - spec.nodes.data()),
                    [self, req, f, what, attempt](caf::expected<node_actor> node) {
                      if (!node) return inject_failed(self, f, attempt, node.error());

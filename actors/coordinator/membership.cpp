@@ -176,6 +176,10 @@ caf::behavior membership_behavior(membership_ptr self, membership_setup setup) {
         return self->delegate(caf::actor_cast<leave_actor>(proxy->second), leave);
       },
       [self](const pb::InjectFault& req) -> caf::result<pb::FaultInjected> {  // from the coordinator's node
+        if (req.peer() == pb::InjectFault::COORDINATOR_PS) {                  // the keeper's, which owns the shard list
+          self->delegate(self->state.s.keeper, req);
+          return caf::delegated<pb::FaultInjected>{};
+        }
         auto proxy = self->state.proxies.find(req.worker());
         if (proxy == self->state.proxies.end())
           return make_error(errc::not_up, fmt::format("worker:{} is not in the job", req.worker()));

@@ -15,6 +15,7 @@
 #include "actors/coordinator/coordinator_metrics.hpp"
 #include "actors/coordinator/worker_proxy.hpp"
 #include "actors/net/countdown.hpp"
+#include "actors/net/lossy_link.hpp"
 
 namespace actorps {
 namespace {
@@ -36,6 +37,14 @@ struct keeper_state {
   std::set<uint32_t> cause_logged;  // why its node did not answer, once per loss
   std::vector<shards_wanted> waiting;
   bool tick_pending = false;
+  // An injected fault on the coordinator's requests to a PS task: the link
+  // that stands in for its shard in the facade's lists until `until`.
+  struct faulted_link {
+    caf::actor link;
+    caf::actor_addr shard;  // the shard it leads to (a restored one is reached directly)
+    clock_type::time_point until;
+  };
+  std::map<uint32_t, faulted_link> links;  // by ps task
 };
 
 using keeper_ptr = caf::stateful_actor<keeper_state>*;
@@ -43,6 +52,17 @@ using keeper_ptr = caf::stateful_actor<keeper_state>*;
 void watch(keeper_ptr self, uint32_t ps, const ps_shard_actor& shard) {
   self->monitor(shard);
   self->state.watched[shard.address()] = ps;
+}
+
+// The shards as the facade reaches them: through the lossy link of a
+// fault that lasts on a PS task.
+shard_list facade_view(keeper_ptr self) {
+  auto& st = self->state;
+  auto out = st.l.shards;
+  for (auto& [ps, f] : st.links)
+    if (self->clock().now() < f.until && out[ps].address() == f.shard)
+      out[ps] = caf::actor_cast<ps_shard_actor>(f.link);
+  return out;
 }
 
 // Answers the facade's requests for shards that can be answered now: none
@@ -56,7 +76,7 @@ void answer_waiting(keeper_ptr self, bool tick) {
     if (w.stale && !tick && st.l.shards[w.stale->first].address() == w.stale->second)
       still.push_back(std::move(w));
     else
-      w.promise.deliver(st.l.shards);
+      w.promise.deliver(facade_view(self));
   }
   st.waiting = std::move(still);
   if (!st.waiting.empty() && !std::exchange(st.tick_pending, true))
@@ -227,6 +247,18 @@ caf::behavior keeper_behavior(keeper_ptr self, keeper_setup setup, node_dialer d
         answer_waiting(self, true);
       },
       [self](keeper_proxy_atom, const caf::actor& proxy) { self->state.l.proxies.push_back(proxy); },
+      [self](const pb::InjectFault& req) -> caf::result<pb::FaultInjected> {  // from the coordinator's node
+        auto& st = self->state;
+        if (req.ps() >= st.l.shards.size())
+          return make_error(errc::invalid_argument,
+                            fmt::format("no ps:{} (the job has {})", req.ps(), st.l.shards.size()));
+        auto& shard = st.l.shards[req.ps()];
+        auto link = spawn_lossy_link(self->home_system(), caf::actor_cast<caf::actor>(shard), req, "coordinator",
+                                     fmt::format("ps:{}", req.ps()));
+        st.links[req.ps()] = {link, shard.address(),
+                              self->clock().now() + std::chrono::milliseconds(req.duration_ms())};
+        return pb::FaultInjected{};
+      },
       [self](keeper_lr_atom, float lr) { self->state.learning_rate = lr; },
       [self](keeper_ckpt_atom, const std::string& dir) { self->state.l.checkpoint_dir = dir; },
       [self](keeper_retry_atom, uint32_t ps) {

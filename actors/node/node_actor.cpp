@@ -246,11 +246,12 @@ caf::result<pb::JobEnded> on_end_job(node_ptr self, const pb::EndJob& req) {
 }
 
 // InjectFault: the worker's requests go through its fault (the worker
-// answers); the coordinator's to a worker through its proxy's (on the
-// coordinator's node: the membership actor hands it on and answers).
+// answers); the coordinator's to a worker through its proxy's, to a PS
+// task through the keeper's lossy link (on the coordinator's node: the
+// membership actor hands it on).
 caf::result<pb::FaultInjected> on_inject(node_ptr self, const pb::InjectFault& req) {
   auto& st = self->state;
-  if (req.peer() == pb::InjectFault::COORDINATOR) {
+  if (req.peer() == pb::InjectFault::COORDINATOR || req.peer() == pb::InjectFault::COORDINATOR_PS) {
     if (auto err = check_peer(self, req, {pb::COORDINATOR, pb::CLIENT}, "faults")) return err;
     if (!st.membership) return make_error(errc::invalid_argument, st.where + "runs no job's coordinator");
     return self->delegate(caf::actor_cast<fault_gate_actor>(st.membership), req);

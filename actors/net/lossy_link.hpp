@@ -1,0 +1,28 @@
+// A stand-in for an actor whose requests pass through an injected fault
+// (fault_injector.hpp), for senders that cannot route each request
+// themselves: the coordinator's blocking calls to a PS shard take it in
+// the shard's place while the fault lasts (ps_keeper.hpp). Every message
+// it gets goes to the target as the sender sent it, unless the fault says
+// otherwise: lost (never arrives: the sender's deadline passes), its
+// answer lost (the target gets it from the link, whose answer is dropped),
+// duplicated (the target gets it twice, the sender one answer), delayed or
+// reordered (held back). The fault's summary is logged when it ends, as
+// "<who>: injected fault on <what> over: ...".
+#pragma once
+
+#include <string>
+
+#include <caf/actor.hpp>
+#include <caf/actor_system.hpp>
+
+#include "messages/wire.hpp"
+
+namespace actorps {
+
+/// The link to `target` under `fault` (its drop, replies, duplicate,
+/// reorder, delay_ms and duration_ms). It stops on its own a minute after
+/// the fault ends.
+caf::actor spawn_lossy_link(caf::actor_system& sys, caf::actor target, const pb::InjectFault& fault,
+                            const std::string& who, const std::string& what);
+
+}  // namespace actorps
