@@ -316,7 +316,6 @@ void dispatch(proxy_ptr self) {
   const uint64_t id = st.next_batch++;
   st.running += batch.size();
   st.in_flight.emplace(id, std::move(batch));
-  msg.set_batch(id);
   msg.set_answered_below(st.in_flight.begin()->first);
   auto ok = [self, id](const pb::ClosuresDone& done) { on_done(self, id, done); };
   auto fail = [self, to = st.worker](caf::error err) {
@@ -328,6 +327,7 @@ void dispatch(proxy_ptr self) {
     });
     return;
   }
+  msg.set_batch(id);  // it may be sent again: the worker keeps its answer until answered_below passes it
   auto sent = std::make_shared<const pb::RunClosures>(std::move(msg));
   st.faults->route(
       0,
