@@ -495,16 +495,28 @@ BOOST_FIXTURE_TEST_CASE(the_fault_plan_runs_on_time_and_at_its_steps, determinis
   sched.run();
 }
 
-// An injection that meets its worker not up (respawning) is tried again
-// 200 ms later, then 400 ms, ...; once it lands the retries stop.
-BOOST_FIXTURE_TEST_CASE(an_injection_is_retried_while_its_worker_is_not_up, deterministic_system) {
+namespace {
+
+// A chaos executor whose one fault, a drop on worker:0 at 0.5 s, meets its
+// worker not up: every dial answers not_up until the test says otherwise.
+struct injection_fixture : deterministic_system {
   recording_hands hands;
   fake_dialer nodes;
-  nodes.down = make_error(errc::not_up, "worker:0 runs no worker actor (yet)");
-  auto drop = planned(fault::kind::drop, "worker:0", 0.5, -1, 1.0);
-  drop.fraction = 0.05;
-  auto chaos = spawn_chaos(sys(), topology({"coordinator", "worker", "ps", "ps"}), nodes.get(), hands, {drop});
-  sched.run();
+  caf::actor chaos;
+  injection_fixture() {
+    nodes.down = make_error(errc::not_up, "worker:0 runs no worker actor (yet)");
+    auto drop = planned(fault::kind::drop, "worker:0", 0.5, -1, 1.0);
+    drop.fraction = 0.05;
+    chaos = spawn_chaos(sys(), topology({"coordinator", "worker", "ps", "ps"}), nodes.get(), hands, {drop});
+    sched.run();
+  }
+};
+
+}  // namespace
+
+// An injection that meets its worker not up (respawning) is tried again
+// 200 ms later, then 400 ms, ...; once it lands the retries stop.
+BOOST_FIXTURE_TEST_CASE(an_injection_is_retried_while_its_worker_is_not_up, injection_fixture) {
   sched.advance_time(501ms);
   sched.run();
   BOOST_TEST(nodes.dials.size() == 1u);
@@ -529,14 +541,7 @@ BOOST_FIXTURE_TEST_CASE(an_injection_is_retried_while_its_worker_is_not_up, dete
 
 // One whose worker never comes is given up after 5 tries (0.2 + 0.4 + 0.8
 // + 1.6 s), and the end does not wait for it.
-BOOST_FIXTURE_TEST_CASE(an_injection_is_given_up_after_five_tries, deterministic_system) {
-  recording_hands hands;
-  fake_dialer nodes;
-  nodes.down = make_error(errc::not_up, "worker:0 runs no worker actor (yet)");
-  auto drop = planned(fault::kind::drop, "worker:0", 0.5, -1, 1.0);
-  drop.fraction = 0.05;
-  auto chaos = spawn_chaos(sys(), topology({"coordinator", "worker", "ps", "ps"}), nodes.get(), hands, {drop});
-  sched.run();
+BOOST_FIXTURE_TEST_CASE(an_injection_is_given_up_after_five_tries, injection_fixture) {
   for (int i = 0; i < 20; ++i) {
     sched.advance_time(500ms);
     sched.run();

@@ -34,17 +34,22 @@ fault_summary summary_of(const std::string& log, const std::string& prefix, int 
   return f;
 }
 
+// One [[faults]] table: `kind` on `task`'s messages with `peer`, `more`
+// lines (fraction, delay_ms, replies), from `at` for `duration` seconds.
+std::string fault_table(const std::string& kind, const std::string& task, const std::string& peer,
+                        const std::string& more, double at, double duration) {
+  return "[[faults]]\nkind = \"" + kind + "\"\ntask = \"" + task + "\"\npeer = \"" + peer + "\"\n" + more +
+         "at = " + std::to_string(at) + "\nduration = " + std::to_string(duration) + "\n";
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(dropped_and_delayed_worker_to_ps_messages_do_not_stop_the_job) {
   auto dir = make_temp_dir("test");
   auto job = write_job(dir, "", "", 10, "[model]\ninput = [1, 1, 4]\n", 3000, 0.02);  // ~20 s with the drops
-  std::ofstream(job, std::ios::app) << "[[faults]]\nkind = \"drop\"\ntask = \"worker:0\"\npeer = \"ps:0\"\nfraction = "
-                                       "0.05\nat = 0.3\nduration = 8.0\n"
-                                       "[[faults]]\nkind = \"drop\"\ntask = \"worker:1\"\npeer = \"ps:1\"\nfraction = "
-                                       "0.05\nat = 0.3\nduration = 8.0\n"
-                                       "[[faults]]\nkind = \"delay\"\ntask = \"worker:1\"\npeer = \"ps:0\"\ndelay_ms = "
-                                       "20\nat = 6.0\nduration = 2.0\n";
+  std::ofstream(job, std::ios::app) << fault_table("drop", "worker:0", "ps:0", "fraction = 0.05\n", 0.3, 8.0)
+                                    << fault_table("drop", "worker:1", "ps:1", "fraction = 0.05\n", 0.3, 8.0)
+                                    << fault_table("delay", "worker:1", "ps:0", "delay_ms = 20\n", 6.0, 2.0);
   auto res = run_chaos(dir, job);
   const std::string& log = res.log;
   BOOST_TEST(log.find("drop 5% of worker:0 -> ps:0 at 0.30 s for 8.00 s") != std::string::npos, log);
@@ -70,13 +75,11 @@ BOOST_AUTO_TEST_CASE(dropped_and_delayed_worker_to_ps_messages_do_not_stop_the_j
 BOOST_AUTO_TEST_CASE(lost_replies_duplicates_and_reordering_apply_each_example_once) {
   auto dir = make_temp_dir("test");
   auto job = write_exactly_once_job(dir, 150, 100);
-  std::ofstream(job, std::ios::app)
-      << "[[faults]]\nkind = \"drop\"\nreplies = true\ntask = \"worker:0\"\npeer = \"ps:0\"\nfraction = 0.05\n"
-         "at = 0.3\nduration = 3.0\n"
-         "[[faults]]\nkind = \"duplicate\"\ntask = \"worker:1\"\npeer = \"ps:1\"\nfraction = 0.05\nat = 0.3\n"
-         "duration = 3.0\n"
-         "[[faults]]\nkind = \"reorder\"\ntask = \"worker:1\"\npeer = \"ps:0\"\nfraction = 0.1\ndelay_ms = 20\n"
-         "at = 0.3\nduration = 3.0\n";
+  std::ofstream(job, std::ios::app) << fault_table("drop", "worker:0", "ps:0", "replies = true\nfraction = 0.05\n", 0.3,
+                                                   3.0)
+                                    << fault_table("duplicate", "worker:1", "ps:1", "fraction = 0.05\n", 0.3, 3.0)
+                                    << fault_table("reorder", "worker:1", "ps:0", "fraction = 0.1\ndelay_ms = 20\n",
+                                                   0.3, 3.0);
   auto res = run_chaos(dir, job);
   const std::string& log = res.log;
   BOOST_TEST(log.find("drop 5% of worker:0 -> ps:0 (replies) at 0.30 s for 3.00 s") != std::string::npos, log);
@@ -112,18 +115,15 @@ BOOST_AUTO_TEST_CASE(lost_closures_and_batches_apply_each_example_once) {
   auto dir = make_temp_dir("test");
   auto job = write_exactly_once_job(dir, 150, 100);
   auto fault = [](const std::string& kind, const std::string& task, const std::string& peer, const std::string& more,
-                  double at) {
-    return "[[faults]]\nkind = \"" + kind + "\"\ntask = \"" + task + "\"\npeer = \"" + peer + "\"\n" + more +
-           "at = " + std::to_string(at) + "\nduration = 3.5\n";
-  };
+                  double at) { return fault_table(kind, task, peer, more, at, 3.5); };
   std::ofstream(job, std::ios::app)  // two windows of 3.5 s, one fault per pair in each
       << fault("drop", "worker:0", "coordinator:0", "replies = true\nfraction = 0.3\n", 0.3)
       << fault("duplicate", "worker:1", "coordinator:0", "fraction = 0.3\n", 0.3)
       << fault("drop", "worker:0", "datasets", "fraction = 0.15\n", 0.3)
       << fault("duplicate", "worker:1", "datasets", "fraction = 0.1\n", 0.3)
-      << fault("reorder", "worker:0", "coordinator:0", "fraction = 0.5\ndelay_ms = 20\n", 4.0)
-      << fault("drop", "worker:1", "coordinator:0", "fraction = 0.4\n", 4.0)
-      << fault("drop", "worker:1", "datasets", "replies = true\nfraction = 0.15\n", 4.0);
+      << fault("reorder", "worker:0", "coordinator:0", "fraction = 0.7\ndelay_ms = 20\n", 4.0)
+      << fault("drop", "worker:1", "coordinator:0", "fraction = 0.6\n", 4.0)
+      << fault("drop", "worker:1", "datasets", "replies = true\nfraction = 0.3\n", 4.0);
   auto res = run_chaos(dir, job);
   BOOST_TEST(res.log.find("drop 30% of worker:0 -> coordinator:0 (replies) at 0.30 s for 3.50 s") != std::string::npos,
              res.log);
@@ -163,8 +163,7 @@ BOOST_AUTO_TEST_CASE(lost_checkpoint_pulls_are_asked_again) {
   auto dir = make_temp_dir("test");
   auto job = write_exactly_once_job(dir, 150, 100, "checkpoint_dir = \"" + dir + "/ckpt\"\ncheckpoint_steps = 100\n");
   auto fault = [](const std::string& kind, const std::string& ps, const std::string& more, double at) {
-    return "[[faults]]\nkind = \"" + kind + "\"\ntask = \"" + ps + "\"\npeer = \"coordinator:0\"\n" + more +
-           "at = " + std::to_string(at) + "\nduration = 3.0\n";
+    return fault_table(kind, ps, "coordinator:0", more, at, 3.0);
   };
   std::ofstream(job, std::ios::app) << fault("drop", "ps:0", "fraction = 0.3\n", 0.3)
                                     << fault("drop", "ps:1", "replies = true\nfraction = 0.3\n", 0.3)

@@ -1,0 +1,93 @@
+// The lossy link (actors/net/lossy_link.hpp) driven message by message on
+// CAF's test coordinator: in front of a fake shard that counts what it
+// gets, a lost request never reaches it, a lost answer is handled and
+// dropped, a duplicate reaches it twice with one answer, a delayed one
+// waits its delay, and after the fault everything passes.
+#define BOOST_TEST_MODULE lossy_link
+#include <boost/test/unit_test.hpp>
+
+#include "actors/net/lossy_link.hpp"
+#include "tests/actor_test.hpp"
+
+using namespace actorps;
+using namespace actorps::testing;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct counter_state {
+  static inline const char* name = "fake_shard";
+  int stats_asked = 0;
+};
+
+caf::behavior counting_shard(caf::stateful_actor<counter_state>* self) {
+  return {[self](const pb::ShardStatsRequest&) {
+    pb::ShardStats s;
+    s.set_step(++self->state.stats_asked);
+    return s;
+  }};
+}
+
+struct link_fixture : deterministic_system {
+  caf::actor shard = spawn_fake(sys(), counting_shard);
+
+  // A link under `fault` for 1 s; one request through it.
+  std::shared_ptr<asked<pb::ShardStats>> ask_through(pb::InjectFault fault) {
+    fault.set_duration_ms(1000);
+    auto link = spawn_lossy_link(sys(), shard, fault, "coordinator", "ps:0");
+    sched.run();
+    auto got = ask<pb::ShardStats>(sys(), link, pb::ShardStatsRequest{});
+    sched.run();
+    return got;
+  }
+  int handled() { return state_of<counter_state>(shard).stats_asked; }
+};
+
+}  // namespace
+
+BOOST_FIXTURE_TEST_CASE(a_lost_request_never_reaches_the_target, link_fixture) {
+  pb::InjectFault fault;
+  fault.set_drop(1.0);
+  auto got = ask_through(fault);
+  BOOST_TEST(handled() == 0);
+  BOOST_TEST(!got->reply);  // the sender's own deadline decides
+}
+
+BOOST_FIXTURE_TEST_CASE(a_lost_answer_is_handled_and_dropped, link_fixture) {
+  pb::InjectFault fault;
+  fault.set_drop(1.0);
+  fault.set_replies(true);
+  auto got = ask_through(fault);
+  BOOST_TEST(handled() == 1);
+  BOOST_TEST(!got->reply);
+}
+
+BOOST_FIXTURE_TEST_CASE(a_duplicate_reaches_the_target_twice_and_is_answered_once, link_fixture) {
+  pb::InjectFault fault;
+  fault.set_duplicate(1.0);
+  auto got = ask_through(fault);
+  BOOST_TEST(handled() == 2);
+  BOOST_REQUIRE(got->reply && *got->reply);
+  BOOST_TEST((*got->reply)->step() == 2);  // the sender's own copy went second
+}
+
+BOOST_FIXTURE_TEST_CASE(a_delayed_request_waits_then_passes_and_the_fault_ends, link_fixture) {
+  pb::InjectFault fault;
+  fault.set_delay_ms(50);
+  fault.set_drop(0);
+  fault.set_duration_ms(1000);
+  auto link = spawn_lossy_link(sys(), shard, fault, "coordinator", "ps:0");
+  sched.run();
+  auto late = ask<pb::ShardStats>(sys(), link, pb::ShardStatsRequest{});
+  sched.run();
+  BOOST_TEST(handled() == 0);
+  sched.advance_time(50ms);
+  sched.run();
+  BOOST_REQUIRE(late->reply && *late->reply);
+  sched.advance_time(1s);  // the fault is over: straight through
+  sched.run();
+  auto after = ask<pb::ShardStats>(sys(), link, pb::ShardStatsRequest{});
+  sched.run();
+  BOOST_REQUIRE(after->reply && *after->reply);
+  BOOST_TEST(handled() == 2);
+}
