@@ -160,6 +160,10 @@ caf::error read_op(const reader& r, const toml::node& n, const std::string& p, p
     int64_t count = -1;
     (err = r.only_keys(*t, p, {"type", "count"})) || (err = r.get(*t, p, "count", count, -1, INT64_MAX));
     op.mutable_repeat()->set_count(count);
+  } else if (type == "skip") {
+    int64_t count = 0;
+    (err = r.only_keys(*t, p, {"type", "count"})) || (err = r.get(*t, p, "count", count, 0, INT64_MAX));
+    op.mutable_skip()->set_count(count);
   } else if (type == "batch") {
     uint32_t size = 0;
     bool drop = false;
@@ -173,7 +177,8 @@ caf::error read_op(const reader& r, const toml::node& n, const std::string& p, p
   } else {
     auto* at = t->get("type");
     return r.fail(at ? *at : n, p + ".type",
-                  "expected one of \"map\", \"filter\", \"shard\", \"shuffle\", \"repeat\", \"batch\", \"prefetch\"");
+                  "expected one of \"map\", \"filter\", \"shard\", \"shuffle\", \"skip\", \"repeat\", \"batch\", "
+                  "\"prefetch\"");
   }
   return err;
 }

@@ -38,6 +38,18 @@ std::vector<split_range> cut_splits(const pb::DatasetSpec& train, int64_t exampl
 }
 int64_t integer_at(const values& v, size_t i) { return i < v.size() ? v[i].integer() : 0; }
 
+// SYNC reads one batch per worker per step: after a restore of step `step`
+// each worker's train dataset goes on after the batches those steps read,
+// and the rerun trains on what an uninterrupted run would have.
+caf::error resume_train_dataset(cluster_coordinator& c, const job_spec& job, int64_t step) {
+  const auto& t = job.training;
+  if (t.consistency.mode() != pb::Consistency::SYNC || t.exactly_once || step == 0) return caf::none;
+  auto spec = job.train;
+  spec.add_ops()->mutable_skip()->set_count(step);
+  auto info = c.create_per_worker_dataset("train", spec, false);
+  return info ? caf::none : in_context(info.error(), "resuming the train dataset after step " + std::to_string(step));
+}
+
 }  // namespace
 
 caf::error fit_callback::on_train_begin(cluster_coordinator&, fit_start&) { return caf::none; }
@@ -259,6 +271,7 @@ caf::expected<fit_result> fit(cluster_coordinator& c, const job_spec& job,
   fit_run r{c, job, callbacks, {}, workers, t.steps_per_epoch, {}, {}, std::vector<int64_t>(workers, 0), 0, {}};
   for (auto* cb : callbacks)
     if (auto err = cb->on_train_begin(c, r.start)) return err;
+  if (auto err = resume_train_dataset(c, job, r.start.step)) return err;
   r.out.first_epoch = r.start.epoch;
   r.status = r.start.splits;
   if (t.exactly_once) {

@@ -152,6 +152,25 @@ class shard_stage : public stage {
   uint64_t n_, index_, seen_ = 0;
 };
 
+// The first `count` examples of each pass dropped.
+class skip_stage : public stage {
+ public:
+  skip_stage(std::unique_ptr<stage> in, int64_t count) : in_(std::move(in)), count_(count) {}
+  bool next(example& out) override {
+    for (; skipped_ < count_; ++skipped_)
+      if (!in_->next(out)) return false;
+    return in_->next(out);
+  }
+  void reset() override {
+    in_->reset();
+    skipped_ = 0;
+  }
+
+ private:
+  std::unique_ptr<stage> in_;
+  int64_t count_, skipped_ = 0;
+};
+
 class repeat_stage : public stage {
  public:
   repeat_stage(std::unique_ptr<stage> in, int64_t count) : in_(std::move(in)), count_(count) {}
@@ -277,8 +296,8 @@ caf::expected<pipeline> pipeline::build(const pb::DatasetSpec& spec) {
   for (int i = 0; i < spec.ops_size(); ++i) {
     auto& op = spec.ops(i);
     const std::string where = "op " + std::to_string(i) + ": ";
-    if (batched && op.op_case() != pb::DatasetOp::kPrefetch)
-      return bad(where + "only prefetch may follow batch (per-example ops come before it)");
+    if (batched && op.op_case() != pb::DatasetOp::kPrefetch && op.op_case() != pb::DatasetOp::kSkip)
+      return bad(where + "only prefetch and skip may follow batch (per-example ops come before it)");
     switch (op.op_case()) {
       case pb::DatasetOp::kMap:
         if (op.map().kind() == pb::Map::NORMALIZE && op.map().stddev() <= 0)
@@ -311,6 +330,13 @@ caf::expected<pipeline> pipeline::build(const pb::DatasetSpec& spec) {
         p.drop_remainder_ = op.batch().drop_remainder();
         batched = true;
         break;
+      case pb::DatasetOp::kSkip:
+        if (op.skip().count() < 0) return bad(where + "skip count must be >= 0");
+        if (batched)
+          p.skip_examples_ += op.skip().count() * p.batch_size_;
+        else
+          s = std::make_unique<skip_stage>(std::move(s), op.skip().count());
+        break;
       case pb::DatasetOp::kPrefetch: p.prefetch_ = op.prefetch().batches(); break;
       default: return bad(where + "empty op");
     }
@@ -326,6 +352,8 @@ void pipeline::read_range(int64_t begin, int64_t end) {
 }
 
 bool pipeline::next(batch& out) {
+  while (skip_examples_ > 0 && head_->next(scratch_)) --skip_examples_;  // whole batches: only the last is short
+  skip_examples_ = 0;
   out.ids.clear();
   out.labels.clear();
   out.x.clear();

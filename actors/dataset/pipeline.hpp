@@ -1,7 +1,8 @@
 // A per-worker input pipeline, built from a pb::DatasetSpec: a source (IDX
-// files, synthetic), then map / filter / shard / shuffle / repeat stages,
-// then batching. Pull-based, like tf.data's iterators: each stage asks the
-// one before it for the next example. Every example keeps the id it had at
+// files, synthetic), then map / filter / shard / shuffle / skip / repeat
+// stages, then batching (and skips of whole batches). Pull-based, like
+// tf.data's iterators: each stage asks the one before it for the next
+// example. Every example keeps the id it had at
 // its source (its index), so visitation can be counted.
 #pragma once
 
@@ -89,6 +90,7 @@ class pipeline {
   int64_t source_size_ = 0;
   uint32_t batch_size_ = 1;
   bool drop_remainder_ = false;
+  int64_t skip_examples_ = 0;  // skip after batch: its batches' examples, dropped at the first next()
   uint32_t prefetch_ = 0;
   example scratch_;
 };

@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include <mutex>
+#include <random>
 #include <set>
 
 #include <cerrno>
@@ -191,19 +192,29 @@ caf::expected<int> child_process::wait(std::chrono::milliseconds timeout) {
 
 namespace {
 
-uint16_t any_free_port() {
+// Binds a loopback socket to `port` (0: any): the port bound, 0 if none.
+uint16_t bind_probe(uint16_t port) {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
+  addr.sin_port = htons(port);
   socklen_t len = sizeof(addr);
-  uint16_t port = 0;
+  uint16_t bound = 0;
   if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
       ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0)
-    port = ntohs(addr.sin_port);
+    bound = ntohs(addr.sin_port);
   ::close(fd);
-  return port;
+  return bound;
+}
+
+// The first port of the kernel's ephemeral range, where it picks the local
+// ports of outgoing connections.
+int ephemeral_low() {
+  std::ifstream in("/proc/sys/net/ipv4/ip_local_port_range");
+  int low = 32768;
+  in >> low;
+  return low;
 }
 
 }  // namespace
@@ -216,13 +227,20 @@ std::string read_log(const std::string& path) {
 }
 
 uint16_t free_port() {
-  // The kernel may hand the same ephemeral port to two probes in a row:
-  // never give a port out twice in this process.
+  // Below the ephemeral range: a port handed out here stays free until its
+  // node listens, where a probe's ephemeral port may meanwhile become some
+  // outgoing connection's local port. Never the same port twice in a process.
   static std::mutex m;
   static std::set<uint16_t> given;
+  static std::mt19937 gen(std::random_device{}());
   std::lock_guard<std::mutex> guard(m);
-  for (int attempt = 0; attempt < 100; ++attempt)
-    if (auto port = any_free_port(); port != 0 && given.insert(port).second) return port;
+  const int high = ephemeral_low() - 1, low = 10000;
+  for (int attempt = 0; high > low && attempt < 200; ++attempt) {
+    const auto port = uint16_t(std::uniform_int_distribution<int>(low, high)(gen));
+    if (given.count(port) == 0 && bind_probe(port) == port) return *given.insert(port).first;
+  }
+  for (int attempt = 0; attempt < 100; ++attempt)  // no room below it
+    if (auto port = bind_probe(0); port != 0 && given.insert(port).second) return port;
   return 0;
 }
 

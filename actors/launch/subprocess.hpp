@@ -64,8 +64,9 @@ class child_process {
   std::string buffered_;  // stdout read but not yet returned
 };
 
-/// A TCP port on 127.0.0.1 that was free a moment ago (bind to port 0),
-/// never the same twice in one process.
+/// A TCP port on 127.0.0.1 that was free a moment ago, below the kernel's
+/// ephemeral range where it can (no outgoing connection takes it before
+/// its node listens), never the same twice in one process.
 [[nodiscard]] uint16_t free_port();
 
 /// A child's log file (its stderr_path), "" when unreadable: for errors
