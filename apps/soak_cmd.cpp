@@ -31,6 +31,7 @@
 #include "actors/coordinator/checkpoint.hpp"
 #include "actors/coordinator/soak_check.hpp"
 #include "actors/launch/local_nodes.hpp"
+#include "actors/launch/netns.hpp"
 #include "actors/launch/subprocess.hpp"
 #include "apps/commands.hpp"
 #include "apps/job_text.hpp"
@@ -158,6 +159,7 @@ struct soak_run {
   size_t nodes = 0;
   soak_reference ref;
   std::map<std::string, int> kinds;  // injected, by kind
+  bool packets = false;              // IP packets can be dropped (--netns, nftables)
 };
 
 // The lines of a round's logs that say what was injected and what recovered, with their times.
@@ -177,7 +179,7 @@ caf::expected<round_report> run_round(soak_run& s, int r) {
   const std::string dir = fmt::format("{}/round-{}", s.opts.dir, r);
   fs::remove_all(dir);
   fs::create_directories(dir);
-  auto draw = draw_soak_round(s.job.cluster, s.opts.seed, r, s.ref.train_seconds);
+  auto draw = draw_soak_round(s.job.cluster, s.opts.seed, r, s.ref.train_seconds, s.packets);
   std::string faults;
   for (auto& f : draw.faults) {
     faults += to_toml(f);
@@ -223,6 +225,18 @@ caf::expected<round_report> run_round(soak_run& s, int r) {
              rep.examples, rep.steps, rep.failures.empty() ? "passed" : "FAILED: " + rep.failures.front());
   std::fflush(stdout);
   return rep;
+}
+
+// Whether `actorps chaos --netns` drops IP packets here: network
+// namespaces for the hosts, with nftables in them (probed as chaos will).
+bool packets_droppable(const cluster_spec& spec) {
+  auto hosts = host_namespaces::create(spec);
+  const auto why = !hosts                  ? "network namespaces unavailable: " + describe(hosts.error())
+                   : !(*hosts)->nftables() ? std::string("nftables unavailable (nf_tables or `nft` missing)")
+                                           : std::string();
+  fmt::print("soak: packet drops {}\n", why.empty() ? "drawn (the hosts' namespaces have nftables)"
+                                                    : "not drawn (" + why + "): requests dropped instead");
+  return why.empty();
 }
 
 // The fault-free run the rounds are measured against.
@@ -286,7 +300,8 @@ int run_soak(const soak_options& opts) {
                                                           ": [training] checkpoint_dir and checkpoint_steps: a soak "
                                                           "kills PS nodes and the coordinator, which restore from "
                                                           "mid-epoch checkpoints; set both"));
-  soak_run s{opts, **job, *text, started_nodes((*job)->cluster), {}, {}};
+  soak_run s{opts, **job, *text, started_nodes((*job)->cluster), {}, {}, false};
+  s.packets = opts.netns && packets_droppable(s.job.cluster);
   const auto start = clock_type::now();
   auto ref = reference_run(s);
   if (!ref) return fail_with(ref.error());

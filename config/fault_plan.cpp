@@ -162,6 +162,7 @@ struct soak_kind {
   pb::Role role;  // the task's
   bool replies = false;
   bool coordinator = false;
+  bool packets = false;  // IP packets where the soak can drop them, else the worker's requests
 };
 constexpr soak_kind kSoakKinds[] = {
     {fault::kind::kill, pb::WORKER},       {fault::kind::drop, pb::WORKER},
@@ -169,7 +170,7 @@ constexpr soak_kind kSoakKinds[] = {
     {fault::kind::kill, pb::PS},           {fault::kind::reorder, pb::WORKER},
     {fault::kind::pause, pb::WORKER},      {fault::kind::kill, pb::COORDINATOR, false, true},
     {fault::kind::drop, pb::WORKER, true}, {fault::kind::delay, pb::WORKER},
-    {fault::kind::partition, pb::WORKER},
+    {fault::kind::partition, pb::WORKER},  {fault::kind::drop, pb::WORKER, false, false, true},
 };
 constexpr int kSoakFaultsPerRound = 4;
 
@@ -200,7 +201,7 @@ void pick_peer(fault& f, const cluster_spec& spec, const std::vector<task_id>& s
 
 }  // namespace
 
-soak_round draw_soak_round(const cluster_spec& spec, uint64_t seed, int round, double window) {
+soak_round draw_soak_round(const cluster_spec& spec, uint64_t seed, int round, double window, bool packets_dropped) {
   std::mt19937_64 gen(seed * 1000003 + uint64_t(round));
   auto uniform = [&](double lo, double hi) { return std::uniform_real_distribution<double>(lo, hi)(gen); };
   auto pick = [&](const std::vector<task_id>& from) {
@@ -224,23 +225,25 @@ soak_round draw_soak_round(const cluster_spec& spec, uint64_t seed, int round, d
       out.faults.push_back(f);
       continue;
     }
-    if (f.what == fault::kind::partition)
+    const bool packets = k.packets && packets_dropped;
+    if (f.what == fault::kind::partition || packets)
       f.peer = pick(shards);
     else
       pick_peer(f, spec, shards, gen);
     f.replies = k.replies;
     f.fraction = f.what == fault::kind::reorder ? 0.1 : 0.05;
     f.delay_ms = f.what == fault::kind::delay || f.what == fault::kind::reorder ? 20 : 0;
-    if (f.what == fault::kind::partition) {
+    if (f.what == fault::kind::partition || packets) {
       std::vector<std::pair<task_id, task_id>> apart;  // a worker and a PS on different hosts
       for (auto& w : workers)
         for (auto& s : shards)
           if (spec.node_of(w)->host != spec.node_of(s)->host) apart.emplace_back(w, s);
       if (!apart.empty())
         std::tie(f.task, f.peer) = apart[std::uniform_int_distribution<size_t>(0, apart.size() - 1)(gen)];
-      else
+      else if (f.what == fault::kind::partition)
         f.what = fault::kind::drop;
-      f.fraction = 1;
+      f.packets = packets && !apart.empty();
+      f.fraction = packets ? 0.2 : 1;
     }
     out.faults.push_back(f);
   }

@@ -133,8 +133,11 @@ struct soak_round {
 /// delayed, a partition, the coordinator killed. Tasks, times, durations and
 /// fractions are drawn; a partition needs a worker and a PS on different
 /// hosts and is otherwise a drop of every request (what it is without
-/// namespaces).
-soak_round draw_soak_round(const cluster_spec& spec, uint64_t seed, int round, double window);
+/// namespaces). A twelfth kind drops 20% of the IP packets between a
+/// worker's host and a PS's when `packets_dropped` (the hosts run in network
+/// namespaces with nftables), else 20% of that worker's requests to the PS.
+soak_round draw_soak_round(const cluster_spec& spec, uint64_t seed, int round, double window,
+                           bool packets_dropped = false);
 
 /// The rounds that hold every kind at least once (a soak runs at least these).
 int soak_rounds_for_every_kind();

@@ -1,7 +1,8 @@
 // The elastic worker set, driven message by message on CAF's test
-// coordinator: a proxy brings its worker up with exponential back-off, a
-// leaving worker drains (no new closures, answered once its closures are
-// done), and the membership actor admits and refuses joins.
+// coordinator: a proxy brings its worker up with exponential back-off and
+// tells the shards of its loss until they answer, a leaving worker drains
+// (no new closures, answered once its closures are done), and the
+// membership actor admits and refuses joins.
 #define BOOST_TEST_MODULE membership
 #include <boost/test/unit_test.hpp>
 
@@ -29,6 +30,22 @@ struct fixture : deterministic_system {
     return std::chrono::duration<double, std::milli>(clock.schedule().begin()->first - clock.current_time).count();
   }
 };
+
+// A shard whose answer to the first WorkerLost is lost.
+struct deaf_shard_state {
+  static inline const char* name = "deaf_shard";
+  std::vector<pb::WorkerLost> heard;
+  std::vector<caf::response_promise> unanswered;
+};
+
+caf::behavior deaf_shard(caf::stateful_actor<deaf_shard_state>* self) {
+  return {[self](const pb::WorkerLost& lost) -> caf::result<pb::ShardStats> {
+    self->state.heard.push_back(lost);
+    if (self->state.heard.size() > 1) return pb::ShardStats{};
+    self->state.unanswered.push_back(self->make_response_promise());
+    return caf::delegated<pb::ShardStats>{};
+  }};
+}
 
 pb::LeaveJob leave(uint32_t worker) {
   pb::LeaveJob req;
@@ -71,6 +88,34 @@ BOOST_FIXTURE_TEST_CASE(a_proxy_brings_its_worker_up_retrying_with_growing_back_
     sched.run();
   }
   for (int64_t i = 0; i < 3; ++i) BOOST_TEST(value_of(results[size_t(i)]) == 10 * i);
+}
+
+// The shards must hear of a lost worker: a paused one's late pushes would
+// count otherwise. A WorkerLost without an answer is sent again.
+BOOST_FIXTURE_TEST_CASE(a_lost_worker_is_told_to_each_shard_until_it_answers, fixture) {
+  auto shard = spawn_fake(sys(), deaf_shard);
+  auto worker = spawn_fake(sys(), fake_worker);
+  auto proxy = spawn_worker_proxy(sys(), q, 0, caf::actor_cast<worker_actor>(worker),
+                                  {nodes.get(), 1, pb::SpawnWorker{}, {caf::actor_cast<ps_shard_actor>(shard)}});
+  sched.run();
+  caf::anon_send_exit(worker, caf::exit_reason::kill);
+  sched.run();
+  auto& heard = state_of<deaf_shard_state>(shard).heard;
+  BOOST_REQUIRE_EQUAL(heard.size(), 1u);
+  BOOST_TEST(heard[0].worker() == 0u);
+  BOOST_TEST(heard[0].incarnation() == 0u);
+  sched.advance_time(5s);  // its deadline: no answer
+  sched.run();
+  BOOST_TEST(heard.size() == 1u);
+  sched.advance_time(100ms);  // the first back-off
+  sched.run();
+  BOOST_REQUIRE_EQUAL(heard.size(), 2u);
+  BOOST_TEST(heard[1].incarnation() == 0u);
+  sched.advance_time(30s);  // answered: never again
+  sched.run();
+  BOOST_TEST(heard.size() == 2u);
+  caf::anon_send_exit(proxy, caf::exit_reason::kill);
+  sched.run();
 }
 
 BOOST_FIXTURE_TEST_CASE(a_node_announcing_itself_while_its_worker_is_spawned_gets_one_worker, fixture) {

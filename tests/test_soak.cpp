@@ -75,7 +75,8 @@ BOOST_AUTO_TEST_CASE(the_soak_fails_a_round_that_doubled_lost_or_drifted) {
 // The soak's drawn rounds are job files its own parser takes back, and
 // their message faults fall on every pair: a worker's requests to a PS task
 // and to its datasets, the coordinator's to a worker and to a PS task;
-// partitions stay between a worker's and a PS's host.
+// partitions and packet drops (drawn only where the soak can drop packets)
+// stay between a worker's and a PS's host.
 BOOST_AUTO_TEST_CASE(the_soaks_rounds_fault_every_pair_and_parse_back) {
   std::string text = "[cluster]\nname = \"soak-draw\"\n";
   int host = 0;
@@ -85,11 +86,14 @@ BOOST_AUTO_TEST_CASE(the_soaks_rounds_fault_every_pair_and_parse_back) {
   auto spec = parse_toml(text, "soak-draw");
   BOOST_REQUIRE_MESSAGE(spec, (spec ? "" : describe(spec.error())));
   std::set<std::string> peers;
-  for (int round = 1; round <= 12; ++round) {
+  int packet_drops[2] = {0, 0};  // drawn without and with `packets_dropped`
+  for (int round = 1; round <= 24; ++round) {
+    const bool packets = round > 12;
     std::string faults;
-    for (auto& f : draw_soak_round(*spec, 3, round, 10.0).faults) {
+    for (auto& f : draw_soak_round(*spec, 3, round, 10.0, packets).faults) {
       faults += to_toml(f);
-      if (f.what == fault::kind::partition) BOOST_TEST(f.peer.role == pb::PS);
+      if (f.what == fault::kind::partition || f.packets) BOOST_TEST(f.peer.role == pb::PS);
+      packet_drops[packets] += f.packets;
       if (f.what == fault::kind::drop || f.what == fault::kind::duplicate || f.what == fault::kind::reorder ||
           f.what == fault::kind::delay)
         peers.insert(f.datasets              ? "datasets"
@@ -101,6 +105,8 @@ BOOST_AUTO_TEST_CASE(the_soaks_rounds_fault_every_pair_and_parse_back) {
     BOOST_TEST(bool(parsed), "round " << round << ": " << (parsed ? "" : describe(parsed.error())) << "\n" << faults);
   }
   BOOST_TEST(peers == (std::set<std::string>{"coordinator -> ps", "coordinator -> worker", "datasets", "ps"}));
+  BOOST_TEST(packet_drops[0] == 0);
+  BOOST_TEST(packet_drops[1] == 4);  // one in every three rounds
 }
 
 BOOST_AUTO_TEST_CASE(a_one_minute_soak_of_every_fault_kind_loses_nothing) {

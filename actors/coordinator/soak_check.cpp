@@ -145,7 +145,7 @@ std::string soak_label(const fault& f) {
   switch (f.what) {
     case fault::kind::kill: return "kill " + std::string(f.task.role == pb::PS ? "ps" : "worker");
     case fault::kind::pause: return "pause " + std::string(f.task.role == pb::PS ? "ps" : "worker");
-    case fault::kind::drop: return f.replies ? "drop replies" : "drop requests";
+    case fault::kind::drop: return f.packets ? "drop packets" : f.replies ? "drop replies" : "drop requests";
     case fault::kind::delay: return "delay";
     case fault::kind::partition: return "partition";
     case fault::kind::duplicate: return "duplicate";

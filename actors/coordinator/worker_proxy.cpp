@@ -21,6 +21,7 @@ namespace {
 constexpr size_t kMinWindow = 2, kMaxWindow = 256;
 constexpr auto kStillAbsentLog = std::chrono::seconds(30);  // a worker that never came: logged this often
 constexpr auto kSpawnTimeout = std::chrono::seconds(30);
+constexpr auto kLostAnswer = std::chrono::seconds(5);  // a shard's answer to WorkerLost
 
 using clock_point = caf::actor_clock::time_point;
 
@@ -130,6 +131,31 @@ void on_done(proxy_ptr self, uint64_t batch, const pb::ClosuresDone& done) {
   dispatch(self);
 }
 
+// Tells shard `ps` that the worker's incarnation `inc` is lost: its pushes
+// still on the way are refused (its closures run elsewhere), and
+// BOUNDED_STALENESS shards stop waiting for its clock until its respawn
+// pushes. Asked again after `wait` (doubling) until the shard answers,
+// while `inc` is the newest lost one (a newer WorkerLost covers it) and
+// for as long as a recovery may take; the shard may be a restored one.
+void tell_lost(proxy_ptr self, uint32_t ps, uint64_t inc, std::chrono::milliseconds wait) {
+  auto& st = self->state;
+  if (ps >= st.plan.shards.size() || inc + 1 != st.incarnation) return;
+  pb::WorkerLost lost;
+  lost.set_worker(st.index);
+  lost.set_incarnation(inc);
+  self->request(st.plan.shards[ps], kLostAnswer, lost)
+      .then([](const pb::ShardStats&) {},
+            [self, ps, inc, wait](caf::error& err) {
+              auto& st = self->state;
+              if (self->clock().now() - st.lost_at > kRecoveryTimeout) {
+                spdlog::warn("coordinator: ps:{} did not take note that worker:{} was lost ({}); given up", ps,
+                             st.index, describe(err));
+                return;
+              }
+              self->delayed_send(self, wait, proxy_lost_atom_v, ps, inc, uint64_t(next_retry(wait).count()));
+            });
+}
+
 // The worker is gone: everything it held runs elsewhere.
 void lose_worker(proxy_ptr self, const caf::error& why) {
   auto& st = self->state;
@@ -151,12 +177,7 @@ void lose_worker(proxy_ptr self, const caf::error& why) {
   st.lost_at = self->clock().now();
   st.logged_at = {};
   st.backoff = kFirstRetry;
-  // BOUNDED_STALENESS shards stop waiting for its clock until its respawn pushes.
-  pb::WorkerLost lost;  // its pushes still on the way are refused: its closures run elsewhere
-  lost.set_worker(st.index);
-  lost.set_incarnation(st.incarnation - 1);
-  for (auto& shard : st.plan.shards)
-    self->request(shard, std::chrono::seconds(10), lost).then([](const pb::ShardStats&) {}, [](caf::error&) {});
+  for (uint32_t ps = 0; ps < st.plan.shards.size(); ++ps) tell_lost(self, ps, st.incarnation - 1, kFirstRetry);
   if (st.leaving) {  // its closures run elsewhere: nothing left to drain
     finish_leaving(self);
     return;
@@ -459,6 +480,9 @@ caf::behavior proxy_behavior(proxy_ptr self, std::shared_ptr<closure_queue> queu
         return pb::FaultInjected{};
       },
       [self](proxy_timer_atom, uint64_t id) { self->state.timers.fire(id); },
+      [self](proxy_lost_atom, uint32_t ps, uint64_t inc, uint64_t wait_ms) {
+        tell_lost(self, ps, inc, std::chrono::milliseconds(wait_ms));
+      },
   };
 }
 
