@@ -50,7 +50,7 @@ int run_bench_closures(const closures_bench_options& opts) {
     pb::Optimizer sgd;
     sgd.set_learning_rate(0.1f);
     caf::error err;
-    (err = (*c)->create_variables(tiny, 1, sgd)) || (err = (*c)->create_workers(tiny, 1));
+    (err = (*c)->create_variables(tiny, 1, sgd)) || (err = (*c)->create_workers(tiny, {1}));
     if (err) return fail("setting up", err);
     if (auto warm = noop_rate(**c, 2000, true); !warm) return fail("warm-up", warm.error());
     for (uint32_t rep = 0; rep < opts.repetitions; ++rep) {

@@ -1,6 +1,8 @@
 // `actorps bench kernels`: forward + backward of the seed CNN per batch, our
 // CPU kernels beside PyTorch (Debian's python3-torch, OpenBLAS, non-trimming
-// malloc) measured in the same invocation, same batch, same threads.
+// malloc) measured in the same invocation, same batch, same threads; then,
+// where a GPU is, the same step on it as a worker runs it (host values in,
+// host gradients out) beside the device's arithmetic and bandwidth floor.
 #include <algorithm>
 #include <random>
 
@@ -9,6 +11,8 @@
 #include "actors/launch/subprocess.hpp"
 #include "apps/bench_util.hpp"
 #include "apps/commands.hpp"
+#include "kernels/device_memory.hpp"
+#include "kernels/device_model.hpp"
 #include "kernels/model.hpp"
 #include "messages/errors.hpp"
 
@@ -17,28 +21,36 @@ namespace {
 
 using clock_type = std::chrono::steady_clock;
 
+// The seed CNN's step over random pixels: samples/s, the median of
+// opts.repetitions runs of opts.iterations steps after 10 to warm up.
+template <class Step>
+double step_rate(int batch, int64_t input_size, const kernels_bench_options& opts, Step step) {
+  std::mt19937 gen(7);
+  std::uniform_real_distribution<float> pixel(0, 1);
+  std::vector<float> x(static_cast<size_t>(batch * input_size));
+  for (auto& v : x) v = pixel(gen);
+  std::vector<int32_t> labels(static_cast<size_t>(batch));
+  for (int i = 0; i < batch; ++i) labels[size_t(i)] = i % 10;
+  const kernels::batch_view view{batch, x.data(), nullptr, labels.data()};
+  for (int i = 0; i < 10; ++i) step(view);
+  std::vector<double> rates;
+  for (uint32_t rep = 0; rep < opts.repetitions; ++rep) {
+    auto start = clock_type::now();
+    for (uint32_t i = 0; i < opts.iterations; ++i) step(view);
+    std::chrono::duration<double> took = clock_type::now() - start;
+    rates.push_back(double(batch) * opts.iterations / took.count());
+  }
+  return median(rates);
+}
+
 }  // namespace
 
 double cnn_samples_per_second(int batch, int threads, const kernels_bench_options& opts) {
   kernels::set_cpu_threads(threads);
   kernels::sequential_model model(kernels::model_spec::seed_cnn(), kernels::cpu_ops());
   kernels::host_parameters p(model.initial_values(1));
-  std::mt19937 gen(7);
-  std::uniform_real_distribution<float> pixel(0, 1);
-  std::vector<float> x(static_cast<size_t>(batch * model.input_size()));
-  for (auto& v : x) v = pixel(gen);
-  std::vector<int32_t> labels(static_cast<size_t>(batch));
-  for (int i = 0; i < batch; ++i) labels[size_t(i)] = i % 10;
-  for (int i = 0; i < 10; ++i) model.train_step({batch, x.data(), nullptr, labels.data()}, p.params, p.grad_ptrs);
-  std::vector<double> rates;
-  for (uint32_t rep = 0; rep < opts.repetitions; ++rep) {
-    auto start = clock_type::now();
-    for (uint32_t i = 0; i < opts.iterations; ++i)
-      model.train_step({batch, x.data(), nullptr, labels.data()}, p.params, p.grad_ptrs);
-    std::chrono::duration<double> took = clock_type::now() - start;
-    rates.push_back(double(batch) * opts.iterations / took.count());
-  }
-  return median(rates);
+  return step_rate(batch, model.input_size(), opts,
+                   [&](const kernels::batch_view& b) { model.train_step(b, p.params, p.grad_ptrs); });
 }
 
 namespace {
@@ -58,6 +70,71 @@ caf::expected<double> measure_torch(int batch, int threads, const kernels_bench_
   return std::stod(res->out.substr(pos + 14));
 }
 
+// What one example's step must at least cost: FLOPs (multiply-adds x 2;
+// the backward pass twice the forward, less the first layer's input
+// gradient, which is never needed) and bytes (each activation written
+// once and read once, the input read once; the parameters' bytes come on
+// top, per batch: see print_cuda_rows).
+struct step_cost {
+  double flops = 0, bytes = 0;
+};
+step_cost cost_per_example(const kernels::model_spec& spec) {
+  int64_t h = spec.height, w = spec.width, c = spec.channels;
+  double forward = 0, first = -1, activations = 0;
+  for (auto& l : spec.layers) {
+    double f = 0;
+    if (l.kind == kernels::layer_kind::conv2d) {
+      if (l.pad == kernels::padding::valid) h -= l.kernel - 1, w -= l.kernel - 1;
+      f = 2.0 * double(h * w) * l.kernel * l.kernel * double(c) * l.units;
+      c = l.units;
+    } else if (l.kind == kernels::layer_kind::maxpool2d) {
+      h /= l.pool, w /= l.pool;
+    } else if (l.kind == kernels::layer_kind::dense) {
+      f = 2.0 * double(h * w * c) * l.units;
+      h = w = 1, c = l.units;
+    }
+    if (first < 0) first = f;
+    forward += f;
+    if (l.kind != kernels::layer_kind::flatten) activations += double(h * w * c);
+  }
+  const double input = double(spec.height * spec.width * spec.channels);
+  return {3 * forward - first, 4 * (2 * activations + input)};
+}
+
+// The CUDA rows: the seed CNN's step on GPU 0 through kernels::device_model
+// (the worker's path: host values uploaded, host gradients downloaded),
+// beside the CPU's best row and the device's floor.
+void print_cuda_rows(const kernels_bench_options& opts, double cpu_best) {
+  const auto spec = kernels::model_spec::seed_cnn();
+  const auto cost = cost_per_example(spec);
+  fmt::print("an example's step needs {:.2f} MFLOP and {:.0f} KB of activations\n", cost.flops / 1e6, cost.bytes / 1e3);
+  if (kernels::cuda_device_count() == 0) {
+    fmt::print("cuda: skipped: {}\n", kernels::cuda_unavailable_reason());
+    return;
+  }
+  const auto gpu = kernels::cuda_device_properties(0);
+  fmt::print("cuda:0 {}: peak {:.1f} TFLOP/s FP32, {:.0f} GB/s\n", gpu.name, gpu.fp32_flops_per_s / 1e12,
+             gpu.bytes_per_s / 1e9);
+  fmt::print("{:>6} {:>12} {:>12} {:>12} {:>10}\n", "batch", "cuda", "floor", "of floor", "vs cpu");
+  kernels::sequential_model cpu(spec, kernels::cpu_ops());
+  kernels::host_parameters p(cpu.initial_values(1));
+  kernels::device_model model(spec, {kernels::compute_device::cuda(0)});
+  double parameters = 0;
+  for (auto& v : p.values) parameters += double(v.size());
+  for (int batch : {32, 256, 1024}) {
+    // Per batch, each value is read twice (forward, backward) and each gradient written once.
+    const double bytes = cost.bytes + 3 * 4 * parameters / batch;
+    const double floor_rate = 1 / std::max(cost.flops / gpu.fp32_flops_per_s, bytes / gpu.bytes_per_s);
+    double rate = step_rate(batch, model.input_size(), opts,
+                            [&](const kernels::batch_view& b) { model.train_step(b, p.params, p.grad_ptrs); });
+    fmt::print("{:>6} {:>12.0f} {:>12.0f} {:>11.1f}% {:>9.2f}x\n", batch, rate, floor_rate, 100 * rate / floor_rate,
+               rate / cpu_best);
+  }
+  fmt::print(
+      "(floor: samples/s were the step bound only by peak FP32 or by memory bandwidth, the parameters'\n"
+      " bytes included; vs cpu: over the best CPU row's samples/s)\n");
+}
+
 }  // namespace
 
 int run_bench_kernels(const kernels_bench_options& opts) {
@@ -65,9 +142,11 @@ int run_bench_kernels(const kernels_bench_options& opts) {
              opts.repetitions, opts.iterations);
   fmt::print("{:>6} {:>8} {:>12} {:>12} {:>14}\n", "batch", "threads", "actorps", "pytorch", "time vs torch");
   std::vector<std::string> targets;
+  double cpu_best = 0;
   for (int batch : {32, 256})
     for (int threads : {1, 2}) {
       double ours = cnn_samples_per_second(batch, threads, opts);
+      cpu_best = std::max(cpu_best, ours);
       auto torch = measure_torch(batch, threads, opts);
       if (!torch) {
         fmt::print(stderr, "bench kernels: {}\n", describe(torch.error()));
@@ -77,6 +156,7 @@ int run_bench_kernels(const kernels_bench_options& opts) {
       fmt::print("{:>6} {:>8} {:>12.0f} {:>12.0f} {:>13.2f}x\n", batch, threads, ours, *torch, ratio);
       targets.push_back(fmt::format("target cnn_b{}_t{}_vs_torch: {:.2f} x (goal <= 0.8)", batch, threads, ratio));
     }
+  print_cuda_rows(opts, cpu_best);
   for (auto& t : targets) fmt::print("{}\n", t);
   return 0;
 }

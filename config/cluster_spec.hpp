@@ -46,7 +46,7 @@ struct node_spec {
   std::string host;
   uint16_t port = 0;
   std::vector<task_id> tasks;
-  uint32_t gpus = 0;          // GPUs the node may use; 0 = CPU kernels only
+  uint32_t gpus = 0;          // GPUs its worker may use: the first `gpus` it sees; 0 = every GPU it sees
   uint16_t metrics_port = 0;  // Prometheus metrics over HTTP (GET /metrics) on this port; 0 = off
 
   std::string address() const { return host + ":" + std::to_string(port); }

@@ -33,6 +33,8 @@ const std::initializer_list<const char*> kTrainingKeys = {"epochs",
                                                           "staleness",
                                                           "seed",
                                                           "threads_per_worker",
+                                                          "device",
+                                                          "devices_per_worker",
                                                           "target_accuracy",
                                                           "checkpoint_dir",
                                                           "checkpoint_keep",
@@ -79,6 +81,21 @@ caf::error read_min_workers(const reader& r, const toml::table& t, training_opti
     return r.fail(
         *t.get("min_workers"), "training.min_workers",
         fmt::format("sync and bounded_staleness train with all {} workers (steps are pinned to workers)", workers));
+  return caf::none;
+}
+
+// device = "cuda" needs devices_per_worker GPUs on every worker node: a
+// topology that gives a worker node fewer (`gpus`) can never train.
+caf::error check_worker_gpus(const reader& r, const toml::table& t, const training_options& o,
+                             const cluster_spec& cluster) {
+  if (o.device != pb::DEVICE_CUDA) return caf::none;
+  for (auto& node : cluster.nodes)
+    if (node.hosts(pb::WORKER) && node.gpus > 0 && node.gpus < o.devices_per_worker)
+      return r.fail(t.get("devices_per_worker") ? *t.get("devices_per_worker") : *t.get("device"),
+                    "training.devices_per_worker",
+                    fmt::format("{} GPU(s) per worker, but node {} ({}) has gpus = {} (every worker needs the same "
+                                "number of devices)",
+                                o.devices_per_worker, node.address(), node.task_names(), node.gpus));
   return caf::none;
 }
 
@@ -165,6 +182,10 @@ caf::expected<std::optional<job_spec>> parse_job_toml(std::string_view text, con
       (err = r.get(t, "training", "staleness", staleness, 0, 100000)) ||
       (err = r.get(t, "training", "seed", o.seed, 0, INT64_MAX)) ||
       (err = r.get(t, "training", "threads_per_worker", o.threads_per_worker, 0, 256)) ||
+      (err = r.choose(t, "training", "device", o.device,
+                      {std::pair{"auto", pb::DEVICE_AUTO}, std::pair{"cpu", pb::DEVICE_CPU},
+                       std::pair{"cuda", pb::DEVICE_CUDA}})) ||
+      (err = r.get(t, "training", "devices_per_worker", o.devices_per_worker, 1, 64)) ||
       (err = r.get(t, "training", "target_accuracy", target)) ||
       (err = r.get(t, "training", "checkpoint_dir", o.checkpoint_dir)) ||
       (err = r.get(t, "training", "checkpoint_keep", o.checkpoint_keep, 1, 1000)) ||
@@ -204,6 +225,7 @@ caf::expected<std::optional<job_spec>> parse_job_toml(std::string_view text, con
   const bool has_cluster = !job.cluster.nodes.empty();
   if (has_cluster)
     if (auto err = read_min_workers(r, t, o, workers)) return err;
+  if (auto err = check_worker_gpus(r, t, o, job.cluster)) return err;
   if (o.exactly_once && mode != pb::Consistency::ASYNC)
     return r.fail(*t.get("exactly_once"), "training.exactly_once",
                   "needs consistency \"async\" (sync and bounded_staleness steps are pinned to workers)");

@@ -14,6 +14,7 @@
 #include "kernels/model.hpp"
 #include "messages/data.pb.h"
 #include "messages/ps.pb.h"
+#include "messages/train.pb.h"
 
 namespace actorps {
 
@@ -40,6 +41,8 @@ struct training_options {
   partitioner variable_partitioner;      // TF's variable_partitioner; none by default
   uint64_t seed = 1;                     // variable initializers
   uint32_t threads_per_worker = 0;       // CPU kernel threads; 0 = all cores
+  pb::Device device = pb::DEVICE_AUTO;   // [training] device: "auto", "cpu" or "cuda"
+  uint32_t devices_per_worker = 1;       // each batch split over this many devices (GPUs, or CPU stand-ins)
   double target_accuracy = 0;            // > 0: exit 1 when the last evaluation is below it
   std::string checkpoint_dir;            // "": none; else written each epoch (see checkpoint_steps), restored on start
   uint32_t checkpoint_keep = 3;          // newest checkpoints kept

@@ -115,4 +115,22 @@ void copy_on_device(void* dst, const void* src, size_t bytes) {
   m->on_device(dst, src, bytes);
 }
 
+void select_cuda_device(int index) {
+  auto* m = usable();
+  if (m == nullptr) unavailable("select_cuda_device");
+  m->select(index);
+}
+
+void copy_between_devices(void* dst, int dst_device, const void* src, int src_device, size_t bytes) {
+  auto* m = usable();
+  if (m == nullptr) unavailable("copy_between_devices");
+  m->between(dst, dst_device, src, src_device, bytes);
+}
+
+cuda_device_info cuda_device_properties(int index) {
+  auto* m = usable();
+  if (m == nullptr) unavailable("cuda_device_properties");
+  return m->properties(index);
+}
+
 }  // namespace actorps::kernels

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <string>
 
+#include "kernels/device_memory.hpp"
 #include "kernels/ops.hpp"
 
 namespace actorps::kernels {
@@ -22,6 +23,9 @@ struct cuda_module {
   void (*to_device)(void* dst, const void* src, size_t bytes);
   void (*to_host)(void* dst, const void* src, size_t bytes);
   void (*on_device)(void* dst, const void* src, size_t bytes);
+  void (*select)(int index);
+  void (*between)(void* dst, int dst_device, const void* src, int src_device, size_t bytes);
+  cuda_device_info (*properties)(int index);
 };
 
 /// The module's one exported symbol.

@@ -28,5 +28,8 @@ void device_zero(void*, size_t) { unavailable("device_zero"); }
 void copy_to_device(void*, const void*, size_t) { unavailable("copy_to_device"); }
 void copy_to_host(void*, const void*, size_t) { unavailable("copy_to_host"); }
 void copy_on_device(void*, const void*, size_t) { unavailable("copy_on_device"); }
+void select_cuda_device(int) { unavailable("select_cuda_device"); }
+void copy_between_devices(void*, int, const void*, int, size_t) { unavailable("copy_between_devices"); }
+cuda_device_info cuda_device_properties(int) { unavailable("cuda_device_properties"); }
 
 }  // namespace actorps::kernels

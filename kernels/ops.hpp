@@ -112,6 +112,10 @@ using relu_forward = void(int64_t count, float* y);
 /// dy *= (y > 0), with y the forward output.
 using relu_backward = void(int64_t count, const float* y, float* dy);
 
+/// y = a * x + b * y over `count` floats (gradients of several devices
+/// weighted and summed: kernels/device_model.hpp).
+using scale_add = void(int64_t count, float a, const float* x, float b, float* y);
+
 // ---- loss: softmax cross-entropy with integer labels ----
 /// logits[m, classes], labels[m] in [0, classes). Writes dlogits[m, classes]
 /// = (softmax - onehot) / m; returns the mean loss; *correct (if non-null)
@@ -166,6 +170,7 @@ struct ops_table {
   op::dense_backward* dense_backward;
   op::relu_forward* relu_forward;
   op::relu_backward* relu_backward;
+  op::scale_add* scale_add;
   op::softmax_xent* softmax_xent;
   op::sigmoid_bce* sigmoid_bce;
   op::embedding_forward* embedding_forward;

@@ -27,6 +27,7 @@ std::string to_string(errc code) {
     case errc::not_up: return "not_up";
     case errc::refused: return "refused";
     case errc::stale: return "stale";
+    case errc::device_unavailable: return "device_unavailable";
   }
   return "unknown";
 }
@@ -64,7 +65,8 @@ int exit_code(const caf::error& err) {
     case errc::invalid_config:
     case errc::invalid_argument:
     case errc::protocol_mismatch:
-    case errc::device_filter: return 2;
+    case errc::device_filter:
+    case errc::device_unavailable: return 2;
     case errc::unreachable:
     case errc::timeout:
     case errc::not_up:

@@ -33,6 +33,7 @@ enum class errc : uint8_t {
   not_up,              // the worker has not joined (yet): what it needs is done when it does
   refused,             // a join the coordinator turned down (task taken, job finishing, ...)
   stale,               // a request of a round already over (a dataset's next batch of a split read before)
+  device_unavailable,  // a worker's node lacks the devices the job asks for ([training] device, devices_per_worker)
 };
 
 std::string to_string(errc code);
@@ -61,7 +62,7 @@ std::string to_string(errc code);
 constexpr int kExitRetryable = 128 + 75;
 
 /// Process exit code for an error: 2 for bad input (config, arguments,
-/// refused by the cluster's rules), kExitRetryable for a peer lost,
+/// refused by the cluster's rules, devices a node lacks), kExitRetryable for a peer lost,
 /// unreachable or too slow, 1 for the rest (bad data, a bug, ...).
 [[nodiscard]] int exit_code(const caf::error& err);
 

@@ -308,6 +308,47 @@ BOOST_AUTO_TEST_CASE(a_job_takes_its_cluster_from_tf_config_when_it_has_none) {
   BOOST_TEST(contains(describe(bad.error()), "TF_CONFIG: $.task.index: 0 is out of range"));
 }
 
+BOOST_AUTO_TEST_CASE(device_options_are_read_and_checked_against_the_workers_gpus) {
+  const std::string cluster =
+      "[cluster]\nname = \"gpu\"\n" + kNode +
+      "[[cluster.nodes]]\nhost = \"127.0.0.1\"\nport = 5001\nroles = [\"worker\"]\ngpus = GPUS\n"
+      "[[cluster.nodes]]\nhost = \"127.0.0.1\"\nport = 5002\nroles = [\"ps\"]\n";
+  const std::string rest =
+      "[model]\ninput = [1, 1, 4]\n[[model.layers]]\ntype = \"dense\"\nunits = 2\n[dataset]\nsource = "
+      "\"synthetic\"\n[eval_dataset]\nsource = \"synthetic\"\n[training]\nsteps_per_epoch = 10\n";
+  auto job = [&](int gpus, const std::string& training) {
+    auto text = cluster + rest + training;
+    text.replace(text.find("GPUS"), 4, std::to_string(gpus));
+    return parse_job_toml(text, "job.toml");
+  };
+  auto plain = job(0, "");
+  BOOST_REQUIRE_MESSAGE(plain && plain->has_value(), why(plain));
+  BOOST_TEST((*plain)->training.device == pb::DEVICE_AUTO);  // the default
+  BOOST_TEST((*plain)->training.devices_per_worker == 1u);
+  auto two = job(2, "device = \"cuda\"\ndevices_per_worker = 2\n");
+  BOOST_REQUIRE_MESSAGE(two && two->has_value(), why(two));
+  BOOST_TEST((*two)->training.device == pb::DEVICE_CUDA);
+  BOOST_TEST((*two)->training.devices_per_worker == 2u);
+  struct bad {
+    int gpus;
+    std::string training, error;
+  };
+  for (auto& c : std::vector<bad>{
+           {1, "device = \"cuda\"\ndevices_per_worker = 2\n",
+            "job.toml:28:22: training.devices_per_worker: 2 GPU(s) per worker, but node 127.0.0.1:5001 (worker:0) "
+            "has gpus = 1 (every worker needs the same number of devices)"},
+           {0, "device = \"gpu\"\n", "training.device: expected one of"},
+           {0, "devices_per_worker = 0\n", "training.devices_per_worker"}}) {
+    auto res = job(c.gpus, c.training);
+    BOOST_REQUIRE_MESSAGE(!res, c.training);
+    BOOST_TEST(exit_code(res.error()) == 2);
+    BOOST_TEST(contains(describe(res.error()), c.error));
+  }
+  // `auto` and `cpu` need no GPUs, whatever the topology says.
+  auto cpu = job(1, "device = \"cpu\"\ndevices_per_worker = 3\n");
+  BOOST_TEST(bool(cpu), why(cpu));
+}
+
 BOOST_AUTO_TEST_CASE(eval_and_export_need_no_cluster) {
   const std::string rest =
       "[model]\ninput = [1, 1, 4]\n[[model.layers]]\ntype = \"dense\"\nunits = 2\n[dataset]\nsource = "

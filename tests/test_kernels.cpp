@@ -152,6 +152,13 @@ BOOST_AUTO_TEST_CASE(elementwise_loss_and_optimizers_match_reference) {
       check_close(y, y_ref, kExactTol);
       check_close(dy, dy_ref, kExactTol);
 
+      buffer sum_ref(g), sum(count);  // sum = 0.25 * y0 - 1.5 * g
+      reference_ops().scale_add(count, 0.25f, y0.data(), -1.5f, sum_ref.data());
+      BOOST_TEST(sum_ref[7] == 0.25f * y0[7] - 1.5f * g[7]);
+      run(*ops,
+          [&](const ops_table& t, device_arrays& d) { t.scale_add(count, 0.25f, d.in(y0), -1.5f, d.inout(g, sum)); });
+      check_close(sum, sum_ref, kExactTol);
+
       const int m = 37, classes = 10;
       auto logits = random_vector(m * classes, 13, 8.0f);
       std::vector<int32_t> labels(m);

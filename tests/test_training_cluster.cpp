@@ -92,7 +92,7 @@ struct coordinated {
     sgd.set_learning_rate(lr);
     BOOST_REQUIRE(!c->create_variables(m, 0, sgd, partitioner::min_size(128, 2)));
     BOOST_REQUIRE(c->variables()[0].shards.size() == 2u);  // dense_0/kernel [4, 16]: split over both PS
-    BOOST_REQUIRE(!c->create_workers(m, 1));
+    BOOST_REQUIRE(!c->create_workers(m, {1}));
     auto info = c->create_per_worker_dataset("train", data);
     BOOST_REQUIRE_MESSAGE(info, (info ? "" : why(info.error())));
   }

@@ -191,8 +191,13 @@ void closure_queue::put_back(std::vector<queued_closure> lost) {
 
 size_t closure_queue::wait_for_workers(size_t n, std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(m_);
-  changed_.wait_for(lock, timeout, [&] { return live_.size() >= n; });
+  changed_.wait_for(lock, timeout, [&] { return live_.size() >= n || error_; });
   return live_.size();
+}
+
+caf::error closure_queue::failure() {
+  std::lock_guard<std::mutex> guard(m_);
+  return error_;
 }
 
 size_t closure_queue::live_workers() {

@@ -83,7 +83,8 @@ class closure_queue {
   caf::error join();
   /// Nothing queued or running (and no error pending).
   bool done();
-  /// Blocks until `n` workers take closures, or `timeout` passed: how many do.
+  /// Blocks until `n` workers take closures, `timeout` passed or the queue
+  /// failed: how many do.
   size_t wait_for_workers(size_t n, std::chrono::milliseconds timeout);
   /// Workers taking closures now; whether `worker` is one.
   size_t live_workers();
@@ -116,6 +117,8 @@ class closure_queue {
   void worker_gone(uint32_t worker, const caf::error& why);
   /// The job cannot go on (a PS that never came back): everything queued fails.
   void abort(const caf::error& why);
+  /// The error that ended the queue (abort, no worker left), until join() takes it.
+  caf::error failure();
 
  private:
   void cancel_queued(const caf::error& why);                      // lock held

@@ -147,7 +147,7 @@ caf::error cluster_coordinator::create_variables(const kernels::model_spec& mode
   return caf::none;
 }
 
-caf::error cluster_coordinator::create_workers(const kernels::model_spec& model, uint32_t threads_per_worker) {
+caf::error cluster_coordinator::create_workers(const kernels::model_spec& model, const worker_devices& compute) {
   if (p_->vars.empty()) return make_error(errc::invalid_argument, "create_workers: create_variables first");
   if (p_->keeper) return make_error(errc::invalid_argument, "create_workers: called twice");
   auto& sys = p_->self->home_system();
@@ -160,7 +160,9 @@ caf::error cluster_coordinator::create_workers(const kernels::model_spec& model,
   pb::SpawnWorker sw;
   *sw.mutable_model() = train::to_proto(model);
   for (auto& v : p_->vars) *sw.add_variables() = train::to_proto(v);
-  sw.set_threads(threads_per_worker);
+  sw.set_threads(compute.threads);
+  sw.set_device(compute.device);
+  sw.set_devices(compute.devices);
   const bool async = p_->consistency.mode() == pb::Consistency::ASYNC;
   sw.set_pull_ahead(async);
   sw.set_request_timeout_ms(async ? spec.runtime.request_timeout_ms : 0);
@@ -179,6 +181,7 @@ caf::error cluster_coordinator::wait_for_workers(size_t n, std::chrono::millisec
   if (!p_->queue) return make_error(errc::invalid_argument, "wait_for_workers: create_workers first");
   const auto up = p_->queue->wait_for_workers(n, timeout);
   if (up >= n) return caf::none;
+  if (auto err = p_->queue->failure()) return err;
   std::string absent;
   for (auto w : p_->queue->absent_workers()) absent += (absent.empty() ? "" : ", ") + fmt::format("worker:{}", w);
   return make_error(errc::not_up,

@@ -3,7 +3,7 @@
 //
 //   auto c = cluster_coordinator::connect(sys, spec, consistency);   // PS shards up
 //   c->create_variables(model, seed, optimizer);                     // round-robin over them
-//   c->create_workers(model, threads);                               // one proxy each
+//   c->create_workers(model, {threads});                             // one proxy each
 //   c->wait_for_workers(1);                                          // training starts with those up
 //   c->create_per_worker_dataset("train", spec);                     // each worker its shard
 //   auto v = c->schedule("train_step", {per_worker_dataset("train"), integer(10)});
@@ -59,11 +59,19 @@ class cluster_coordinator {
   /// creation under strategy.scope()).
   [[nodiscard]] caf::error create_variables(const kernels::model_spec& model, uint64_t seed,
                                             const pb::Optimizer& optimizer, const partitioner& split = {});
+  /// How every worker computes.
+  struct worker_devices {
+    uint32_t threads = 0;                 // CPU kernel threads; 0 = all cores
+    pb::Device device = pb::DEVICE_AUTO;  // GPUs or the CPU (messages/train.proto Device)
+    uint32_t devices = 1;                 // each batch split over this many
+  };
   /// A proxy per declared worker task, over those variables: each brings its
   /// worker up as soon as the worker's node answers (returns at once).
-  [[nodiscard]] caf::error create_workers(const kernels::model_spec& model, uint32_t threads_per_worker);
+  [[nodiscard]] caf::error create_workers(const kernels::model_spec& model, const worker_devices& compute);
   /// Blocks until `n` workers take closures; errc::not_up (naming the
-  /// absent ones) when they did not within `timeout`.
+  /// absent ones) when they did not within `timeout`; the worker's error
+  /// when one cannot train at all (errc::device_unavailable: its node lacks
+  /// the devices asked for).
   [[nodiscard]] caf::error wait_for_workers(size_t n, std::chrono::milliseconds timeout = kJoinTimeout);
   /// On every worker, its dataset `name`: `spec` behind a leading shard op
   /// (worker w of the W declared reads examples w, w+W, ...), or with

@@ -63,7 +63,7 @@ caf::expected<std::unique_ptr<cluster_coordinator>> connect_job(caf::actor_syste
   if (!c) return c.error();
   caf::error err;
   (err = (*c)->create_variables(job.model, t.seed, t.optimizer, t.variable_partitioner)) ||
-      (err = (*c)->create_workers(job.model, t.threads_per_worker));
+      (err = (*c)->create_workers(job.model, {t.threads_per_worker, t.device, t.devices_per_worker}));
   if (err) return err;
   if (job.cluster.node_of(task_id{pb::COORDINATOR, 0}) != nullptr)  // joins from now on, late workers included
     if (auto port = (*c)->accept_joins(); !port)

@@ -277,7 +277,10 @@ void spawn_at(proxy_ptr self, node_actor node, uint64_t round) {
           [self, round](caf::error& err) {
             if (!spawn_current(self, round)) return;
             spawn_over(self);
-            retry_later(self, err);
+            if (code_of(err) != errc::device_unavailable) return retry_later(self, err);
+            // Its node lacks the job's devices: no retry brings them.
+            spdlog::error("coordinator: worker:{} cannot train: {}", self->state.index, describe(err));
+            self->state.queue->abort(err);
           });
 }
 

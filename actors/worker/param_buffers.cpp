@@ -9,7 +9,7 @@
 
 namespace actorps {
 
-param_buffers::param_buffers(kernels::sequential_model& model, std::vector<sharded_variable> vars, uint32_t worker,
+param_buffers::param_buffers(kernels::device_model& model, std::vector<sharded_variable> vars, uint32_t worker,
                              bool pull_ahead, transport& net, kernels::host_parameters** in_use)
     : model_(model), vars_(std::move(vars)), worker_(worker), pull_ahead_(pull_ahead), net_(net), in_use_(in_use) {
   std::vector<std::vector<float>> zeros;

@@ -22,7 +22,7 @@
 
 #include "actors/variables/ps_client.hpp"
 #include "actors/worker/transport.hpp"
-#include "kernels/model.hpp"
+#include "kernels/device_model.hpp"
 
 namespace actorps {
 
@@ -37,7 +37,7 @@ class param_buffers {
   /// worker `worker` go through `net`; `*in_use` always points at the
   /// buffer in use (the closures' worker_context::params). All three must
   /// outlive it.
-  param_buffers(kernels::sequential_model& model, std::vector<sharded_variable> vars, uint32_t worker, bool pull_ahead,
+  param_buffers(kernels::device_model& model, std::vector<sharded_variable> vars, uint32_t worker, bool pull_ahead,
                 transport& net, kernels::host_parameters** in_use);
 
   /// Chooses each dense variable's path, once the transport's lanes are
@@ -57,7 +57,7 @@ class param_buffers {
   void pull_into(int buffer, int64_t step, then_fn then);
   void pull_ahead(int64_t step);
 
-  kernels::sequential_model& model_;
+  kernels::device_model& model_;
   std::vector<sharded_variable> vars_;
   uint32_t worker_;
   bool pull_ahead_;

@@ -16,10 +16,12 @@
 #include "actors/net/exit_guard.hpp"
 #include "actors/variables/wire_forms.hpp"
 #include "actors/worker/batch_prefetch.hpp"
+#include "actors/worker/devices.hpp"
 #include "actors/worker/param_buffers.hpp"
 #include "actors/worker/transport.hpp"
 #include "actors/worker/worker_functions.hpp"
-#include "kernels/model.hpp"
+#include "kernels/device_memory.hpp"
+#include "kernels/device_model.hpp"
 
 namespace actorps {
 namespace {
@@ -44,7 +46,7 @@ struct batch_run {
 struct worker_state {
   static inline const char* name = "worker";
   uint32_t index = 0;
-  std::unique_ptr<kernels::sequential_model> model;
+  std::unique_ptr<kernels::device_model> model;
   std::unique_ptr<transport> net;
   std::unique_ptr<param_buffers> params;
   std::unique_ptr<batch_prefetch> batches;
@@ -306,13 +308,14 @@ caf::result<pb::ClosuresDone> on_run_closures(worker_ptr self, pb::RunClosures& 
 }
 
 worker_actor::behavior_type worker_behavior(worker_ptr self, pb::SpawnWorker spec, shard_list shards,
-                                            cluster_spec cluster, peer_table_ptr peers) {
+                                            cluster_spec cluster, peer_table_ptr peers,
+                                            std::vector<kernels::compute_device> devices) {
   auto& st = self->state;
   st.peers = std::move(peers);
   st.index = spec.worker();
   st.incarnation = spec.incarnation();
   st.where = fmt::format("worker:{}: ", st.index);
-  st.model = std::make_unique<kernels::sequential_model>(train::from_proto(spec.model()), kernels::cpu_ops());
+  st.model = std::make_unique<kernels::device_model>(train::from_proto(spec.model()), std::move(devices));
   std::vector<sharded_variable> vars;
   for (auto& v : spec.variables()) vars.push_back(train::from_proto(v));
   const auto deadline = spec.request_timeout_ms() > 0
@@ -379,12 +382,15 @@ caf::expected<worker_actor> spawn_worker(caf::actor_system& sys, const pb::Spawn
                                                     "' lives on ps:" + std::to_string(s.ps_task()) + ", the job has " +
                                                     std::to_string(shards.size()) + " shards");
   }
+  auto devices = worker_devices(spec, cluster, kernels::cuda_device_count());
+  if (!devices) return devices.error();
   // Not detached: CAF 0.17 can hang at shutdown waiting for a detached
   // actor (actor-framework#1196, fixed in 0.18); a step holds one scheduler thread.
   exit_guard guard{std::move(stoppers), peers, fmt::format("worker:{}: ", spec.worker())};
   return spawn_guarded<worker_state, worker_actor>(
-      sys, std::move(guard), [spec, shards = std::move(shards), cluster, peers](worker_ptr self) mutable {
-        return worker_behavior(self, spec, std::move(shards), cluster, std::move(peers));
+      sys, std::move(guard),
+      [spec, shards = std::move(shards), cluster, peers, devices = std::move(*devices)](worker_ptr self) mutable {
+        return worker_behavior(self, spec, std::move(shards), cluster, std::move(peers), std::move(devices));
       });
 }
 

@@ -24,9 +24,7 @@ caf::error arity(const char* fn, const std::vector<pb::Value>& args, size_t min,
                     fmt::format("{} takes {} to {} arguments, got {}", fn, min, max, args.size()));
 }
 
-bool takes_ids(const kernels::sequential_model& m) {
-  return !m.spec().layers.empty() && m.spec().layers.front().kind == kernels::layer_kind::embedding;
-}
+bool takes_ids(const kernels::device_model& m) { return m.spec().takes_ids(); }
 
 // train_step: `steps` steps over the worker's dataset; see the header.
 struct train_run {

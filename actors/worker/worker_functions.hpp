@@ -32,7 +32,7 @@
 #include <caf/expected.hpp>
 
 #include "actors/worker/worker_metrics.hpp"
-#include "kernels/model.hpp"
+#include "kernels/device_model.hpp"
 #include "messages/wire.hpp"
 
 namespace actorps {
@@ -42,7 +42,7 @@ namespace actorps {
 /// once, and the worker runs its next closure only then.
 struct worker_context {
   uint32_t worker = 0;
-  kernels::sequential_model* model = nullptr;
+  kernels::device_model* model = nullptr;      // on the worker's devices
   kernels::host_parameters* params = nullptr;  // pulled values, computed gradients
   worker_metrics* metrics = nullptr;           // where steps are timed (never null on a worker)
 

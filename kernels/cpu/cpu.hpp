@@ -14,6 +14,7 @@ op::dense_forward dense_forward;
 op::dense_backward dense_backward;
 op::relu_forward relu_forward;
 op::relu_backward relu_backward;
+op::scale_add scale_add;
 op::apply_dense apply_dense;
 op::apply_sparse apply_sparse;
 op::embedding_forward embedding_forward;

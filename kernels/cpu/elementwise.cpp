@@ -16,6 +16,10 @@ ACTORPS_SIMD void relu_backward_range(int64_t count, const float* y, float* dy) 
   reference::relu_backward(count, y, dy);
 }
 
+ACTORPS_SIMD void scale_add_range(int64_t count, float a, const float* x, float b, float* y) {
+  reference::scale_add(count, a, x, b, y);
+}
+
 // Splits [0, count) over the OpenMP threads.
 template <class F>
 void parallel_ranges(int64_t count, F f) {
@@ -35,6 +39,10 @@ void relu_forward(int64_t count, float* y) {
 
 void relu_backward(int64_t count, const float* y, float* dy) {
   parallel_ranges(count, [&](int64_t first, int64_t n) { relu_backward_range(n, y + first, dy + first); });
+}
+
+void scale_add(int64_t count, float a, const float* x, float b, float* y) {
+  parallel_ranges(count, [&](int64_t first, int64_t n) { scale_add_range(n, a, x + first, b, y + first); });
 }
 
 namespace {

@@ -21,6 +21,7 @@ const ops_table& cpu_ops() {
                                cpu::dense_backward,
                                cpu::relu_forward,
                                cpu::relu_backward,
+                               cpu::scale_add,
                                reference::softmax_xent,
                                reference::sigmoid_bce,
                                cpu::embedding_forward,

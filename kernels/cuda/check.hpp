@@ -31,11 +31,11 @@ inline void check_launch(const char* what) { check(cudaGetLastError(), what); }
 inline unsigned blocks_for(int64_t count) { return unsigned((count + 255) / 256); }
 constexpr unsigned kThreads = 256;
 
-/// The process's cuDNN and cuBLAS handles, created on first use.
+/// The current device's cuDNN and cuBLAS handles, created on first use.
 cudnnHandle_t cudnn();
 cublasHandle_t cublas();
 
-/// Device scratch of at least `bytes`, reused across calls (grows only).
+/// The current device's scratch of at least `bytes`, reused across calls (grows only).
 void* workspace(size_t bytes);
 
 }  // namespace actorps::kernels::cuda

@@ -1,6 +1,6 @@
 // The CUDA table's functions (contracts: kernels/ops.hpp), plus the small
 // device helpers the cuDNN/cuBLAS wrappers share. Pointers are device memory.
-// One host thread at a time uses the table (it shares one workspace).
+// One host thread per device at a time uses the table (a workspace per device).
 #pragma once
 
 #include "kernels/ops.hpp"
@@ -16,6 +16,7 @@ op::dense_forward dense_forward;
 op::dense_backward dense_backward;
 op::relu_forward relu_forward;
 op::relu_backward relu_backward;
+op::scale_add scale_add;
 op::softmax_xent softmax_xent;
 op::sigmoid_bce sigmoid_bce;
 op::embedding_forward embedding_forward;

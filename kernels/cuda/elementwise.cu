@@ -22,6 +22,11 @@ __global__ void relu_backward_k(int64_t count, const float* y, float* dy) {
   if (i < count) dy[i] = y[i] > 0 ? dy[i] : 0;
 }
 
+__global__ void scale_add_k(int64_t count, float a, const float* x, float b, float* y) {
+  int64_t i = thread_index();
+  if (i < count) y[i] = a * x[i] + b * y[i];
+}
+
 __global__ void maxpool_forward_k(pool_shape s, int oh, int ow, const float* x, float* y, int32_t* argmax) {
   int64_t o = thread_index();
   if (o >= int64_t(s.n) * oh * ow * s.c) return;
@@ -197,6 +202,11 @@ void relu_forward(int64_t count, float* y) {
 void relu_backward(int64_t count, const float* y, float* dy) {
   relu_backward_k<<<blocks_for(count), kThreads>>>(count, y, dy);
   check_launch("relu_backward");
+}
+
+void scale_add(int64_t count, float a, const float* x, float b, float* y) {
+  scale_add_k<<<blocks_for(count), kThreads>>>(count, a, x, b, y);
+  check_launch("scale_add");
 }
 
 void maxpool_forward(const pool_shape& s, const float* x, float* y, int32_t* argmax) {

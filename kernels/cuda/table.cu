@@ -16,6 +16,7 @@ const ops_table* cuda_ops() {
                                dense_backward,
                                relu_forward,
                                relu_backward,
+                               scale_add,
                                softmax_xent,
                                sigmoid_bce,
                                embedding_forward,

@@ -19,6 +19,10 @@ inline void relu_backward(int64_t count, const float* y, float* dy) {
   for (int64_t i = 0; i < count; ++i) dy[i] = y[i] > 0 ? dy[i] : 0;
 }
 
+inline void scale_add(int64_t count, float a, const float* x, float b, float* y) {
+  for (int64_t i = 0; i < count; ++i) y[i] = a * x[i] + b * y[i];
+}
+
 inline float softmax_xent(int m, int classes, const float* logits, const int32_t* labels, float* dlogits,
                           int64_t* correct) {
   double loss = 0;

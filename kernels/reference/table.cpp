@@ -7,9 +7,10 @@ const ops_table& reference_ops() {
   // clang-format off
   static const ops_table table{"reference",        device::host,       conv2d_forward,     conv2d_backward_filter, conv2d_backward_data,
                                maxpool_forward,    maxpool_backward,   dense_forward,          dense_backward,
-                               relu_forward,       relu_backward,      softmax_xent,           sigmoid_bce,
-                               embedding_forward,  embedding_backward, concat,                 split,
-                               apply_dense,        apply_sparse};
+                               relu_forward,       relu_backward,      scale_add,              softmax_xent,
+                               sigmoid_bce,
+                               embedding_forward,  embedding_backward, concat,
+                               split,              apply_dense,        apply_sparse};
   // clang-format on
   return table;
 }
