@@ -22,6 +22,7 @@
 #include <filesystem>
 #include "tests/cluster_harness.hpp"
 #include "tests/job_files.hpp"
+#include "tests/training_jobs.hpp"
 
 using namespace actorps;
 using namespace actorps::test;
@@ -29,38 +30,6 @@ using namespace actorps::test;
 namespace {
 
 std::string why(const caf::error& e) { return describe(e); }
-
-// 4 features in [0, 1); label 1 when x0 + x1 > x2 + x3.
-// With `ops`: shuffled, repeated, batches of 32; else the bare examples.
-pb::DatasetSpec learnable(int examples, uint32_t features = 4, bool ops = true) {
-  pb::DatasetSpec spec;
-  auto* s = spec.mutable_slices();
-  s->set_features(features);
-  std::mt19937 gen(3);
-  std::uniform_real_distribution<float> u(0, 1);
-  for (int i = 0; i < examples; ++i) {
-    float x[4];
-    for (uint32_t f = 0; f < features; ++f) s->add_x(x[f % 4] = u(gen));
-    s->add_labels(x[0] + x[1] > x[2] + (features > 3 ? x[3] : 0) ? 1 : 0);
-  }
-  if (!ops) return spec;
-  auto* sh = spec.add_ops()->mutable_shuffle();
-  sh->set_buffer_size(uint32_t(examples));
-  sh->set_seed(4);
-  spec.add_ops()->mutable_repeat()->set_count(-1);
-  spec.add_ops()->mutable_batch()->set_size(32);
-  return spec;
-}
-
-// 4 features -> `hidden` relu units -> 2 classes. With 4,096 units the first
-// kernel is 64 KiB: workers move it over the PS nodes' bulk lanes.
-kernels::model_spec small_model(int hidden = 16) {
-  kernels::model_spec m;
-  m.height = 1, m.width = 1, m.channels = 4;
-  m.layers = {{kernels::layer_kind::dense, hidden, 3, kernels::padding::valid, 2, kernels::activation::relu},
-              {kernels::layer_kind::dense, 2, 3, kernels::padding::valid, 2, kernels::activation::none}};
-  return m;
-}
 
 // A coordinator in this process (the facade of actors/coordinator/) over
 // real worker and PS node processes.
@@ -265,82 +234,6 @@ BOOST_DATA_TEST_CASE(sync_training_equals_single_process_sgd_on_the_same_batches
   if (hidden == 4096) BOOST_TEST(bulk_frames(j) >= 2u * 12 * 2 * 2);
 }
 
-namespace {
-
-// Each worker reads its 128 examples in order, 16 batches of 8: an epoch of
-// 16 SYNC steps is one pass, so a restarted dataset sees what an
-// uninterrupted run sees in its second epoch.
-pb::DatasetSpec one_pass_per_epoch() {
-  pb::DatasetSpec fixed = learnable(256, 4, false);
-  fixed.add_ops()->mutable_repeat()->set_count(-1);
-  fixed.add_ops()->mutable_batch()->set_size(8);
-  return fixed;
-}
-
-struct fit_outcome {
-  std::vector<std::vector<float>> values;
-  train::fit_result result;
-};
-
-// A SYNC job of `epochs` x 16 steps on a fresh cluster, checkpointing into
-// `checkpoints` (also every `every_steps` steps when > 0).
-fit_outcome sync_fit(uint32_t epochs, const std::string& checkpoints, uint32_t every_steps = 0,
-                     pb::Optimizer::Kind optimizer = pb::Optimizer::SGD) {
-  local_cluster cluster({"coordinator", "worker", "worker", "ps", "ps"});
-  for (auto& t : cluster.tasks)
-    if (t != "coordinator:0") cluster.start(t);
-  cluster_client client(cluster.config);
-  job_spec job;
-  job.cluster = client.spec;
-  job.model = small_model();
-  job.train = one_pass_per_epoch();
-  auto& t = job.training;
-  t.epochs = epochs;
-  t.steps_per_epoch = 16;
-  t.steps_per_execution = 1;
-  t.optimizer.set_kind(optimizer);
-  t.optimizer.set_learning_rate(0.1f);
-  t.optimizer.set_momentum(0.9f);
-  t.consistency.set_mode(pb::Consistency::SYNC);
-  t.consistency.set_num_workers(2);
-  t.consistency.set_replicas_to_aggregate(2);
-  t.threads_per_worker = 1;
-  auto c = train::connect_job(client.sys, job);
-  BOOST_REQUIRE_MESSAGE(c, (c ? "" : why(c.error())));
-  train::backup_and_restore backup(checkpoints, 10, every_steps);
-  auto fitted = train::fit(**c, job, {&backup});
-  BOOST_REQUIRE_MESSAGE(fitted, (fitted ? "" : why(fitted.error())));
-  auto values = (*c)->pull_values();
-  BOOST_REQUIRE(values);
-  return {*values, *fitted};
-}
-
-}  // namespace
-
-BOOST_DATA_TEST_CASE(sync_save_restore_continue_equals_an_uninterrupted_run,
-                     boost::unit_test::data::make({pb::Optimizer::SGD, pb::Optimizer::MOMENTUM, pb::Optimizer::ADAGRAD,
-                                                   pb::Optimizer::ADAM}),
-                     optimizer) {
-  // Momentum, Adagrad and Adam carry state across steps: equal only if the
-  // checkpoint holds the optimizer's slots (and Adam's step count).
-  auto train_for = [&](uint32_t epochs, const std::string& checkpoints) {
-    auto out = sync_fit(epochs, checkpoints, 0, optimizer);
-    return std::pair{out.values, out.result.first_epoch};
-  };
-  auto dir = make_temp_dir("test");
-  auto [uninterrupted, from_a] = train_for(2, dir + "/a");
-  train_for(1, dir + "/b");                           // stops after epoch 1 ...
-  auto [resumed, from_b] = train_for(2, dir + "/b");  // ... a new cluster resumes from its checkpoint
-  BOOST_TEST(from_a == 1u);
-  BOOST_TEST(from_b == 2u);
-  BOOST_REQUIRE(uninterrupted.size() == resumed.size());
-  for (size_t i = 0; i < resumed.size(); ++i) {
-    size_t differ = 0;
-    for (size_t e = 0; e < resumed[i].size(); ++e) differ += resumed[i][e] != uninterrupted[i][e];
-    BOOST_TEST(differ == 0u, "variable " << i << ": " << differ << " of " << resumed[i].size() << " differ");
-  }
-}
-
 BOOST_AUTO_TEST_CASE(the_embedding_job_trains_sparse_rows_over_two_ps_processes) {
   // config/embedding_job.toml on a smaller generated data set, free ports.
   auto dir = make_temp_dir("test");
@@ -527,30 +420,4 @@ BOOST_AUTO_TEST_CASE(checkpoints_restore_and_metrics_are_written) {
   const auto accuracy = second.substr(reported, second.find('%', reported) - reported + 1);
   BOOST_TEST(eval->out.find("checkpoint of step 200 (epoch 2)") != std::string::npos, eval->out);
   BOOST_TEST(eval->out.find(accuracy) != std::string::npos, eval->out << " vs " << accuracy);
-}
-
-BOOST_AUTO_TEST_CASE(checkpoints_every_n_steps_resume_mid_epoch) {
-  auto dir = make_temp_dir("test");
-  auto first = sync_fit(1, dir + "/ckpt", 5);
-  // Once 5 more steps were fetched, a checkpoint at the first step where
-  // no closure runs (steps begun finish first; results are fetched in
-  // order, so more may be done by then), and the epoch's at step 16.
-  std::vector<int> steps;
-  for (auto& f : std::filesystem::directory_iterator(dir + "/ckpt")) {
-    auto name = f.path().filename().string();
-    if (name.rfind("ckpt-", 0) == 0) steps.push_back(std::stoi(name.substr(5)));
-  }
-  std::sort(steps.begin(), steps.end());
-  BOOST_REQUIRE_GE(steps.size(), 2u);
-  BOOST_TEST(steps.back() == 16);
-  const int mid = steps[steps.size() - 2];
-  BOOST_TEST((mid >= 5 && mid < 16), mid);
-  std::filesystem::remove(dir + "/ckpt/ckpt-16.tfrecord");
-  // The newest left is mid-epoch 1: a new run does that epoch's other steps.
-  auto resumed = sync_fit(1, dir + "/ckpt", 5);
-  BOOST_TEST(resumed.result.first_epoch == 1u);
-  BOOST_REQUIRE(resumed.result.history.size() == 1u);
-  BOOST_TEST(resumed.result.history[0].step == 16);
-  BOOST_TEST(resumed.result.history[0].train_examples == (16 - mid) * 2 * 8);
-  BOOST_TEST(first.result.history[0].train_examples == 16 * 2 * 8);
 }
