@@ -42,7 +42,8 @@ std::string row(const node_spec& node, const std::optional<samples>& now, const 
   if (node.metrics_port == 0) return fmt::format(line, tasks, "-", "-", "-", "-", "-", "-", "no metrics_port");
   if (!now) return fmt::format(line, tasks, "down", "-", "-", "-", "-", "-", "-");
   const samples d = before ? since(*now, *before) : samples{};
-  const bool worker = node.hosts(pb::WORKER), ps = node.hosts(pb::PS), coordinator = node.hosts(pb::COORDINATOR);
+  const bool worker = node.hosts(pb::WORKER), ps = node.hosts(pb::PS) || node.hosts(pb::STANDBY),
+             coordinator = node.hosts(pb::COORDINATOR);
   const double closures = metrics::sum(d, "actorps_worker_closures_total") +
                           metrics::sum(d, "actorps_coordinator_closures_total", {{"result", "ok"}});
   const double staleness_n = metrics::sum(d, "actorps_ps_gradient_staleness_count");

@@ -16,6 +16,7 @@ std::string to_string(Role role) {
     case pb::PS: return "ps";
     case pb::EVALUATOR: return "evaluator";
     case pb::CLIENT: return "client";
+    case pb::STANDBY: return "standby";
     default: return "unspecified";
   }
 }
@@ -27,6 +28,7 @@ std::optional<Role> parse_role(std::string_view name) {
   if (name == "worker") return pb::WORKER;
   if (name == "ps") return pb::PS;
   if (name == "evaluator") return pb::EVALUATOR;
+  if (name == "standby") return pb::STANDBY;
   return std::nullopt;
 }
 
@@ -37,7 +39,7 @@ caf::expected<task_id> parse_task(std::string_view text) {
   auto colon = text.find(':');
   if (colon == std::string_view::npos) return bad("expected ROLE:INDEX, e.g. worker:0");
   auto role = parse_role(text.substr(0, colon));
-  if (!role) return bad("unknown role (expected coordinator, chief, worker, ps or evaluator)");
+  if (!role) return bad("unknown role (expected coordinator, chief, worker, ps, evaluator or standby)");
   auto digits = text.substr(colon + 1);
   uint32_t index = 0;
   auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), index);
@@ -88,7 +90,7 @@ uint32_t cluster_spec::count(Role role) const {
 
 bool cluster_spec::may_connect(Role from, const node_spec& to) const {
   if (from != pb::WORKER && from != pb::EVALUATOR) return true;
-  return to.hosts(pb::COORDINATOR) || to.hosts(pb::PS);
+  return to.hosts(pb::COORDINATOR) || to.hosts(pb::PS) || to.hosts(pb::STANDBY);
 }
 
 std::string check_host(const std::string& host) {

@@ -41,6 +41,9 @@ struct runtime_options {
   /// bulk lanes (plain TCP beside CAF; off under [security]); false keeps
   /// every tensor on CAF.
   bool bulk_lane = true;
+  /// A lost PS node that has not answered for this long has its shards
+  /// restored on a free standby node (role "standby"), milliseconds.
+  uint32_t standby_after_ms = 3000;
   /// Log level: trace, debug, info, warn, error, off.
   std::string log_level = "info";
 };

@@ -3,6 +3,7 @@
 
 #include "config/cluster_spec.hpp"
 
+#include <algorithm>
 #include <fstream>
 
 #include "config/toml_reader.hpp"
@@ -17,7 +18,7 @@ caf::error read_runtime(const reader& r, const toml::table& t, runtime_options& 
   if (auto err = r.only_keys(t, p,
                              {"scheduler", "threads", "middleman_workers", "heartbeat_interval_ms",
                               "connection_timeout_ms", "connect_timeout_ms", "request_timeout_ms", "max_message_bytes",
-                              "max_in_flight_per_peer", "bulk_lane", "log_level"}))
+                              "max_in_flight_per_peer", "bulk_lane", "standby_after_ms", "log_level"}))
     return err;
   constexpr int64_t max_ms = 3600 * 1000;
   caf::error err;
@@ -29,7 +30,9 @@ caf::error read_runtime(const reader& r, const toml::table& t, runtime_options& 
       (err = r.get(t, p, "request_timeout_ms", rt.request_timeout_ms, 1, max_ms)) ||
       (err = r.get(t, p, "max_message_bytes", rt.max_message_bytes, 2 << 20, int64_t(2) << 30)) ||
       (err = r.get(t, p, "max_in_flight_per_peer", rt.max_in_flight_per_peer, 1, 1000000)) ||
-      (err = r.get(t, p, "bulk_lane", rt.bulk_lane)) || (err = r.get(t, p, "log_level", rt.log_level));
+      (err = r.get(t, p, "bulk_lane", rt.bulk_lane)) ||
+      (err = r.get(t, p, "standby_after_ms", rt.standby_after_ms, 0, max_ms)) ||
+      (err = r.get(t, p, "log_level", rt.log_level));
   if (err) return err;
   auto problem = check_runtime(rt);
   if (!problem.empty()) return r.fail(t, p, problem);
@@ -65,11 +68,15 @@ caf::error read_node(const reader& r, const toml::node& n, const std::string& p,
     auto* s = item.as_string();
     auto role = s ? parse_role(s->get()) : std::nullopt;
     if (!role)
-      return r.fail(item, ip, "expected one of \"coordinator\" (or \"chief\"), \"worker\", \"ps\", \"evaluator\"");
+      return r.fail(item, ip,
+                    "expected one of \"coordinator\" (or \"chief\"), \"worker\", \"ps\", \"evaluator\", "
+                    "\"standby\"");
     for (auto seen : roles)
       if (seen == *role) return r.fail(item, ip, "role \"" + to_string(*role) + "\" listed twice");
     roles.push_back(*role);
   }
+  if (roles.size() > 1 && std::find(roles.begin(), roles.end(), pb::STANDBY) != roles.end())
+    return r.fail(roles_node, p + ".roles", "a \"standby\" node is a spare PS host: it takes no other role");
   return caf::none;
 }
 

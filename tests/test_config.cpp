@@ -122,6 +122,7 @@ BOOST_AUTO_TEST_CASE(defaults_file_matches_built_in_defaults) {
   BOOST_TEST(rt.request_timeout_ms == built_in.request_timeout_ms);
   BOOST_TEST(rt.log_level == built_in.log_level);
   BOOST_TEST(rt.bulk_lane == built_in.bulk_lane);
+  BOOST_TEST(rt.standby_after_ms == built_in.standby_after_ms);
   BOOST_TEST(spec->name == cluster_spec{}.name);
   BOOST_TEST(spec->nodes.at(0).metrics_port == node_spec{}.metrics_port);
 }
@@ -155,6 +156,10 @@ BOOST_AUTO_TEST_CASE(toml_bad_input) {
   // 8. unknown role
   BOOST_TEST(contains(toml_error("[[cluster.nodes]]\nhost = \"a\"\nport = 1\nroles = [\"boss\"]\n"),
                       "bad.toml:4:10: cluster.nodes[0].roles[0]: expected one of"));
+  // 8b. a standby node with another role
+  BOOST_TEST(contains(toml_error("[[cluster.nodes]]\nhost = \"a\"\nport = 1\nroles = [\"ps\", \"standby\"]\n"),
+                      "bad.toml:4:9: cluster.nodes[0].roles: a \"standby\" node is a spare PS host: it takes no "
+                      "other role"));
   // 9. empty roles
   BOOST_TEST(contains(toml_error("[[cluster.nodes]]\nhost = \"a\"\nport = 1\nroles = []\n"),
                       "cluster.nodes[0].roles: expected a non-empty array"));

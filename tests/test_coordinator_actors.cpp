@@ -300,8 +300,10 @@ struct keeper_fixture : deterministic_system {
         [this](caf::event_based_actor*, int) -> caf::behavior {
           return {
               [this](proxy_pause_atom) { proxy_log.push_back("pause"); },
-              [this](proxy_shards_atom, const shard_list& s) {
-                proxy_log.push_back("shards " + std::to_string(s.size()));
+              [this](proxy_shards_atom, const shard_list& s, const std::vector<uint32_t>& ps_nodes) {
+                std::string on;
+                for (auto n : ps_nodes) on += (on.empty() ? " on " : ",") + std::to_string(n);
+                proxy_log.push_back("shards " + std::to_string(s.size()) + on);
                 last_shards = s;
               },
           };
@@ -379,6 +381,39 @@ BOOST_FIXTURE_TEST_CASE(the_keeper_restores_a_lost_shard_step_by_step, keeper_fi
   BOOST_TEST(((**during->reply)[1] == caf::actor_cast<ps_shard_actor>(back.shards[0])));
   sched.run();
   std::filesystem::remove_all(dir);
+}
+
+BOOST_FIXTURE_TEST_CASE(a_shard_whose_node_stays_down_moves_to_a_standby_node, keeper_fixture) {
+  spec = topology({"coordinator", "worker", "ps", "ps", "standby"});  // node 4: the standby
+  auto k = keeper(pb::Consistency::ASYNC);
+  sched.run();
+  caf::anon_send_exit(shards[1], caf::exit_reason::kill);
+  sched.run();
+  // ps:1's node (3) is dialed every 250 ms until standby_after_ms (3 s) passed.
+  const auto standby_after = std::chrono::milliseconds(spec.runtime.standby_after_ms);
+  for (auto waited = std::chrono::milliseconds(0); waited + kShardRetry < standby_after; waited += kShardRetry) {
+    sched.advance_time(kShardRetry);
+    sched.run();
+  }
+  BOOST_TEST(nodes.dials.size() >= 10u);
+  BOOST_TEST(std::count(nodes.dials.begin(), nodes.dials.end(), size_t(3)) == long(nodes.dials.size()));
+  // Then the standby node, where the shard is spawned and created.
+  nodes.up[4] = node;
+  sched.advance_time(kShardRetry);
+  sched.run();
+  BOOST_TEST(nodes.dials.back() == 4u);
+  auto& standby = state_of<fake_node_state>(node);
+  BOOST_REQUIRE_EQUAL(standby.shards.size(), 1u);
+  BOOST_TEST(standby.shard_requests[0].shard() == 1u);
+  BOOST_TEST(state_of<fake_shard_state>(standby.shards[0]).log == std::vector<std::string>{"create"});
+  // The proxies respawn their workers over it, told where each shard serves.
+  BOOST_TEST(proxy_log == (std::vector<std::string>{"pause", "shards 2 on 2,4"}));
+  BOOST_TEST((last_shards[1] == caf::actor_cast<ps_shard_actor>(standby.shards[0])));
+  // A proxy added later learns it at once.
+  caf::anon_send(k, keeper_proxy_atom_v, proxy);
+  sched.run();
+  BOOST_TEST(proxy_log.back() == "shards 2 on 2,4");
+  sched.run();
 }
 
 BOOST_FIXTURE_TEST_CASE(a_shard_that_did_not_answer_is_asked_again_once_replaced, keeper_fixture) {

@@ -1,5 +1,6 @@
 #include "actors/coordinator/ps_keeper.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <functional>
 #include <map>
@@ -34,6 +35,9 @@ struct keeper_state {
   float learning_rate = 0;                      // > 0: the schedule's current rate
   std::map<caf::actor_addr, uint32_t> watched;  // shard -> ps task
   std::map<uint32_t, clock_type::time_point> lost_at;
+  std::map<uint32_t, clock_type::time_point> waiting_since;  // for the node now serving a lost shard
+  std::vector<uint32_t> ps_nodes;   // the node serving each ps task's shard (cluster.nodes index)
+  bool moved = false;               // a shard serves from a standby node: proxies get ps_nodes
   std::set<uint32_t> cause_logged;  // why its node did not answer, once per loss
   std::vector<shards_wanted> waiting;
   bool tick_pending = false;
@@ -63,6 +67,41 @@ shard_list facade_view(keeper_ptr self) {
     if (self->clock().now() < f.until && out[ps].address() == f.shard)
       out[ps] = caf::actor_cast<ps_shard_actor>(f.link);
   return out;
+}
+
+// A worker proxy's new shards, and where they serve once one has moved.
+void send_shards(keeper_ptr self, const caf::actor& proxy) {
+  auto& st = self->state;
+  self->send(proxy, proxy_shards_atom_v, st.l.shards, st.moved ? st.ps_nodes : std::vector<uint32_t>{});
+}
+
+// A standby node serving no shard now, if there is one.
+std::optional<uint32_t> free_standby(const keeper_state& st) {
+  for (uint32_t n = 0; n < st.l.spec.nodes.size(); ++n)
+    if (st.l.spec.nodes[n].hosts(pb::STANDBY) &&
+        std::find(st.ps_nodes.begin(), st.ps_nodes.end(), n) == st.ps_nodes.end())
+      return n;
+  return std::nullopt;
+}
+
+// Once ps's node has been lost for standby_after_ms, its shard moves to a
+// free standby node (and is restored there like on its own node).
+void maybe_move_to_standby(keeper_ptr self, uint32_t ps) {
+  auto& st = self->state;
+  const auto waited = self->clock().now() - st.waiting_since[ps];
+  if (waited < std::chrono::milliseconds(st.l.spec.runtime.standby_after_ms)) return;
+  auto spare = free_standby(st);
+  if (!spare) return;
+  const auto& from = st.l.spec.nodes[st.ps_nodes[ps]];
+  const auto& to = st.l.spec.nodes[*spare];
+  spdlog::warn(
+      "coordinator: ps:{}'s node {} has not answered for {:.1f} s: moving its shard to the standby node {} "
+      "({})",
+      ps, from.address(), std::chrono::duration<double>(waited).count(), to.address(), to.task_names());
+  st.ps_nodes[ps] = *spare;
+  st.moved = true;
+  st.waiting_since[ps] = self->clock().now();
+  st.cause_logged.erase(ps);
 }
 
 // Answers the facade's requests for shards that can be answered now: none
@@ -138,15 +177,19 @@ void resume(keeper_ptr self, uint32_t ps, ps_shard_actor shard, int64_t step) {
   watch(self, ps, shard);
   const double took = std::chrono::duration<double>(self->clock().now() - st.lost_at[ps]).count();
   st.lost_at.erase(ps);
+  st.waiting_since.erase(ps);
   coordinator_metrics(metrics::registry_of(self->home_system())).recovered("ps", took);
   trace::recorder_of(self->home_system())
       .span("ps restored", "recovery", trace::coordinator, trace::now_us() - int64_t(took * 1e6), "ps", ps);
+  const auto on = st.l.spec.nodes[st.ps_nodes[ps]].address();
   if (step >= 0)
-    spdlog::warn("coordinator: ps:{} restored from the checkpoint of step {} in {:.2f} s; resuming", ps, step, took);
+    spdlog::warn("coordinator: ps:{} restored from the checkpoint of step {} in {:.2f} s on {}; resuming", ps, step,
+                 took, on);
   else
-    spdlog::warn("coordinator: ps:{} back with initial values (no checkpoint) in {:.2f} s; resuming", ps, took);
+    spdlog::warn("coordinator: ps:{} back with initial values (no checkpoint) in {:.2f} s on {}; resuming", ps, took,
+                 on);
   if (!st.lost_at.empty()) return;  // another shard is still being restored
-  for (auto& p : st.l.proxies) self->send(p, proxy_shards_atom_v, st.l.shards);
+  for (auto& p : st.l.proxies) send_shards(self, p);
   answer_waiting(self, false);
 }
 
@@ -215,7 +258,7 @@ void on_shard_down(keeper_ptr self, const caf::down_msg& msg) {
   if (i == st.watched.end()) return;
   const uint32_t ps = i->second;
   st.watched.erase(i);
-  st.lost_at[ps] = self->clock().now();
+  st.lost_at[ps] = st.waiting_since[ps] = self->clock().now();
   st.cause_logged.erase(ps);
   spdlog::warn("coordinator: ps:{} lost ({}); pausing the workers while it is restored", ps, to_string(msg.reason));
   for (auto& p : st.l.proxies) self->send(p, proxy_pause_atom_v);
@@ -226,7 +269,10 @@ caf::behavior keeper_behavior(keeper_ptr self, keeper_setup setup, node_dialer d
   auto& st = self->state;
   st.l = std::move(setup);
   st.dial = std::move(dial);
-  for (uint32_t ps = 0; ps < st.l.shards.size(); ++ps) watch(self, ps, st.l.shards[ps]);
+  for (uint32_t ps = 0; ps < st.l.shards.size(); ++ps) {
+    watch(self, ps, st.l.shards[ps]);
+    st.ps_nodes.push_back(uint32_t(st.l.spec.node_of(task_id{pb::PS, ps}) - st.l.spec.nodes.data()));
+  }
   self->set_down_handler([self](const caf::down_msg& msg) { on_shard_down(self, msg); });
   return {
       [self](keeper_shards_atom) -> caf::result<shard_list> {
@@ -246,7 +292,10 @@ caf::behavior keeper_behavior(keeper_ptr self, keeper_setup setup, node_dialer d
         self->state.tick_pending = false;
         answer_waiting(self, true);
       },
-      [self](keeper_proxy_atom, const caf::actor& proxy) { self->state.l.proxies.push_back(proxy); },
+      [self](keeper_proxy_atom, const caf::actor& proxy) {
+        self->state.l.proxies.push_back(proxy);
+        if (self->state.moved) send_shards(self, proxy);  // its plan names the topology's PS nodes
+      },
       [self](const pb::InjectFault& req) -> caf::result<pb::FaultInjected> {  // from the coordinator's node
         auto& st = self->state;
         if (req.ps() >= st.l.shards.size())
@@ -262,9 +311,8 @@ caf::behavior keeper_behavior(keeper_ptr self, keeper_setup setup, node_dialer d
       [self](keeper_lr_atom, float lr) { self->state.learning_rate = lr; },
       [self](keeper_ckpt_atom, const std::string& dir) { self->state.l.checkpoint_dir = dir; },
       [self](keeper_retry_atom, uint32_t ps) {
-        auto& l = self->state.l;
-        const auto* node = l.spec.node_of(task_id{pb::PS, ps});
-        self->state.dial(self, size_t(node - l.spec.nodes.data()), [self, ps](caf::expected<node_actor> n) {
+        maybe_move_to_standby(self, ps);
+        self->state.dial(self, self->state.ps_nodes[ps], [self, ps](caf::expected<node_actor> n) {
           if (!n) return retry_later(self, ps, n.error());
           restore_on(self, ps, *n);
         });

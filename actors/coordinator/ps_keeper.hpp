@@ -6,6 +6,8 @@
 //
 //   serving --shard down--> restoring(ps) --node answers, shard spawned,
 //   variables created and assigned--> serving (proxies resume over the new list)
+//   restoring(ps) --standby_after_ms without the node, a free standby node-->
+//     restoring(ps) on the standby node (the proxies later get its node)
 //   restoring(ps) --kRecoveryTimeout without the node--> failed (queue aborted)
 //
 // Steps of a restore:

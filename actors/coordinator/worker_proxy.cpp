@@ -450,9 +450,10 @@ caf::behavior proxy_behavior(proxy_ptr self, std::shared_ptr<closure_queue> queu
         dispatch(self);
       },
       [self](proxy_pause_atom) { self->state.paused = true; },
-      [self](proxy_shards_atom, const shard_list& shards) {
+      [self](proxy_shards_atom, const shard_list& shards, const std::vector<uint32_t>& ps_nodes) {
         auto& st = self->state;
         st.plan.shards = shards;
+        st.plan.spawn.mutable_ps_nodes()->Assign(ps_nodes.begin(), ps_nodes.end());
         st.paused = false;
         if (!st.worker) {
           ++st.dial_round;  // pending retries are dropped: this dial replaces them

@@ -57,7 +57,8 @@ struct respawn_plan {
 ///  - proxy_dial_atom -> bool: the worker's node is up (it announced itself):
 ///    dial it now, unless the worker is up already.
 /// Messages: proxy_pause_atom (no dispatching, no respawning),
-/// (proxy_shards_atom, shard_list) (the PS shards changed: respawn over them).
+/// (proxy_shards_atom, shard_list, ps_nodes) (the PS shards changed: respawn
+/// over them; ps_nodes: the node serving each, SpawnWorker.ps_nodes).
 caf::actor spawn_worker_proxy(caf::actor_system& sys, std::shared_ptr<closure_queue> queue, uint32_t index,
                               worker_actor worker, respawn_plan plan);
 

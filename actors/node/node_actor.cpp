@@ -70,7 +70,8 @@ caf::error check_peer(node_ptr self, const Msg& msg, std::initializer_list<Role>
   return check_request(self, *self->state.peers, msg, roles, self->state.where, what);
 }
 
-constexpr std::initializer_list<Role> kAnyRole = {pb::COORDINATOR, pb::WORKER, pb::PS, pb::EVALUATOR, pb::CLIENT};
+constexpr std::initializer_list<Role> kAnyRole = {pb::COORDINATOR, pb::WORKER, pb::PS,
+                                                  pb::EVALUATOR,   pb::CLIENT, pb::STANDBY};
 
 caf::result<pb::Welcome> on_hello(node_ptr self, const pb::Hello& hello) {
   auto& st = self->state;
@@ -112,12 +113,14 @@ bool forget_child(node_state& st, Map& children, const caf::exit_msg& msg) {
 }
 
 // Spawn requests: only the coordinator (or an operator tool) may ask, and
-// only for a task this node hosts.
+// only for a task this node hosts; a standby node hosts any PS task's shard
+// the coordinator moves onto it.
 template <class Msg>
 caf::error check_spawn(node_ptr self, const Msg& msg, const task_id& task, const char* what) {
   auto& st = self->state;
   if (auto err = check_peer(self, msg, {pb::COORDINATOR, pb::CLIENT}, std::string("spawning ") + what)) return err;
   auto& tasks = st.self().tasks;
+  if (task.role == pb::PS && st.self().hosts(pb::STANDBY)) return caf::none;
   if (std::find(tasks.begin(), tasks.end(), task) == tasks.end())
     return make_error(errc::invalid_argument, st.where + "hosts no task " + to_string(task));
   return caf::none;

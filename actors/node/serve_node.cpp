@@ -80,10 +80,10 @@ int serve_node(const cluster_spec& spec, const task_id& task, const serve_option
   const auto tls = spec.tls_for(node->tasks.front());
   system_config cfg(spec.runtime, tls);
   caf::actor_system sys(cfg);
-  // PS nodes also serve the bulk lane for large tensors (destroyed before
-  // sys); it is plain TCP, so not when the cluster runs TLS.
+  // PS (and standby) nodes also serve the bulk lane for large tensors
+  // (destroyed before sys); it is plain TCP, so not when the cluster runs TLS.
   std::optional<bulk_server> bulk;
-  if (!tls && std::any_of(node->tasks.begin(), node->tasks.end(), [](const task_id& t) { return t.role == pb::PS; }))
+  if (!tls && (node->hosts(pb::PS) || node->hosts(pb::STANDBY)))
     bulk.emplace(sys, std::chrono::milliseconds(std::max<uint32_t>(spec.runtime.connection_timeout_ms, 1000)));
   auto actor = spawn_node(sys, spec, index, {bulk ? &*bulk : nullptr, [] { ::kill(::getpid(), SIGTERM); }, {}});
   auto port = publish_on(sys, actor, *node);

@@ -201,18 +201,14 @@ caf::expected<dataset_actor> dataset_of(worker_ptr self, const pb::Value& arg) {
 // coordinator runs its closures elsewhere and respawns it.
 constexpr auto kPsDialPatience = std::chrono::seconds(30);
 
-void dial_ps_node(worker_ptr self, std::shared_ptr<const cluster_spec> cluster, size_t n,
+void dial_ps_node(worker_ptr self, std::shared_ptr<const cluster_spec> cluster, size_t n, std::vector<int> ps_tasks,
                   std::chrono::milliseconds backoff, caf::actor_clock::time_point give_up) {
-  auto open_lane = [self, cluster, n](const pb::Welcome& welcome) {
-    if (!cluster->runtime.bulk_lane) return;
-    std::vector<int> ps_tasks;
-    for (auto& t : cluster->nodes[n].tasks)
-      if (t.role == pb::PS) ps_tasks.push_back(int(t.index));
-    self->state.net->open_lane(ps_tasks, cluster->nodes[n].host, welcome);
+  auto open_lane = [self, cluster, n, ps_tasks](const pb::Welcome& welcome) {
+    if (cluster->runtime.bulk_lane) self->state.net->open_lane(ps_tasks, cluster->nodes[n].host, welcome);
   };
   dial_node(
       self, *cluster, task_id{pb::WORKER, self->state.index}, n,
-      [self, cluster, n, backoff, give_up](caf::expected<node_actor> node) {
+      [self, cluster, n, ps_tasks, backoff, give_up](caf::expected<node_actor> node) {
         if (node) {
           if (--self->state.greeting > 0) return;
           self->state.params->route();  // every lane is known now
@@ -223,7 +219,8 @@ void dial_ps_node(worker_ptr self, std::shared_ptr<const cluster_spec> cluster, 
         }
         const auto& err = node.error();
         if (transient(err) && self->clock().now() + backoff < give_up) {
-          self->state.net->after(backoff, [=] { dial_ps_node(self, cluster, n, next_retry(backoff), give_up); });
+          self->state.net->after(backoff,
+                                 [=] { dial_ps_node(self, cluster, n, ps_tasks, next_retry(backoff), give_up); });
           return;
         }
         spdlog::warn("worker:{}: PS node {} did not admit it ({}); stopping (the coordinator respawns it)",
@@ -233,15 +230,20 @@ void dial_ps_node(worker_ptr self, std::shared_ptr<const cluster_spec> cluster, 
       open_lane);
 }
 
-void dial_ps_nodes(worker_ptr self, const cluster_spec& cluster) {
+// The PS tasks each node serves: `ps_nodes` (SpawnWorker.ps_nodes: a
+// shard moved to a standby node), else the topology's.
+void dial_ps_nodes(worker_ptr self, const cluster_spec& cluster,
+                   const google::protobuf::RepeatedField<uint32_t>& ps_nodes) {
+  std::map<size_t, std::vector<int>> serving;
+  for (size_t n = 0; n < cluster.nodes.size(); ++n)
+    for (auto& t : cluster.nodes[n].tasks)
+      if (t.role == pb::PS && ps_nodes.empty()) serving[n].push_back(int(t.index));
+  for (int ps = 0; ps < ps_nodes.size(); ++ps)
+    if (ps_nodes[ps] < cluster.nodes.size()) serving[ps_nodes[ps]].push_back(ps);
   auto shared = std::make_shared<const cluster_spec>(cluster);
   const auto give_up = self->clock().now() + kPsDialPatience;
-  for (size_t n = 0; n < cluster.nodes.size(); ++n) {
-    auto& tasks = cluster.nodes[n].tasks;
-    if (std::none_of(tasks.begin(), tasks.end(), [](const task_id& t) { return t.role == pb::PS; })) continue;
-    ++self->state.greeting;
-    dial_ps_node(self, shared, n, kFirstRetry, give_up);
-  }
+  self->state.greeting += serving.size();
+  for (auto& [n, ps_tasks] : serving) dial_ps_node(self, shared, n, ps_tasks, kFirstRetry, give_up);
 }
 
 // Who may send a worker what (actors/net/peer_table.hpp): closures and injected
@@ -333,7 +335,7 @@ worker_actor::behavior_type worker_behavior(worker_ptr self, pb::SpawnWorker spe
   st.metrics = std::make_unique<worker_metrics>(metrics::registry_of(self->home_system()),
                                                 trace::recorder_of(self->home_system()), st.index);
   if (spec.threads() > 0) kernels::set_cpu_threads(int(spec.threads()));
-  dial_ps_nodes(self, cluster);
+  dial_ps_nodes(self, cluster, spec.ps_nodes());
   self->set_down_handler([self](const caf::down_msg& msg) {
     spdlog::warn("worker:{}: lost a PS shard ({}); stopping (the coordinator respawns it)", self->state.index,
                  caf::to_string(msg.reason));
