@@ -70,44 +70,16 @@ caf::expected<double> measure_torch(int batch, int threads, const kernels_bench_
   return std::stod(res->out.substr(pos + 14));
 }
 
-// What one example's step must at least cost: FLOPs (multiply-adds x 2;
-// the backward pass twice the forward, less the first layer's input
-// gradient, which is never needed) and bytes (each activation written
-// once and read once, the input read once; the parameters' bytes come on
-// top, per batch: see print_cuda_rows).
-struct step_cost {
-  double flops = 0, bytes = 0;
-};
-step_cost cost_per_example(const kernels::model_spec& spec) {
-  int64_t h = spec.height, w = spec.width, c = spec.channels;
-  double forward = 0, first = -1, activations = 0;
-  for (auto& l : spec.layers) {
-    double f = 0;
-    if (l.kind == kernels::layer_kind::conv2d) {
-      if (l.pad == kernels::padding::valid) h -= l.kernel - 1, w -= l.kernel - 1;
-      f = 2.0 * double(h * w) * l.kernel * l.kernel * double(c) * l.units;
-      c = l.units;
-    } else if (l.kind == kernels::layer_kind::maxpool2d) {
-      h /= l.pool, w /= l.pool;
-    } else if (l.kind == kernels::layer_kind::dense) {
-      f = 2.0 * double(h * w * c) * l.units;
-      h = w = 1, c = l.units;
-    }
-    if (first < 0) first = f;
-    forward += f;
-    if (l.kind != kernels::layer_kind::flatten) activations += double(h * w * c);
-  }
-  const double input = double(spec.height * spec.width * spec.channels);
-  return {3 * forward - first, 4 * (2 * activations + input)};
-}
-
 // The CUDA rows: the seed CNN's step on GPU 0 through kernels::device_model
 // (the worker's path: host values uploaded, host gradients downloaded),
 // beside the CPU's best row and the device's floor.
 void print_cuda_rows(const kernels_bench_options& opts, double cpu_best) {
   const auto spec = kernels::model_spec::seed_cnn();
-  const auto cost = cost_per_example(spec);
-  fmt::print("an example's step needs {:.2f} MFLOP and {:.0f} KB of activations\n", cost.flops / 1e6, cost.bytes / 1e3);
+  const auto cost = spec.cost_per_example();
+  // Bytes of an example: its input read once, each activation written and read once.
+  const double example_bytes = 4 * (double(spec.height * spec.width * spec.channels) + 2 * cost.activations);
+  fmt::print("an example's step needs {:.2f} MFLOP and {:.0f} KB of activations\n", cost.flops / 1e6,
+             example_bytes / 1e3);
   if (kernels::cuda_device_count() == 0) {
     fmt::print("cuda: skipped: {}\n", kernels::cuda_unavailable_reason());
     return;
@@ -123,7 +95,7 @@ void print_cuda_rows(const kernels_bench_options& opts, double cpu_best) {
   for (auto& v : p.values) parameters += double(v.size());
   for (int batch : {32, 256, 1024}) {
     // Per batch, each value is read twice (forward, backward) and each gradient written once.
-    const double bytes = cost.bytes + 3 * 4 * parameters / batch;
+    const double bytes = example_bytes + 3 * 4 * parameters / batch;
     const double floor_rate = 1 / std::max(cost.flops / gpu.fp32_flops_per_s, bytes / gpu.bytes_per_s);
     double rate = step_rate(batch, model.input_size(), opts,
                             [&](const kernels::batch_view& b) { model.train_step(b, p.params, p.grad_ptrs); });

@@ -21,21 +21,23 @@ struct device_model::replica {
     }
   }
 
-  // This part of `batch` (host memory) into the device's memory.
+  // This part of `batch` (host memory) into the device's memory; the
+  // buffers are allocated again only when the part's size changes.
   batch_view upload(const batch_view& batch, int64_t per_example) {
-    if (x.size() != int64_t(size) * per_example || labels.size() != size) {
-      x = tensor({batch.ids == nullptr ? int64_t(size) * per_example : 0}, dev.kind());
-      ids = id_tensor({batch.ids == nullptr ? 0 : int64_t(size) * per_example}, dev.kind());
+    const int64_t count = int64_t(size) * per_example;
+    const bool images = batch.ids == nullptr;
+    if ((images ? x.size() : ids.size()) != count || labels.size() != size) {
+      x = tensor({images ? count : 0}, dev.kind());
+      ids = id_tensor({images ? 0 : count}, dev.kind());
       labels = int_tensor({size}, dev.kind());
     }
-    const size_t examples = size_t(first) * size_t(per_example), count = size_t(size) * size_t(per_example);
-    if (batch.ids == nullptr)
-      dev.upload(x.data(), batch.x + examples, count * sizeof(float));
+    const size_t examples = size_t(first) * size_t(per_example);
+    if (images)
+      dev.upload(x.data(), batch.x + examples, size_t(count) * sizeof(float));
     else
-      dev.upload(ids.data(), batch.ids + examples, count * sizeof(int64_t));
+      dev.upload(ids.data(), batch.ids + examples, size_t(count) * sizeof(int64_t));
     dev.upload(labels.data(), batch.labels + first, size_t(size) * sizeof(int32_t));
-    return batch_view{size, batch.ids == nullptr ? x.data() : nullptr, batch.ids == nullptr ? nullptr : ids.data(),
-                      labels.data()};
+    return batch_view{size, images ? x.data() : nullptr, images ? nullptr : ids.data(), labels.data()};
   }
 
   compute_device dev;
@@ -205,8 +207,10 @@ void device_model::merge_sparse(int total) {
   for (size_t p = 0; p < params_.size(); ++p) {
     if (!params_[p].sparse) continue;
     const int dim = int(params_[p].shape[1]);
-    std::vector<int64_t> ids;
-    std::vector<float> rows;
+    auto& ids = merging_ids_;  // kept across steps: no allocation once grown
+    auto& rows = merging_rows_;
+    ids.clear();
+    rows.clear();
     for (auto& r : replicas_) {
       if (r->size == 0) continue;
       auto& part = r->model.sparse_gradient(p);

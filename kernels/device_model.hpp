@@ -57,7 +57,9 @@ class device_model {
   std::vector<param_info> params_;
   std::unique_ptr<sequential_model> direct_;  // one CPU device: no copies
   std::vector<std::unique_ptr<replica>> replicas_;
-  std::vector<sparse_rows> sparse_;  // merged over the replicas
+  std::vector<sparse_rows> sparse_;   // merged over the replicas
+  std::vector<int64_t> merging_ids_;  // merge_sparse's scratch
+  std::vector<float> merging_rows_;
 };
 
 }  // namespace actorps::kernels

@@ -100,6 +100,22 @@ std::string model_spec::check() const {
 
 bool model_spec::takes_ids() const { return !layers.empty() && layers[0].kind == layer_kind::embedding; }
 
+model_spec::example_cost model_spec::cost_per_example() const {
+  dims d{height, width, channels};
+  double forward = 0, first = -1, activations = 0;
+  for (auto& l : layers) {
+    const auto out = output_of(l, d);
+    double f = 0;
+    if (l.kind == layer_kind::conv2d) f = 2.0 * double(out.size()) * l.kernel * l.kernel * d.c;
+    if (l.kind == layer_kind::dense) f = 2.0 * double(d.size()) * l.units;
+    if (first < 0) first = f;
+    forward += f;
+    if (l.kind != layer_kind::flatten) activations += double(out.size());  // flatten is a reshape
+    d = out;
+  }
+  return {3 * forward - first, activations};
+}
+
 int64_t param_info::size() const {
   int64_t n = 1;
   for (auto d : shape) n *= d;

@@ -43,6 +43,16 @@ struct model_spec {
   std::string check() const;
   /// True when examples are ids (layer 0 is an embedding), not images.
   bool takes_ids() const;
+  /// What one example's train step must at least do (a floor for
+  /// benchmarks): FLOPs of its convolutions and dense layers (a multiply-add
+  /// is 2; the backward pass twice the forward, less the first layer's
+  /// input gradient, which is never needed) and the floats of its
+  /// activations, each written once and read once.
+  struct example_cost {
+    double flops = 0;
+    double activations = 0;
+  };
+  example_cost cost_per_example() const;
 };
 
 struct param_info {

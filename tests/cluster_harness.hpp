@@ -58,6 +58,12 @@ struct local_cluster {
     for (auto& t : tasks) start(t);
   }
 
+  /// Every node but the coordinator's (the test process coordinates).
+  void start_nodes() {
+    for (auto& t : tasks)
+      if (t != "coordinator:0") start(t);
+  }
+
   child_process& node(const std::string& task) { return nodes.at(task); }
 
   command_result cli(std::vector<std::string> args, std::chrono::milliseconds timeout = 30s) {

@@ -1,6 +1,7 @@
 // Job files for the multi-process tests that run `actorps local`.
 #pragma once
 
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <random>
@@ -20,6 +21,35 @@ namespace actorps::test {
 inline std::string read_file(const std::string& path) {
   std::ifstream in(path);
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+/// How often `what` occurs in `text`.
+inline size_t count_of(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = 0; (at = text.find(what, at)) != std::string::npos; at += what.size()) ++n;
+  return n;
+}
+
+inline bool same_bits(const std::vector<float>& x, const std::vector<float>& y) {
+  return x.size() == y.size() && std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0;
+}
+
+/// The newest checkpoints of two directories hold the same step and
+/// variables: values, optimizer slots and update counts, bit for bit.
+inline void same_checkpoints(const std::string& a_dir, const std::string& b_dir) {
+  auto a = train::restore_latest(a_dir), b = train::restore_latest(b_dir);
+  BOOST_REQUIRE(a.latest && b.latest);
+  BOOST_TEST(a.latest->step == b.latest->step);
+  BOOST_REQUIRE(a.latest->variables.size() == b.latest->variables.size());
+  for (size_t i = 0; i < a.latest->variables.size(); ++i) {
+    auto &x = a.latest->variables[i], &y = b.latest->variables[i];
+    BOOST_TEST(x.name == y.name);
+    BOOST_TEST(x.version == y.version, x.name);
+    BOOST_TEST(same_bits(x.values, y.values), x.name << ": the values differ (" << a_dir << " vs " << b_dir << ")");
+    BOOST_REQUIRE(x.slots.size() == y.slots.size());
+    for (size_t k = 0; k < x.slots.size(); ++k)
+      BOOST_TEST(same_bits(x.slots[k], y.slots[k]), x.name << ": slot " << k << " differs");
+  }
 }
 
 /// The `count` nodes `actorps local` reports ready (it serves the

@@ -9,7 +9,6 @@
 #include <boost/test/unit_test.hpp>
 
 #include <algorithm>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -19,31 +18,6 @@
 
 using namespace actorps;
 using namespace actorps::test;
-
-namespace {
-
-bool same_bits(const std::vector<float>& x, const std::vector<float>& y) {
-  return x.size() == y.size() && std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0;
-}
-
-// The newest checkpoints of two directories hold the same variables:
-// values, optimizer slots and update counts, bit for bit.
-void same_checkpoints(const std::string& a_dir, const std::string& b_dir) {
-  auto a = train::restore_latest(a_dir), b = train::restore_latest(b_dir);
-  BOOST_REQUIRE(a.latest && b.latest);
-  BOOST_TEST(a.latest->step == b.latest->step);
-  BOOST_REQUIRE(a.latest->variables.size() == b.latest->variables.size());
-  for (size_t i = 0; i < a.latest->variables.size(); ++i) {
-    auto &x = a.latest->variables[i], &y = b.latest->variables[i];
-    BOOST_TEST(x.name == y.name);
-    BOOST_TEST(x.version == y.version, x.name);
-    BOOST_TEST(same_bits(x.values, y.values), x.name << ": the values differ");
-    BOOST_REQUIRE(x.slots.size() == y.slots.size());
-    for (size_t k = 0; k < x.slots.size(); ++k) BOOST_TEST(same_bits(x.slots[k], y.slots[k]), x.name << ": slot " << k);
-  }
-}
-
-}  // namespace
 
 BOOST_AUTO_TEST_CASE(a_checkpoint_of_n_ps_tasks_restores_into_m_bit_for_bit) {
   // Adam over 3 fixed shards per variable: its slots and step counts must

@@ -30,12 +30,6 @@ job_run run_without_gpus(const std::string& dir, const std::string& job) {
   return {res->exit_code, res->out, read_file(dir + "/cli.log"), read_file(dir + "/nodes.log")};
 }
 
-size_t count(const std::string& text, const std::string& what) {
-  size_t n = 0;
-  for (size_t at = 0; (at = text.find(what, at)) != std::string::npos; at += what.size()) ++n;
-  return n;
-}
-
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(cuda_without_a_visible_gpu_exits_2_naming_the_worker_and_what_it_saw) {
@@ -60,11 +54,11 @@ BOOST_AUTO_TEST_CASE(auto_falls_back_to_the_cpu_with_one_log_line_per_worker) {
   auto run = run_without_gpus(dir, job);
   BOOST_TEST(run.exit_code == 0, run.out << run.errors);
   const std::string fallback = ": device \"auto\" found no 1 GPU(s) to use (";
-  BOOST_TEST(count(run.nodes, fallback) == 2u, run.nodes);
+  BOOST_TEST(count_of(run.nodes, fallback) == 2u, run.nodes);
   for (auto worker : {"worker:0", "worker:1"}) {
     auto where = std::string(worker) + " on 127.0.0.1:" + std::to_string(port_of(job, worker));
-    BOOST_TEST(count(run.nodes, where + fallback) == 1u, run.nodes);
-    BOOST_TEST(count(run.nodes, where + ": computing on cpu:0\n") == 1u, run.nodes);
+    BOOST_TEST(count_of(run.nodes, where + fallback) == 1u, run.nodes);
+    BOOST_TEST(count_of(run.nodes, where + ": computing on cpu:0\n") == 1u, run.nodes);
   }
 }
 
@@ -85,7 +79,7 @@ BOOST_AUTO_TEST_CASE(a_sync_job_on_two_devices_per_worker_trains_as_on_one) {
     auto run = run_without_gpus(dir, job);
     BOOST_TEST(run.exit_code == 0, run.out << run.errors);
     const std::string names = devices == "2" ? "cpu:0, cpu:1" : "cpu:0";
-    BOOST_TEST(count(run.nodes, ": computing on " + names + "\n") == 2u, run.nodes);
+    BOOST_TEST(count_of(run.nodes, ": computing on " + names + "\n") == 2u, run.nodes);
     auto latest = train::restore_latest(dir + "/ckpt");
     BOOST_REQUIRE(latest.latest);
     BOOST_TEST(latest.latest->step == 150);

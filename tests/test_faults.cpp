@@ -4,7 +4,6 @@
 #include <boost/test/unit_test.hpp>
 
 #include <csignal>
-#include <cstring>
 #include <functional>
 #include <random>
 #include <sstream>
@@ -273,23 +272,7 @@ BOOST_AUTO_TEST_CASE(a_killed_coordinator_of_a_sync_job_ends_as_an_uninterrupted
   auto whole_dir = make_temp_dir("test");
   auto whole = run_job(whole_dir, job_in(whole_dir));
   BOOST_TEST(whole.exit_code == 0, whole.out << whole.log);
-  auto a = train::restore_latest(dir + "/ckpt"), b = train::restore_latest(whole_dir + "/ckpt");
-  BOOST_REQUIRE(a.latest && b.latest);
-  BOOST_TEST(a.latest->step == b.latest->step);
-  BOOST_REQUIRE(a.latest->variables.size() == b.latest->variables.size());
-  auto same_bits = [](const std::vector<float>& x, const std::vector<float>& y) {
-    return x.size() == y.size() && std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0;
-  };
-  for (size_t i = 0; i < a.latest->variables.size(); ++i) {
-    auto &x = a.latest->variables[i], &y = b.latest->variables[i];
-    BOOST_TEST(x.name == y.name);
-    BOOST_TEST(x.version == y.version, x.name);
-    BOOST_TEST(same_bits(x.values, y.values), x.name << ": the values differ from the uninterrupted run's");
-    BOOST_REQUIRE(x.slots.size() == y.slots.size());
-    for (size_t k = 0; k < x.slots.size(); ++k)
-      BOOST_TEST(same_bits(x.slots[k], y.slots[k]),
-                 x.name << ": slot " << k << " differs from the uninterrupted run's");
-  }
+  same_checkpoints(dir + "/ckpt", whole_dir + "/ckpt");  // the uninterrupted run's, bit for bit
 }
 
 BOOST_AUTO_TEST_CASE(a_killed_ps_is_restored_from_the_latest_checkpoint_and_the_job_completes) {

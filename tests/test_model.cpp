@@ -77,6 +77,16 @@ BOOST_AUTO_TEST_CASE(seed_cnn_parameters) {
   for (float v : init[1]) BOOST_TEST(v == 0.0f);
 }
 
+BOOST_AUTO_TEST_CASE(seed_cnn_cost_per_example) {
+  // Conv 3x3x1 -> 26x26x32: 2 * 21,632 * 9 FLOPs forward; dense 5,408 -> 64
+  // and 64 -> 10: 2 * 346,112 and 2 * 640. Backward twice each but the
+  // conv's input gradient: 3 * 1,082,880 - 389,376.
+  auto cost = model_spec::seed_cnn().cost_per_example();
+  BOOST_TEST(cost.flops == 2859264.0);
+  // 21,632 (conv) + 5,408 (pool) + 64 + 10; flatten is a reshape.
+  BOOST_TEST(cost.activations == 27114.0);
+}
+
 BOOST_AUTO_TEST_CASE(spec_errors_name_the_layer) {
   auto m = model_spec::seed_cnn();
   m.layers.erase(m.layers.begin() + 2);  // no flatten before dense

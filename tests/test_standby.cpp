@@ -17,32 +17,17 @@
 using namespace actorps;
 using namespace actorps::test;
 
-namespace {
-
-size_t count(const std::string& text, const std::string& what) {
-  size_t n = 0;
-  for (size_t at = 0; (at = text.find(what, at)) != std::string::npos; at += what.size()) ++n;
-  return n;
-}
-
-}  // namespace
-
 BOOST_AUTO_TEST_CASE(a_ps_node_that_never_returns_moves_to_the_standby_node_and_the_job_completes) {
   local_cluster cluster({"coordinator", "worker", "worker", "ps", "ps", "standby"},
                         "[runtime]\nstandby_after_ms = 1000\n");
-  for (auto& t : cluster.tasks)
-    if (t != "coordinator:0") cluster.start(t);
+  cluster.start_nodes();
   cluster_client client(cluster.config);
-  job_spec job;
-  job.cluster = client.spec;
-  job.model = small_model();
-  job.train = learnable(1024);
+  auto job = small_job(client, learnable(1024));
   auto& t = job.training;
   t.epochs = 12;
   t.steps_per_epoch = 300;
   t.steps_per_execution = 5;
   t.optimizer.set_learning_rate(0.05f);
-  t.threads_per_worker = 1;
   t.variable_partitioner = partitioner::fixed(2);  // each variable on both PS
   const auto checkpoints = cluster.dir + "/ckpt";
   auto c = train::connect_job(client.sys, job);
@@ -68,12 +53,12 @@ BOOST_AUTO_TEST_CASE(a_ps_node_that_never_returns_moves_to_the_standby_node_and_
       "coordinator: ps:1's node 127.0.0.1:" + std::to_string(cluster.ports["ps:1"]) + " has not answered for ";
   const auto to =
       ": moving its shard to the standby node 127.0.0.1:" + std::to_string(cluster.ports["standby:0"]) + " (standby:0)";
-  BOOST_TEST(count(said.str(), moved) == 1u, said.str());
-  BOOST_TEST(count(said.str(), to) == 1u, said.str());
-  BOOST_TEST(count(said.str(), "coordinator: ps:1 restored from the checkpoint of step ") == 1u, said.str());
+  BOOST_TEST(count_of(said.str(), moved) == 1u, said.str());
+  BOOST_TEST(count_of(said.str(), to) == 1u, said.str());
+  BOOST_TEST(count_of(said.str(), "coordinator: ps:1 restored from the checkpoint of step ") == 1u, said.str());
   const auto log = read_file(cluster.dir + "/nodes.log");
   const auto standby = "node 127.0.0.1:" + std::to_string(cluster.ports["standby:0"]) + ": spawned the shard of ps:1";
-  BOOST_TEST(count(log, standby) == 1u, log);
+  BOOST_TEST(count_of(log, standby) == 1u, log);
   // The final checkpoint is whole and later than the kill's.
   auto latest = train::restore_latest(checkpoints);
   BOOST_REQUIRE(latest.latest);

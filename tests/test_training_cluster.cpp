@@ -40,8 +40,7 @@ struct coordinated {
   pb::Consistency consistency;
 
   explicit coordinated(pb::Consistency mode = {}, int workers = 2) : cluster(roles(workers)), consistency(mode) {
-    for (auto& t : cluster.tasks)
-      if (t != "coordinator:0") cluster.start(t);
+    cluster.start_nodes();
     client.emplace(cluster.config);
     consistency.set_num_workers(uint32_t(workers));
     auto made = cluster_coordinator::connect(client->sys, client->spec, consistency);

@@ -57,6 +57,17 @@ inline pb::DatasetSpec one_pass_per_epoch() {
   return fixed;
 }
 
+// A job of small_model() over `data` on the cluster `client` sees, one
+// kernel thread per worker.
+inline job_spec small_job(const cluster_client& client, pb::DatasetSpec data) {
+  job_spec job;
+  job.cluster = client.spec;
+  job.model = small_model();
+  job.train = std::move(data);
+  job.training.threads_per_worker = 1;
+  return job;
+}
+
 struct sync_job {
   uint32_t every_steps = 0;  // a checkpoint also every this many steps (0: each epoch only)
   pb::Optimizer::Kind optimizer = pb::Optimizer::SGD;
@@ -75,13 +86,9 @@ inline fit_outcome sync_fit(uint32_t epochs, const std::string& checkpoints, con
   std::vector<std::string> roles{"coordinator", "worker", "worker"};
   roles.insert(roles.end(), size_t(how.ps), "ps");
   local_cluster cluster(roles);
-  for (auto& t : cluster.tasks)
-    if (t != "coordinator:0") cluster.start(t);
+  cluster.start_nodes();
   cluster_client client(cluster.config);
-  job_spec job;
-  job.cluster = client.spec;
-  job.model = small_model();
-  job.train = one_pass_per_epoch();
+  auto job = small_job(client, one_pass_per_epoch());
   auto& t = job.training;
   t.epochs = epochs;
   t.steps_per_epoch = 16;
@@ -92,7 +99,6 @@ inline fit_outcome sync_fit(uint32_t epochs, const std::string& checkpoints, con
   t.consistency.set_mode(pb::Consistency::SYNC);
   t.consistency.set_num_workers(2);
   t.consistency.set_replicas_to_aggregate(2);
-  t.threads_per_worker = 1;
   t.variable_partitioner = how.split;
   auto c = train::connect_job(client.sys, job);
   BOOST_REQUIRE_MESSAGE(c, (c ? "" : describe(c.error())));

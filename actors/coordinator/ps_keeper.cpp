@@ -37,7 +37,6 @@ struct keeper_state {
   std::map<uint32_t, clock_type::time_point> lost_at;
   std::map<uint32_t, clock_type::time_point> waiting_since;  // for the node now serving a lost shard
   std::vector<uint32_t> ps_nodes;   // the node serving each ps task's shard (cluster.nodes index)
-  bool moved = false;               // a shard serves from a standby node: proxies get ps_nodes
   std::set<uint32_t> cause_logged;  // why its node did not answer, once per loss
   std::vector<shards_wanted> waiting;
   bool tick_pending = false;
@@ -69,10 +68,23 @@ shard_list facade_view(keeper_ptr self) {
   return out;
 }
 
-// A worker proxy's new shards, and where they serve once one has moved.
+// The node the topology gives ps task `ps`.
+uint32_t home_node(const cluster_spec& spec, uint32_t ps) {
+  return uint32_t(spec.node_of(task_id{pb::PS, ps}) - spec.nodes.data());
+}
+
+// Whether a shard serves from another node than its topology's (a standby).
+bool any_moved(const keeper_state& st) {
+  for (uint32_t ps = 0; ps < st.ps_nodes.size(); ++ps)
+    if (st.ps_nodes[ps] != home_node(st.l.spec, ps)) return true;
+  return false;
+}
+
+// A worker proxy's new shards, and the node serving each once one moved
+// (empty: the topology's, SpawnWorker.ps_nodes).
 void send_shards(keeper_ptr self, const caf::actor& proxy) {
   auto& st = self->state;
-  self->send(proxy, proxy_shards_atom_v, st.l.shards, st.moved ? st.ps_nodes : std::vector<uint32_t>{});
+  self->send(proxy, proxy_shards_atom_v, st.l.shards, any_moved(st) ? st.ps_nodes : std::vector<uint32_t>{});
 }
 
 // A standby node serving no shard now, if there is one.
@@ -99,7 +111,6 @@ void maybe_move_to_standby(keeper_ptr self, uint32_t ps) {
       "({})",
       ps, from.address(), std::chrono::duration<double>(waited).count(), to.address(), to.task_names());
   st.ps_nodes[ps] = *spare;
-  st.moved = true;
   st.waiting_since[ps] = self->clock().now();
   st.cause_logged.erase(ps);
 }
@@ -271,7 +282,7 @@ caf::behavior keeper_behavior(keeper_ptr self, keeper_setup setup, node_dialer d
   st.dial = std::move(dial);
   for (uint32_t ps = 0; ps < st.l.shards.size(); ++ps) {
     watch(self, ps, st.l.shards[ps]);
-    st.ps_nodes.push_back(uint32_t(st.l.spec.node_of(task_id{pb::PS, ps}) - st.l.spec.nodes.data()));
+    st.ps_nodes.push_back(home_node(st.l.spec, ps));
   }
   self->set_down_handler([self](const caf::down_msg& msg) { on_shard_down(self, msg); });
   return {
@@ -294,7 +305,7 @@ caf::behavior keeper_behavior(keeper_ptr self, keeper_setup setup, node_dialer d
       },
       [self](keeper_proxy_atom, const caf::actor& proxy) {
         self->state.l.proxies.push_back(proxy);
-        if (self->state.moved) send_shards(self, proxy);  // its plan names the topology's PS nodes
+        if (any_moved(self->state)) send_shards(self, proxy);  // its plan names the topology's PS nodes
       },
       [self](const pb::InjectFault& req) -> caf::result<pb::FaultInjected> {  // from the coordinator's node
         auto& st = self->state;

@@ -235,11 +235,12 @@ void dial_ps_node(worker_ptr self, std::shared_ptr<const cluster_spec> cluster, 
 void dial_ps_nodes(worker_ptr self, const cluster_spec& cluster,
                    const google::protobuf::RepeatedField<uint32_t>& ps_nodes) {
   std::map<size_t, std::vector<int>> serving;
-  for (size_t n = 0; n < cluster.nodes.size(); ++n)
-    for (auto& t : cluster.nodes[n].tasks)
-      if (t.role == pb::PS && ps_nodes.empty()) serving[n].push_back(int(t.index));
-  for (int ps = 0; ps < ps_nodes.size(); ++ps)
-    if (ps_nodes[ps] < cluster.nodes.size()) serving[ps_nodes[ps]].push_back(ps);
+  if (ps_nodes.empty()) {
+    for (size_t n = 0; n < cluster.nodes.size(); ++n)
+      for (auto& t : cluster.nodes[n].tasks)
+        if (t.role == pb::PS) serving[n].push_back(int(t.index));
+  }
+  for (int ps = 0; ps < ps_nodes.size(); ++ps) serving[ps_nodes[ps]].push_back(ps);  // checked in spawn_worker
   auto shared = std::make_shared<const cluster_spec>(cluster);
   const auto give_up = self->clock().now() + kPsDialPatience;
   self->state.greeting += serving.size();
@@ -384,6 +385,13 @@ caf::expected<worker_actor> spawn_worker(caf::actor_system& sys, const pb::Spawn
                                                     "' lives on ps:" + std::to_string(s.ps_task()) + ", the job has " +
                                                     std::to_string(shards.size()) + " shards");
   }
+  if (!spec.ps_nodes().empty() && size_t(spec.ps_nodes_size()) != shards.size())
+    return make_error(errc::invalid_config,
+                      fmt::format("ps_nodes names {} nodes for {} shards", spec.ps_nodes_size(), shards.size()));
+  for (auto n : spec.ps_nodes())
+    if (n >= cluster.nodes.size())
+      return make_error(errc::invalid_config,
+                        fmt::format("ps_nodes names node {}, the topology has {}", n, cluster.nodes.size()));
   auto devices = worker_devices(spec, cluster, kernels::cuda_device_count());
   if (!devices) return devices.error();
   // Not detached: CAF 0.17 can hang at shutdown waiting for a detached

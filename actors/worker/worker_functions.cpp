@@ -24,8 +24,6 @@ caf::error arity(const char* fn, const std::vector<pb::Value>& args, size_t min,
                     fmt::format("{} takes {} to {} arguments, got {}", fn, min, max, args.size()));
 }
 
-bool takes_ids(const kernels::device_model& m) { return m.spec().takes_ids(); }
-
 // train_step: `steps` steps over the worker's dataset; see the header.
 struct train_run {
   worker_context* ctx;
@@ -98,7 +96,7 @@ struct train_run {
   void unpack() {
     x = float_view(batch.x(), x_copy);
     ids.clear();
-    if (takes_ids(*ctx->model)) ids.assign(x, x + batch.x().size() / sizeof(float));
+    if (ctx->model->spec().takes_ids()) ids.assign(x, x + batch.x().size() / sizeof(float));
   }
 
   static void compute(train_run& run) {
@@ -165,7 +163,7 @@ struct eval_run {
 
   static void next(std::shared_ptr<eval_run> run) {
     while (run->pipeline.next(run->b)) {
-      if (!takes_ids(*run->ctx->model)) {
+      if (!run->ctx->model->spec().takes_ids()) {
         run->evaluate();
         continue;
       }
