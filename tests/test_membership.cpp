@@ -47,6 +47,13 @@ caf::behavior deaf_shard(caf::stateful_actor<deaf_shard_state>* self) {
   }};
 }
 
+// A node whose process lacks the job's devices: it refuses every spawn.
+caf::behavior gpu_less_node(caf::event_based_actor*) {
+  return {[](const pb::SpawnWorker&, const shard_list&) -> caf::result<worker_actor> {
+    return make_error(errc::device_unavailable, "worker:0 on h:1: device = \"cuda\" ..., but no GPU visible");
+  }};
+}
+
 pb::LeaveJob leave(uint32_t worker) {
   pb::LeaveJob req;
   req.set_worker(worker);
@@ -88,6 +95,20 @@ BOOST_FIXTURE_TEST_CASE(a_proxy_brings_its_worker_up_retrying_with_growing_back_
     sched.run();
   }
   for (int64_t i = 0; i < 3; ++i) BOOST_TEST(value_of(results[size_t(i)]) == 10 * i);
+}
+
+BOOST_FIXTURE_TEST_CASE(a_worker_whose_node_lacks_the_devices_fails_the_job_without_retrying, fixture) {
+  auto results = put_closures(*q, 0, 2);
+  nodes.up[1] = spawn_fake(sys(), gpu_less_node);
+  auto proxy = spawn_worker_proxy(sys(), q, 0, worker_actor{}, {nodes.get(), 1, pb::SpawnWorker{}, shard_list{}});
+  sched.run();
+  BOOST_TEST(nodes.dials.size() == 1u);
+  // No retry brings a GPU: the queue fails with the node's error at once.
+  BOOST_CHECK(q->failure() == errc::device_unavailable);
+  for (auto& r : results) BOOST_TEST(!r.fetch());
+  for (int k = 0; k < 5 && sched.trigger_timeout(); ++k) sched.run();
+  BOOST_TEST(nodes.dials.size() == 1u);  // and it is never dialed again
+  BOOST_CHECK(q->join() == errc::device_unavailable);
 }
 
 // The shards must hear of a lost worker: a paused one's late pushes would
