@@ -25,6 +25,8 @@ class bench_cluster {
   /// SIGTERM to every started node; an error unless all exit 0.
   caf::error stop();
   const cluster_spec& spec() const { return spec_; }
+  /// The i-th of the tasks start() started.
+  child_process& node(size_t i) { return nodes_.at(i); }
 
  private:
   std::string dir_, path_;

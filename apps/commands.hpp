@@ -178,6 +178,16 @@ struct training_bench_options {
 /// `actorps bench training`: a job's cluster samples/s vs single-process training, same run.
 int run_bench_training(const training_bench_options& opts);
 
+struct failover_bench_options {
+  std::string self_exe;
+  std::string job = "config/fashion_mnist.toml";
+  uint32_t steps = 1000;  // per repetition, and closures of the failover run (shorter runs: the ratio swings)
+  uint32_t repetitions = 5;
+};
+
+/// `actorps bench failover`: ps_replicas = 2 vs 1, and a primary's SIGKILL survived.
+int run_bench_failover(const failover_bench_options& opts);
+
 struct tta_bench_options {
   std::string self_exe;
   std::string tools_dir;  // where torch_train.py lives

@@ -199,6 +199,13 @@ int main(int argc, char** argv) {  // NOLINT(bugprone-exception-escape)
   bench_training->add_option("--steps", training_opts.steps, "steps per repetition")->check(CLI::Range(10u, 1000000u));
   bench_training->add_option("--repetitions", training_opts.repetitions, "repetitions (medians)")
       ->check(CLI::Range(1u, 100u));
+  failover_bench_options failover_opts;
+  auto* bench_failover =
+      bench->add_subcommand("failover", "ps_replicas = 2 vs 1 samples/s, and a primary's SIGKILL: time, updates lost");
+  bench_failover->add_option("--job", failover_opts.job, "job file (its model, data, optimizer and topology shape)");
+  bench_failover->add_option("--steps", failover_opts.steps, "steps per repetition")->check(CLI::Range(30u, 1000000u));
+  bench_failover->add_option("--repetitions", failover_opts.repetitions, "repetitions (medians)")
+      ->check(CLI::Range(1u, 100u));
   scale_bench_options scale_opts;
   auto* bench_scale =
       bench->add_subcommand("scale", "start-up, throughput, memory, recovery and joins vs workers and PS");
@@ -266,6 +273,10 @@ int main(int argc, char** argv) {  // NOLINT(bugprone-exception-escape)
     tta_opts.self_exe = self_exe();
     tta_opts.tools_dir = ACTORPS_TOOLS_DIR;
     return run_bench_tta(tta_opts);
+  }
+  if (*bench_failover) {
+    failover_opts.self_exe = self_exe();
+    return run_bench_failover(failover_opts);
   }
   if (*bench_training) {
     training_opts.self_exe = self_exe();

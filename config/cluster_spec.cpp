@@ -81,6 +81,11 @@ const node_spec* cluster_spec::node_of(const task_id& task) const {
   return nullptr;
 }
 
+size_t backup_node_of(const cluster_spec& spec, uint32_t ps) {
+  const auto* node = spec.node_of(task_id{pb::PS, (ps + 1) % spec.count(pb::PS)});
+  return size_t(node - spec.nodes.data());
+}
+
 uint32_t cluster_spec::count(Role role) const {
   uint32_t n = 0;
   for (auto& node : nodes)

@@ -51,7 +51,8 @@ const std::initializer_list<const char*> kTrainingKeys = {"epochs",
                                                           "checkpoint_steps",
                                                           "exactly_once",
                                                           "split_size",
-                                                          "min_workers"};
+                                                          "min_workers",
+                                                          "ps_replicas"};
 
 // exactly_once needs split_size, a dataset that reads every example once and
 // no steps_per_epoch; otherwise steps_per_epoch is required (as in TF).
@@ -96,6 +97,23 @@ caf::error check_worker_gpus(const reader& r, const toml::table& t, const traini
                     fmt::format("{} GPU(s) per worker, but node {} ({}) has gpus = {} (every worker needs the same "
                                 "number of devices)",
                                 o.devices_per_worker, node.address(), node.task_names(), node.gpus));
+  return caf::none;
+}
+
+// ps_replicas = 2: async only, and at least two ps tasks (each shard's
+// backup lives on the next ps task's node; a node hosts at most one ps
+// task, so that is never the shard's own node).
+caf::error check_replicas(const reader& r, const toml::table& t, const training_options& o,
+                          const cluster_spec& cluster) {
+  if (o.ps_replicas == 1) return caf::none;
+  const auto& at = *t.get("ps_replicas");
+  const auto ps = uint32_t(cluster.count(pb::PS));
+  if (o.consistency.mode() != pb::Consistency::ASYNC)
+    return r.fail(at, "training.ps_replicas", "replicated shards need consistency \"async\"");
+  if (ps < o.ps_replicas)
+    return r.fail(at, "training.ps_replicas",
+                  fmt::format("{} replicas of each shard need {} ps tasks on different nodes, the cluster has {}",
+                              o.ps_replicas, o.ps_replicas, ps));
   return caf::none;
 }
 
@@ -205,7 +223,8 @@ caf::expected<std::optional<job_spec>> parse_job_toml(std::string_view text, con
       (err = r.get(t, "training", "min_shard_bytes", o.variable_partitioner.min_shard_bytes, 1, INT64_MAX)) ||
       (err = r.get(t, "training", "max_shard_bytes", o.variable_partitioner.max_shard_bytes, 1, INT64_MAX)) ||
       (err = r.get(t, "training", "max_shards", o.variable_partitioner.max_shards, 0, 1 << 20)) ||
-      (err = r.get(t, "training", "learning_rate_decay", o.learning_rate_decay));
+      (err = r.get(t, "training", "learning_rate_decay", o.learning_rate_decay)) ||
+      (err = r.get(t, "training", "ps_replicas", o.ps_replicas, 1, 2));
   if (err) return err;
   if (lr <= 0) return r.fail(*t.get("learning_rate"), "training.learning_rate", "expected a number > 0");
   if (!(o.learning_rate_decay > 0 && o.learning_rate_decay <= 1))
@@ -226,6 +245,8 @@ caf::expected<std::optional<job_spec>> parse_job_toml(std::string_view text, con
   if (has_cluster)
     if (auto err = read_min_workers(r, t, o, workers)) return err;
   if (auto err = check_worker_gpus(r, t, o, job.cluster)) return err;
+  if (has_cluster)
+    if (auto err = check_replicas(r, t, o, job.cluster)) return err;
   if (o.exactly_once && mode != pb::Consistency::ASYNC)
     return r.fail(*t.get("exactly_once"), "training.exactly_once",
                   "needs consistency \"async\" (sync and bounded_staleness steps are pinned to workers)");

@@ -39,6 +39,7 @@ struct training_options {
   float learning_rate_decay = 1;  // epoch e trains with learning_rate * decay^(e-1) (Keras ExponentialDecay per epoch)
   pb::Consistency consistency;    // async by default
   partitioner variable_partitioner;      // TF's variable_partitioner; none by default
+  uint32_t ps_replicas = 1;              // 2: each shard has a backup on the next PS task's node (async only)
   uint64_t seed = 1;                     // variable initializers
   uint32_t threads_per_worker = 0;       // CPU kernel threads; 0 = all cores
   pb::Device device = pb::DEVICE_AUTO;   // [training] device: "auto", "cpu" or "cuda"

@@ -28,6 +28,7 @@ std::string to_string(errc code) {
     case errc::refused: return "refused";
     case errc::stale: return "stale";
     case errc::device_unavailable: return "device_unavailable";
+    case errc::stale_routing: return "stale_routing";
   }
   return "unknown";
 }
@@ -70,7 +71,8 @@ int exit_code(const caf::error& err) {
     case errc::unreachable:
     case errc::timeout:
     case errc::not_up:
-    case errc::too_busy: return kExitRetryable;
+    case errc::too_busy:
+    case errc::stale_routing: return kExitRetryable;
     default: return 1;
   }
 }

@@ -34,6 +34,7 @@ enum class errc : uint8_t {
   refused,             // a join the coordinator turned down (task taken, job finishing, ...)
   stale,               // a request of a round already over (a dataset's next batch of a split read before)
   device_unavailable,  // a worker's node lacks the devices the job asks for ([training] device, devices_per_worker)
+  stale_routing,       // a request reached a shard that does not serve it (a backup): the routing table moved on
 };
 
 std::string to_string(errc code);

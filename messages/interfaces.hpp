@@ -23,8 +23,9 @@ using ps_shard_actor = caf::typed_actor<
     caf::replies_to<pb::Push>::with<pb::PushAck>, caf::replies_to<pb::SparsePull>::with<pb::Rows>,
     caf::replies_to<pb::SparsePush>::with<pb::PushAck>, caf::replies_to<pb::Assign>::with<pb::Assigned>,
     caf::replies_to<pb::SetLearningRate>::with<pb::LearningRateSet>,
-    caf::replies_to<pb::ShardStatsRequest>::with<pb::ShardStats>,
-    caf::replies_to<pb::WorkerLost>::with<pb::ShardStats>>;
+    caf::replies_to<pb::ShardStatsRequest>::with<pb::ShardStats>, caf::replies_to<pb::WorkerLost>::with<pb::ShardStats>,
+    caf::replies_to<pb::Replicate, caf::strong_actor_ptr>::with<pb::Replicated>,
+    caf::replies_to<pb::Promote>::with<pb::ShardStats>, caf::reacts_to<pb::ReplicaDropped>>;
 
 /// A worker's input pipeline (actors/dataset/dataset_actor.hpp).
 using dataset_actor = caf::typed_actor<caf::replies_to<pb::DatasetInfoRequest>::with<pb::DatasetInfo>,

@@ -17,7 +17,7 @@
 namespace actorps {
 
 /// Bumped whenever a change to messages/*.proto breaks compatibility.
-constexpr uint32_t kProtocolVersion = 13;
+constexpr uint32_t kProtocolVersion = 14;
 
 /// Registers every wire type and the error category. Every node must call
 /// this: a type registered on one side only makes typed connects fail.
@@ -80,5 +80,9 @@ CAF_BEGIN_TYPE_ID_BLOCK(actorps, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(actorps, (actorps::pb::TraceClock))
   CAF_ADD_TYPE_ID(actorps, (actorps::pb::TraceRead))
   CAF_ADD_TYPE_ID(actorps, (actorps::pb::TraceEvents))
+  CAF_ADD_TYPE_ID(actorps, (actorps::pb::Replicate))
+  CAF_ADD_TYPE_ID(actorps, (actorps::pb::Replicated))
+  CAF_ADD_TYPE_ID(actorps, (actorps::pb::Promote))
+  CAF_ADD_TYPE_ID(actorps, (actorps::pb::ReplicaDropped))
 CAF_END_TYPE_ID_BLOCK(actorps)
 // clang-format on

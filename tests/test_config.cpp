@@ -354,6 +354,46 @@ BOOST_AUTO_TEST_CASE(device_options_are_read_and_checked_against_the_workers_gpu
   BOOST_TEST(bool(cpu), why(cpu));
 }
 
+BOOST_AUTO_TEST_CASE(ps_replicas_is_read_and_checked_against_the_ps_tasks_and_consistency) {
+  auto job = [&](int ps_nodes, const std::string& training) {
+    std::string text = "[cluster]\nname = \"r\"\n" + kNode +
+                       "[[cluster.nodes]]\nhost = \"127.0.0.1\"\nport = 5001\nroles = [\"worker\"]\n";
+    for (int i = 0; i < ps_nodes; ++i)
+      text += "[[cluster.nodes]]\nhost = \"127.0.0.1\"\nport = " + std::to_string(5002 + i) + "\nroles = [\"ps\"]\n";
+    text +=
+        "[model]\ninput = [1, 1, 4]\n[[model.layers]]\ntype = \"dense\"\nunits = 2\n[dataset]\nsource = "
+        "\"synthetic\"\n[eval_dataset]\nsource = \"synthetic\"\n[training]\nsteps_per_epoch = 10\n" +
+        training;
+    return parse_job_toml(text, "job.toml");
+  };
+  auto plain = job(2, "");
+  BOOST_REQUIRE_MESSAGE(plain && plain->has_value(), why(plain));
+  BOOST_TEST((*plain)->training.ps_replicas == 1u);  // the default
+  auto two = job(2, "ps_replicas = 2\n");
+  BOOST_REQUIRE_MESSAGE(two && two->has_value(), why(two));
+  BOOST_TEST((*two)->training.ps_replicas == 2u);
+  struct bad {
+    int ps_nodes;
+    std::string training, error;
+  };
+  for (auto& c : std::vector<bad>{
+           {2, "ps_replicas = 3\n", "job.toml:30:15: training.ps_replicas: expected an integer in 1..2, got 3"},
+           {1, "ps_replicas = 2\n",
+            "job.toml:26:15: training.ps_replicas: 2 replicas of each shard need 2 ps tasks on different nodes, the "
+            "cluster has 1"},
+           {2, "consistency = \"sync\"\nps_replicas = 2\n",
+            "training.ps_replicas: replicated shards need consistency \"async\""}}) {
+    auto res = job(c.ps_nodes, c.training);
+    BOOST_REQUIRE_MESSAGE(!res, c.training);
+    BOOST_TEST(exit_code(res.error()) == 2);
+    BOOST_TEST(contains(describe(res.error()), c.error));
+  }
+  // A node hosts at most one ps task, so a backup never shares its primary's node.
+  BOOST_TEST(contains(toml_error("[cluster]\nname = \"r\"\n[[cluster.nodes]]\nhost = \"127.0.0.1\"\nport = 5000\n"
+                                 "roles = [\"ps\", \"ps\"]\n"),
+                      "role \"ps\" listed twice"));
+}
+
 BOOST_AUTO_TEST_CASE(eval_and_export_need_no_cluster) {
   const std::string rest =
       "[model]\ninput = [1, 1, 4]\n[[model.layers]]\ntype = \"dense\"\nunits = 2\n[dataset]\nsource = "

@@ -12,75 +12,10 @@
 #include "actors/coordinator/checkpoint.hpp"
 #include "tests/cluster_harness.hpp"
 #include "tests/job_files.hpp"
+#include "tests/local_jobs.hpp"
 
 using namespace actorps;
 using namespace actorps::test;
-
-namespace {
-
-struct run_result {
-  int exit_code = -1;
-  std::string out, log;
-  double accuracy = 0;
-};
-
-// Waits until `needle` shows in the file; false after `timeout`.
-bool wait_for_text(const std::string& path, const std::string& needle, std::chrono::milliseconds timeout) {
-  for (auto end = std::chrono::steady_clock::now() + timeout; std::chrono::steady_clock::now() < end;
-       std::this_thread::sleep_for(20ms))
-    if (read_file(path).find(needle) != std::string::npos) return true;
-  return false;
-}
-
-// Runs `actorps local JOB`; once all nodes are up, `inject` gets the pid of
-// `victim` and the path of the coordinator's log.
-run_result run_job(const std::string& dir, const std::string& job, const std::string& victim = "",
-                   std::function<void(pid_t, const std::string&)> inject = {}) {
-  const std::string log = dir + "/cli-" + std::to_string(std::rand()) + ".log";
-  auto local = child_process::spawn({ACTORPS_BIN, "local", job, "--log", dir + "/nodes.log"}, log);
-  BOOST_REQUIRE(local);
-  run_result r;
-  pid_t victim_pid = 0;
-  for (int i = 0; i < 4; ++i) {  // worker:0, worker:1, ps:0, ps:1 (local serves the coordinator's node)
-    auto line = local->wait_for_line("actorps node ready", 30s);
-    BOOST_REQUIRE(line);
-    r.out += *line + "\n";
-    if (!victim.empty() && line->find(" " + victim + " at ") != std::string::npos)
-      victim_pid = pid_t(std::stol(line->substr(line->rfind("pid ") + 4)));
-  }
-  if (inject) {
-    BOOST_REQUIRE(victim_pid > 0);
-    inject(victim_pid, log);
-  }
-  auto rest = local->read_all(120s);
-  BOOST_REQUIRE(rest);
-  r.out += *rest;
-  auto code = local->wait(30s);
-  BOOST_REQUIRE(code);
-  r.exit_code = *code;
-  r.log = read_file(log);
-  auto at = r.out.rfind("test accuracy ");
-  BOOST_REQUIRE_MESSAGE(at != std::string::npos, r.out << r.log);
-  r.accuracy = std::stod(r.out.substr(at + 14));
-  return r;
-}
-
-// run_job's injections: SIGKILL the victim `after` all nodes are up, or
-// once the first checkpoint is in `checkpoints`.
-std::function<void(pid_t, const std::string&)> sigkill_after(std::chrono::milliseconds after) {
-  return [after](pid_t pid, const std::string&) {
-    std::this_thread::sleep_for(after);
-    BOOST_REQUIRE(::kill(pid, SIGKILL) == 0);
-  };
-}
-std::function<void(pid_t, const std::string&)> sigkill_after_checkpoint(const std::string& checkpoints) {
-  return [checkpoints](pid_t pid, const std::string&) {
-    wait_for_checkpoint(checkpoints);
-    BOOST_REQUIRE(::kill(pid, SIGKILL) == 0);
-  };
-}
-
-}  // namespace
 
 BOOST_AUTO_TEST_CASE(a_killed_worker_is_respawned_and_the_job_completes) {
   auto dir = make_temp_dir("test");

@@ -24,8 +24,9 @@ struct cluster_coordinator::impl {
   caf::scoped_actor self;
   std::chrono::milliseconds timeout{spec.runtime.connect_timeout_ms};
   std::vector<sharded_variable> vars;
-  shard_list setup_shards;  // until create_workers hands them to the keeper
-  caf::actor keeper;        // from create_workers on: the one owner of the shard list
+  shard_list setup_shards;   // until create_workers hands them to the keeper
+  shard_list setup_backups;  // ps_replicas = 2: each shard's backup (likewise)
+  caf::actor keeper;         // from create_workers on: the one owner of the shard list
   std::string checkpoint_dir;
   int64_t input_size = 0;  // the model's, once variables exist
   caf::actor membership;   // from create_workers on: the one owner of the worker set
@@ -96,6 +97,41 @@ struct cluster_coordinator::impl {
     }
   }
 
+  // Has PS task ps's node (or, for a backup, the next PS task's node) spawn
+  // its shard.
+  caf::expected<ps_shard_actor> spawn_shard(uint32_t ps, bool backup) {
+    const task_id task{pb::PS, backup ? (ps + 1) % spec.count(pb::PS) : ps};
+    auto node = dial(task);
+    if (!node) return node.error();
+    pb::SpawnShard req;
+    req.set_shard(ps);
+    req.set_backup(backup);
+    *req.mutable_consistency() = consistency;
+    auto shard = ask<ps_shard_actor>(*node, req);
+    if (!shard) return in_context(shard.error(), (backup ? "the backup of " : "") + to_string(task_id{pb::PS, ps}));
+    return shard;
+  }
+
+  // ps_replicas = 2: a backup per shard, given to its primary.
+  caf::error replicate() {
+    const uint32_t n = spec.count(pb::PS);
+    if (consistency.mode() != pb::Consistency::ASYNC)
+      return make_error(errc::invalid_config, "ps_replicas = 2 needs consistency \"async\"");
+    if (n < 2)
+      return make_error(errc::invalid_config, fmt::format("ps_replicas = 2 needs 2 ps tasks, the cluster has {}", n));
+    for (uint32_t ps = 0; ps < n; ++ps) {
+      auto backup = spawn_shard(ps, true);
+      if (!backup) return backup.error();
+      pb::Replicate req;
+      req.set_backup_node(uint32_t(backup_node_of(spec, ps)));
+      auto done = ask<pb::Replicated>(setup_shards[ps], req, caf::actor_cast<caf::strong_actor_ptr>(*backup));
+      if (!done) return in_context(done.error(), fmt::format("replicating ps:{}", ps));
+      setup_backups.push_back(*backup);
+    }
+    spdlog::info("coordinator: each of the {} PS shards has a backup on the next ps task's node", n);
+    return caf::none;
+  }
+
   std::vector<const sharded_variable*> view() const {
     std::vector<const sharded_variable*> out;
     for (auto& v : vars) out.push_back(&v);
@@ -115,21 +151,18 @@ cluster_coordinator::~cluster_coordinator() {
 caf::expected<std::unique_ptr<cluster_coordinator>> cluster_coordinator::connect(caf::actor_system& sys,
                                                                                  const cluster_spec& spec,
                                                                                  const pb::Consistency& consistency,
+                                                                                 uint32_t ps_replicas,
                                                                                  size_t queue_capacity) {
   auto p = std::make_unique<impl>(sys, spec);
   p->queue_capacity = queue_capacity;
   p->consistency = consistency;
   for (uint32_t i = 0; i < spec.count(pb::PS); ++i) {
-    const task_id task{pb::PS, i};
-    auto node = p->dial(task);
-    if (!node) return node.error();
-    pb::SpawnShard req;
-    req.set_shard(i);
-    *req.mutable_consistency() = consistency;
-    auto shard = p->ask<ps_shard_actor>(*node, req);
-    if (!shard) return in_context(shard.error(), to_string(task));
+    auto shard = p->spawn_shard(i, false);
+    if (!shard) return shard.error();
     p->setup_shards.push_back(*shard);
   }
+  if (ps_replicas > 1)
+    if (auto err = p->replicate()) return err;
   return std::unique_ptr<cluster_coordinator>(new cluster_coordinator(std::move(p)));
 }
 
@@ -154,9 +187,9 @@ caf::error cluster_coordinator::create_workers(const kernels::model_spec& model,
   p_->queue = std::make_shared<closure_queue>(p_->queue_capacity, metrics::registry_of(sys), trace::recorder_of(sys));
   const auto& spec = p_->spec;
   const task_id self_task{pb::COORDINATOR, 0};
-  p_->keeper =
-      spawn_ps_keeper(sys, {spec, p_->consistency, p_->setup_shards, p_->vars, {}, p_->queue, p_->checkpoint_dir},
-                      network_dialer(spec, self_task));
+  p_->keeper = spawn_ps_keeper(
+      sys, {spec, p_->consistency, p_->setup_shards, p_->setup_backups, p_->vars, {}, p_->queue, p_->checkpoint_dir},
+      network_dialer(spec, self_task));
   pb::SpawnWorker sw;
   *sw.mutable_model() = train::to_proto(model);
   for (auto& v : p_->vars) *sw.add_variables() = train::to_proto(v);

@@ -46,10 +46,13 @@ constexpr auto kJoinTimeout = std::chrono::milliseconds(120000);
 
 class cluster_coordinator {
  public:
-  /// Dials the PS nodes and has each spawn its shard with `consistency`.
+  /// Dials the PS nodes and has each spawn its shard with `consistency`;
+  /// with `ps_replicas` = 2 (async only) also its backup on the next PS
+  /// task's node (ps_shard.hpp: acknowledged once the backup has it).
   [[nodiscard]] static caf::expected<std::unique_ptr<cluster_coordinator>> connect(caf::actor_system& sys,
                                                                                    const cluster_spec& spec,
                                                                                    const pb::Consistency& consistency,
+                                                                                   uint32_t ps_replicas = 1,
                                                                                    size_t queue_capacity = 4096);
   ~cluster_coordinator();
   cluster_coordinator(const cluster_coordinator&) = delete;

@@ -59,7 +59,7 @@ caf::error fit_callback::on_epoch_end(cluster_coordinator&, const epoch_logs&, b
 
 caf::expected<std::unique_ptr<cluster_coordinator>> connect_job(caf::actor_system& sys, const job_spec& job) {
   const auto& t = job.training;
-  auto c = cluster_coordinator::connect(sys, job.cluster, t.consistency);
+  auto c = cluster_coordinator::connect(sys, job.cluster, t.consistency, t.ps_replicas);
   if (!c) return c.error();
   caf::error err;
   (err = (*c)->create_variables(job.model, t.seed, t.optimizer, t.variable_partitioner)) ||

@@ -32,8 +32,10 @@ struct keeper_state {
   static inline const char* name = "ps_keeper";
   keeper_setup l;
   node_dialer dial;
-  float learning_rate = 0;                      // > 0: the schedule's current rate
-  std::map<caf::actor_addr, uint32_t> watched;  // shard -> ps task
+  float learning_rate = 0;                              // > 0: the schedule's current rate
+  std::map<caf::actor_addr, uint32_t> watched;          // shard -> ps task
+  std::map<caf::actor_addr, uint32_t> watched_backups;  // backup -> ps task
+  uint64_t routing_version = 1;                         // + 1 whenever a shard is served by another actor
   std::map<uint32_t, clock_type::time_point> lost_at;
   std::map<uint32_t, clock_type::time_point> waiting_since;  // for the node now serving a lost shard
   std::vector<uint32_t> ps_nodes;   // the node serving each ps task's shard (cluster.nodes index)
@@ -182,6 +184,8 @@ std::vector<pb::Assign> restore_messages(const keeper_setup& l, uint32_t ps, int
   return out;
 }
 
+constexpr int64_t kPromoted = -2;  // resume's `step` for a promoted backup
+
 void resume(keeper_ptr self, uint32_t ps, ps_shard_actor shard, int64_t step) {
   auto& st = self->state;
   st.l.shards[ps] = shard;
@@ -193,7 +197,11 @@ void resume(keeper_ptr self, uint32_t ps, ps_shard_actor shard, int64_t step) {
   trace::recorder_of(self->home_system())
       .span("ps restored", "recovery", trace::coordinator, trace::now_us() - int64_t(took * 1e6), "ps", ps);
   const auto on = st.l.spec.nodes[st.ps_nodes[ps]].address();
-  if (step >= 0)
+  ++st.routing_version;
+  if (step == kPromoted)
+    spdlog::warn("coordinator: ps:{} failed over to its backup on {} in {:.2f} s (routing version {}); resuming", ps,
+                 on, took, st.routing_version);
+  else if (step >= 0)
     spdlog::warn("coordinator: ps:{} restored from the checkpoint of step {} in {:.2f} s on {}; resuming", ps, step,
                  took, on);
   else
@@ -263,16 +271,64 @@ void restore_on(keeper_ptr self, uint32_t ps, node_actor node) {
             [self, ps, node](caf::error&) { spawn_restored(self, ps, node, 0); });
 }
 
+// The backup of ps becomes its shard, on the backup's node (which serves
+// it from then on); if that fails, the shard is restored from the newest
+// checkpoint on its own node instead.
+void promote(keeper_ptr self, uint32_t ps) {
+  auto& st = self->state;
+  const uint32_t node = uint32_t(backup_node_of(st.l.spec, ps));
+  auto fallback = [self, ps](const caf::error& err) {
+    spdlog::error("coordinator: ps:{}'s backup could not take over ({}); restoring it from the newest checkpoint", ps,
+                  describe(err));
+    self->delayed_send(self, kShardRetry, keeper_retry_atom_v, ps);
+  };
+  st.dial(self, node, [self, ps, node, fallback](caf::expected<node_actor> n) {
+    if (!n) return fallback(n.error());
+    pb::SpawnShard req;
+    req.set_shard(ps);
+    req.set_routing_version(self->state.routing_version + 1);
+    *req.mutable_consistency() = self->state.l.consistency;
+    self->request(*n, std::chrono::seconds(10), req)
+        .then(
+            [self, ps, node](const ps_shard_actor& shard) {
+              self->state.ps_nodes[ps] = node;
+              resume(self, ps, shard, kPromoted);
+            },
+            [fallback](caf::error& err) { fallback(err); });
+  });
+}
+
+void on_backup_down(keeper_ptr self, uint32_t ps, const caf::down_msg& msg) {
+  auto& st = self->state;
+  st.l.backups[ps] = nullptr;
+  spdlog::warn("coordinator: ps:{}'s backup on {} lost ({}); ps:{} is served without one", ps,
+               st.l.spec.nodes[backup_node_of(st.l.spec, ps)].address(), to_string(msg.reason), ps);
+}
+
 void on_shard_down(keeper_ptr self, const caf::down_msg& msg) {
   auto& st = self->state;
+  if (auto b = st.watched_backups.find(msg.source); b != st.watched_backups.end()) {
+    const uint32_t ps = b->second;
+    st.watched_backups.erase(b);
+    return on_backup_down(self, ps, msg);
+  }
   auto i = st.watched.find(msg.source);
   if (i == st.watched.end()) return;
   const uint32_t ps = i->second;
   st.watched.erase(i);
   st.lost_at[ps] = st.waiting_since[ps] = self->clock().now();
   st.cause_logged.erase(ps);
-  spdlog::warn("coordinator: ps:{} lost ({}); pausing the workers while it is restored", ps, to_string(msg.reason));
   for (auto& p : st.l.proxies) self->send(p, proxy_pause_atom_v);
+  const bool replicated = ps < st.l.backups.size();
+  auto backup = replicated ? std::exchange(st.l.backups[ps], nullptr) : ps_shard_actor{};
+  if (backup) {
+    st.watched_backups.erase(backup.address());
+    spdlog::warn("coordinator: ps:{} lost ({}); pausing the workers while its backup takes over", ps,
+                 to_string(msg.reason));
+    return promote(self, ps);
+  }
+  spdlog::warn("coordinator: ps:{} lost ({}){}; pausing the workers while it is restored", ps, to_string(msg.reason),
+               replicated ? ", its backup too" : "");
   self->delayed_send(self, kShardRetry, keeper_retry_atom_v, ps);
 }
 
@@ -283,6 +339,10 @@ caf::behavior keeper_behavior(keeper_ptr self, keeper_setup setup, node_dialer d
   for (uint32_t ps = 0; ps < st.l.shards.size(); ++ps) {
     watch(self, ps, st.l.shards[ps]);
     st.ps_nodes.push_back(home_node(st.l.spec, ps));
+  }
+  for (uint32_t ps = 0; ps < st.l.backups.size(); ++ps) {
+    self->monitor(st.l.backups[ps]);
+    st.watched_backups[st.l.backups[ps].address()] = ps;
   }
   self->set_down_handler([self](const caf::down_msg& msg) { on_shard_down(self, msg); });
   return {

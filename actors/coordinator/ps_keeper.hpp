@@ -9,6 +9,11 @@
 //   restoring(ps) --standby_after_ms without the node, a free standby node-->
 //     restoring(ps) on the standby node (the proxies later get its node)
 //   restoring(ps) --kRecoveryTimeout without the node--> failed (queue aborted)
+//   serving --replicated shard down, its backup up--> promoting(ps)
+//     --the backup's node promoted it--> serving from the backup's node
+//     (routing version + 1; no update lost); a failed promotion restores
+//     from the checkpoint as above
+//   serving --a backup down--> serving (that shard without a backup)
 //
 // Steps of a restore:
 //   1. pause the worker proxies (closures stay queued; workers that fail on
@@ -45,7 +50,8 @@ constexpr auto kShardRetry = std::chrono::milliseconds(250);  // a lost shard's 
 struct keeper_setup {
   cluster_spec spec;
   pb::Consistency consistency;
-  shard_list shards;  // by ps task
+  shard_list shards;   // by ps task
+  shard_list backups;  // ps_replicas = 2: each shard's backup, by ps task (empty: none)
   std::vector<sharded_variable> vars;
   std::vector<caf::actor> proxies;
   std::shared_ptr<closure_queue> queue;

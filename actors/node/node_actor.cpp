@@ -35,6 +35,7 @@ struct node_state {
   static inline const char* name = "node";
   cluster_spec spec;
   std::map<uint32_t, spawned_shard> shards;       // by ps task index
+  std::map<uint32_t, spawned_shard> backups;      // ps_replicas = 2: the backups held here, by ps task index
   std::map<std::string, dataset_actor> datasets;  // by "<worker task index>[/<name>]"
   std::map<uint32_t, worker_actor> workers;       // by worker task index
   std::map<uint32_t, leave_actor> proxies;        // each worker's proxy on the coordinator (it spawned the worker)
@@ -114,37 +115,66 @@ bool forget_child(node_state& st, Map& children, const caf::exit_msg& msg) {
 
 // Spawn requests: only the coordinator (or an operator tool) may ask, and
 // only for a task this node hosts; a standby node hosts any PS task's shard
-// the coordinator moves onto it.
+// the coordinator moves onto it, and a PS or standby node any shard's backup
+// (and, promoted, the shards whose backup it holds).
 template <class Msg>
-caf::error check_spawn(node_ptr self, const Msg& msg, const task_id& task, const char* what) {
+caf::error check_spawn(node_ptr self, const Msg& msg, const task_id& task, const char* what, bool backup = false) {
   auto& st = self->state;
   if (auto err = check_peer(self, msg, {pb::COORDINATOR, pb::CLIENT}, std::string("spawning ") + what)) return err;
   auto& tasks = st.self().tasks;
   if (task.role == pb::PS && st.self().hosts(pb::STANDBY)) return caf::none;
+  if (task.role == pb::PS && ((backup && st.self().hosts(pb::PS)) || st.backups.count(task.index) != 0))
+    return caf::none;
   if (std::find(tasks.begin(), tasks.end(), task) == tasks.end())
     return make_error(errc::invalid_argument, st.where + "hosts no task " + to_string(task));
   return caf::none;
 }
 
-// SpawnShard: asking again returns the same shard.
+// The backup of req.shard() becomes its primary: served here from now on
+// (its bulk lane frames too).
+caf::result<ps_shard_actor> promote(node_ptr self, const pb::SpawnShard& req) {
+  auto& st = self->state;
+  auto backup = st.backups.at(req.shard());
+  pb::Promote promote;
+  promote.set_routing_version(req.routing_version());
+  auto promise = self->make_response_promise<ps_shard_actor>();
+  self->request(backup.handle, std::chrono::seconds(10), promote)
+      .then(
+          [self, promise, backup, index = req.shard()](const pb::ShardStats&) mutable {
+            auto& st = self->state;
+            st.backups.erase(index);
+            st.shards.emplace(index, backup);
+            if (st.bulk != nullptr) st.bulk->add_shard(index, backup.handle);
+            spdlog::warn("{}promoted its backup of ps:{} to the shard", st.where, index);
+            promise.deliver(backup.handle);
+          },
+          [promise](caf::error& err) mutable { promise.deliver(std::move(err)); });
+  return promise;
+}
+
+// SpawnShard: asking again returns the same shard (or backup). Asked for
+// the shard of a task whose backup this node holds, it promotes the backup.
 caf::result<ps_shard_actor> on_spawn_shard(node_ptr self, const pb::SpawnShard& req) {
   const task_id task{pb::PS, req.shard()};
-  if (auto err = check_spawn(self, req, task, "PS shards")) return err;
+  if (auto err = check_spawn(self, req, task, "PS shards", req.backup())) return err;
   auto& st = self->state;
   auto where = "node " + st.self().address() + ": ";
   if (auto err = check_consistency(req.consistency())) return in_context(err, "node " + st.self().address());
-  auto known = st.shards.find(req.shard());
-  if (known != st.shards.end()) {
+  auto& kind = req.backup() ? st.backups : st.shards;
+  auto known = kind.find(req.shard());
+  if (known != kind.end()) {
     if (known->second.consistency.SerializeAsString() != req.consistency().SerializeAsString())
       return make_error(errc::invalid_argument, where + to_string(task) + " already runs with another consistency");
     return known->second.handle;
   }
+  if (!req.backup() && st.backups.count(req.shard()) != 0) return promote(self, req);
   auto shard = spawn_ps_shard(self->home_system(), {req.shard(), req.consistency(), req.first_step(), st.peers,
-                                                    caf::actor_cast<caf::actor_addr>(self)});
+                                                    caf::actor_cast<caf::actor_addr>(self), req.backup(),
+                                                    std::make_shared<const cluster_spec>(st.spec)});
   self->link_to(shard);  // the shard stops with its node
-  st.shards.emplace(req.shard(), spawned_shard{shard, req.consistency()});
-  if (st.bulk != nullptr) st.bulk->add_shard(req.shard(), shard);
-  spdlog::info("{}spawned the shard of {}", where, to_string(task));
+  kind.emplace(req.shard(), spawned_shard{shard, req.consistency()});
+  if (st.bulk != nullptr && !req.backup()) st.bulk->add_shard(req.shard(), shard);
+  spdlog::info("{}spawned the {} of {}", where, req.backup() ? "backup" : "shard", to_string(task));
   return shard;
 }
 
@@ -296,12 +326,14 @@ node_broker::behavior_type node_behavior(node_ptr self, cluster_spec spec, size_
   // child that fails must not take the node with it: it is logged and forgotten.
   self->set_exit_handler([self](const caf::exit_msg& msg) {
     auto& st = self->state;
-    for (auto i = st.shards.begin(); i != st.shards.end(); ++i)
-      if (i->second.handle.address() == msg.source) {
-        spdlog::error("node {}: the shard of ps:{} stopped: {}", st.self().address(), i->first, to_string(msg.reason));
-        st.shards.erase(i);
-        return;
-      }
+    for (auto* kind : {&st.shards, &st.backups})
+      for (auto i = kind->begin(); i != kind->end(); ++i)
+        if (i->second.handle.address() == msg.source) {
+          spdlog::error("node {}: the {} of ps:{} stopped: {}", st.self().address(),
+                        kind == &st.shards ? "shard" : "backup", i->first, to_string(msg.reason));
+          kind->erase(i);
+          return;
+        }
     if (forget_child(st, st.datasets, msg) || forget_child(st, st.workers, msg)) return;
     self->quit(msg.reason);
   });
@@ -337,6 +369,7 @@ node_broker::behavior_type node_behavior(node_ptr self, cluster_spec spec, size_
         status.set_uptime_ms(std::chrono::duration_cast<std::chrono::milliseconds>(up).count());
         status.add_actors(node_state::name);
         for (auto& [index, shard] : st.shards) status.add_actors("ps_shard:" + std::to_string(index));
+        for (auto& [index, shard] : st.backups) status.add_actors("ps_backup:" + std::to_string(index));
         for (auto& [index, d] : st.datasets) status.add_actors("dataset:" + index);
         for (auto& [index, w] : st.workers) status.add_actors("worker:" + std::to_string(index));
         status.set_gpus(static_cast<uint32_t>(kernels::cuda_device_count()));

@@ -1,12 +1,17 @@
 #include "actors/shard/ps_shard.hpp"
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <optional>
 
+#include <fmt/format.h>
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
+#include <spdlog/spdlog.h>
+
+#include "actors/net/dial.hpp"
 #include "actors/net/exit_guard.hpp"
 #include "actors/shard/shard_metrics.hpp"
 
@@ -31,6 +36,15 @@ struct shard_state {
   peer_table_ptr peers;
   std::map<caf::node_id, uint32_t> held;  // waiting pulls and pushes per peer process
   caf::actor_addr parent;                 // the node: the one actor whose exit stops this shard
+  std::shared_ptr<const cluster_spec> spec;
+  // Replication (see ps_shard.hpp).
+  bool backup = false;                                  // serves its primary only
+  caf::actor_addr primary;                              // backup: the shard that forwards to it
+  bool orphaned = false;                                // backup: its primary stopped forwarding (changes missed)
+  ps_shard_actor replica;                               // primary: its backup while it forwards to one
+  std::map<uint64_t, std::function<void()>> forwarded;  // primary: answers waiting for the backup, by forward
+  uint64_t forwards = 0;
+  uint64_t routing_version = 0;
 };
 
 using shard_actor = ps_shard_actor::stateful_pointer<shard_state>;
@@ -102,10 +116,86 @@ size_t tensor_bytes(const google::protobuf::RepeatedPtrField<pb::TensorSlice>& s
   return n;
 }
 
-// The first check of every request: its sender's role and its size.
+// The first check of every request: its sender's role and its size. A
+// backup takes requests from its primary only: anyone else followed a
+// stale routing table.
 template <class Msg>
 caf::error admit(shard_actor self, const Msg& msg, std::initializer_list<Role> roles, const char* what) {
-  return check_request(self, *self->state.peers, msg, roles, self->state.core->where(), what);
+  auto& st = self->state;
+  if (!st.backup) return check_request(self, *st.peers, msg, roles, st.core->where(), what);
+  const auto& sender = self->current_sender();
+  if (sender != nullptr && sender->address() == st.primary) return caf::none;
+  return refuse(self, sender,
+                make_error(errc::stale_routing, fmt::format("{}a backup: its primary serves {} (routing version {})",
+                                                            st.core->where(), what, st.routing_version)));
+}
+
+// What stats show: the core's counters and the shard's replication.
+pb::ShardStats stats_of(const shard_state& st) {
+  auto out = st.core->stats();
+  out.set_backup(st.backup);
+  out.set_replicated(bool(st.replica));
+  out.set_routing_version(st.routing_version);
+  return out;
+}
+
+// The primary stops forwarding: its backup is lost, or did not answer (it
+// is told: it has missed changes and must never be promoted).
+void drop_replica(shard_actor self, const caf::error& why) {
+  auto& st = self->state;
+  if (!st.replica) return;
+  spdlog::error("{}serving without its backup from now on: {}", st.core->where(), describe(why));
+  pb::ReplicaDropped dropped;
+  dropped.set_reason(describe(why));
+  self->send(st.replica, std::move(dropped));
+  self->demonitor(st.replica.address());
+  st.replica = nullptr;
+  auto waiting = std::move(st.forwarded);  // a dead backup never answers: they go now
+  st.forwarded.clear();
+  for (auto& [id, answer] : waiting) answer();
+}
+
+void answer_forwarded(shard_actor self, uint64_t id) {
+  auto i = self->state.forwarded.find(id);
+  if (i == self->state.forwarded.end()) return;  // answered when the backup was dropped
+  auto answer = std::move(i->second);
+  self->state.forwarded.erase(i);
+  answer();
+}
+
+// Sends a change to the backup, in this shard's apply order; the backup's
+// answer releases the sender's answer `id` (answer_when_forwarded).
+template <class Reply, class Req>
+uint64_t forward(shard_actor self, const Req& req) {
+  const uint64_t id = self->state.forwards++;
+  self->request(self->state.replica, kForwardTimeout, req)
+      .then([self, id](const Reply&) { answer_forwarded(self, id); },
+            [self, id](caf::error& err) {
+              drop_replica(self, err);
+              answer_forwarded(self, id);
+            });
+  return id;
+}
+
+template <class Reply>
+caf::result<Reply> answer_when_forwarded(shard_actor self, uint64_t id, Reply local) {
+  auto promise = self->make_response_promise<Reply>();
+  self->state.forwarded.emplace(id, [promise, local]() mutable { promise.deliver(std::move(local)); });
+  return promise;
+}
+
+// The answer to a change this primary applied: at once without a backup,
+// else once the backup applied it too.
+template <class Reply, class Req>
+caf::result<Reply> replicated(shard_actor self, const Req& req, Reply local) {
+  if (!self->state.replica) return local;
+  return answer_when_forwarded(self, forward<Reply>(self, req), std::move(local));
+}
+
+template <class Reply, class Req>
+caf::result<Reply> replicated(shard_actor self, const Req& req, caf::expected<Reply> local) {
+  if (!local) return refuse(self, self->current_sender(), std::move(local.error()));
+  return replicated(self, req, std::move(*local));
 }
 
 // A request of the current sender about to wait for a step: within its
@@ -211,6 +301,10 @@ caf::result<pb::PushAck> on_push(shard_actor self, const pb::Push& push) {
     set_waiting(self->state);
     return promise;
   }
+  if (self->state.replica) {  // ASYNC only. Checked already: forwarded first, so both replicas apply it at once
+    const auto id = forward<pb::PushAck>(self, push);
+    return answer_when_forwarded(self, id, apply_push(self->state, push));
+  }
   auto promise = self->make_response_promise<pb::PushAck>();
   promise.deliver(apply_push(self->state, push));
   release_waiters(self);
@@ -226,7 +320,78 @@ caf::result<pb::PushAck> on_sparse_push(shard_actor self, const pb::SparsePush& 
   self->state.metrics->received(req.gradient().data().size());
   self->state.metrics->applied(took.count(), ack->applied(), ack->duplicates(), ack->stale());
   release_waiters(self);
-  return std::move(*ack);
+  return replicated(self, req, std::move(*ack));
+}
+
+// The coordinator gives this primary its backup (before any variable): it
+// dials the backup's node as its ps task, introduces itself to the backup,
+// and forwards from then on. A null backup: serve alone from now on.
+caf::result<pb::Replicated> on_replicate(shard_actor self, const pb::Replicate& req, const caf::strong_actor_ptr& to) {
+  auto& st = self->state;
+  if (auto err = admit(self, req, kCoordinator, "Replicate")) return err;
+  auto bad = [&](const std::string& why) {
+    return refuse(self, self->current_sender(), make_error(errc::invalid_argument, st.core->where() + why));
+  };
+  if (st.backup) return bad("a backup takes no backup");
+  pb::Replicated done;
+  done.set_shard(st.index);
+  if (to == nullptr) {
+    drop_replica(self, make_error(errc::replaced, "the coordinator said so"));
+    return done;
+  }
+  if (st.core->stats().variables() > 0) return bad("holds variables already: a backup is set up before them");
+  if (st.spec == nullptr || req.backup_node() >= st.spec->nodes.size())
+    return bad(fmt::format("no node {} in its topology for the backup", req.backup_node()));
+  auto backup = caf::actor_cast<ps_shard_actor>(to);
+  auto promise = self->make_response_promise<pb::Replicated>();
+  const auto where = fmt::format("{}its backup on {}", st.core->where(), st.spec->nodes[req.backup_node()].address());
+  dial_node(self, *st.spec, task_id{pb::PS, st.index}, req.backup_node(),
+            [self, backup, promise, done, where](caf::expected<node_actor> node) mutable {
+              if (!node) {
+                promise.deliver(in_context(node.error(), where));
+                return;
+              }
+              pb::Replicate hello;
+              self->request(backup, std::chrono::seconds(10), hello, caf::actor_cast<caf::strong_actor_ptr>(self))
+                  .then(
+                      [self, backup, promise, done](const pb::Replicated&) mutable {
+                        self->state.replica = backup;
+                        self->monitor(backup);
+                        promise.deliver(done);
+                      },
+                      [promise, where](caf::error& err) mutable { promise.deliver(in_context(err, where)); });
+            });
+  return promise;
+}
+
+// On a backup: its primary introduces itself (once; the one shard it serves).
+caf::result<pb::Replicated> on_primary(shard_actor self, const caf::strong_actor_ptr& from) {
+  auto& st = self->state;
+  const auto& sender = self->current_sender();
+  if (auto err = check_request(self, *st.peers, pb::Replicate{}, {pb::PS}, st.core->where(), "Replicate")) return err;
+  if (from == nullptr || sender == nullptr || from->address() != sender->address() ||
+      (st.primary && st.primary != sender->address()))
+    return refuse(self, sender, make_error(errc::forbidden, st.core->where() + "serves one primary, its own"));
+  st.primary = sender->address();
+  pb::Replicated done;
+  done.set_shard(st.index);
+  return done;
+}
+
+// From its node: this backup becomes the primary (unless it missed changes).
+caf::result<pb::ShardStats> on_promote(shard_actor self, const pb::Promote& req) {
+  auto& st = self->state;
+  if (self->current_sender() == nullptr || self->current_sender()->address() != st.parent)
+    return refuse(self, self->current_sender(),
+                  make_error(errc::forbidden, st.core->where() + "only its node promotes it"));
+  if (st.orphaned)
+    return make_error(errc::stale_routing, st.core->where() + "missed changes of its primary: not promoted");
+  if (st.backup)
+    spdlog::warn("{}promoted from backup to primary (routing version {})", st.core->where(), req.routing_version());
+  st.backup = false;
+  st.primary = caf::actor_addr{};
+  st.routing_version = req.routing_version();
+  return stats_of(st);
 }
 
 caf::result<pb::Rows> on_sparse_pull(shard_actor self, const pb::SparsePull& req) {
@@ -245,6 +410,12 @@ ps_shard_actor::behavior_type shard_behavior(shard_actor self, shard_options opt
   st.core->observe_staleness(&st.metrics->staleness());
   st.peers = std::move(opts.peers);
   st.parent = opts.parent;
+  st.backup = opts.backup;
+  st.spec = std::move(opts.spec);
+  self->set_down_handler([self](const caf::down_msg& msg) {
+    if (self->state.replica && msg.source == self->state.replica.address())
+      drop_replica(self, make_error(errc::unreachable, "its backup is down: " + to_string(msg.reason)));
+  });
   // Stopping (its node exits): whatever waits for a step gets an error, not
   // silence. (Exits from anyone else never get here: exit_guard.hpp.)
   self->set_exit_handler([self](const caf::exit_msg& msg) {
@@ -259,7 +430,7 @@ ps_shard_actor::behavior_type shard_behavior(shard_actor self, shard_options opt
   return {
       [self](const pb::CreateVariables& req) {
         return served<pb::Created>(self, K::create_variables, req, "CreateVariables",
-                                   [&] { return answer(self, self->state.core->create(req)); });
+                                   [&] { return replicated(self, req, self->state.core->create(req)); });
       },
       [self](const pb::Pull& req) { return counted(self, K::pull, on_pull(self, req)); },
       [self](const pb::Push& req) { return counted(self, K::push, on_push(self, req)); },
@@ -267,15 +438,18 @@ ps_shard_actor::behavior_type shard_behavior(shard_actor self, shard_options opt
       [self](const pb::SparsePush& req) { return counted(self, K::sparse_push, on_sparse_push(self, req)); },
       [self](const pb::Assign& req) {
         return served<pb::Assigned>(self, K::assign, req, "Assign",
-                                    [&] { return answer(self, self->state.core->assign(req)); });
+                                    [&] { return replicated(self, req, self->state.core->assign(req)); });
       },
       [self](const pb::SetLearningRate& req) {
-        return served<pb::LearningRateSet>(self, K::set_learning_rate, req, "SetLearningRate",
-                                           [&] { return answer(self, self->state.core->set_learning_rate(req)); });
+        return served<pb::LearningRateSet>(self, K::set_learning_rate, req, "SetLearningRate", [&] {
+          return replicated(self, req, self->state.core->set_learning_rate(req));
+        });
       },
-      [self](const pb::ShardStatsRequest& req) {
-        return served<pb::ShardStats>(self, K::stats, req, "ShardStatsRequest",
-                                      [&]() -> caf::result<pb::ShardStats> { return self->state.core->stats(); });
+      [self](const pb::ShardStatsRequest& req) -> caf::result<pb::ShardStats> {
+        auto& st = self->state;  // a backup shows its stats too
+        if (auto err = check_request(self, *st.peers, req, kCoordinator, st.core->where(), "ShardStatsRequest"))
+          return counted(self, K::stats, caf::result<pb::ShardStats>(err));
+        return counted(self, K::stats, caf::result<pb::ShardStats>(stats_of(st)));
       },
       // BOUNDED_STALENESS: a lost worker's clock stops holding the others
       // back until its respawn pushes (the steps of its pinned closures).
@@ -283,8 +457,19 @@ ps_shard_actor::behavior_type shard_behavior(shard_actor self, shard_options opt
         return served<pb::ShardStats>(self, K::worker_lost, lost, "WorkerLost", [&]() -> caf::result<pb::ShardStats> {
           self->state.core->worker_lost(lost.worker(), lost.incarnation());
           release_waiters(self);
-          return self->state.core->stats();
+          return stats_of(self->state);
         });
+      },
+      [self](const pb::Replicate& req, const caf::strong_actor_ptr& to) {
+        return self->state.backup ? on_primary(self, to) : on_replicate(self, req, to);
+      },
+      [self](const pb::Promote& req) { return on_promote(self, req); },
+      [self](const pb::ReplicaDropped& req) {
+        auto& st = self->state;
+        if (!st.backup || self->current_sender() == nullptr || self->current_sender()->address() != st.primary) return;
+        spdlog::error("{}its primary stopped forwarding ({}): this backup will not be promoted", st.core->where(),
+                      req.reason());
+        st.orphaned = true;
       },
   };
 }

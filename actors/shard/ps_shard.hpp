@@ -22,25 +22,44 @@
 //
 // The state and its rules are shard_core (shard_core.hpp, usable without an
 // actor); this actor adds the sender checks, the requests waiting for a
-// step, and the rule that only its node may stop it:
+// step, replication, and the rule that only its node may stop it:
 //   serving --pull or push for a step to come--> holds it --step comes--> answers it
 //   serving --exit from its node--> stopped (what waits gets errc::unreachable)
+//
+// Replication (ps_replicas = 2, ASYNC; pb::Replicate): a primary forwards
+// each change it applied to its backup, in its apply order, and answers the
+// change's sender once the backup answered. A backup serves its primary
+// only (anyone else gets errc::stale_routing) until its node promotes it:
+//   primary --Replicate(backup) from the coordinator--> replicated
+//   replicated --backup down, or no answer in kForwardTimeout--> serving
+//     alone (the backup is told, and refuses promotion from then on)
+//   backup --Promote from its node--> primary (serving alone)
 #pragma once
 
 #include <caf/actor_system.hpp>
 
+#include <chrono>
+#include <memory>
+
 #include "actors/net/peer_table.hpp"
 #include "actors/shard/shard_core.hpp"
+#include "config/cluster_spec.hpp"
 #include "messages/wire.hpp"
 
 namespace actorps {
 
+/// How long a primary waits for its backup's answer to a change before it
+/// serves without the backup.
+constexpr auto kForwardTimeout = std::chrono::seconds(30);
+
 struct shard_options {
   uint32_t index = 0;  // the ps task it serves
   pb::Consistency consistency;
-  int64_t first_step = 0;  // SYNC: the step it starts at (a restored shard joins the others)
-  peer_table_ptr peers;    // who may ask what; the limits
-  caf::actor_addr parent;  // the only actor whose exit message stops it (its node)
+  int64_t first_step = 0;                    // SYNC: the step it starts at (a restored shard joins the others)
+  peer_table_ptr peers;                      // who may ask what; the limits
+  caf::actor_addr parent;                    // the only actor whose exit message stops it (its node)
+  bool backup = false;                       // a backup (ps_replicas = 2): serves its primary only
+  std::shared_ptr<const cluster_spec> spec;  // a primary dials its backup's node as its ps task
 };
 
 /// Spawns a PS shard.

@@ -85,7 +85,8 @@ void answer_finished(worker_ptr self);
 // A request that lost its shard (CAF's errors: a receiver down, a deadline
 // passed; a bulk lane cut), not one the shard or the function refused.
 bool lost_link(const caf::error& err) {
-  return err.category() != caf::atom("actorps") || err == errc::unreachable || err == errc::timeout;
+  return err.category() != caf::atom("actorps") || err == errc::unreachable || err == errc::timeout ||
+         err == errc::stale_routing;
 }
 
 // Sends the gradients and returns at once; the running batch waits for

@@ -1,0 +1,164 @@
+// `actorps bench failover`: what replicated PS shards (ps_replicas = 2)
+// cost and buy, on a job's topology shape as node processes on this machine
+// (this process coordinating, one step per closure, async):
+//   - samples/s with ps_replicas = 1 and 2, in the same run;
+//   - with 2, ps:0's node SIGKILLed while closures run: the time from the
+//     kill to the first closure queued after it that completes (its pushes
+//     acknowledged by every shard, ps:0's promoted backup included);
+//   - updates lost: the examples of the closures that completed minus those
+//     each shard applied (each closure step is counted once per shard).
+#include <atomic>
+#include <csignal>
+#include <deque>
+#include <thread>
+
+#include <fmt/format.h>
+#include <caf/actor_system.hpp>
+
+#include "actors/coordinator/fit.hpp"
+#include "actors/net/system_config.hpp"
+#include "actors/worker/worker_functions.hpp"
+#include "apps/bench_cluster.hpp"
+#include "apps/bench_util.hpp"
+#include "apps/commands.hpp"
+
+namespace actorps {
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+// The examples of a completed train_step closure.
+int64_t examples_of(remote_value& r) {
+  auto v = r.fetch();
+  return v ? (*v)[2].integer() : -1;
+}
+
+caf::expected<double> rate(cluster_coordinator& c, uint32_t steps) {
+  std::vector<remote_value> results;
+  const auto start = clock_type::now();
+  for (uint32_t i = 0; i < steps; ++i) results.push_back(c.schedule("train_step", {per_worker_dataset("train")}));
+  if (auto err = c.join()) return err;
+  const double seconds = std::chrono::duration<double>(clock_type::now() - start).count();
+  int64_t examples = 0;
+  for (auto& r : results) examples += examples_of(r);
+  return double(examples) / seconds;
+}
+
+struct failover_result {
+  double seconds = 0;            // kill -> first closure queued after it done
+  int64_t acknowledged = 0;      // examples of every completed closure
+  std::vector<int64_t> applied;  // per shard
+};
+
+// Keeps `window` closures in flight for `steps` closures; kills ps:0's node
+// (started first) once a third of them completed.
+caf::expected<failover_result> failover(cluster_coordinator& c, bench_cluster& cluster, uint32_t steps) {
+  constexpr size_t window = 8;
+  failover_result out;
+  std::deque<std::pair<remote_value, bool>> in_flight;  // (closure, queued after the kill)
+  std::optional<clock_type::time_point> killed;
+  const auto before = c.shard_stats();
+  if (!before) return before.error();
+  for (uint32_t queued = 0, done = 0; done < steps;) {
+    while (queued < steps && in_flight.size() < window) {
+      in_flight.emplace_back(c.schedule("train_step", {per_worker_dataset("train")}), bool(killed));
+      ++queued;
+    }
+    auto [r, after_kill] = std::move(in_flight.front());
+    in_flight.pop_front();
+    const int64_t examples = examples_of(r);
+    if (examples < 0) return r.fetch().error();
+    out.acknowledged += examples;
+    ++done;
+    if (after_kill && out.seconds == 0)
+      out.seconds = std::chrono::duration<double>(clock_type::now() - *killed).count();
+    if (!killed && done == steps / 3) {
+      cluster.node(0).signal(SIGKILL);
+      killed = clock_type::now();
+    }
+  }
+  if (auto err = c.join()) return err;
+  auto after = c.shard_stats();
+  if (!after) return after.error();
+  for (size_t i = 0; i < after->size(); ++i)
+    out.applied.push_back((*after)[i].examples_applied() - (*before)[i].examples_applied());
+  return out;
+}
+
+// A cluster of the job's shape with ps_replicas = `replicas`: samples/s per
+// repetition; with `fail`, then the failover run.
+struct replicas_run {
+  std::vector<double> rates;
+  std::optional<failover_result> failed_over;
+};
+
+caf::expected<replicas_run> run(const failover_bench_options& opts, job_spec job, uint32_t replicas, bool fail) {
+  std::vector<std::string> roles, tasks;
+  std::map<int, int> next;
+  for (auto& node : job.cluster.nodes) {  // ps tasks first: node(0) is ps:0's
+    auto role = node.tasks.front().role;
+    roles.push_back(to_string(role));
+    if (role != pb::COORDINATOR) tasks.push_back(to_string(task_id{role, uint32_t(next[role]++)}));
+  }
+  std::stable_partition(tasks.begin(), tasks.end(), [](const std::string& t) { return t.rfind("ps:", 0) == 0; });
+  bench_cluster cluster(roles, "request_timeout_ms = 5000\n");
+  if (auto err = cluster.start(opts.self_exe, tasks)) return err;
+  job.cluster = cluster.spec();
+  job.training.ps_replicas = replicas;
+  system_config cfg(job.cluster.runtime);
+  caf::actor_system sys(cfg);
+  auto c = train::connect_job(sys, job);
+  if (!c) return c.error();
+  replicas_run out;
+  if (auto warm = rate(**c, 50); !warm) return warm.error();
+  for (uint32_t rep = 0; rep < opts.repetitions; ++rep) {
+    auto r = rate(**c, opts.steps);
+    if (!r) return r.error();
+    out.rates.push_back(*r);
+  }
+  if (fail) {
+    auto f = failover(**c, cluster, opts.steps);
+    if (!f) return f.error();
+    out.failed_over = *f;
+  }
+  return out;
+}
+
+}  // namespace
+
+int run_bench_failover(const failover_bench_options& opts) {
+  auto fail = [](const std::string& what, const caf::error& err) {
+    fmt::print(stderr, "bench failover: {}: {}\n", what, describe(err));
+    return 1;
+  };
+  auto loaded = load_job_file(opts.job);
+  if (!loaded) return fail(opts.job, loaded.error());
+  if (!*loaded) return fail(opts.job, make_error(errc::invalid_argument, "not a job file (no [training])"));
+  auto job = **loaded;
+  job.training.consistency.set_mode(pb::Consistency::ASYNC);
+  auto one = run(opts, job, 1, false);
+  if (!one) return fail("ps_replicas = 1", one.error());
+  auto two = run(opts, job, 2, true);
+  if (!two) return fail("ps_replicas = 2", two.error());
+  const auto& f = *two->failed_over;
+  fmt::print("{}: {} workers, {} PS, one step per closure, async; medians of {} x {} steps\n", opts.job,
+             job.cluster.count(pb::WORKER), job.cluster.count(pb::PS), opts.repetitions, opts.steps);
+  fmt::print("{:<64} {:>12}\n", "", "samples/s");
+  fmt::print("{:<64} {:>12.0f}\n", "ps_replicas = 1", median(one->rates));
+  fmt::print("{:<64} {:>12.0f}\n", "ps_replicas = 2 (acknowledged once the backup has it)", median(two->rates));
+  fmt::print(
+      "failover: ps:0's node SIGKILLed after {} of {} closures; the first closure queued after the kill "
+      "completed {:.3f} s later\n",
+      opts.steps / 3, opts.steps, f.seconds);
+  int64_t lost = 0;
+  for (size_t i = 0; i < f.applied.size(); ++i) {
+    fmt::print("  ps:{}: {} examples applied of the {} acknowledged\n", i, f.applied[i], f.acknowledged);
+    lost = std::max(lost, f.acknowledged - f.applied[i]);
+  }
+  fmt::print("target replicas2_vs_1: {:.2f} x (goal >= 0.8)\n", median(two->rates) / median(one->rates));
+  fmt::print("target failover_s: {:.3f} s (goal <= 1)\n", f.seconds);
+  fmt::print("target failover_lost_updates: {} (goal = 0)\n", lost);
+  return 0;
+}
+
+}  // namespace actorps
