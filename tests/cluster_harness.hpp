@@ -17,6 +17,7 @@
 #include "actors/launch/subprocess.hpp"
 #include "actors/net/dial.hpp"
 #include "actors/net/system_config.hpp"
+#include "actors/variables/ps_client.hpp"
 #include "config/cluster_spec.hpp"
 #include "messages/errors.hpp"
 #include "tests/ps_check.hpp"
@@ -115,6 +116,21 @@ struct cluster_client {
     return call<dataset_actor>(self, node, req);
   }
 };
+
+/// w [10, 4] split in two (5 rows on each of 2 PS), b [4] whole on ps:0; SGD, lr 0.5.
+inline std::vector<sharded_variable> two_ps_variables() {
+  placement place(2);
+  std::vector<sharded_variable> vars(2);
+  vars[0].name = "w", vars[0].shape = {10, 4};
+  vars[0].shards = *place.place(vars[0].shape, 4, partitioner::fixed(2));
+  vars[1].name = "b", vars[1].shape = {4};
+  vars[1].shards = *place.place(vars[1].shape, 4, partitioner{});
+  for (auto& v : vars) {
+    v.optimizer.set_kind(pb::Optimizer::SGD);
+    v.optimizer.set_learning_rate(0.5f);
+  }
+  return vars;
+}
 
 /// The status table's row for `task`.
 inline std::string row_of(const std::string& table, const std::string& task) {

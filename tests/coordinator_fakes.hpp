@@ -62,6 +62,7 @@ struct fake_shard_state {
   static inline const char* name = "fake_shard";
   std::vector<std::string> log;  // what it was asked, in order
   std::vector<pb::Assign> assigns;
+  std::vector<caf::strong_actor_ptr> backups;  // the backups it was given
   int64_t step = 0;
 };
 
@@ -90,6 +91,11 @@ inline caf::behavior fake_shard(caf::stateful_actor<fake_shard_state>* self) {
       [note](const pb::WorkerLost& lost) {
         note("worker_lost " + std::to_string(lost.worker()));
         return pb::ShardStats{};
+      },
+      [self, note](const pb::Replicate& r, const caf::strong_actor_ptr& backup) {
+        note("replicate on " + std::to_string(r.backup_node()));
+        self->state.backups.push_back(backup);
+        return pb::Replicated{};
       },
   };
 }

@@ -22,21 +22,6 @@ namespace {
 
 std::string why(const caf::error& e) { return describe(e); }
 
-// w [10, 4] split in two (5 rows on each PS), b [4] whole on ps:0.
-std::vector<sharded_variable> model_variables() {
-  placement place(2);
-  std::vector<sharded_variable> vars(2);
-  vars[0].name = "w", vars[0].shape = {10, 4};
-  vars[0].shards = *place.place(vars[0].shape, 4, partitioner::fixed(2));
-  vars[1].name = "b", vars[1].shape = {4};
-  vars[1].shards = *place.place(vars[1].shape, 4, partitioner{});
-  for (auto& v : vars) {
-    v.optimizer.set_kind(pb::Optimizer::SGD);
-    v.optimizer.set_learning_rate(0.5f);
-  }
-  return vars;
-}
-
 constexpr int64_t kChunk = 48;  // bytes: forces every shard of w into several messages
 
 }  // namespace
@@ -57,7 +42,7 @@ BOOST_AUTO_TEST_CASE(async_pushes_from_two_workers_give_the_closed_form_across_p
     auto again = coord.spawn_shard(node, i, pb::Consistency{});  // idempotent: the same shard
     BOOST_TEST(bool(again));
   }
-  auto vars = model_variables();
+  auto vars = two_ps_variables();
   BOOST_TEST(vars[0].shards[1].ps_task == 1);
   BOOST_TEST(vars[1].shards[0].ps_task == 0);  // round-robin goes on after w's two shards
   for (auto& [ps, req] : create_requests(vars)) {
@@ -116,7 +101,7 @@ BOOST_AUTO_TEST_CASE(sync_mode_across_processes_applies_one_mean_per_step) {
     auto node = coord.must_dial("ps:" + std::to_string(i));
     shards.push_back(*coord.spawn_shard(node, i, sync));
   }
-  auto vars = model_variables();
+  auto vars = two_ps_variables();
   for (auto& [ps, req] : create_requests(vars)) BOOST_REQUIRE(call<pb::Created>(coord.self, shards[size_t(ps)], req));
   std::vector<const sharded_variable*> view{&vars[0], &vars[1]};
   float expected = 0;

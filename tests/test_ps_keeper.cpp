@@ -159,40 +159,62 @@ BOOST_FIXTURE_TEST_CASE(a_shard_whose_node_stays_down_moves_to_a_standby_node, k
   sched.run();
 }
 
-BOOST_FIXTURE_TEST_CASE(a_lost_primary_fails_over_to_its_backup_and_a_lost_backup_only_is_logged, keeper_fixture) {
+// ps_replicas = 2 on the fixture's topology: ps:0 on node 2 with its
+// backup on node 3 (ps:1's), ps:1 on node 3 with its backup on node 2.
+BOOST_FIXTURE_TEST_CASE(a_lost_primary_fails_over_to_its_backup_which_gets_a_new_backup, keeper_fixture) {
   std::vector<caf::actor> backups{spawn_fake(sys(), fake_shard), spawn_fake(sys(), fake_shard)};
   auto k = keeper(pb::Consistency::ASYNC, {}, backups);
   sched.run();
-  // ps:0's backup (on ps:1's node) is lost: the workers train on.
-  caf::anon_send_exit(backups[0], caf::exit_reason::kill);
-  sched.run();
-  BOOST_TEST(proxy_log.empty());
-  BOOST_TEST(nodes.dials.empty());
-  // ps:1's primary is lost: its backup's node (ps:0's, node 2) serves it
-  // from the next routing version on; nothing is created or restored.
+  // ps:1's primary is lost: its backup's node serves it from the next
+  // routing version on; nothing is created or restored.
   nodes.up[2] = node;
   caf::anon_send_exit(shards[1], caf::exit_reason::kill);
   sched.run();
-  BOOST_TEST(nodes.dials == std::vector<size_t>{2});
   auto& on = state_of<fake_node_state>(node);
   BOOST_REQUIRE_EQUAL(on.shard_requests.size(), 1u);
   BOOST_TEST(on.shard_requests[0].shard() == 1u);
   BOOST_TEST(!on.shard_requests[0].backup());
   BOOST_TEST(on.shard_requests[0].routing_version() == 2u);
-  BOOST_TEST(state_of<fake_shard_state>(on.shards[0]).log.empty());
   BOOST_TEST(proxy_log == (std::vector<std::string>{"pause", "shards 2 on 2,2"}));
   BOOST_TEST((last_shards[1] == caf::actor_cast<ps_shard_actor>(on.shards[0])));
-  // ps:0 lost now, its backup gone: restored from the checkpoint on its node.
-  caf::anon_send_exit(shards[0], caf::exit_reason::kill);
+  // Its new backup goes to its home node (3), asked until that is back.
+  BOOST_TEST(nodes.dials == (std::vector<size_t>{2, 3}));
+  caf::actor restarted = spawn_fake(sys(), fake_node);
+  nodes.up[3] = restarted;
+  sched.advance_time(kRebuildRetry);
   sched.run();
-  BOOST_TEST(proxy_log.back() == "pause");
-  sched.advance_time(kShardRetry);
+  auto& home = state_of<fake_node_state>(restarted);
+  BOOST_REQUIRE_EQUAL(home.shard_requests.size(), 1u);
+  BOOST_TEST(home.shard_requests[0].shard() == 1u);
+  BOOST_TEST(home.shard_requests[0].backup());
+  auto& promoted = state_of<fake_shard_state>(on.shards[0]);
+  BOOST_TEST(promoted.log == std::vector<std::string>{"replicate on 3"});  // the primary sends it its state
+  BOOST_REQUIRE_EQUAL(promoted.backups.size(), 1u);
+  BOOST_TEST((promoted.backups[0] == caf::actor_cast<caf::strong_actor_ptr>(home.shards[0])));
+  // Lost again: the new backup takes over, at the routing version after.
+  caf::anon_send_exit(on.shards[0], caf::exit_reason::kill);
   sched.run();
-  BOOST_REQUIRE_EQUAL(on.shard_requests.size(), 2u);
-  BOOST_TEST(on.shard_requests[1].shard() == 0u);
-  BOOST_TEST(on.shard_requests[1].routing_version() == 0u);  // a fresh shard, not a promotion
-  BOOST_TEST(state_of<fake_shard_state>(on.shards[1]).log == std::vector<std::string>{"create"});
-  BOOST_TEST(proxy_log.back() == "shards 2 on 2,2");
+  BOOST_REQUIRE_EQUAL(home.shard_requests.size(), 2u);
+  BOOST_TEST(!home.shard_requests[1].backup());
+  BOOST_TEST(home.shard_requests[1].routing_version() == 3u);
+  BOOST_TEST(proxy_log.back() == "shards 2");  // back on its own node
+  sched.run();
+}
+
+BOOST_FIXTURE_TEST_CASE(a_lost_backup_is_rebuilt_while_its_primary_serves_on, keeper_fixture) {
+  std::vector<caf::actor> backups{spawn_fake(sys(), fake_shard), spawn_fake(sys(), fake_shard)};
+  auto k = keeper(pb::Consistency::ASYNC, {}, backups);
+  sched.run();
+  nodes.up[3] = node;
+  caf::anon_send_exit(backups[0], caf::exit_reason::kill);  // ps:0's, on node 3
+  sched.run();
+  BOOST_TEST(proxy_log.empty());  // the workers train on
+  BOOST_TEST(nodes.dials == std::vector<size_t>{3});
+  auto& on = state_of<fake_node_state>(node);
+  BOOST_REQUIRE_EQUAL(on.shard_requests.size(), 1u);
+  BOOST_TEST(on.shard_requests[0].shard() == 0u);
+  BOOST_TEST(on.shard_requests[0].backup());
+  BOOST_TEST(state_of<fake_shard_state>(shards[0]).log == std::vector<std::string>{"replicate on 3"});
   sched.run();
 }
 
@@ -200,7 +222,7 @@ BOOST_FIXTURE_TEST_CASE(a_backup_that_cannot_take_over_falls_back_to_the_checkpo
   std::vector<caf::actor> backups{spawn_fake(sys(), fake_shard), spawn_fake(sys(), fake_shard)};
   auto k = keeper(pb::Consistency::ASYNC, {}, backups);
   sched.run();
-  // ps:0's primary lost; its backup's node (ps:1's, node 3) does not answer.
+  // ps:0's primary lost, its backup's node (3) does not answer.
   caf::anon_send_exit(shards[0], caf::exit_reason::kill);
   sched.run();
   BOOST_TEST(nodes.dials == std::vector<size_t>{3});
@@ -209,12 +231,20 @@ BOOST_FIXTURE_TEST_CASE(a_backup_that_cannot_take_over_falls_back_to_the_checkpo
   nodes.up[2] = node;
   sched.advance_time(kShardRetry);
   sched.run();
-  BOOST_TEST(nodes.dials.back() == 2u);
+  BOOST_TEST(nodes.dials.back() == 3u);  // and its new backup asked for on node 3
   auto& on = state_of<fake_node_state>(node);
   BOOST_REQUIRE_EQUAL(on.shard_requests.size(), 1u);
-  BOOST_TEST(on.shard_requests[0].routing_version() == 0u);
+  BOOST_TEST(on.shard_requests[0].routing_version() == 0u);  // a fresh shard, not a promotion
   BOOST_TEST(state_of<fake_shard_state>(on.shards[0]).log == std::vector<std::string>{"create"});
   BOOST_TEST(proxy_log == (std::vector<std::string>{"pause", "shards 2"}));  // on its own node: nothing moved
+  // Node 3 back: the restored shard gets its new backup there.
+  caf::actor restarted = spawn_fake(sys(), fake_node);
+  nodes.up[3] = restarted;
+  sched.advance_time(kRebuildRetry);
+  sched.run();
+  BOOST_REQUIRE_EQUAL(state_of<fake_node_state>(restarted).shard_requests.size(), 1u);
+  BOOST_TEST(state_of<fake_node_state>(restarted).shard_requests[0].backup());
+  BOOST_TEST(state_of<fake_shard_state>(on.shards[0]).log == (std::vector<std::string>{"create", "replicate on 3"}));
   sched.run();
 }
 

@@ -457,3 +457,55 @@ BOOST_FIXTURE_TEST_CASE(only_its_parent_can_stop_a_shard, fixture) {
   self->receive([&](const caf::down_msg&) { down = true; }, caf::after(std::chrono::seconds(10)) >> [] {});
   BOOST_TEST(down);
 }
+
+// ps_replicas = 2: a new backup starts from its primary's snapshot. The
+// copy holds the same values, Adam slots and update counts (the next push
+// gives both the same values) and the applied push keys (a retried push is
+// a duplicate on it too).
+BOOST_AUTO_TEST_CASE(a_snapshot_restores_a_copy_that_knows_every_applied_push) {
+  shard_core primary(0, pb::Consistency{}, 0);
+  pb::CreateVariables create;
+  *create.add_variables() = variable_spec("w", {4}, pb::Optimizer::ADAM, 0.1f);
+  BOOST_REQUIRE(primary.create(create));
+  auto keyed = [](uint64_t closure, std::vector<float> g) {
+    auto p = push(0, 0, {slice("w", g)});
+    p.mutable_closure_step()->set_closure(closure);
+    p.mutable_closure_step()->set_examples(32);
+    return p;
+  };
+  const auto first = keyed(7, {1, -2, 3, -4});
+  BOOST_REQUIRE(!primary.check(first));
+  BOOST_TEST(primary.apply(first).applied() == 1u);
+  shard_core copy(0, pb::Consistency{}, 0);
+  BOOST_REQUIRE(!copy.restore(primary.snapshot()));
+  BOOST_TEST(copy.apply(first).duplicates() == 1u);
+  const auto second = keyed(8, {0.5f, 0.5f, -1, 2});
+  primary.apply(second);
+  copy.apply(second);
+  pb::Pull all;
+  auto a = primary.read(all), b = copy.read(all);
+  BOOST_REQUIRE(a && b);
+  BOOST_TEST(floats(a->tensors(0).data()) == floats(b->tensors(0).data()));
+  BOOST_TEST(a->versions(0) == 2u);
+  BOOST_TEST(b->versions(0) == 2u);
+  BOOST_TEST(copy.stats().examples_applied() == 64);
+  BOOST_TEST(copy.stats().pushes_applied() == primary.stats().pushes_applied());
+  // Only an empty shard takes a snapshot.
+  BOOST_CHECK(copy.restore(primary.snapshot()) == errc::invalid_argument);
+}
+
+// A primary whose state does not fit one message gets no new backup: a
+// typed refusal, not a snapshot the backup would refuse.
+BOOST_FIXTURE_TEST_CASE(a_primary_too_large_for_one_message_takes_no_new_backup, fixture) {
+  runtime_options limits;
+  limits.max_message_bytes = 2 << 20;
+  peers = std::make_shared<peer_table>(limits);
+  start(pb::Consistency{}, {variable_spec("big", {1 << 20})});  // 4 MiB
+  pb::Replicate req;
+  auto refused = request_now<pb::Replicated>(self, shard, std::chrono::seconds(10), req,
+                                             caf::actor_cast<caf::strong_actor_ptr>(self));
+  BOOST_REQUIRE(!refused);
+  BOOST_CHECK(refused.error() == errc::too_large);
+  BOOST_TEST(error_of(refused.error()).find("its state of 4194304 bytes does not fit one message") != std::string::npos,
+             error_of(refused.error()));
+}

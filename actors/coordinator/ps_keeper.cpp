@@ -35,6 +35,8 @@ struct keeper_state {
   float learning_rate = 0;                              // > 0: the schedule's current rate
   std::map<caf::actor_addr, uint32_t> watched;          // shard -> ps task
   std::map<caf::actor_addr, uint32_t> watched_backups;  // backup -> ps task
+  std::vector<uint32_t> backup_nodes;                   // the node of each ps task's backup (cluster.nodes index)
+  std::set<uint32_t> rebuilding, rebuild_logged;        // ps tasks whose new backup is on its way
   uint64_t routing_version = 1;                         // + 1 whenever a shard is served by another actor
   std::map<uint32_t, clock_type::time_point> lost_at;
   std::map<uint32_t, clock_type::time_point> waiting_since;  // for the node now serving a lost shard
@@ -57,6 +59,12 @@ using keeper_ptr = caf::stateful_actor<keeper_state>*;
 void watch(keeper_ptr self, uint32_t ps, const ps_shard_actor& shard) {
   self->monitor(shard);
   self->state.watched[shard.address()] = ps;
+}
+
+void watch_backup(keeper_ptr self, uint32_t ps, const ps_shard_actor& backup) {
+  self->monitor(backup);
+  self->state.watched_backups[backup.address()] = ps;
+  self->state.l.backups[ps] = backup;
 }
 
 // The shards as the facade reaches them: through the lossy link of a
@@ -184,6 +192,69 @@ std::vector<pb::Assign> restore_messages(const keeper_setup& l, uint32_t ps, int
   return out;
 }
 
+// The node a new backup of ps goes to: of its home node and its first
+// backup's node, the one not serving it now (where a lost node restarts).
+uint32_t rebuild_node(const keeper_state& st, uint32_t ps) {
+  const uint32_t home = home_node(st.l.spec, ps);
+  return st.ps_nodes[ps] == home ? uint32_t(backup_node_of(st.l.spec, ps)) : home;
+}
+
+// A new backup that did not come: tried again while its node is away; a
+// refusal (the shard's state over max_message_bytes, ...) is final.
+void rebuild_later(keeper_ptr self, uint32_t ps, uint32_t node, const caf::error& why) {
+  auto& st = self->state;
+  st.rebuilding.erase(ps);
+  if (why.category() == caf::atom("actorps") && exit_code(why) != kExitRetryable)
+    return spdlog::error("coordinator: ps:{} gets no new backup on {}: {}; it serves without one", ps,
+                         st.l.spec.nodes[node].address(), describe(why));
+  if (st.rebuild_logged.insert(ps).second)
+    spdlog::warn("coordinator: ps:{}'s new backup on {}: not yet ({}); trying again every {} ms", ps,
+                 st.l.spec.nodes[node].address(), describe(why), kRebuildRetry.count());
+  self->delayed_send(self, kRebuildRetry, keeper_rebuild_atom_v, ps);
+}
+
+// ps_replicas = 2: a shard served without a backup gets a new one, spawned
+// on rebuild_node and given the primary's whole state by the primary.
+void rebuild_backup(keeper_ptr self, uint32_t ps) {
+  auto& st = self->state;
+  if (ps >= st.l.backups.size() || st.l.backups[ps] || st.lost_at.count(ps) != 0 || !st.rebuilding.insert(ps).second)
+    return;
+  const uint32_t node = rebuild_node(st, ps);
+  const auto primary = st.l.shards[ps];
+  const auto started = self->clock().now();
+  st.dial(self, node, [self, ps, node, primary, started](caf::expected<node_actor> n) {
+    if (!n) return rebuild_later(self, ps, node, n.error());
+    pb::SpawnShard spawn;
+    spawn.set_shard(ps);
+    spawn.set_backup(true);
+    *spawn.mutable_consistency() = self->state.l.consistency;
+    auto again = [self, ps, node](caf::error& err) { rebuild_later(self, ps, node, err); };
+    self->request(*n, std::chrono::seconds(10), spawn)
+        .then(
+            [=](const ps_shard_actor& backup) {
+              pb::Replicate req;
+              req.set_backup_node(node);
+              self->request(primary, std::chrono::seconds(30), req, caf::actor_cast<caf::strong_actor_ptr>(backup))
+                  .then(
+                      [=](const pb::Replicated&) {
+                        auto& st = self->state;
+                        st.rebuilding.erase(ps);
+                        st.rebuild_logged.erase(ps);
+                        if (st.l.shards[ps] != primary) return;  // lost meanwhile: its own recovery rebuilds
+                        watch_backup(self, ps, backup);
+                        st.backup_nodes[ps] = node;
+                        spdlog::warn(
+                            "coordinator: ps:{} has a new backup on {} (spawned, given the shard's state, in step "
+                            "in {:.2f} s)",
+                            ps, st.l.spec.nodes[node].address(),
+                            std::chrono::duration<double>(self->clock().now() - started).count());
+                      },
+                      again);
+            },
+            again);
+  });
+}
+
 constexpr int64_t kPromoted = -2;  // resume's `step` for a promoted backup
 
 void resume(keeper_ptr self, uint32_t ps, ps_shard_actor shard, int64_t step) {
@@ -207,6 +278,7 @@ void resume(keeper_ptr self, uint32_t ps, ps_shard_actor shard, int64_t step) {
   else
     spdlog::warn("coordinator: ps:{} back with initial values (no checkpoint) in {:.2f} s on {}; resuming", ps, took,
                  on);
+  rebuild_backup(self, ps);
   if (!st.lost_at.empty()) return;  // another shard is still being restored
   for (auto& p : st.l.proxies) send_shards(self, p);
   answer_waiting(self, false);
@@ -276,7 +348,7 @@ void restore_on(keeper_ptr self, uint32_t ps, node_actor node) {
 // checkpoint on its own node instead.
 void promote(keeper_ptr self, uint32_t ps) {
   auto& st = self->state;
-  const uint32_t node = uint32_t(backup_node_of(st.l.spec, ps));
+  const uint32_t node = st.backup_nodes[ps];
   auto fallback = [self, ps](const caf::error& err) {
     spdlog::error("coordinator: ps:{}'s backup could not take over ({}); restoring it from the newest checkpoint", ps,
                   describe(err));
@@ -301,8 +373,9 @@ void promote(keeper_ptr self, uint32_t ps) {
 void on_backup_down(keeper_ptr self, uint32_t ps, const caf::down_msg& msg) {
   auto& st = self->state;
   st.l.backups[ps] = nullptr;
-  spdlog::warn("coordinator: ps:{}'s backup on {} lost ({}); ps:{} is served without one", ps,
-               st.l.spec.nodes[backup_node_of(st.l.spec, ps)].address(), to_string(msg.reason), ps);
+  spdlog::warn("coordinator: ps:{}'s backup on {} lost ({}); ps:{} is served without one until a new one is in step",
+               ps, st.l.spec.nodes[st.backup_nodes[ps]].address(), to_string(msg.reason), ps);
+  rebuild_backup(self, ps);
 }
 
 void on_shard_down(keeper_ptr self, const caf::down_msg& msg) {
@@ -341,8 +414,8 @@ caf::behavior keeper_behavior(keeper_ptr self, keeper_setup setup, node_dialer d
     st.ps_nodes.push_back(home_node(st.l.spec, ps));
   }
   for (uint32_t ps = 0; ps < st.l.backups.size(); ++ps) {
-    self->monitor(st.l.backups[ps]);
-    st.watched_backups[st.l.backups[ps].address()] = ps;
+    watch_backup(self, ps, st.l.backups[ps]);
+    st.backup_nodes.push_back(uint32_t(backup_node_of(st.l.spec, ps)));
   }
   self->set_down_handler([self](const caf::down_msg& msg) { on_shard_down(self, msg); });
   return {
@@ -381,6 +454,7 @@ caf::behavior keeper_behavior(keeper_ptr self, keeper_setup setup, node_dialer d
       },
       [self](keeper_lr_atom, float lr) { self->state.learning_rate = lr; },
       [self](keeper_ckpt_atom, const std::string& dir) { self->state.l.checkpoint_dir = dir; },
+      [self](keeper_rebuild_atom, uint32_t ps) { rebuild_backup(self, ps); },
       [self](keeper_retry_atom, uint32_t ps) {
         maybe_move_to_standby(self, ps);
         self->state.dial(self, self->state.ps_nodes[ps], [self, ps](caf::expected<node_actor> n) {

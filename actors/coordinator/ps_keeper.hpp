@@ -14,6 +14,10 @@
 //     (routing version + 1; no update lost); a failed promotion restores
 //     from the checkpoint as above
 //   serving --a backup down--> serving (that shard without a backup)
+//   serving without a backup (ps_replicas = 2) --> rebuilding(ps): a new
+//     backup spawned on the node not serving it (of its home node and its
+//     first backup's), given the primary's whole state --> serving with it;
+//     tried again every kRebuildRetry until that node answers
 //
 // Steps of a restore:
 //   1. pause the worker proxies (closures stay queued; workers that fail on
@@ -44,7 +48,8 @@
 
 namespace actorps {
 
-constexpr auto kShardRetry = std::chrono::milliseconds(250);  // a lost shard's node is dialed this often
+constexpr auto kShardRetry = std::chrono::milliseconds(250);    // a lost shard's node is dialed this often
+constexpr auto kRebuildRetry = std::chrono::milliseconds(500);  // a new backup's node is dialed this often
 
 /// What the keeper starts with; it owns it from then on.
 struct keeper_setup {

@@ -323,9 +323,32 @@ caf::result<pb::PushAck> on_sparse_push(shard_actor self, const pb::SparsePush& 
   return replicated(self, req, std::move(*ack));
 }
 
-// The coordinator gives this primary its backup (before any variable): it
-// dials the backup's node as its ps task, introduces itself to the backup,
-// and forwards from then on. A null backup: serve alone from now on.
+// Once the backup's node is dialed: the backup gets this shard's whole
+// state with the introduction, and every change from here on is forwarded
+// behind it (CAF keeps one sender's order), so it misses none and repeats
+// none. A backup that refuses or does not answer is dropped again.
+void introduce(shard_actor self, ps_shard_actor backup, caf::response_promise promise, std::string where) {
+  auto& st = self->state;
+  pb::Replicate hello;
+  *hello.mutable_state() = st.core->snapshot();
+  st.replica = backup;
+  self->monitor(backup);
+  self->request(backup, kForwardTimeout, hello, caf::actor_cast<caf::strong_actor_ptr>(self))
+      .then(
+          [self, promise](const pb::Replicated&) mutable {
+            pb::Replicated done;
+            done.set_shard(self->state.index);
+            promise.deliver(done);
+          },
+          [self, promise, where](caf::error& err) mutable {
+            drop_replica(self, err);
+            promise.deliver(in_context(err, where));
+          });
+}
+
+// The coordinator gives this primary a backup (when the job starts, or a
+// new one after a failover or a lost backup): it dials the backup's node as
+// its ps task, then introduces itself to the backup.
 caf::result<pb::Replicated> on_replicate(shard_actor self, const pb::Replicate& req, const caf::strong_actor_ptr& to) {
   auto& st = self->state;
   if (auto err = admit(self, req, kCoordinator, "Replicate")) return err;
@@ -333,45 +356,38 @@ caf::result<pb::Replicated> on_replicate(shard_actor self, const pb::Replicate& 
     return refuse(self, self->current_sender(), make_error(errc::invalid_argument, st.core->where() + why));
   };
   if (st.backup) return bad("a backup takes no backup");
-  pb::Replicated done;
-  done.set_shard(st.index);
-  if (to == nullptr) {
-    drop_replica(self, make_error(errc::replaced, "the coordinator said so"));
-    return done;
-  }
-  if (st.core->stats().variables() > 0) return bad("holds variables already: a backup is set up before them");
+  if (st.replica) return bad("has a backup already");
+  if (to == nullptr) return bad("no backup given");
+  if (const auto held = uint64_t(st.core->stats().bytes()); held > st.peers->limits().max_message_bytes)
+    return refuse(
+        self, self->current_sender(),
+        make_error(errc::too_large, fmt::format("{}its state of {} bytes does not fit one message "
+                                                "([runtime] max_message_bytes = {}) for a new backup",
+                                                st.core->where(), held, st.peers->limits().max_message_bytes)));
   if (st.spec == nullptr || req.backup_node() >= st.spec->nodes.size())
     return bad(fmt::format("no node {} in its topology for the backup", req.backup_node()));
   auto backup = caf::actor_cast<ps_shard_actor>(to);
   auto promise = self->make_response_promise<pb::Replicated>();
-  const auto where = fmt::format("{}its backup on {}", st.core->where(), st.spec->nodes[req.backup_node()].address());
+  auto where = fmt::format("{}its backup on {}", st.core->where(), st.spec->nodes[req.backup_node()].address());
   dial_node(self, *st.spec, task_id{pb::PS, st.index}, req.backup_node(),
-            [self, backup, promise, done, where](caf::expected<node_actor> node) mutable {
-              if (!node) {
-                promise.deliver(in_context(node.error(), where));
-                return;
-              }
-              pb::Replicate hello;
-              self->request(backup, std::chrono::seconds(10), hello, caf::actor_cast<caf::strong_actor_ptr>(self))
-                  .then(
-                      [self, backup, promise, done](const pb::Replicated&) mutable {
-                        self->state.replica = backup;
-                        self->monitor(backup);
-                        promise.deliver(done);
-                      },
-                      [promise, where](caf::error& err) mutable { promise.deliver(in_context(err, where)); });
+            [self, backup, promise, where](caf::expected<node_actor> node) mutable {
+              if (!node) return void(promise.deliver(in_context(node.error(), where)));
+              if (self->state.replica)
+                return void(promise.deliver(make_error(errc::invalid_argument, where + ": has a backup already")));
+              introduce(self, backup, promise, where);
             });
   return promise;
 }
 
-// On a backup: its primary introduces itself (once; the one shard it serves).
-caf::result<pb::Replicated> on_primary(shard_actor self, const caf::strong_actor_ptr& from) {
+// On a backup: its primary introduces itself with its state (once; the one
+// shard it serves).
+caf::result<pb::Replicated> on_primary(shard_actor self, const pb::Replicate& req, const caf::strong_actor_ptr& from) {
   auto& st = self->state;
   const auto& sender = self->current_sender();
-  if (auto err = check_request(self, *st.peers, pb::Replicate{}, {pb::PS}, st.core->where(), "Replicate")) return err;
-  if (from == nullptr || sender == nullptr || from->address() != sender->address() ||
-      (st.primary && st.primary != sender->address()))
+  if (auto err = check_request(self, *st.peers, req, {pb::PS}, st.core->where(), "Replicate")) return err;
+  if (from == nullptr || sender == nullptr || from->address() != sender->address() || st.primary)
     return refuse(self, sender, make_error(errc::forbidden, st.core->where() + "serves one primary, its own"));
+  if (auto err = st.core->restore(req.state())) return refuse(self, sender, err);
   st.primary = sender->address();
   pb::Replicated done;
   done.set_shard(st.index);
@@ -461,7 +477,7 @@ ps_shard_actor::behavior_type shard_behavior(shard_actor self, shard_options opt
         });
       },
       [self](const pb::Replicate& req, const caf::strong_actor_ptr& to) {
-        return self->state.backup ? on_primary(self, to) : on_replicate(self, req, to);
+        return self->state.backup ? on_primary(self, req, to) : on_replicate(self, req, to);
       },
       [self](const pb::Promote& req) { return on_promote(self, req); },
       [self](const pb::ReplicaDropped& req) {

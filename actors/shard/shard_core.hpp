@@ -70,6 +70,11 @@ class shard_core {
   void observe_staleness(metrics::histogram* h) { staleness_ = h; }
 
   pb::ShardStats stats() const;
+  /// Everything it holds, for a new replica (shard_snapshot.cpp); restore()
+  /// makes an empty core that copy: the same values, slots, update counts,
+  /// learning rates, applied push keys and counters.
+  pb::ShardSnapshot snapshot() const;
+  [[nodiscard]] caf::error restore(const pb::ShardSnapshot& snap);
   /// How many requests the actor holds for a step (shown in stats).
   void set_waiting(uint32_t n) { stats_.set_waiting(n); }
 
