@@ -218,6 +218,48 @@ BOOST_FIXTURE_TEST_CASE(a_lost_backup_is_rebuilt_while_its_primary_serves_on, ke
   sched.run();
 }
 
+BOOST_FIXTURE_TEST_CASE(a_new_backup_goes_to_a_standby_node_when_its_node_stays_down, keeper_fixture) {
+  spec = topology({"coordinator", "worker", "ps", "ps", "standby"});  // node 4: the standby
+  std::vector<caf::actor> backups{spawn_fake(sys(), fake_shard), spawn_fake(sys(), fake_shard)};
+  auto k = keeper(pb::Consistency::ASYNC, {}, backups);
+  sched.run();
+  nodes.up[4] = node;
+  caf::anon_send_exit(backups[0], caf::exit_reason::kill);  // ps:0's, on node 3, which stays down
+  sched.run();
+  // Node 3 is asked every 500 ms until standby_after_ms (3 s) passed, ...
+  const auto standby_after = std::chrono::milliseconds(spec.runtime.standby_after_ms);
+  for (auto waited = kRebuildRetry; waited < standby_after; waited += kRebuildRetry) {
+    sched.advance_time(kRebuildRetry);
+    sched.run();
+  }
+  BOOST_TEST(nodes.dials.size() == size_t(standby_after / kRebuildRetry));
+  BOOST_TEST(std::count(nodes.dials.begin(), nodes.dials.end(), size_t(3)) == long(nodes.dials.size()));
+  BOOST_TEST(state_of<fake_node_state>(node).shard_requests.empty());
+  // ... then the standby node takes the backup.
+  sched.advance_time(kRebuildRetry);
+  sched.run();
+  BOOST_TEST(nodes.dials.back() == 4u);
+  auto& standby = state_of<fake_node_state>(node);
+  BOOST_REQUIRE_EQUAL(standby.shard_requests.size(), 1u);
+  BOOST_TEST(standby.shard_requests[0].backup());
+  BOOST_TEST(state_of<fake_shard_state>(shards[0]).log == std::vector<std::string>{"replicate on 4"});
+  BOOST_TEST(proxy_log.empty());  // the workers trained on throughout
+  // A lost primary now fails over to the standby node.
+  caf::anon_send_exit(shards[0], caf::exit_reason::kill);
+  sched.run();
+  BOOST_REQUIRE_EQUAL(standby.shard_requests.size(), 2u);
+  BOOST_TEST(!standby.shard_requests[1].backup());
+  BOOST_TEST(proxy_log == (std::vector<std::string>{"pause", "shards 2 on 4,3"}));
+  // Its next backup: on its home node (2), once that answers.
+  caf::actor home = spawn_fake(sys(), fake_node);
+  nodes.up[2] = home;
+  sched.advance_time(kRebuildRetry);
+  sched.run();
+  BOOST_REQUIRE_EQUAL(state_of<fake_node_state>(home).shard_requests.size(), 1u);
+  BOOST_TEST(state_of<fake_node_state>(home).shard_requests[0].backup());
+  sched.run();
+}
+
 BOOST_FIXTURE_TEST_CASE(a_backup_that_cannot_take_over_falls_back_to_the_checkpoint, keeper_fixture) {
   std::vector<caf::actor> backups{spawn_fake(sys(), fake_shard), spawn_fake(sys(), fake_shard)};
   auto k = keeper(pb::Consistency::ASYNC, {}, backups);

@@ -32,12 +32,13 @@ struct keeper_state {
   static inline const char* name = "ps_keeper";
   keeper_setup l;
   node_dialer dial;
-  float learning_rate = 0;                              // > 0: the schedule's current rate
-  std::map<caf::actor_addr, uint32_t> watched;          // shard -> ps task
-  std::map<caf::actor_addr, uint32_t> watched_backups;  // backup -> ps task
-  std::vector<uint32_t> backup_nodes;                   // the node of each ps task's backup (cluster.nodes index)
-  std::set<uint32_t> rebuilding, rebuild_logged;        // ps tasks whose new backup is on its way
-  uint64_t routing_version = 1;                         // + 1 whenever a shard is served by another actor
+  float learning_rate = 0;                                   // > 0: the schedule's current rate
+  std::map<caf::actor_addr, uint32_t> watched;               // shard -> ps task
+  std::map<caf::actor_addr, uint32_t> watched_backups;       // backup -> ps task
+  std::vector<uint32_t> backup_nodes;                        // the node of each ps task's backup (cluster.nodes index)
+  std::set<uint32_t> rebuilding, rebuild_logged;             // ps tasks whose new backup is on its way
+  std::map<uint32_t, clock_type::time_point> rebuild_since;  // its node has not answered since
+  uint64_t routing_version = 1;                              // + 1 whenever a shard is served by another actor
   std::map<uint32_t, clock_type::time_point> lost_at;
   std::map<uint32_t, clock_type::time_point> waiting_since;  // for the node now serving a lost shard
   std::vector<uint32_t> ps_nodes;   // the node serving each ps task's shard (cluster.nodes index)
@@ -97,12 +98,13 @@ void send_shards(keeper_ptr self, const caf::actor& proxy) {
   self->send(proxy, proxy_shards_atom_v, st.l.shards, any_moved(st) ? st.ps_nodes : std::vector<uint32_t>{});
 }
 
-// A standby node serving no shard now, if there is one.
+// A standby node serving no shard or backup now, if there is one.
 std::optional<uint32_t> free_standby(const keeper_state& st) {
+  auto holds = [](const std::vector<uint32_t>& nodes, uint32_t n) {
+    return std::find(nodes.begin(), nodes.end(), n) != nodes.end();
+  };
   for (uint32_t n = 0; n < st.l.spec.nodes.size(); ++n)
-    if (st.l.spec.nodes[n].hosts(pb::STANDBY) &&
-        std::find(st.ps_nodes.begin(), st.ps_nodes.end(), n) == st.ps_nodes.end())
-      return n;
+    if (st.l.spec.nodes[n].hosts(pb::STANDBY) && !holds(st.ps_nodes, n) && !holds(st.backup_nodes, n)) return n;
   return std::nullopt;
 }
 
@@ -193,10 +195,21 @@ std::vector<pb::Assign> restore_messages(const keeper_setup& l, uint32_t ps, int
 }
 
 // The node a new backup of ps goes to: of its home node and its first
-// backup's node, the one not serving it now (where a lost node restarts).
-uint32_t rebuild_node(const keeper_state& st, uint32_t ps) {
+// backup's node, the one not serving it now (where a lost node restarts);
+// once that has not answered for standby_after_ms, a free standby node.
+uint32_t rebuild_node(keeper_ptr self, uint32_t ps) {
+  auto& st = self->state;
   const uint32_t home = home_node(st.l.spec, ps);
-  return st.ps_nodes[ps] == home ? uint32_t(backup_node_of(st.l.spec, ps)) : home;
+  const uint32_t node = st.ps_nodes[ps] == home ? uint32_t(backup_node_of(st.l.spec, ps)) : home;
+  auto since = st.rebuild_since.find(ps);
+  const auto after = std::chrono::milliseconds(st.l.spec.runtime.standby_after_ms);
+  if (since == st.rebuild_since.end() || self->clock().now() - since->second < after) return node;
+  auto spare = free_standby(st);
+  if (!spare) return node;
+  spdlog::warn("coordinator: ps:{}'s new backup goes to the standby node {} ({}): {} has not answered for {:.1f} s", ps,
+               st.l.spec.nodes[*spare].address(), st.l.spec.nodes[*spare].task_names(), st.l.spec.nodes[node].address(),
+               std::chrono::duration<double>(self->clock().now() - since->second).count());
+  return *spare;
 }
 
 // A new backup that did not come: tried again while its node is away; a
@@ -207,6 +220,7 @@ void rebuild_later(keeper_ptr self, uint32_t ps, uint32_t node, const caf::error
   if (why.category() == caf::atom("actorps") && exit_code(why) != kExitRetryable)
     return spdlog::error("coordinator: ps:{} gets no new backup on {}: {}; it serves without one", ps,
                          st.l.spec.nodes[node].address(), describe(why));
+  st.rebuild_since.emplace(ps, self->clock().now());
   if (st.rebuild_logged.insert(ps).second)
     spdlog::warn("coordinator: ps:{}'s new backup on {}: not yet ({}); trying again every {} ms", ps,
                  st.l.spec.nodes[node].address(), describe(why), kRebuildRetry.count());
@@ -219,7 +233,7 @@ void rebuild_backup(keeper_ptr self, uint32_t ps) {
   auto& st = self->state;
   if (ps >= st.l.backups.size() || st.l.backups[ps] || st.lost_at.count(ps) != 0 || !st.rebuilding.insert(ps).second)
     return;
-  const uint32_t node = rebuild_node(st, ps);
+  const uint32_t node = rebuild_node(self, ps);
   const auto primary = st.l.shards[ps];
   const auto started = self->clock().now();
   st.dial(self, node, [self, ps, node, primary, started](caf::expected<node_actor> n) {
@@ -240,6 +254,7 @@ void rebuild_backup(keeper_ptr self, uint32_t ps) {
                         auto& st = self->state;
                         st.rebuilding.erase(ps);
                         st.rebuild_logged.erase(ps);
+                        st.rebuild_since.erase(ps);
                         if (st.l.shards[ps] != primary) return;  // lost meanwhile: its own recovery rebuilds
                         watch_backup(self, ps, backup);
                         st.backup_nodes[ps] = node;

@@ -17,7 +17,8 @@
 //   serving without a backup (ps_replicas = 2) --> rebuilding(ps): a new
 //     backup spawned on the node not serving it (of its home node and its
 //     first backup's), given the primary's whole state --> serving with it;
-//     tried again every kRebuildRetry until that node answers
+//     tried again every kRebuildRetry until that node answers, or on a free
+//     standby node once it has not for standby_after_ms
 //
 // Steps of a restore:
 //   1. pause the worker proxies (closures stay queued; workers that fail on
