@@ -163,39 +163,31 @@ void answer_forwarded(shard_actor self, uint64_t id) {
   answer();
 }
 
-// Sends a change to the backup, in this shard's apply order; the backup's
-// answer releases the sender's answer `id` (answer_when_forwarded).
-template <class Reply, class Req>
-uint64_t forward(shard_actor self, const Req& req) {
-  const uint64_t id = self->state.forwards++;
-  self->request(self->state.replica, kForwardTimeout, req)
+// The answer to a change this primary applied: at once without a backup,
+// else once the backup applied it too. The request goes to the backup as it
+// came, in this shard's apply order, moved (this shard is done with it: no
+// tensor is copied).
+template <class Reply>
+caf::result<Reply> replicated(shard_actor self, Reply local) {
+  auto& st = self->state;
+  if (!st.replica) return local;
+  auto promise = self->make_response_promise<Reply>();
+  const uint64_t id = st.forwards++;
+  st.forwarded.emplace(id, [promise, local]() mutable { promise.deliver(std::move(local)); });
+  self->request(caf::actor_cast<caf::actor>(st.replica), kForwardTimeout,
+                self->current_mailbox_element()->move_content_to_message())
       .then([self, id](const Reply&) { answer_forwarded(self, id); },
             [self, id](caf::error& err) {
               drop_replica(self, err);
               answer_forwarded(self, id);
             });
-  return id;
-}
-
-template <class Reply>
-caf::result<Reply> answer_when_forwarded(shard_actor self, uint64_t id, Reply local) {
-  auto promise = self->make_response_promise<Reply>();
-  self->state.forwarded.emplace(id, [promise, local]() mutable { promise.deliver(std::move(local)); });
   return promise;
 }
 
-// The answer to a change this primary applied: at once without a backup,
-// else once the backup applied it too.
-template <class Reply, class Req>
-caf::result<Reply> replicated(shard_actor self, const Req& req, Reply local) {
-  if (!self->state.replica) return local;
-  return answer_when_forwarded(self, forward<Reply>(self, req), std::move(local));
-}
-
-template <class Reply, class Req>
-caf::result<Reply> replicated(shard_actor self, const Req& req, caf::expected<Reply> local) {
+template <class Reply>
+caf::result<Reply> replicated(shard_actor self, caf::expected<Reply> local) {
   if (!local) return refuse(self, self->current_sender(), std::move(local.error()));
-  return replicated(self, req, std::move(*local));
+  return replicated(self, std::move(*local));
 }
 
 // A request of the current sender about to wait for a step: within its
@@ -301,10 +293,7 @@ caf::result<pb::PushAck> on_push(shard_actor self, const pb::Push& push) {
     set_waiting(self->state);
     return promise;
   }
-  if (self->state.replica) {  // ASYNC only. Checked already: forwarded first, so both replicas apply it at once
-    const auto id = forward<pb::PushAck>(self, push);
-    return answer_when_forwarded(self, id, apply_push(self->state, push));
-  }
+  if (self->state.replica) return replicated(self, apply_push(self->state, push));  // ASYNC only
   auto promise = self->make_response_promise<pb::PushAck>();
   promise.deliver(apply_push(self->state, push));
   release_waiters(self);
@@ -320,7 +309,7 @@ caf::result<pb::PushAck> on_sparse_push(shard_actor self, const pb::SparsePush& 
   self->state.metrics->received(req.gradient().data().size());
   self->state.metrics->applied(took.count(), ack->applied(), ack->duplicates(), ack->stale());
   release_waiters(self);
-  return replicated(self, req, std::move(*ack));
+  return replicated(self, std::move(*ack));
 }
 
 // Once the backup's node is dialed: the backup gets this shard's whole
@@ -402,8 +391,7 @@ caf::result<pb::ShardStats> on_promote(shard_actor self, const pb::Promote& req)
                   make_error(errc::forbidden, st.core->where() + "only its node promotes it"));
   if (st.orphaned)
     return make_error(errc::stale_routing, st.core->where() + "missed changes of its primary: not promoted");
-  if (st.backup)
-    spdlog::warn("{}promoted from backup to primary (routing version {})", st.core->where(), req.routing_version());
+  spdlog::warn("{}promoted from backup to primary (routing version {})", st.core->where(), req.routing_version());
   st.backup = false;
   st.primary = caf::actor_addr{};
   st.routing_version = req.routing_version();
@@ -446,7 +434,7 @@ ps_shard_actor::behavior_type shard_behavior(shard_actor self, shard_options opt
   return {
       [self](const pb::CreateVariables& req) {
         return served<pb::Created>(self, K::create_variables, req, "CreateVariables",
-                                   [&] { return replicated(self, req, self->state.core->create(req)); });
+                                   [&] { return replicated(self, self->state.core->create(req)); });
       },
       [self](const pb::Pull& req) { return counted(self, K::pull, on_pull(self, req)); },
       [self](const pb::Push& req) { return counted(self, K::push, on_push(self, req)); },
@@ -454,12 +442,11 @@ ps_shard_actor::behavior_type shard_behavior(shard_actor self, shard_options opt
       [self](const pb::SparsePush& req) { return counted(self, K::sparse_push, on_sparse_push(self, req)); },
       [self](const pb::Assign& req) {
         return served<pb::Assigned>(self, K::assign, req, "Assign",
-                                    [&] { return replicated(self, req, self->state.core->assign(req)); });
+                                    [&] { return replicated(self, self->state.core->assign(req)); });
       },
       [self](const pb::SetLearningRate& req) {
-        return served<pb::LearningRateSet>(self, K::set_learning_rate, req, "SetLearningRate", [&] {
-          return replicated(self, req, self->state.core->set_learning_rate(req));
-        });
+        return served<pb::LearningRateSet>(self, K::set_learning_rate, req, "SetLearningRate",
+                                           [&] { return replicated(self, self->state.core->set_learning_rate(req)); });
       },
       [self](const pb::ShardStatsRequest& req) -> caf::result<pb::ShardStats> {
         auto& st = self->state;  // a backup shows its stats too
