@@ -81,9 +81,10 @@ const node_spec* cluster_spec::node_of(const task_id& task) const {
   return nullptr;
 }
 
+task_id backup_task_of(const cluster_spec& spec, uint32_t ps) { return {pb::PS, (ps + 1) % spec.count(pb::PS)}; }
+
 size_t backup_node_of(const cluster_spec& spec, uint32_t ps) {
-  const auto* node = spec.node_of(task_id{pb::PS, (ps + 1) % spec.count(pb::PS)});
-  return size_t(node - spec.nodes.data());
+  return size_t(spec.node_of(backup_task_of(spec, ps)) - spec.nodes.data());
 }
 
 uint32_t cluster_spec::count(Role role) const {

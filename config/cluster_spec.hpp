@@ -94,8 +94,10 @@ struct cluster_spec {
   std::optional<tls_files> tls_for(const task_id& task) const;
 };
 
-/// With ps_replicas = 2, where ps task `ps`'s backup lives: the node of the
-/// next ps task (ps + 1 modulo their number), as an index into `nodes`.
+/// With ps_replicas = 2, where ps task `ps`'s backup lives at first: with
+/// the next ps task (ps + 1 modulo their number), on its node (an index
+/// into `nodes`).
+task_id backup_task_of(const cluster_spec& spec, uint32_t ps);
 size_t backup_node_of(const cluster_spec& spec, uint32_t ps);
 
 /// Loads a topology from a TOML file. Errors name file:line:column, the

@@ -100,7 +100,7 @@ struct cluster_coordinator::impl {
   // Has PS task ps's node (or, for a backup, the next PS task's node) spawn
   // its shard.
   caf::expected<ps_shard_actor> spawn_shard(uint32_t ps, bool backup) {
-    const task_id task{pb::PS, backup ? (ps + 1) % spec.count(pb::PS) : ps};
+    const task_id task = backup ? backup_task_of(spec, ps) : task_id{pb::PS, ps};
     auto node = dial(task);
     if (!node) return node.error();
     pb::SpawnShard req;
