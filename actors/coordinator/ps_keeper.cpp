@@ -227,6 +227,31 @@ void rebuild_later(keeper_ptr self, uint32_t ps, uint32_t node, const caf::error
   self->delayed_send(self, kRebuildRetry, keeper_rebuild_atom_v, ps);
 }
 
+// The new backup spawned on `node`: the primary gets it and sends it its
+// state; from then on the keeper watches it.
+void give_backup(keeper_ptr self, uint32_t ps, uint32_t node, ps_shard_actor primary, ps_shard_actor backup,
+                 clock_type::time_point started) {
+  pb::Replicate req;
+  req.set_backup_node(node);
+  self->request(primary, std::chrono::seconds(30), req, caf::actor_cast<caf::strong_actor_ptr>(backup))
+      .then(
+          [=](const pb::Replicated&) {
+            auto& st = self->state;
+            st.rebuilding.erase(ps);
+            st.rebuild_logged.erase(ps);
+            st.rebuild_since.erase(ps);
+            if (st.l.shards[ps] != primary) return;  // lost meanwhile: its own recovery rebuilds
+            watch_backup(self, ps, backup);
+            st.backup_nodes[ps] = node;
+            spdlog::warn(
+                "coordinator: ps:{} has a new backup on {} (spawned, given the shard's state, in step in "
+                "{:.2f} s)",
+                ps, st.l.spec.nodes[node].address(),
+                std::chrono::duration<double>(self->clock().now() - started).count());
+          },
+          [=](caf::error& err) { rebuild_later(self, ps, node, err); });
+}
+
 // ps_replicas = 2: a shard served without a backup gets a new one, spawned
 // on rebuild_node and given the primary's whole state by the primary.
 void rebuild_backup(keeper_ptr self, uint32_t ps) {
@@ -236,37 +261,15 @@ void rebuild_backup(keeper_ptr self, uint32_t ps) {
   const uint32_t node = rebuild_node(self, ps);
   const auto primary = st.l.shards[ps];
   const auto started = self->clock().now();
-  st.dial(self, node, [self, ps, node, primary, started](caf::expected<node_actor> n) {
+  st.dial(self, node, [=](caf::expected<node_actor> n) {
     if (!n) return rebuild_later(self, ps, node, n.error());
     pb::SpawnShard spawn;
     spawn.set_shard(ps);
     spawn.set_backup(true);
     *spawn.mutable_consistency() = self->state.l.consistency;
-    auto again = [self, ps, node](caf::error& err) { rebuild_later(self, ps, node, err); };
     self->request(*n, std::chrono::seconds(10), spawn)
-        .then(
-            [=](const ps_shard_actor& backup) {
-              pb::Replicate req;
-              req.set_backup_node(node);
-              self->request(primary, std::chrono::seconds(30), req, caf::actor_cast<caf::strong_actor_ptr>(backup))
-                  .then(
-                      [=](const pb::Replicated&) {
-                        auto& st = self->state;
-                        st.rebuilding.erase(ps);
-                        st.rebuild_logged.erase(ps);
-                        st.rebuild_since.erase(ps);
-                        if (st.l.shards[ps] != primary) return;  // lost meanwhile: its own recovery rebuilds
-                        watch_backup(self, ps, backup);
-                        st.backup_nodes[ps] = node;
-                        spdlog::warn(
-                            "coordinator: ps:{} has a new backup on {} (spawned, given the shard's state, in step "
-                            "in {:.2f} s)",
-                            ps, st.l.spec.nodes[node].address(),
-                            std::chrono::duration<double>(self->clock().now() - started).count());
-                      },
-                      again);
-            },
-            again);
+        .then([=](const ps_shard_actor& backup) { give_backup(self, ps, node, primary, backup, started); },
+              [=](caf::error& err) { rebuild_later(self, ps, node, err); });
   });
 }
 
