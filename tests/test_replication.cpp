@@ -48,6 +48,50 @@ pb::ShardStats stats(cluster_client& coord, const ps_shard_actor& shard) {
 
 }  // namespace
 
+// A backup's rules, in one process (a scoped actor plays its primary, the
+// fixture's `self` its node): it serves the primary that introduced itself
+// with its state and nobody else, only its node promotes it, and once its
+// primary has dropped it (it missed changes) it is never promoted.
+BOOST_FIXTURE_TEST_CASE(a_backup_serves_its_primary_only_and_a_dropped_one_is_never_promoted, shard_system) {
+  const shard_options as_backup{0, pb::Consistency{}, 0, peers, self->address(), true, nullptr};
+  shard_core state(0, pb::Consistency{}, 0);
+  pb::CreateVariables create;
+  *create.add_variables() = variable_spec("w", {4});
+  BOOST_REQUIRE(state.create(create));
+  pb::Replicate hello;
+  *hello.mutable_state() = state.snapshot();
+  caf::scoped_actor primary{sys}, stranger{sys};
+  auto introduce = [&](caf::scoped_actor& from, const ps_shard_actor& to) {
+    return request_now<pb::Replicated>(from, to, 10s, hello, caf::actor_cast<caf::strong_actor_ptr>(from));
+  };
+  const auto grad = push(0, 0, {slice("w", {1, 2, 3, 4})});
+  auto backup = spawn_ps_shard(sys, as_backup);
+  BOOST_CHECK(call<pb::PushAck>(primary, backup, grad).error() == errc::stale_routing);  // not introduced yet
+  BOOST_REQUIRE(introduce(primary, backup));
+  BOOST_CHECK(introduce(stranger, backup).error() == errc::forbidden);  // one primary, its own
+  auto ack = call<pb::PushAck>(primary, backup, grad);
+  BOOST_REQUIRE_MESSAGE(ack, (ack ? "" : why(ack.error())));
+  BOOST_TEST(ack->applied() == 1u);
+  BOOST_CHECK(call<pb::PushAck>(stranger, backup, grad).error() == errc::stale_routing);
+  pb::Promote promote;
+  promote.set_routing_version(5);
+  BOOST_CHECK(call<pb::ShardStats>(stranger, backup, promote).error() == errc::forbidden);  // only its node
+  auto promoted = call<pb::ShardStats>(self, backup, promote);
+  BOOST_REQUIRE_MESSAGE(promoted, (promoted ? "" : why(promoted.error())));
+  BOOST_TEST(!promoted->backup());
+  BOOST_TEST(promoted->routing_version() == 5u);
+  BOOST_TEST(promoted->pushes_applied() == 1u);
+  BOOST_TEST(call<pb::PushAck>(stranger, backup, grad)->duplicates() == 1u);  // a primary now: anyone's, once
+  // Dropped by its primary: it has missed changes, and stays a backup.
+  auto dropped = spawn_ps_shard(sys, as_backup);
+  BOOST_REQUIRE(introduce(primary, dropped));
+  primary->send(dropped, pb::ReplicaDropped{});
+  auto refused = call<pb::ShardStats>(self, dropped, promote);
+  BOOST_REQUIRE(!refused);
+  BOOST_CHECK_MESSAGE(refused.error() == errc::stale_routing, why(refused.error()));
+  for (auto& s : {backup, dropped}) stop(s);
+}
+
 BOOST_AUTO_TEST_CASE(killed_primaries_lose_no_acknowledged_push_and_apply_none_twice) {
   local_cluster cluster({"coordinator", "ps", "ps", "worker"});
   cluster.start("ps:0");
