@@ -89,6 +89,23 @@ BOOST_AUTO_TEST_CASE(protobuf_codec_round_trip_and_malformed_bytes) {
   BOOST_REQUIRE(!source(back));
   BOOST_TEST(back.SerializeAsString() == status.SerializeAsString());
   BOOST_TEST(back.tasks(0).index() == 3u);
+  // Written in place, the bytes are those of the serialized string.
+  std::vector<char> as_string;
+  caf::binary_serializer string_sink{sys, as_string};
+  auto bytes = status.SerializeAsString();
+  BOOST_REQUIRE(!string_sink(bytes));
+  BOOST_TEST((buf == as_string));
+  // Written over the middle of a buffer (not appended): the same bytes.
+  std::vector<char> over(as_string.size() + 8, 'x');
+  caf::binary_serializer over_sink{sys, over};
+  over_sink.seek(4);
+  BOOST_REQUIRE(!over_sink(status));
+  BOOST_TEST((std::vector<char>(over.begin() + 4, over.begin() + 4 + long(buf.size())) == buf));
+  // A block cut short fails to load.
+  std::vector<char> cut(buf.begin(), buf.end() - 2);
+  pb::NodeStatus short_read;
+  caf::binary_deserializer cut_source{sys, cut};
+  BOOST_TEST(static_cast<bool>(cut_source(short_read)));
   // A length-prefixed byte block that is not a valid NodeStatus (field 1
   // with wire type 7 does not exist) must fail to load, not crash.
   std::string garbage = "\x0f\xff\xff\xff";
