@@ -34,7 +34,7 @@ inline caf::error save_proto(caf::serializer& f, const google::protobuf::Message
   if (sink != nullptr && sink->buf().size() > before && size > 0) {
     auto& buf = sink->buf();
     const size_t at = buf.size();
-    sink->skip(size);  // appends: the prefix was written at the end
+    sink->skip(size);  // the buffer grew: the write position is its end
     x.SerializeWithCachedSizesToArray(reinterpret_cast<uint8_t*>(buf.data() + at));
   } else if (size > 0) {
     std::string bytes = x.SerializeAsString();
