@@ -91,7 +91,8 @@ int main(int argc, char** argv) {  // NOLINT(bugprone-exception-escape)
   uint64_t chaos_seed = 1;
   bool plan_only = false;
   chaos->add_option("job", chaos_job, "job file with [[faults]]")->required();
-  chaos->add_option("--seed", chaos_seed, "draws the fault times (the same seed, the same plan)");
+  chaos->add_option("--seed", chaos_seed,
+                    "draws the fault times and the messages each fault picks (the same seed, the same plan)");
   chaos->add_option("--log", log_path, "file the nodes' logs are appended to");
   chaos->add_flag("--plan-only", plan_only, "print the plan and exit");
   chaos->add_flag("--netns", netns, "run each host in its own network namespace (partitions cut every packet)");

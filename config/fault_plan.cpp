@@ -115,7 +115,7 @@ caf::expected<std::vector<fault>> parse_faults(std::string_view text, std::strin
 }
 
 std::vector<planned_fault> plan_faults(const std::vector<fault>& faults, uint64_t seed) {
-  std::mt19937_64 gen(seed);
+  std::mt19937_64 gen(seed), seeds(~seed);  // the times; each message fault's own draws
   auto draw = [&](double lo, double hi) { return lo == hi ? lo : std::uniform_real_distribution<double>(lo, hi)(gen); };
   std::vector<planned_fault> out;
   for (auto& f : faults) {
@@ -123,6 +123,7 @@ std::vector<planned_fault> plan_faults(const std::vector<fault>& faults, uint64_
         f.what,    f.task, f.peer, f.datasets, f.fraction, f.replies, f.packets, f.delay_ms, draw(f.at_lo, f.at_hi),
         f.at_step, 0};
     p.duration = draw(f.duration_lo, f.duration_hi);
+    p.seed = seeds();
     out.push_back(p);
   }
   std::stable_sort(out.begin(), out.end(),

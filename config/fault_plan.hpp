@@ -104,6 +104,7 @@ struct planned_fault {
   double at = 0;  // seconds (when at_step < 0)
   int64_t at_step = -1;
   double duration = 0;  // pause, drop
+  uint64_t seed = 0;    // drop, duplicate, reorder: seeds which requests it picks
 };
 
 /// The [[faults]] of a job file's text; every task must be one of `spec`'s.

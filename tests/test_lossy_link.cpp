@@ -2,9 +2,12 @@
 // CAF's test coordinator: in front of a fake shard that counts what it
 // gets, a lost request never reaches it, a lost answer is handled and
 // dropped, a duplicate reaches it twice with one answer, a delayed one
-// waits its delay, and after the fault everything passes.
+// waits its delay, and after the fault everything passes; a fault's seed
+// decides which requests it loses.
 #define BOOST_TEST_MODULE lossy_link
 #include <boost/test/unit_test.hpp>
+
+#include <algorithm>
 
 #include "actors/net/lossy_link.hpp"
 #include "tests/actor_test.hpp"
@@ -90,4 +93,29 @@ BOOST_FIXTURE_TEST_CASE(a_delayed_request_waits_then_passes_and_the_fault_ends, 
   sched.run();
   BOOST_REQUIRE(after->reply && *after->reply);
   BOOST_TEST(handled() == 2);
+}
+
+// Which requests a fault loses is drawn from its seed (actorps chaos
+// --seed): the same seed loses the same ones, another seed others.
+BOOST_FIXTURE_TEST_CASE(a_faults_seed_decides_which_requests_it_loses, link_fixture) {
+  auto fates = [&](uint64_t seed) {
+    pb::InjectFault fault;
+    fault.set_drop(0.5);
+    fault.set_seed(seed);
+    fault.set_duration_ms(1000);
+    auto link = spawn_lossy_link(sys(), shard, fault, "coordinator", "ps:0");
+    sched.run();
+    std::vector<bool> answered;
+    for (int i = 0; i < 24; ++i) {
+      auto got = ask<pb::ShardStats>(sys(), link, pb::ShardStatsRequest{});
+      sched.run();
+      answered.push_back(bool(got->reply));
+    }
+    return answered;
+  };
+  const auto first = fates(7);
+  BOOST_TEST(std::count(first.begin(), first.end(), true) > 0);
+  BOOST_TEST(std::count(first.begin(), first.end(), false) > 0);
+  BOOST_TEST((fates(7) == first));
+  BOOST_TEST((fates(8) != first));
 }

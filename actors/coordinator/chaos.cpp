@@ -109,6 +109,7 @@ void inject(chaos_ptr self, planned_fault f, int attempt) {
   req.set_replies(f.replies);
   req.set_delay_ms(f.delay_ms);
   req.set_duration_ms(uint32_t(f.duration * 1000));
+  req.set_seed(f.seed);
   auto& spec = self->state.spec;
   const bool coordinators = req.peer() == pb::InjectFault::COORDINATOR || req.peer() == pb::InjectFault::COORDINATOR_PS;
   const auto* node = spec.node_of(coordinators ? task_id{pb::COORDINATOR, 0} : task_id{pb::WORKER, req.worker()});

@@ -16,6 +16,7 @@ void fault_injector::inject(uint32_t peer, const pb::InjectFault& req, const std
   f.delay = std::chrono::milliseconds(req.delay_ms());
   f.until = clock_.now() + std::chrono::milliseconds(req.duration_ms());
   f.done.replies = req.replies();
+  f.gen.seed(req.seed());
   faults_[peer] = f;
   trace::event mark;
   mark.name = "fault injected", mark.cat = "fault", mark.ph = 'i', mark.tid = trace::faults;
@@ -51,16 +52,16 @@ fault_injector::act fault_injector::decide(uint32_t peer) {
   if (!on(peer)) return act::send;
   auto& f = faults_[peer];
   ++f.done.sent;
-  if (draw(f.drop)) {
+  if (draw(f, f.drop)) {
     ++f.done.lost;
     return f.done.replies ? act::lose_reply : act::lose_request;
   }
-  if (draw(f.duplicate)) {
+  if (draw(f, f.duplicate)) {
     ++f.done.duplicated;
     return act::duplicate;
   }
   if (f.reorder > 0) {
-    if (!draw(f.reorder)) return act::send;
+    if (!draw(f, f.reorder)) return act::send;
     ++f.done.reordered;
     return act::delay;
   }

@@ -44,8 +44,9 @@ class fault_injector {
   /// was): requests to `peer` are lost (req.replies: their replies are)
   /// with probability req.drop(), delivered twice with req.duplicate(),
   /// held back req.delay_ms() with req.reorder() (without reordering: all
-  /// the others). Logged, as "<who>: losing ... of <what> ...", and
-  /// summarized when it ends.
+  /// the others). Which requests it picks is drawn from req.seed(): the nth
+  /// request under a fault of the same seed fares the same in every run.
+  /// Logged, as "<who>: losing ... of <what> ...", and summarized when it ends.
   void inject(uint32_t peer, const pb::InjectFault& req, const std::string& who, const std::string& what);
 
   /// Whether a fault on `peer` lasts now.
@@ -98,14 +99,14 @@ class fault_injector {
     std::chrono::milliseconds delay{0};
     time_point until;
     counts done;
+    std::mt19937_64 gen;  // its own draws, from req.seed()
   };
-  bool draw(double p) { return p > 0 && std::bernoulli_distribution(p)(gen_); }
+  static bool draw(fault& f, double p) { return p > 0 && std::bernoulli_distribution(p)(f.gen); }
 
   caf::actor_clock& clock_;
   after_fn after_;
   trace::recorder& trace_;
   std::map<uint32_t, fault> faults_;  // by peer
-  std::mt19937 gen_{7};
 };
 
 }  // namespace actorps
