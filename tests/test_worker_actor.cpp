@@ -86,7 +86,7 @@ struct worker_fixture : deterministic_system {
     return caf::actor_cast<caf::abstract_actor*>(worker)->getf(caf::abstract_actor::is_terminated_flag);
   }
 
-  explicit worker_fixture(bool pull_ahead) {
+  explicit worker_fixture(bool pull_ahead, uint32_t request_timeout_ms = 0) {
     auto model = parse_model_toml(
         "[model]\ninput = [1, 1, 4]\nloss = \"softmax_xent\"\n"
         "[[model.layers]]\ntype = \"dense\"\nunits = 2\n",
@@ -102,6 +102,7 @@ struct worker_fixture : deterministic_system {
     *spec.mutable_model() = train::to_proto(*model);
     for (auto& v : vars) *spec.add_variables() = train::to_proto(v);
     spec.set_pull_ahead(pull_ahead);
+    spec.set_request_timeout_ms(request_timeout_ms);
     auto cluster = topology({"coordinator", "worker"});  // no PS node to greet: the shard is local
     auto w = spawn_worker(sys(), spec, {caf::actor_cast<ps_shard_actor>(shard)}, cluster, peers, {node.address()});
     BOOST_REQUIRE_MESSAGE(w, (w ? "" : describe(w.error())));
@@ -139,6 +140,10 @@ struct without_pull_ahead : worker_fixture {
   without_pull_ahead() : worker_fixture(false) {}
 };
 
+struct with_a_deadline : worker_fixture {
+  with_a_deadline() : worker_fixture(false, 1000) {}
+};
+
 using log_t = std::vector<std::string>;
 
 }  // namespace
@@ -169,6 +174,37 @@ BOOST_FIXTURE_TEST_CASE(without_pull_ahead_each_step_pulls_after_the_last_push, 
   BOOST_TEST(log() == log_t{"pull 0"});
   release();
   BOOST_TEST(log() == (log_t{"pull 0", "push 0", "pull 1"}));
+  release();
+  BOOST_TEST(log() == (log_t{"pull 0", "push 0", "pull 1", "push 1"}));
+  BOOST_REQUIRE(done->reply && *done->reply);
+  BOOST_TEST((*done->reply)->results(0).values(3).integer() == 2);
+}
+
+// The transport's own deadlines (no CAF request timeouts): a pull the
+// shard holds fails the batch once its deadline has passed (swept every
+// quarter of it), not before; the late answer changes nothing.
+BOOST_FIXTURE_TEST_CASE(an_unanswered_pull_fails_the_batch_past_its_deadline, with_a_deadline) {
+  auto done = train(1);
+  sched.run();
+  BOOST_TEST(log() == log_t{"pull 0"});
+  sched.advance_time(std::chrono::milliseconds(750));
+  sched.run();
+  BOOST_TEST(!done->reply);  // within the deadline
+  sched.advance_time(std::chrono::milliseconds(500));
+  sched.run();
+  BOOST_REQUIRE(done->reply);
+  BOOST_REQUIRE(!*done->reply);
+  BOOST_TEST((done->reply->error() == caf::sec::request_timeout), describe(done->reply->error()));
+  release();  // the answer, too late: no push follows
+  BOOST_TEST(log() == log_t{"pull 0"});
+}
+
+BOOST_FIXTURE_TEST_CASE(answered_in_time_a_step_runs_under_a_deadline, with_a_deadline) {
+  auto done = train(2);
+  sched.run();
+  sched.advance_time(std::chrono::milliseconds(900));
+  release();
+  sched.advance_time(std::chrono::milliseconds(900));  // each pull has its own deadline
   release();
   BOOST_TEST(log() == (log_t{"pull 0", "push 0", "pull 1", "push 1"}));
   BOOST_REQUIRE(done->reply && *done->reply);

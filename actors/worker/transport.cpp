@@ -9,7 +9,8 @@
 
 namespace actorps {
 
-transport::transport(actor_ptr self, uint32_t worker, shard_list shards, caf::duration deadline)
+transport::transport(actor_ptr self, uint32_t worker, shard_list shards,
+                     std::optional<std::chrono::milliseconds> deadline)
     : self_(self),
       worker_(worker),
       shards_(std::move(shards)),
@@ -23,6 +24,26 @@ void transport::after(std::chrono::milliseconds delay, std::function<void()> fn)
 }
 
 void transport::on_timer(uint64_t id) { timers_.fire(id); }
+
+uint64_t transport::watch(fail_fn fail) {
+  const uint64_t id = next_open_++;
+  open_.emplace(id, open_request{self_->clock().now() + *deadline_, std::move(fail)});
+  if (!std::exchange(sweeping_, true)) after(*deadline_ / 4, [this] { sweep(); });
+  return id;
+}
+
+bool transport::settle(uint64_t id) { return open_.erase(id) > 0; }
+
+void transport::sweep() {
+  const auto now = self_->clock().now();
+  while (!open_.empty() && open_.begin()->second.due <= now) {  // sent in order: due in order
+    auto fail = std::move(open_.begin()->second.fail);
+    open_.erase(open_.begin());
+    fail(caf::make_error(caf::sec::request_timeout));
+  }
+  sweeping_ = !open_.empty();
+  if (sweeping_) after(*deadline_ / 4, [this] { sweep(); });
+}
 
 void transport::open_lane(const std::vector<int>& ps_tasks, const std::string& host, const pb::Welcome& welcome) {
   if (welcome.bulk_port() == 0 || ps_tasks.empty()) return;
@@ -40,8 +61,8 @@ void transport::bulk_push(int ps, pb::BulkRequest head, const float* grad, std::
                           fail_fn fail) {
   auto lane = lanes_.at(ps)->handle();
   if (!faults_.on(uint32_t(ps))) {
-    self_->request(lane, deadline_, bulk_push_req{std::move(head), grad})
-        .then([ok](pb::PushAck& a) { ok(a); }, [fail](caf::error& err) { fail(std::move(err)); });
+    request<pb::PushAck>(
+        lane, true, bulk_push_req{std::move(head), grad}, [ok](pb::PushAck& a) { ok(a); }, fail);
     return;
   }
   // Sent late or again, it would go after the worker rewrote `grad`: it goes from a copy.
@@ -49,8 +70,8 @@ void transport::bulk_push(int ps, pb::BulkRequest head, const float* grad, std::
   faults_.route(
       uint32_t(ps),
       [this, lane, head, copy](auto ok, auto fail) {
-        self_->request(lane, deadline_, bulk_push_req{head, copy->data()})
-            .then([ok, copy](pb::PushAck& a) { ok(a); }, [fail](caf::error& err) { fail(std::move(err)); });
+        request<pb::PushAck>(
+            lane, true, bulk_push_req{head, copy->data()}, [ok, copy](pb::PushAck& a) { ok(a); }, fail);
       },
       std::move(ok), std::move(fail));
 }
@@ -58,8 +79,8 @@ void transport::bulk_push(int ps, pb::BulkRequest head, const float* grad, std::
 void transport::bulk_pull(int ps, pb::BulkRequest head, float* out, std::function<void()> ok, fail_fn fail) {
   auto lane = lanes_.at(ps)->handle();
   if (!faults_.on(uint32_t(ps))) {
-    self_->request(lane, deadline_, bulk_pull_req{std::move(head), out})
-        .then([ok](bool) { ok(); }, [fail](caf::error& err) { fail(std::move(err)); });
+    request<bool>(
+        lane, true, bulk_pull_req{std::move(head), out}, [ok](bool) { ok(); }, fail);
     return;
   }
   // Each send reads into its own buffer: a lost or second reply never writes into `out`.
@@ -68,8 +89,8 @@ void transport::bulk_pull(int ps, pb::BulkRequest head, float* out, std::functio
       uint32_t(ps),
       [this, lane, head, count](auto ok, auto fail) {
         auto into = std::make_shared<std::vector<float>>(count);
-        self_->request(lane, deadline_, bulk_pull_req{head, into->data()})
-            .then([ok, into](bool) { ok(*into); }, [fail](caf::error& err) { fail(std::move(err)); });
+        request<bool>(
+            lane, true, bulk_pull_req{head, into->data()}, [ok, into](bool) { ok(*into); }, fail);
       },
       [out, ok](const std::vector<float>& values) {
         std::copy(values.begin(), values.end(), out);

@@ -2,7 +2,10 @@
 // dataset passes here. Requests to shards carry the worker's deadline (one
 // unanswered in time fails like a lost link: the batch fails, its closures
 // run again elsewhere, their steps applied once by closure key, and the
-// worker is respawned — so no copy of a push is kept for a resend).
+// worker is respawned — so no copy of a push is kept for a resend). The
+// transport keeps those deadlines itself, swept by one timer: a CAF
+// request timeout would wake CAF's clock thread twice per request (set and
+// cancel), a third of a training job's context switches.
 // Large dense ranges go over the PS node's bulk lane when it has one
 // (bulk_link.hpp), small and sparse ones over CAF. Injected faults plug in
 // here (actors/net/fault_injector.hpp) for both, and for the requests to
@@ -13,6 +16,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -29,18 +33,18 @@ class transport {
  public:
   using actor_ptr = worker_actor::pointer;
 
-  transport(actor_ptr self, uint32_t worker, shard_list shards, caf::duration deadline);
+  /// Requests to shards fail when unanswered after `deadline` (none: they wait).
+  transport(actor_ptr self, uint32_t worker, shard_list shards, std::optional<std::chrono::milliseconds> deadline);
 
   /// The fault injector's peer that stands for the worker's datasets (the
   /// others are PS tasks).
   static constexpr uint32_t kDatasets = ~uint32_t(0);
 
   /// A request to PS task `ps`; `ok` gets the reply (Reply&), `fail` any
-  /// error (caf::error). The callbacks travel as they are: no allocation
-  /// per request beyond CAF's own.
+  /// error (caf::error; sec::request_timeout past the deadline).
   template <class Reply, class Msg, class Ok, class Fail>
   void to_shard(int ps, Msg msg, Ok ok, Fail fail) {
-    send<Reply>(uint32_t(ps), shards_[size_t(ps)], deadline_, std::move(msg), std::move(ok), std::move(fail));
+    send<Reply>(uint32_t(ps), shards_[size_t(ps)], true, std::move(msg), std::move(ok), std::move(fail));
   }
 
   /// Opens the bulk lane a PS node announced in its Welcome, for its PS
@@ -62,7 +66,7 @@ class transport {
   /// fault_injector.hpp).
   template <class Reply, class Msg, class Ok, class Fail>
   void to_dataset(const dataset_actor& d, Msg msg, Ok ok, Fail fail) {
-    send<Reply>(kDatasets, d, caf::infinite, std::move(msg), std::move(ok), std::move(fail));
+    send<Reply>(kDatasets, d, false, std::move(msg), std::move(ok), std::move(fail));
   }
 
   /// Starts an injected fault on requests to one PS task (or, with
@@ -79,26 +83,52 @@ class transport {
  private:
   // A request over CAF to `to`, through the fault on `peer` while one lasts.
   template <class Reply, class To, class Msg, class Ok, class Fail>
-  void send(uint32_t peer, const To& to, caf::duration timeout, Msg msg, Ok ok, Fail fail) {
-    if (!faults_.on(peer)) {
-      self_->request(to, timeout, std::move(msg))
+  void send(uint32_t peer, const To& to, bool timed, Msg msg, Ok ok, Fail fail) {
+    if (!faults_.on(peer)) return request<Reply>(to, timed, std::move(msg), std::move(ok), std::move(fail));
+    auto m = std::make_shared<const Msg>(std::move(msg));
+    faults_.route(
+        peer, [this, to, timed, m](auto ok, auto fail) { request<Reply>(to, timed, *m, ok, fail); }, std::move(ok),
+        std::move(fail));
+  }
+
+  // One request; `timed`: under the worker's deadline, if it has one.
+  template <class Reply, class To, class Msg, class Ok, class Fail>
+  void request(const To& to, bool timed, Msg msg, Ok ok, Fail fail) {
+    if (!timed || !deadline_) {
+      self_->request(to, caf::infinite, std::move(msg))
           .then([ok](Reply& r) { ok(r); }, [fail](caf::error& err) { fail(std::move(err)); });
       return;
     }
-    auto m = std::make_shared<const Msg>(std::move(msg));
-    faults_.route(
-        peer,
-        [this, to, timeout, m](auto ok, auto fail) {
-          self_->request(to, timeout, *m)
-              .then([ok](Reply& r) { ok(r); }, [fail](caf::error& err) { fail(std::move(err)); });
-        },
-        std::move(ok), std::move(fail));
+    const uint64_t id = watch(fail);
+    self_->request(to, caf::infinite, std::move(msg))
+        .then(
+            [this, id, ok](Reply& r) {
+              if (settle(id)) ok(r);
+            },
+            [this, id, fail](caf::error& err) {
+              if (settle(id)) fail(std::move(err));
+            });
   }
+
+  // The deadlines of the open requests: `watch` opens one (its `fail` gets
+  // sec::request_timeout when it passes), `settle` closes it when its
+  // answer comes (false: too late, already failed); `sweep` fails those
+  // past their deadline, every deadline / 4 while any is open.
+  uint64_t watch(fail_fn fail);
+  bool settle(uint64_t id);
+  void sweep();
 
   actor_ptr self_;
   uint32_t worker_;
   shard_list shards_;
-  caf::duration deadline_;
+  std::optional<std::chrono::milliseconds> deadline_;  // none: requests wait for their answer
+  struct open_request {
+    caf::actor_clock::time_point due;
+    fail_fn fail;
+  };
+  std::map<uint64_t, open_request> open_;  // by id, in the order sent
+  uint64_t next_open_ = 0;
+  bool sweeping_ = false;
   timer_table timers_;
   fault_injector faults_;
   std::map<int, std::shared_ptr<bulk_link>> lanes_;  // by PS task; one link per PS node

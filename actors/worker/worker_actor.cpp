@@ -322,9 +322,8 @@ worker_actor::behavior_type worker_behavior(worker_ptr self, pb::SpawnWorker spe
   st.model = std::make_unique<kernels::device_model>(train::from_proto(spec.model()), std::move(devices));
   std::vector<sharded_variable> vars;
   for (auto& v : spec.variables()) vars.push_back(train::from_proto(v));
-  const auto deadline = spec.request_timeout_ms() > 0
-                            ? caf::duration{std::chrono::milliseconds(spec.request_timeout_ms())}
-                            : caf::duration{caf::infinite};
+  std::optional<std::chrono::milliseconds> deadline;
+  if (spec.request_timeout_ms() > 0) deadline = std::chrono::milliseconds(spec.request_timeout_ms());
   // A shard whose link died answers nothing more (its requests would wait
   // for their deadlines): stop, and the proxy re-runs this worker's closures
   // elsewhere and respawns it, dialing the PS nodes afresh.
