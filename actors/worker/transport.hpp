@@ -94,19 +94,15 @@ class transport {
   // One request; `timed`: under the worker's deadline, if it has one.
   template <class Reply, class To, class Msg, class Ok, class Fail>
   void request(const To& to, bool timed, Msg msg, Ok ok, Fail fail) {
-    if (!timed || !deadline_) {
-      self_->request(to, caf::infinite, std::move(msg))
-          .then([ok](Reply& r) { ok(r); }, [fail](caf::error& err) { fail(std::move(err)); });
-      return;
-    }
-    const uint64_t id = watch(fail);
+    const bool watched = timed && deadline_;
+    const uint64_t id = watched ? watch(fail) : 0;
     self_->request(to, caf::infinite, std::move(msg))
         .then(
-            [this, id, ok](Reply& r) {
-              if (settle(id)) ok(r);
+            [this, watched, id, ok](Reply& r) {
+              if (!watched || settle(id)) ok(r);
             },
-            [this, id, fail](caf::error& err) {
-              if (settle(id)) fail(std::move(err));
+            [this, watched, id, fail](caf::error& err) {
+              if (!watched || settle(id)) fail(std::move(err));
             });
   }
 
