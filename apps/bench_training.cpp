@@ -1,7 +1,8 @@
 // `actorps bench training`: samples/s of a job's distributed training (its
 // topology's node processes on this machine, this process coordinating, one
 // step per closure) beside single-process training of the same model on the
-// same data with the same kernels and optimizer, in the same run.
+// same data with the same kernels and optimizer, in the same run, its
+// repetitions alternating with the first cluster's.
 #include <algorithm>
 #include <condition_variable>
 #include <functional>
