@@ -206,10 +206,24 @@ const sparse_rows& sequential_model::sparse_gradient(size_t param) const {
   return plan_->sparse[param];
 }
 
+// Training and evaluation run at different batch sizes (and an epoch's last
+// batch is short): a plan is kept per size, so switching never reallocates
+// and zero-fills the buffers again. The least recently used goes past the cap.
 void sequential_model::ensure_plan(int batch) {
   if (plan_ && plan_->batch == batch) return;
-  plan_ = std::make_unique<plan>();
-  auto& p = *plan_;
+  auto found = std::find_if(plans_.begin(), plans_.end(), [&](auto& q) { return q->batch == batch; });
+  if (found == plans_.end()) {
+    if (plans_.size() == max_plans) plans_.erase(plans_.begin());
+    plans_.push_back(build_plan(batch));
+  } else {
+    std::rotate(found, found + 1, plans_.end());
+  }
+  plan_ = plans_.back().get();
+}
+
+std::unique_ptr<sequential_model::plan> sequential_model::build_plan(int batch) const {
+  auto built = std::make_unique<plan>();
+  auto& p = *built;
   const device where = ops_.where;
   p.batch = batch;
   p.sparse.resize(params_.size());
@@ -246,6 +260,7 @@ void sequential_model::ensure_plan(int batch) {
     d = out;
   }
   if (where == device::host) p.cols = tensor({cols}, where);  // the CUDA table keeps its own workspace
+  return built;
 }
 
 step_result sequential_model::forward(const batch_view& batch, const std::vector<const float*>& params) {

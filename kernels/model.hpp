@@ -128,12 +128,15 @@ class sequential_model {
  private:
   struct plan;
   void ensure_plan(int batch);
+  std::unique_ptr<plan> build_plan(int batch) const;
   step_result forward(const batch_view& batch, const std::vector<const float*>& params);
 
   model_spec spec_;
   const ops_table& ops_;
   std::vector<param_info> params_;
-  std::unique_ptr<plan> plan_;
+  static constexpr size_t max_plans = 4;      // training, its short last batch, evaluation, one spare
+  std::vector<std::unique_ptr<plan>> plans_;  // least recently used first
+  plan* plan_ = nullptr;                      // the current one: plans_.back()
 };
 
 }  // namespace actorps::kernels
