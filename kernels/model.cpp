@@ -164,6 +164,15 @@ sequential_model::sequential_model(model_spec spec, const ops_table& ops) : spec
     }
     d = output_of(l, d);
   }
+  // max(relu(x)) = relu(max(x)), and their gradients agree too (a window
+  // whose best input is <= 0 passes no gradient either way): a relu before a
+  // max pool runs on the pooled output, on a quarter of the elements or less.
+  for (size_t i = 0; i < spec_.layers.size(); ++i) {
+    const bool pooled_next = i + 1 < spec_.layers.size() && spec_.layers[i + 1].kind == layer_kind::maxpool2d;
+    const bool pooled_relu =
+        i > 0 && spec_.layers[i].kind == layer_kind::maxpool2d && spec_.layers[i - 1].act == activation::relu;
+    relu_after_.push_back((spec_.layers[i].act == activation::relu && !pooled_next) || pooled_relu);
+  }
 }
 
 sequential_model::~sequential_model() = default;
@@ -303,7 +312,7 @@ step_result sequential_model::forward(const batch_view& batch, const std::vector
         param += 1;
         break;
     }
-    if (l.act == activation::relu) ops_.relu_forward(n * p.shapes[i + 1].size(), out);
+    if (relu_after_[i]) ops_.relu_forward(n * p.shapes[i + 1].size(), out);
   }
   step_result r;
   if (spec_.loss == loss_kind::softmax_xent)
@@ -329,7 +338,7 @@ step_result sequential_model::train_step(const batch_view& batch, const std::vec
     float* dout = p.grad[i + 1];
     float* din = i == 0 ? nullptr : p.grad[i];  // no gradient w.r.t. the input batch
     auto d = p.shapes[i];
-    if (l.act == activation::relu) ops_.relu_backward(n * p.shapes[i + 1].size(), p.act[i + 1], dout);
+    if (relu_after_[i]) ops_.relu_backward(n * p.shapes[i + 1].size(), p.act[i + 1], dout);
     switch (l.kind) {
       case layer_kind::conv2d: {
         param -= 2;
