@@ -167,12 +167,10 @@ sequential_model::sequential_model(model_spec spec, const ops_table& ops) : spec
   // max(relu(x)) = relu(max(x)), and their gradients agree too (a window
   // whose best input is <= 0 passes no gradient either way): a relu before a
   // max pool runs on the pooled output, on a quarter of the elements or less.
-  for (size_t i = 0; i < spec_.layers.size(); ++i) {
-    const bool pooled_next = i + 1 < spec_.layers.size() && spec_.layers[i + 1].kind == layer_kind::maxpool2d;
-    const bool pooled_relu =
-        i > 0 && spec_.layers[i].kind == layer_kind::maxpool2d && spec_.layers[i - 1].act == activation::relu;
-    relu_after_.push_back((spec_.layers[i].act == activation::relu && !pooled_next) || pooled_relu);
-  }
+  for (auto& l : spec_.layers) relu_after_.push_back(l.act == activation::relu);
+  for (size_t i = 0; i + 1 < relu_after_.size(); ++i)
+    if (relu_after_[i] && spec_.layers[i + 1].kind == layer_kind::maxpool2d)
+      relu_after_[i] = false, relu_after_[i + 1] = true;
 }
 
 sequential_model::~sequential_model() = default;
@@ -210,24 +208,22 @@ host_parameters::host_parameters(std::vector<std::vector<float>> initial) : valu
 }
 
 const sparse_rows& sequential_model::sparse_gradient(size_t param) const {
-  if (!plan_ || param >= plan_->sparse.size() || !params_[param].sparse)
+  if (plans_.empty() || param >= plans_.back()->sparse.size() || !params_[param].sparse)
     throw std::logic_error("sparse_gradient: parameter " + std::to_string(param) + " has no sparse gradient yet");
-  return plan_->sparse[param];
+  return plans_.back()->sparse[param];
 }
 
 // Training and evaluation run at different batch sizes (and an epoch's last
 // batch is short): a plan is kept per size, so switching never reallocates
 // and zero-fills the buffers again. The least recently used goes past the cap.
 void sequential_model::ensure_plan(int batch) {
-  if (plan_ && plan_->batch == batch) return;
   auto found = std::find_if(plans_.begin(), plans_.end(), [&](auto& q) { return q->batch == batch; });
   if (found == plans_.end()) {
     if (plans_.size() == max_plans) plans_.erase(plans_.begin());
     plans_.push_back(build_plan(batch));
   } else {
-    std::rotate(found, found + 1, plans_.end());
+    std::rotate(found, found + 1, plans_.end());  // the current plan is plans_.back()
   }
-  plan_ = plans_.back().get();
 }
 
 std::unique_ptr<sequential_model::plan> sequential_model::build_plan(int batch) const {
@@ -274,7 +270,7 @@ std::unique_ptr<sequential_model::plan> sequential_model::build_plan(int batch) 
 
 step_result sequential_model::forward(const batch_view& batch, const std::vector<const float*>& params) {
   ensure_plan(batch.size);
-  auto& p = *plan_;
+  auto& p = *plans_.back();
   p.batch_in = batch;
   const int n = batch.size;
   if (spec_.takes_ids() && ops_.where == device::host) {  // device ids are the caller's to check
@@ -329,7 +325,7 @@ step_result sequential_model::evaluate(const batch_view& batch, const std::vecto
 step_result sequential_model::train_step(const batch_view& batch, const std::vector<const float*>& params,
                                          const std::vector<float*>& grads) {
   auto result = forward(batch, params);
-  auto& p = *plan_;
+  auto& p = *plans_.back();
   const int n = batch.size;
   size_t param = params_.size();
   for (size_t i = spec_.layers.size(); i-- > 0;) {

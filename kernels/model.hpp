@@ -136,8 +136,7 @@ class sequential_model {
   std::vector<param_info> params_;
   std::vector<bool> relu_after_;              // per layer: a relu on its output (moved past a following max pool)
   static constexpr size_t max_plans = 4;      // training, its short last batch, evaluation, one spare
-  std::vector<std::unique_ptr<plan>> plans_;  // least recently used first
-  plan* plan_ = nullptr;                      // the current one: plans_.back()
+  std::vector<std::unique_ptr<plan>> plans_;  // least recently used first; back() is the current one
 };
 
 }  // namespace actorps::kernels

@@ -87,7 +87,7 @@ BOOST_AUTO_TEST_CASE(conv2d_matches_reference) {
 BOOST_AUTO_TEST_CASE(maxpool_matches_reference) {
   for (auto* ops : fast_tables()) {
     for (auto s : {pool_shape{2, 26, 26, 32, 2}, pool_shape{3, 7, 5, 3, 2}, pool_shape{1, 9, 9, 2, 3},
-                   pool_shape{2, 4, 6, 11, 2}}) {
+                   pool_shape{2, 4, 6, 11, 2}, pool_shape{2, 5, 7, 11, 2}}) {
       BOOST_TEST_CONTEXT(ops->name << " pool h" << s.h << " w" << s.w << " c" << s.c << " p" << s.p) {
         const int64_t xs = int64_t(s.n) * s.h * s.w * s.c, ys = int64_t(s.n) * s.out_h() * s.out_w() * s.c;
         auto x = random_vector(xs, 5), dy = random_vector(ys, 6);

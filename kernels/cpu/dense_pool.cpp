@@ -90,11 +90,12 @@ ACTORPS_SIMD void maxpool_images(const pool_shape& s, const float* __restrict x,
       }
 }
 
-// When the windows tile the image, each input lies in exactly one window:
-// writing every window's inputs (dy at its argmax, 0 elsewhere) fills image
-// n's dx in one pass, without zeroing it first. Channels in blocks of 8, as
-// the forward pass; the select is branchless (which input won is a coin toss).
-ACTORPS_SIMD void maxpool_backward_tiled(const pool_shape& s, const float* __restrict dy,
+// Windows are as wide as their stride, so each input lies in at most one:
+// writing every window's inputs (dy at its argmax, 0 elsewhere) and zeroing
+// the border no window covers fills image n's dx in one pass. Channels in
+// blocks of 8, as the forward pass; the select is branchless (which input
+// won is a coin toss).
+ACTORPS_SIMD void maxpool_backward_image(const pool_shape& s, const float* __restrict dy,
                                          const int32_t* __restrict argmax, float* __restrict dx, int n) {
   const int oh = s.out_h(), ow = s.out_w(), C = s.c, blocks = C / 8;
   const i8 lanes = {0, 1, 2, 3, 4, 5, 6, 7};
@@ -115,6 +116,10 @@ ACTORPS_SIMD void maxpool_backward_tiled(const pool_shape& s, const float* __res
           for (int c = blocks * 8; c < C; ++c) dx[at + c] = argmax[o + c] == at + c ? dy[o + c] : 0.0f;
         }
     }
+  float* image = dx + int64_t(n) * s.h * s.w * C;
+  const size_t right = sizeof(float) * size_t(s.w - ow * s.p) * C;  // the columns past the last window
+  for (int r = 0; r < oh * s.p && right > 0; ++r) std::memset(image + (int64_t(r) * s.w + ow * s.p) * C, 0, right);
+  std::memset(image + int64_t(oh) * s.p * s.w * C, 0, sizeof(float) * size_t(s.h - oh * s.p) * s.w * C);
 }
 
 }  // namespace
@@ -129,17 +134,8 @@ void maxpool_forward(const pool_shape& s, const float* x, float* y, int32_t* arg
 
 void maxpool_backward(const pool_shape& s, const float* dy, const int32_t* argmax, float* dx) {
   // An image's argmax indices point into that image: images are independent.
-  const int64_t in_image = int64_t(s.h) * s.w * s.c, out_image = int64_t(s.out_h()) * s.out_w() * s.c;
-  const bool tiled = s.h % s.p == 0 && s.w % s.p == 0;
 #pragma omp parallel for num_threads(threads())
-  for (int n = 0; n < s.n; ++n) {
-    if (tiled) {
-      maxpool_backward_tiled(s, dy, argmax, dx, n);
-      continue;
-    }
-    std::memset(dx + n * in_image, 0, sizeof(float) * size_t(in_image));
-    for (int64_t o = n * out_image; o < (n + 1) * out_image; ++o) dx[argmax[o]] += dy[o];
-  }
+  for (int n = 0; n < s.n; ++n) maxpool_backward_image(s, dy, argmax, dx, n);
 }
 
 }  // namespace actorps::kernels::cpu
