@@ -59,10 +59,7 @@ caf::expected<double> measure_torch(int batch, int threads, const kernels_bench_
   auto res = run_command({"/usr/bin/python3", opts.tools_dir + "/bench_torch.py", "--batch", std::to_string(batch),
                           "--threads", std::to_string(threads), "--iterations", std::to_string(opts.iterations),
                           "--repetitions", std::to_string(opts.repetitions)},
-                         std::chrono::minutes(10), {},
-                         {"LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp",
-                          "GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=1073741824",
-                          "OMP_NUM_THREADS=" + std::to_string(threads)});
+                         std::chrono::minutes(10), {}, torch_env(threads));
   if (!res) return res.error();
   auto pos = res->out.find("samples_per_s=");
   if (res->exit_code != 0 || pos == std::string::npos)
@@ -110,8 +107,8 @@ void print_cuda_rows(const kernels_bench_options& opts, double cpu_best) {
 }  // namespace
 
 int run_bench_kernels(const kernels_bench_options& opts) {
-  fmt::print("seed CNN forward+backward, samples/s (median of {} x {} steps); torch 1.13 with OpenBLAS\n",
-             opts.repetitions, opts.iterations);
+  fmt::print("seed CNN forward+backward, samples/s (median of {} x {} steps); both on OpenBLAS's {} kernels\n",
+             opts.repetitions, opts.iterations, kernels::blas_core());
   fmt::print("{:>6} {:>8} {:>12} {:>12} {:>14}\n", "batch", "threads", "actorps", "pytorch", "time vs torch");
   std::vector<std::string> targets;
   double cpu_best = 0;

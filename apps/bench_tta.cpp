@@ -152,10 +152,7 @@ caf::expected<run_result> torch_run(const tta_bench_options& opts, const torch_o
                         std::to_string(free_port()),
                         "--data",
                         opts.data_dir},
-                       std::chrono::minutes(30), log,
-                       {"LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp",
-                        "GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=1073741824",
-                        "OMP_NUM_THREADS=" + threads});
+                       std::chrono::minutes(30), log, torch_env(int(std::thread::hardware_concurrency())));
   if (!r) return r.error();
   run_result out;
   const std::regex line(R"(epoch \d+ seconds ([\d.]+) accuracy ([\d.]+) samples_per_s (\d+))");

@@ -1,16 +1,29 @@
-// Medians for the benchmarks (sockets and temporary directories: actors/launch/local_host.hpp).
+// Medians for the benchmarks, and PyTorch's environment beside us (sockets
+// and temporary directories: actors/launch/local_host.hpp).
 #pragma once
 
 #include <algorithm>
+#include <string>
 #include <vector>
 
 #include "actors/launch/local_host.hpp"
+#include "kernels/ops.hpp"
 
 namespace actorps {
 
 inline double median(std::vector<double> xs) {
   std::sort(xs.begin(), xs.end());
   return xs.empty() ? 0.0 : xs[xs.size() / 2];
+}
+
+/// The environment of a PyTorch peer with `threads` threads: Debian's
+/// python3-torch on the OpenBLAS we use, with the kernels we chose
+/// (kernels::blas_core), and malloc that keeps its large blocks, as ours.
+inline std::vector<std::string> torch_env(int threads) {
+  return {"LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp",
+          std::string("OPENBLAS_CORETYPE=") + kernels::blas_core(),
+          "GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=1073741824",
+          "OMP_NUM_THREADS=" + std::to_string(threads)};
 }
 
 }  // namespace actorps

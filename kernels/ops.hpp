@@ -194,4 +194,8 @@ const ops_table* cuda_ops();
 /// Threads the CPU table may use (OpenBLAS and OpenMP); 0 = all cores.
 void set_cpu_threads(int threads);
 
+/// The OpenBLAS kernels the CPU table's GEMMs run ("SkylakeX", "Haswell",
+/// ...; kernels/cpu/blas_core.cpp says how they are chosen).
+const char* blas_core();
+
 }  // namespace actorps::kernels

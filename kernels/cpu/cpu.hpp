@@ -28,4 +28,9 @@ void column_sums(int64_t rows, int cols, const float* a, float* out);
 /// calling thread's default and actors run on whichever thread is free.
 int threads();
 
+/// Makes OpenBLAS choose its kernels again by the CPU's features where it
+/// fell back to its generic ones (blas_core.cpp); true when it did. Run
+/// once, while the process starts (cpu/table.cpp).
+bool choose_blas_core();
+
 }  // namespace actorps::kernels::cpu

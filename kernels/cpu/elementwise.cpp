@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include "kernels/cpu/cpu.hpp"
+#include "kernels/cpu/denormals.hpp"
 #include "kernels/cpu/simd.hpp"
 #include "kernels/reference/reference.hpp"
 
@@ -49,6 +50,7 @@ namespace {
 
 ACTORPS_SIMD void apply_dense_range(optimizer_kind kind, const optimizer_params& p, int64_t count, float* param,
                                     float* const* slots, const float* grad) {
+  denormals_flushed flushed;
   reference::apply_dense(kind, p, count, param, slots, grad);
 }
 
@@ -71,8 +73,12 @@ void apply_dense(optimizer_kind kind, const optimizer_params& p, int64_t count, 
 
 void apply_sparse(optimizer_kind kind, const optimizer_params& p, int64_t rows, int dim, const int64_t* ids,
                   float* param, float* const* slots, const float* grad) {
-#pragma omp parallel for num_threads(threads()) schedule(static) if (rows * dim >= (int64_t(1) << 16))
-  for (int64_t r = 0; r < rows; ++r) apply_row(kind, p, r, dim, ids, param, slots, grad);
+#pragma omp parallel num_threads(threads()) if (rows * dim >= (int64_t(1) << 16))
+  {
+    denormals_flushed flushed;
+#pragma omp for schedule(static)
+    for (int64_t r = 0; r < rows; ++r) apply_row(kind, p, r, dim, ids, param, slots, grad);
+  }
 }
 
 void embedding_forward(const embedding_shape& s, const float* table, const int64_t* ids, float* y) {

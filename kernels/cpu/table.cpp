@@ -35,6 +35,9 @@ const ops_table& cpu_ops() {
 
 namespace {
 std::atomic<int> loop_threads{int(std::thread::hardware_concurrency())};
+// Before main: it changes the environment for a moment, which no other
+// thread may read meanwhile.
+const bool blas_core_chosen = cpu::choose_blas_core();
 }  // namespace
 
 int cpu::threads() { return loop_threads.load(std::memory_order_relaxed); }
