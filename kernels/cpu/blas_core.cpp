@@ -15,9 +15,10 @@
 
 extern "C" {
 // OpenBLAS's DYNAMIC_ARCH selection (driver/others/dynamic.c): quit forgets
-// the choice, init makes it again, reading OPENBLAS_CORETYPE first.
-void gotoblas_dynamic_init(void);
-void gotoblas_dynamic_quit(void);
+// the choice, init makes it again, reading OPENBLAS_CORETYPE first. Weak:
+// an OpenBLAS built for one CPU has neither, and then nothing is chosen.
+__attribute__((weak)) void gotoblas_dynamic_init(void);
+__attribute__((weak)) void gotoblas_dynamic_quit(void);
 }
 
 namespace actorps::kernels {
@@ -41,8 +42,8 @@ const char* core_for_features() {
 
 bool cpu::choose_blas_core() {
   const char* wanted = core_for_features();
-  if (wanted == nullptr || std::getenv("OPENBLAS_CORETYPE") != nullptr ||
-      std::strcmp(openblas_get_corename(), "Prescott") != 0)
+  if (wanted == nullptr || gotoblas_dynamic_init == nullptr || gotoblas_dynamic_quit == nullptr ||
+      std::getenv("OPENBLAS_CORETYPE") != nullptr || std::strcmp(openblas_get_corename(), "Prescott") != 0)
     return false;
   ::setenv("OPENBLAS_CORETYPE", wanted, 1);
   gotoblas_dynamic_quit();
