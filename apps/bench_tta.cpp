@@ -130,7 +130,7 @@ caf::expected<torch_optimizer> torch_optimizer_of(const job_spec& job) {
 caf::expected<run_result> torch_run(const tta_bench_options& opts, const torch_optimizer& optimizer,
                                     const std::string& mode, double lr, int seed, uint32_t epochs,
                                     const std::string& log) {
-  const auto threads = std::to_string(std::thread::hardware_concurrency());
+  const int threads = int(std::thread::hardware_concurrency());
   auto r = run_command({"/usr/bin/python3",
                         opts.tools_dir + "/torch_train.py",
                         mode,
@@ -147,12 +147,12 @@ caf::expected<run_result> torch_run(const tta_bench_options& opts, const torch_o
                         "--epochs",
                         std::to_string(epochs),
                         "--threads",
-                        threads,
+                        std::to_string(threads),
                         "--port",
                         std::to_string(free_port()),
                         "--data",
                         opts.data_dir},
-                       std::chrono::minutes(30), log, torch_env(int(std::thread::hardware_concurrency())));
+                       std::chrono::minutes(30), log, torch_env(threads));
   if (!r) return r.error();
   run_result out;
   const std::regex line(R"(epoch \d+ seconds ([\d.]+) accuracy ([\d.]+) samples_per_s (\d+))");
