@@ -135,7 +135,7 @@ int run_bench_training(const training_bench_options& opts) {
   if (!loaded) return fail(opts.job, loaded.error());
   if (!*loaded) return fail(opts.job, make_error(errc::invalid_argument, "not a job file (no [training])"));
   const job_spec& job = **loaded;
-  // The product's path (large tensors over the bulk lanes), its repetitions
+  // The product's path (dense tensors over the bulk lanes), its repetitions
   // alternating with single-process ones (the machine's speed drifts), then CAF only.
   auto single = single_process::create(job);
   if (!single) return fail("single-process training", single.error());
@@ -161,7 +161,7 @@ int run_bench_training(const training_bench_options& opts) {
              job.cluster.count(pb::WORKER), job.training.threads_per_worker, job.cluster.count(pb::PS),
              opts.repetitions, opts.steps);
   fmt::print("{:<64} {:>12}\n", "", "samples/s");
-  fmt::print("{:<64} {:>12.0f}\n", "actorps cluster, node processes here (dense >= 64 KiB over bulk lanes)", ours);
+  fmt::print("{:<64} {:>12.0f}\n", "actorps cluster, node processes here (dense tensors over bulk lanes)", ours);
   fmt::print("{:<64} {:>12.0f}\n", "actorps cluster, every tensor over CAF ([runtime] bulk_lane = false)",
              median(caf_only->front()));
   auto spread = [&](observed v) {  // the noise the overhead targets sit in

@@ -1,5 +1,6 @@
 // Tensors cross the wire as bytes fields of float32 values. Reading them
-// needs no copy when the bytes are aligned (heap strings are).
+// needs no copy when the bytes are aligned (heap strings are); writing one
+// copy.
 #pragma once
 
 #include <cstdint>
@@ -16,6 +17,12 @@ inline const float* float_view(const std::string& bytes, std::vector<float>& scr
   scratch.resize(bytes.size() / sizeof(float));
   std::memcpy(scratch.data(), bytes.data(), scratch.size() * sizeof(float));
   return scratch.data();
+}
+
+/// Sets a bytes field to floats[count] with one copy (protobuf 3.21's
+/// set_x(pointer, size) copies twice, through a temporary std::string).
+inline void assign_floats(std::string* field, const float* floats, int64_t count) {
+  field->assign(reinterpret_cast<const char*>(floats), size_t(count) * sizeof(float));
 }
 
 }  // namespace actorps

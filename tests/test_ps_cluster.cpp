@@ -22,6 +22,20 @@ namespace {
 
 std::string why(const caf::error& e) { return describe(e); }
 
+// A bulk request of one range.
+pb::BulkRequest one_range(uint32_t shard, uint32_t worker, int64_t step, const std::string& name, int64_t offset,
+                          int64_t count) {
+  pb::BulkRequest head;
+  head.set_shard(shard);
+  head.set_worker(worker);
+  head.set_step(step);
+  auto* r = head.add_ranges();
+  r->set_name(name);
+  r->set_offset(offset);
+  r->set_count(count);
+  return head;
+}
+
 constexpr int64_t kChunk = 48;  // bytes: forces every shard of w into several messages
 
 }  // namespace
@@ -221,6 +235,7 @@ BOOST_AUTO_TEST_CASE(bulk_lane_pushes_and_pulls_through_the_shard) {
   BOOST_REQUIRE(frames > 2u);
   pb::CreateVariables create;
   *create.add_variables() = variable_spec("big", {rows, cols}, pb::Optimizer::SGD, 0.5f);
+  *create.add_variables() = variable_spec("small", {3}, pb::Optimizer::SGD, 0.5f);
   BOOST_REQUIRE(call<pb::Created>(coord.self, *shard, create));
   // By host name, as a cluster spec gives it (Kubernetes: Service names).
   auto lane = bulk_client::connect("localhost", uint16_t(welcome.bulk_port()), welcome.bulk_token());
@@ -229,29 +244,44 @@ BOOST_AUTO_TEST_CASE(bulk_lane_pushes_and_pulls_through_the_shard) {
   for (int64_t i = 0; i < n; ++i) grad[size_t(i)] = float(i % 7);  // small integers: exact sums
   for (uint32_t worker = 0; worker < 2; ++worker)
     for (int step = 0; step < 2; ++step) {
-      auto ack = lane->push(0, worker, step, "big", 0, n, grad.data());
+      auto ack = lane->push(one_range(0, worker, step, "big", 0, n), {grad.data()});
       BOOST_REQUIRE_MESSAGE(ack, (ack ? "" : why(ack.error())));
       BOOST_TEST(ack->applied() == frames);
     }
-  auto retry = lane->push(0, 1, 1, "big", 0, n, grad.data());
+  auto retry = lane->push(one_range(0, 1, 1, "big", 0, n), {grad.data()});
   BOOST_TEST(retry->duplicates() == frames);
   std::vector<float> out(static_cast<size_t>(n), -1.0f);
-  auto pulled = lane->pull(0, 0, 0, "big", 0, n, out.data());
+  auto pulled = lane->pull(one_range(0, 0, 0, "big", 0, n), {out.data()});
   BOOST_REQUIRE_MESSAGE(!pulled, why(pulled));
   int64_t wrong = 0;
   for (int64_t i = 0; i < n; ++i) wrong += out[size_t(i)] != -0.5f * 4 * float(i % 7) ? 1 : 0;
   BOOST_TEST(wrong == 0);
+  // Several variables in one request, as a worker's step: the small one and
+  // the start of the big tail share a frame, the rest of the tail takes a second.
+  const int64_t tail = kBulkFrameBytes / 4 + 1000, from = n - tail;
+  auto both = one_range(0, 0, 7, "small", 0, 3);
+  *both.add_ranges() = one_range(0, 0, 7, "big", from, tail).ranges(0);
+  std::vector<float> small_grad{2, 4, 6};
+  auto ack = lane->push(both, {small_grad.data(), grad.data() + from});
+  BOOST_REQUIRE_MESSAGE(ack, (ack ? "" : why(ack.error())));
+  BOOST_TEST(ack->applied() == 3u);  // slices: small and big's first part, then big's second
+  std::vector<float> small_out(3), tail_out(static_cast<size_t>(tail));
+  BOOST_REQUIRE(!lane->pull(both, {small_out.data(), tail_out.data()}));
+  BOOST_TEST(small_out == (std::vector<float>{-1, -2, -3}));
+  for (int64_t i = 0; i < tail; ++i) wrong += tail_out[size_t(i)] != -0.5f * 5 * float((from + i) % 7) ? 1 : 0;
+  BOOST_TEST(wrong == 0);
+  BOOST_TEST(lane->pull(both, {small_out.data()}).code() == uint8_t(errc::invalid_argument));
   // Bad requests get the shard's typed errors; the lane stays usable.
-  auto unknown = lane->push(0, 0, 9, "nope", 0, 4, grad.data());
+  auto unknown = lane->push(one_range(0, 0, 9, "nope", 0, 4), {grad.data()});
   BOOST_REQUIRE(!unknown);
   BOOST_TEST(unknown.error().code() == uint8_t(errc::unknown_variable), why(unknown.error()));
-  auto beyond = lane->pull(0, 0, 0, "big", n - 2, 4, out.data());
+  auto beyond = lane->pull(one_range(0, 0, 0, "big", n - 2, 4), {out.data()});
   BOOST_REQUIRE(beyond);
   BOOST_TEST(why(beyond).find("4 elements at offset 5242998 outside its 5243000") != std::string::npos, why(beyond));
-  auto no_shard = lane->push(0 + 7, 0, 9, "big", 0, 4, grad.data());
+  auto no_shard = lane->push(one_range(0 + 7, 0, 9, "big", 0, 4), {grad.data()});
   BOOST_REQUIRE(!no_shard);
   BOOST_TEST(why(no_shard.error()).find("no shard ps:7") != std::string::npos);
-  BOOST_TEST(!lane->pull(0, 0, 0, "big", 0, 4, out.data()));  // still fine
+  BOOST_TEST(!lane->pull(one_range(0, 0, 0, "big", 0, 4), {out.data()}));  // still fine
   // A frame whose payload never completes: an error back, nothing applied.
   {
     int fd = connect_tcp(uint16_t(welcome.bulk_port()));
@@ -263,12 +293,8 @@ BOOST_AUTO_TEST_CASE(bulk_lane_pushes_and_pulls_through_the_shard) {
     };
     pb::BulkHello h;
     h.set_token(welcome.bulk_token());
-    pb::BulkRequest req;
+    auto req = one_range(0, 1, 50, "big", 0, 100);
     req.set_kind(pb::BulkRequest::PUSH);
-    req.set_name("big");
-    req.set_worker(1);
-    req.set_step(50);
-    req.set_count(100);
     req.set_payload_bytes(400);
     auto bytes = frame(h) + frame(req) + std::string(100, '\x01');  // 100 of 400 payload bytes
     BOOST_REQUIRE(write_full(fd, bytes.data(), bytes.size()));
@@ -281,13 +307,13 @@ BOOST_AUTO_TEST_CASE(bulk_lane_pushes_and_pulls_through_the_shard) {
     BOOST_TEST(reply.code() == uint32_t(errc::bad_tensor));
     BOOST_TEST(reply.error().find("incomplete") != std::string::npos, reply.error());
     ::close(fd);
-    BOOST_TEST(!lane->pull(0, 0, 0, "big", 0, n, out.data()));
+    BOOST_TEST(!lane->pull(one_range(0, 0, 0, "big", 0, n), {out.data()}));
     BOOST_TEST(out[1] == -0.5f * 4 * 1.0f);  // unchanged
   }
   // Without the node's token, nothing is served.
   auto intruder = bulk_client::connect("127.0.0.1", uint16_t(welcome.bulk_port()), "guess");
   BOOST_REQUIRE(intruder);
-  BOOST_TEST(!intruder->push(0, 0, 0, "big", 0, 4, grad.data()));
+  BOOST_TEST(!intruder->push(one_range(0, 0, 0, "big", 0, 4), {grad.data()}));
   // SIGTERM still stops the node (bulk threads included) cleanly.
   cluster.node("ps:0").signal(SIGTERM);
   auto code = cluster.node("ps:0").wait(10s);

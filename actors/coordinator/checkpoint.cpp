@@ -14,6 +14,7 @@
 
 #include "actors/dataset/tfrecord.hpp"
 #include "messages/errors.hpp"
+#include "messages/tensor_bytes.hpp"
 
 namespace actorps::train {
 
@@ -136,8 +137,8 @@ caf::error save_checkpoint(const std::string& dir, const checkpoint& c, int keep
       pb::CheckpointVariable record;
       record.set_name(v.name);
       for (auto d : v.shape) record.add_shape(d);
-      record.set_data(reinterpret_cast<const char*>(v.values.data()), v.values.size() * 4);
-      for (auto& slot : v.slots) record.add_slots(reinterpret_cast<const char*>(slot.data()), slot.size() * 4);
+      assign_floats(record.mutable_data(), v.values.data(), int64_t(v.values.size()));
+      for (auto& slot : v.slots) assign_floats(record.add_slots(), slot.data(), int64_t(slot.size()));
       record.set_version(v.version);
       out << data::tfrecord_frame(record.SerializeAsString());
     }

@@ -80,7 +80,7 @@ int serve_node(const cluster_spec& spec, const task_id& task, const serve_option
   const auto tls = spec.tls_for(node->tasks.front());
   system_config cfg(spec.runtime, tls);
   caf::actor_system sys(cfg);
-  // PS (and standby) nodes also serve the bulk lane for large tensors
+  // PS (and standby) nodes also serve the bulk lane for dense tensors
   // (destroyed before sys); it is plain TCP, so not when the cluster runs TLS.
   std::optional<bulk_server> bulk;
   if (!tls && (node->hosts(pb::PS) || node->hosts(pb::STANDBY)))

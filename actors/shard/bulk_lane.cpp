@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <deque>
 #include <random>
 
 #include <spdlog/spdlog.h>
@@ -30,15 +31,15 @@ bool read_full(int fd, void* buf, size_t n) {
   return true;
 }
 
-// Writes [u32 header length][header][payload] straight from the caller's
-// memory (one sendmsg of three parts; MSG_NOSIGNAL: a vanished peer is an
-// error, not a SIGPIPE).
-bool write_frame(int fd, const google::protobuf::MessageLite& header, const void* payload, size_t payload_bytes) {
+// Writes [u32 header length][header][payload parts] straight from the
+// caller's memory (one sendmsg while the kernel takes it all; MSG_NOSIGNAL:
+// a vanished peer is an error, not a SIGPIPE).
+bool write_frame(int fd, const google::protobuf::MessageLite& header, std::vector<iovec> payload = {}) {
   std::string head = header.SerializeAsString();
   uint32_t len = uint32_t(head.size());
-  iovec parts[3] = {{&len, 4}, {head.data(), head.size()}, {const_cast<void*>(payload), payload_bytes}};
-  iovec* next = parts;
-  size_t left_parts = payload_bytes > 0 ? 3 : 2;
+  payload.insert(payload.begin(), {{&len, 4}, {head.data(), head.size()}});
+  iovec* next = payload.data();
+  size_t left_parts = payload.size();
   while (left_parts > 0) {
     msghdr msg{};
     msg.msg_iov = next;
@@ -89,7 +90,7 @@ void bulk_server::start(const std::string& host) {
   socklen_t size = sizeof(addr);
   if (::bind(listener_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || ::listen(listener_, 64) != 0 ||
       ::getsockname(listener_, reinterpret_cast<sockaddr*>(&addr), &size) != 0) {
-    spdlog::warn("bulk lane: cannot listen on {}: {}; large tensors will use CAF", host, std::strerror(errno));
+    spdlog::warn("bulk lane: cannot listen on {}: {}; dense tensors will use CAF", host, std::strerror(errno));
     ::close(listener_);
     listener_ = -1;
     return;
@@ -151,31 +152,53 @@ bool readable_now(int fd) {
   return ::poll(&p, 1, 0) > 0;
 }
 
+// Whether a frame's ranges are ones a client sends: 1..kBulkFrameRanges
+// of them, each of at least one element, at most kBulkFrameBytes in all;
+// `what` names the frame in the error.
+caf::error check_ranges(const pb::BulkRequest& req, const char* what) {
+  int64_t elements = 0;
+  bool sizes_ok = req.ranges_size() >= 1 && req.ranges_size() <= kBulkFrameRanges;
+  for (auto& r : req.ranges()) {
+    sizes_ok = sizes_ok && r.count() >= 1 && r.count() <= kBulkFrameBytes / 4;
+    elements += sizes_ok ? r.count() : 0;
+  }
+  if (sizes_ok && elements * 4 <= kBulkFrameBytes) return caf::none;
+  return make_error(errc::bad_tensor, std::string(what) + ": " + std::to_string(req.ranges_size()) + " ranges of " +
+                                          std::to_string(elements) + " elements (1 to " +
+                                          std::to_string(kBulkFrameRanges) + " ranges, each of at least one element, " +
+                                          std::to_string(kBulkFrameBytes) + " bytes in all)");
+}
+
 // The Push a frame header announces, its payload read from `fd`; an error
 // when the header's sizes disagree or the payload stalls (sender gone).
 caf::expected<pb::Push> read_push(int fd, const pb::BulkRequest& req, std::chrono::milliseconds stall) {
-  if (req.count() < 1 || int64_t(req.payload_bytes()) != req.count() * 4 ||
-      int64_t(req.payload_bytes()) > kBulkFrameBytes)
+  if (auto err = check_ranges(req, "bulk push")) return err;
+  int64_t elements = 0;
+  for (auto& r : req.ranges()) elements += r.count();
+  if (int64_t(req.payload_bytes()) != elements * 4)
     return make_error(errc::bad_tensor, "bulk push: payload of " + std::to_string(req.payload_bytes()) + " bytes for " +
-                                            std::to_string(req.count()) + " elements (at most " +
-                                            std::to_string(kBulkFrameBytes) + ")");
+                                            std::to_string(elements) + " elements");
   pb::Push push;
   push.set_worker(req.worker());
   push.set_step(req.step());
   if (req.has_closure_step()) *push.mutable_closure_step() = req.closure_step();
-  auto* slice = push.add_gradients();
-  slice->set_name(req.name());
-  slice->set_dtype(pb::FLOAT32);
-  slice->set_offset(req.offset());
-  slice->set_count(req.count());
-  auto* data = slice->mutable_data();
-  data->resize(req.payload_bytes());
   set_read_timeout(fd, stall);
-  const bool complete = read_full(fd, data->data(), data->size());
+  bool complete = true;
+  for (auto& r : req.ranges()) {
+    auto* slice = push.add_gradients();
+    slice->set_name(r.name());
+    slice->set_dtype(pb::FLOAT32);
+    slice->set_offset(r.offset());
+    slice->set_count(r.count());
+    auto* data = slice->mutable_data();
+    data->resize(size_t(r.count()) * 4);
+    complete = complete && read_full(fd, data->data(), data->size());
+  }
   set_read_timeout(fd, std::chrono::milliseconds(0));
   if (!complete)
-    return make_error(errc::bad_tensor,
-                      "bulk push: frame for '" + req.name() + "' incomplete (sender stalled or gone); dropped");
+    return make_error(errc::bad_tensor, "bulk push: frame of " + std::to_string(req.ranges_size()) +
+                                            " range(s), the first of '" + req.ranges(0).name() +
+                                            "', incomplete (sender stalled or gone); dropped");
   return push;
 }
 
@@ -183,10 +206,12 @@ constexpr size_t kPullsInFlight = 4;
 
 }  // namespace
 
-// One connection. Pushes are handed to the shard one by one. Pulls are sent
-// ahead (up to kPullsInFlight) while earlier answers are written, so the
-// shard copies frame k + 1 while frame k is on the wire; answers keep the
-// order of the requests.
+// One connection. A push frame is handed to the shard as one Push. Each
+// range of a pull frame becomes a Pull, and frames are sent ahead (up to
+// kPullsInFlight) while earlier answers are written, so the shard copies
+// frame k + 1 while frame k is on the wire; answers keep the order of the
+// requests (a frame's ranges share its step, so the shard answers them in
+// the order sent).
 void bulk_server::serve(int fd) {
   pb::BulkHello hello;
   if (!read_header(fd, hello) || hello.token() != token_) {
@@ -195,18 +220,24 @@ void bulk_server::serve(int fd) {
     return;
   }
   caf::scoped_actor self(sys_);
-  size_t pulls = 0;  // sent to a shard, answer not yet written
+  std::deque<int> pulls;  // per pull frame sent to a shard, answer not yet written: its Pulls
   auto answer_pull = [&] {
-    pb::Values values;
+    std::vector<pb::Values> values(size_t(pulls.front()));
     pb::BulkReply reply;
-    self->receive([&](pb::Values& v) { values = std::move(v); }, [&](caf::error& err) { reply = failure(err); });
-    --pulls;
-    const std::string* payload = values.tensors_size() == 1 ? &values.tensors(0).data() : nullptr;
-    if (payload != nullptr) {
-      reply.set_version(values.versions(0));
-      reply.set_payload_bytes(payload->size());
+    for (auto& v : values)
+      self->receive([&](pb::Values& got) { v = std::move(got); },
+                    [&](caf::error& err) {
+                      if (reply.code() == 0) reply = failure(err);
+                    });
+    pulls.pop_front();
+    std::vector<iovec> payload;
+    for (auto& v : values) {
+      if (reply.code() != 0) break;
+      auto& data = *v.mutable_tensors(0)->mutable_data();
+      payload.push_back({data.data(), data.size()});
+      reply.set_payload_bytes(reply.payload_bytes() + data.size());
     }
-    return write_frame(fd, reply, payload ? payload->data() : nullptr, payload ? payload->size() : 0);
+    return write_frame(fd, reply, reply.code() == 0 ? std::move(payload) : std::vector<iovec>{});
   };
   auto no_shard = [](uint32_t index) {
     return failure(
@@ -214,33 +245,36 @@ void bulk_server::serve(int fd) {
   };
   pb::BulkRequest req;
   for (;;) {
-    if (pulls > 0 && (pulls >= kPullsInFlight || !readable_now(fd))) {
+    if (!pulls.empty() && (pulls.size() >= kPullsInFlight || !readable_now(fd))) {
       if (!answer_pull()) break;
       continue;
     }
     if (!read_header(fd, req)) break;
     auto target = shard(req.shard());
     if (req.kind() == pb::BulkRequest::PULL) {
-      if (!target) {
-        while (pulls > 0) answer_pull();
-        if (!write_frame(fd, no_shard(req.shard()), nullptr, 0)) break;
+      auto bad = check_ranges(req, "bulk pull");
+      if (!target || bad) {
+        while (!pulls.empty()) answer_pull();
+        if (!write_frame(fd, bad ? failure(bad) : no_shard(req.shard()))) break;
         continue;
       }
-      pb::Pull pull;
-      pull.add_names(req.name());
-      pull.set_offset(req.offset());
-      pull.set_count(req.count());
-      pull.set_worker(req.worker());
-      pull.set_step(req.step());
-      self->send(target, std::move(pull));
-      ++pulls;
+      for (auto& r : req.ranges()) {
+        pb::Pull pull;
+        pull.add_names(r.name());
+        pull.set_offset(r.offset());
+        pull.set_count(r.count());
+        pull.set_worker(req.worker());
+        pull.set_step(req.step());
+        self->send(target, std::move(pull));
+      }
+      pulls.push_back(req.ranges_size());
       ++pull_frames_;
       continue;
     }
-    while (pulls > 0) answer_pull();  // answers stay in request order
+    while (!pulls.empty()) answer_pull();  // answers stay in request order
     auto push = read_push(fd, req, stall_);
     if (!push) {  // the stream cannot be trusted any more; nothing of it is applied
-      write_frame(fd, failure(push.error()), nullptr, 0);
+      write_frame(fd, failure(push.error()));
       break;
     }
     pb::BulkReply reply;
@@ -251,7 +285,7 @@ void bulk_server::serve(int fd) {
           .receive([&](pb::PushAck& ack) { *reply.mutable_ack() = std::move(ack); },
                    [&](caf::error& err) { reply = failure(err); });
     ++push_frames_;
-    if (!write_frame(fd, reply, nullptr, 0)) break;
+    if (!write_frame(fd, reply)) break;
   }
   ::shutdown(fd, SHUT_RDWR);
 }
@@ -290,7 +324,7 @@ caf::expected<bulk_client> bulk_client::connect(const std::string& host, uint16_
   bulk_client client(fd);
   pb::BulkHello hello;
   hello.set_token(token);
-  if (!write_frame(fd, hello, nullptr, 0)) return make_error(errc::io_error, "bulk lane: hello failed");
+  if (!write_frame(fd, hello)) return make_error(errc::io_error, "bulk lane: hello failed");
   return client;
 }
 
@@ -310,38 +344,62 @@ caf::expected<pb::BulkReply> bulk_client::read_reply() {
   return reply;
 }
 
-// Frames go out back to back and replies are read afterwards, so the PS
-// applies (or copies) one frame while the next is on the wire.
-std::vector<pb::BulkRequest> bulk_client::frames(pb::BulkRequest::Kind kind, uint32_t shard, uint32_t worker,
-                                                 int64_t step, const std::string& name, int64_t offset, int64_t count,
-                                                 const pb::ClosureStep* key) {
-  std::vector<pb::BulkRequest> out;
-  const int64_t frame = kBulkFrameBytes / 4;
-  for (int64_t at = 0; at < count; at += frame) {
-    auto& req = out.emplace_back();
-    req.set_kind(kind);
-    req.set_shard(shard);
-    req.set_worker(worker);
-    req.set_step(step);
-    req.set_name(name);
-    req.set_offset(offset + at);
-    req.set_count(std::min(frame, count - at));
-    if (kind == pb::BulkRequest::PUSH) req.set_payload_bytes(uint64_t(req.count()) * 4);
-    if (key != nullptr) *req.mutable_closure_step() = *key;
+namespace {
+
+caf::error sources_differ(const pb::BulkRequest& head, size_t buffers) {
+  return make_error(errc::invalid_argument, "bulk lane: " + std::to_string(head.ranges_size()) + " ranges and " +
+                                                std::to_string(buffers) + " buffers");
+}
+
+}  // namespace
+
+// A request's ranges cut into frames of at most kBulkFrameBytes of values
+// and kBulkFrameRanges ranges (a range larger than a frame spans several).
+std::vector<bulk_client::frame> bulk_client::frames(pb::BulkRequest::Kind kind, const pb::BulkRequest& head) {
+  std::vector<frame> out;
+  const int64_t capacity = kBulkFrameBytes / 4;
+  int64_t room = 0;  // elements the last frame still takes
+  for (int i = 0; i < head.ranges_size(); ++i) {
+    auto& range = head.ranges(i);
+    for (int64_t at = 0; at < range.count();) {
+      if (room == 0 || out.back().parts.size() == size_t(kBulkFrameRanges)) {
+        auto& f = out.emplace_back();
+        f.req = head;
+        f.req.clear_ranges();
+        f.req.set_kind(kind);
+        if (kind == pb::BulkRequest::PULL) f.req.clear_closure_step();
+        room = capacity;
+      }
+      auto& f = out.back();
+      auto* r = f.req.add_ranges();
+      r->set_name(range.name());
+      r->set_offset(range.offset() + at);
+      r->set_count(std::min(room, range.count() - at));
+      if (kind == pb::BulkRequest::PUSH) f.req.set_payload_bytes(f.req.payload_bytes() + uint64_t(r->count()) * 4);
+      f.parts.emplace_back(i, at);
+      at += r->count();
+      room -= r->count();
+    }
   }
   return out;
 }
 
-caf::expected<pb::PushAck> bulk_client::push(uint32_t shard, uint32_t worker, int64_t step, const std::string& name,
-                                             int64_t offset, int64_t count, const float* grad,
-                                             const pb::ClosureStep* key) {
-  auto reqs = frames(pb::BulkRequest::PUSH, shard, worker, step, name, offset, count, key);
-  for (auto& req : reqs)
-    if (!write_frame(fd_, req, grad + (req.offset() - offset), req.payload_bytes()))
-      return make_error(errc::io_error, "bulk lane: send failed");
+// Frames go out back to back and replies are read afterwards, so the PS
+// applies (or copies) one frame while the next is on the wire.
+caf::expected<pb::PushAck> bulk_client::push(const pb::BulkRequest& head, const std::vector<const float*>& grads) {
+  if (grads.size() != size_t(head.ranges_size())) return sources_differ(head, grads.size());
+  auto sent = frames(pb::BulkRequest::PUSH, head);
+  for (auto& f : sent) {
+    std::vector<iovec> payload;
+    for (size_t j = 0; j < f.parts.size(); ++j) {
+      auto [range, at] = f.parts[j];
+      payload.push_back({const_cast<float*>(grads[size_t(range)] + at), size_t(f.req.ranges(int(j)).count()) * 4});
+    }
+    if (!write_frame(fd_, f.req, std::move(payload))) return make_error(errc::io_error, "bulk lane: send failed");
+  }
   pb::PushAck total;
   caf::error first;
-  for (size_t i = 0; i < reqs.size(); ++i) {
+  for (size_t i = 0; i < sent.size(); ++i) {
     auto reply = read_reply();
     if (!reply) return reply.error();
     if (reply->code() != 0 && !first) first = make_error(static_cast<errc>(reply->code()), reply->error());
@@ -353,24 +411,29 @@ caf::expected<pb::PushAck> bulk_client::push(uint32_t shard, uint32_t worker, in
   return total;
 }
 
-caf::error bulk_client::pull(uint32_t shard, uint32_t worker, int64_t step, const std::string& name, int64_t offset,
-                             int64_t count, float* out) {
-  auto reqs = frames(pb::BulkRequest::PULL, shard, worker, step, name, offset, count);
-  for (auto& req : reqs)
-    if (!write_frame(fd_, req, nullptr, 0)) return make_error(errc::io_error, "bulk lane: send failed");
+caf::error bulk_client::pull(const pb::BulkRequest& head, const std::vector<float*>& out) {
+  if (out.size() != size_t(head.ranges_size())) return sources_differ(head, out.size());
+  auto sent = frames(pb::BulkRequest::PULL, head);
+  for (auto& f : sent)
+    if (!write_frame(fd_, f.req)) return make_error(errc::io_error, "bulk lane: send failed");
   caf::error first;
-  for (auto& req : reqs) {
+  for (auto& f : sent) {
     auto reply = read_reply();
     if (!reply) return reply.error();
     if (reply->code() != 0) {
       if (!first) first = make_error(static_cast<errc>(reply->code()), reply->error());
       continue;
     }
-    if (int64_t(reply->payload_bytes()) != req.count() * 4)
+    int64_t elements = 0;
+    for (auto& r : f.req.ranges()) elements += r.count();
+    if (int64_t(reply->payload_bytes()) != elements * 4)
       return make_error(errc::bad_tensor, "bulk lane: pull answer of " + std::to_string(reply->payload_bytes()) +
-                                              " bytes for " + std::to_string(req.count()) + " elements");
-    if (!read_full(fd_, out + (req.offset() - offset), reply->payload_bytes()))
-      return make_error(errc::io_error, "bulk lane: connection lost");
+                                              " bytes for " + std::to_string(elements) + " elements");
+    for (size_t j = 0; j < f.parts.size(); ++j) {
+      auto [range, at] = f.parts[j];
+      if (!read_full(fd_, out[size_t(range)] + at, size_t(f.req.ranges(int(j)).count()) * 4))
+        return make_error(errc::io_error, "bulk lane: connection lost");
+    }
   }
   return first;
 }

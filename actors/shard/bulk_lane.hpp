@@ -1,9 +1,9 @@
-// The bulk lane: large tensors between workers and PS nodes over a plain
+// The bulk lane: dense tensors between workers and PS nodes over a plain
 // TCP connection beside CAF (frames: messages/ps.proto, BulkRequest). The
-// server runs in each node process; every request becomes the same Push or
-// Pull a CAF message would be, handed to the local shard actor without
-// serialization, so validation, duplicates and consistency waits are the
-// shard's, unchanged. Bytes are read straight into the message's buffer and
+// server runs in each node process; every push frame becomes the one Push
+// a CAF message would be, and each range of a pull frame a Pull, handed to
+// the local shard actor without serialization, so validation, duplicates
+// and consistency waits are the shard's, unchanged. Bytes are read straight into the message's buffer and
 // written straight from the caller's memory: no copies beyond the kernel's.
 #pragma once
 
@@ -22,11 +22,13 @@
 
 namespace actorps {
 
-/// Largest payload of one frame; bigger tensors go in several frames, the
+/// Largest payload of one frame; more values go in several frames, the
 /// shard copying one while the last is on the wire. 1 MiB: `bench ps`
 /// (2026-12-04) gave 16 MiB push+pull 82% of raw TCP, 69% with 512 KiB
 /// frames, 29% with 4 MiB ones (the pulls' 4 MiB answers four times slower).
 constexpr int64_t kBulkFrameBytes = 1 << 20;
+/// Most ranges in one frame (a model's many small variables share frames).
+constexpr int kBulkFrameRanges = 256;
 
 class bulk_server {
  public:
@@ -77,24 +79,26 @@ class bulk_client {
   bulk_client(const bulk_client&) = delete;
   ~bulk_client();
 
-  /// Pushes grad[count] as the gradient of elements [offset, offset + count)
-  /// of `name` on shard `shard`, in frames of at most kBulkFrameBytes, under
-  /// `key` when given (applied once per key, as Push.closure_step).
-  caf::expected<pb::PushAck> push(uint32_t shard, uint32_t worker, int64_t step, const std::string& name,
-                                  int64_t offset, int64_t count, const float* grad,
-                                  const pb::ClosureStep* key = nullptr);
-  /// Reads elements [offset, offset + count) of `name` into out.
-  caf::error pull(uint32_t shard, uint32_t worker, int64_t step, const std::string& name, int64_t offset, int64_t count,
-                  float* out);
+  /// Pushes head.ranges(i) from grads[i] (its count values) for every i,
+  /// in frames of at most kBulkFrameBytes and kBulkFrameRanges, as the
+  /// gradients of head.worker() at head.step(), under head.closure_step()
+  /// when set (applied once per key). The acks of all frames, summed.
+  caf::expected<pb::PushAck> push(const pb::BulkRequest& head, const std::vector<const float*>& grads);
+  /// Reads the values of head.ranges(i) into out[i] for every i.
+  caf::error pull(const pb::BulkRequest& head, const std::vector<float*>& out);
   /// Shuts the connection down from any thread: a call blocked on it fails.
   void cut();
 
  private:
   explicit bulk_client(int fd) : fd_(fd) {}
   caf::expected<pb::BulkReply> read_reply();
-  static std::vector<pb::BulkRequest> frames(pb::BulkRequest::Kind kind, uint32_t shard, uint32_t worker, int64_t step,
-                                             const std::string& name, int64_t offset, int64_t count,
-                                             const pb::ClosureStep* key = nullptr);
+  // One frame: its request, and for each of its ranges, elements
+  // [at, at + count) of which of the caller's ranges.
+  struct frame {
+    pb::BulkRequest req;
+    std::vector<std::pair<int, int64_t>> parts;  // (caller's range, its first element in it)
+  };
+  static std::vector<frame> frames(pb::BulkRequest::Kind kind, const pb::BulkRequest& head);
   int fd_ = -1;
 };
 

@@ -214,7 +214,7 @@ caf::expected<pb::Values> shard_core::read(const pb::Pull& p) {
     t->set_offset(offset);
     t->set_count(count);
     const float* from = p.slot() == 0 ? v->value.data() : v->slot(int(p.slot()) - 1);
-    t->set_data(reinterpret_cast<const char*>(from + offset), size_t(count) * 4);
+    assign_floats(t->mutable_data(), from + offset, count);
     t->set_slot(p.slot());
     out.add_versions(v->version);
     if (p.slot() == 0 && staleness_ != nullptr) remember_pull(*v, p);

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "messages/tensor_bytes.hpp"
+
 namespace actorps {
 
 std::string sharded_variable::shard_name(size_t i) const {
@@ -92,7 +94,7 @@ std::map<int, std::vector<Msg>> pack_slices(const std::vector<const sharded_vari
         slice->set_dtype(pb::FLOAT32);
         slice->set_offset(at);
         slice->set_count(n);
-        slice->set_data(reinterpret_cast<const char*>(data[v] + var.shard_first(s) + at), size_t(n) * 4);
+        assign_floats(slice->mutable_data(), data[v] + var.shard_first(s) + at, n);
         filled[ps] += n;
         at += n;
       }

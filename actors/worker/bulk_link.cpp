@@ -32,16 +32,12 @@ void bulk_link::serve(caf::actor_system& sys, std::promise<caf::actor>& ready) {
   bool running = true;
   self->receive_while([&] { return running; })(
       [&](const bulk_push_req& r) -> caf::result<pb::PushAck> {
-        auto& h = r.head;
-        auto ack = client_.push(h.shard(), h.worker(), h.step(), h.name(), h.offset(), h.count(), r.grad,
-                                h.has_closure_step() ? &h.closure_step() : nullptr);
+        auto ack = client_.push(r.head, r.grads);
         if (!ack) return lane_error(ack.error(), where_);
         return std::move(*ack);
       },
       [&](const bulk_pull_req& r) -> caf::result<bool> {
-        auto& h = r.head;
-        if (auto err = client_.pull(h.shard(), h.worker(), h.step(), h.name(), h.offset(), h.count(), r.out))
-          return lane_error(err, where_);
+        if (auto err = client_.pull(r.head, r.out)) return lane_error(err, where_);
         return true;
       },
       [&](bulk_stop_atom) { running = false; });

@@ -4,8 +4,8 @@
 // time, in order. Tensors travel straight from and into the worker's
 // buffers, which the requests hand over until they are answered:
 //
-//   - a push reads grad[0, count) until it is answered;
-//   - a pull writes out[0, count) until it is answered;
+//   - a push reads each range's gradient until it is answered;
+//   - a pull writes each range's values until it is answered;
 //   - since a link serves requests in order, a push is on the wire whole
 //     before any later request on the same link starts.
 //
@@ -18,6 +18,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <caf/actor.hpp>
 #include <caf/actor_system.hpp>
@@ -28,18 +29,18 @@
 
 namespace actorps {
 
-/// Push a gradient range (head: shard, worker, step, name, offset, count,
-/// closure_step) from `grad`; answered with the shard's pb::PushAck.
+/// Push ranges (head: shard, worker, step, ranges, closure_step), range i
+/// from grads[i]; answered with the shard's pb::PushAck.
 struct bulk_push_req {
   pb::BulkRequest head;
-  const float* grad = nullptr;
+  std::vector<const float*> grads;
 };
 
-/// Pull a range (head: shard, worker, step, name, offset, count) into
-/// `out`; answered with true.
+/// Pull ranges (head: shard, worker, step, ranges), range i into out[i];
+/// answered with true.
 struct bulk_pull_req {
   pb::BulkRequest head;
-  float* out = nullptr;
+  std::vector<float*> out;
 };
 
 class bulk_link {

@@ -34,10 +34,10 @@ void param_buffers::route() {
   caf_view_.clear();
   lanes_.clear();
   for (int b = 0; b < 2; ++b) caf_values_[b].clear(), caf_grads_[b].clear();
+  std::map<int, lane_group> groups;
   for (size_t d = 0; d < view_.size(); ++d) {
     auto& var = *view_[d];
-    const bool lane = var.size() * 4 >= kLaneMinBytes &&
-                      std::all_of(var.shards.begin(), var.shards.end(),
+    const bool lane = std::all_of(var.shards.begin(), var.shards.end(),
                                   [this](const shard_placement& s) { return net_.has_lane(s.ps_task); });
     if (!lane) {
       caf_view_.push_back(&var);
@@ -46,14 +46,20 @@ void param_buffers::route() {
       continue;
     }
     for (size_t s = 0; s < var.shards.size(); ++s) {
-      lane_range r{var.shards[s].ps_task, d, var.shard_first(s), {}};
-      r.head.set_shard(uint32_t(r.ps));
-      r.head.set_worker(worker_);
-      r.head.set_name(var.shard_name(s));
-      r.head.set_count(var.shard_count(s));
-      lanes_.push_back(std::move(r));
+      auto& g = groups[var.shards[s].ps_task];
+      g.ps = var.shards[s].ps_task;
+      g.head.set_shard(uint32_t(g.ps));
+      g.head.set_worker(worker_);
+      auto* range = g.head.add_ranges();
+      range->set_name(var.shard_name(s));
+      range->set_count(var.shard_count(s));
+      for (int b = 0; b < 2; ++b) {
+        g.values[b].push_back(dense_values_[b][d] + var.shard_first(s));
+        g.grads[b].push_back(dense_grads_[b][d] + var.shard_first(s));
+      }
     }
   }
+  for (auto& [ps, g] : groups) lanes_.push_back(std::move(g));
   pulls_ = split_pull(caf_view_);
 }
 
@@ -64,10 +70,10 @@ void param_buffers::pull_into(int buffer, int64_t step, then_fn then) {
   for (auto& [ps, list] : pulls_) total += list.size();
   auto c = std::make_shared<countdown>(countdown{total, std::move(then)});
   auto fail = [c](caf::error err) { c->fail(std::move(err)); };
-  for (auto& r : lanes_) {
-    r.head.set_step(step);
+  for (auto& g : lanes_) {
+    g.head.set_step(step);
     net_.bulk_pull(
-        r.ps, r.head, dense_values_[buffer][r.dense] + r.first, [c] { c->ok(); }, fail);
+        g.ps, g.head, g.values[buffer], [c] { c->ok(); }, fail);
   }
   for (auto& [ps, list] : pulls_)
     for (auto& p : list) {
@@ -163,11 +169,11 @@ size_t param_buffers::push(int64_t step, const pb::ClosureStep& key, std::functi
     ++sent;
     net_.to_shard<pb::PushAck>(ps, std::move(msg), ok, fail);
   };
-  for (auto& r : lanes_) {
-    r.head.set_step(step);
-    *r.head.mutable_closure_step() = key;
+  for (auto& g : lanes_) {
+    g.head.set_step(step);
+    *g.head.mutable_closure_step() = key;
     ++sent;
-    net_.bulk_push(r.ps, r.head, dense_grads_[current_][r.dense] + r.first, ok, fail);
+    net_.bulk_push(g.ps, g.head, g.grads[current_], ok, fail);
   }
   for (auto& [ps, list] : split_push(worker_, step, caf_view_, caf_grads_[current_]))
     for (auto& m : list) send(ps, std::move(m));

@@ -8,10 +8,11 @@
 //   computing(s) --pull_for_step(s + 1)--> swap buffers when (s + 1) is in, pulling ahead(s + 2)
 //   pulling ahead(t) --pull_for_step(s != t)--> waits for t's pull to end, then pulls s afresh
 //
-// Every request goes through the worker's transport. Dense variables of
-// at least kLaneMinBytes whose shards all sit on PS nodes with a bulk lane
-// travel over it, straight from the gradient buffer and into the value
-// buffer; the rest over CAF.
+// Every request goes through the worker's transport. Dense variables whose
+// shards all sit on PS nodes with a bulk lane travel over it: one request
+// per PS task and direction for all of them (one frame while they fit),
+// straight from the gradient buffer and into the value buffer. The rest,
+// and sparse rows, go over CAF.
 #pragma once
 
 #include <cstdint>
@@ -25,9 +26,6 @@
 #include "kernels/device_model.hpp"
 
 namespace actorps {
-
-/// A dense variable this large goes over the bulk lane when it can.
-constexpr int64_t kLaneMinBytes = 64 << 10;
 
 class param_buffers {
  public:
@@ -73,13 +71,13 @@ class param_buffers {
   std::vector<const float*> dense_grads_[2];
   std::vector<float*> caf_values_[2];  // ... of the CAF ones
   std::vector<const float*> caf_grads_[2];
-  struct lane_range {
-    int ps;
-    size_t dense;   // index in view_
-    int64_t first;  // the shard's first element in the whole variable
-    pb::BulkRequest head;
+  struct lane_group {
+    int ps = 0;
+    pb::BulkRequest head;           // its ranges: the lane variables' shards on PS task `ps`, whole
+    std::vector<float*> values[2];  // per buffer, where each range's values go
+    std::vector<const float*> grads[2];
   };
-  std::vector<lane_range> lanes_;  // the shards that go over bulk lanes
+  std::vector<lane_group> lanes_;  // one per PS task whose variables go over its lane
   int current_ = 0;
   struct {
     bool active = false, done = false;

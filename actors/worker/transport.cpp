@@ -49,7 +49,7 @@ void transport::open_lane(const std::vector<int>& ps_tasks, const std::string& h
   if (welcome.bulk_port() == 0 || ps_tasks.empty()) return;
   auto link = bulk_link::open(self_->home_system(), host, uint16_t(welcome.bulk_port()), welcome.bulk_token());
   if (!link) {
-    spdlog::warn("worker:{}: no bulk lane to {}:{} ({}); its large tensors go over CAF", worker_, host,
+    spdlog::warn("worker:{}: no bulk lane to {}:{} ({}); its dense tensors go over CAF", worker_, host,
                  welcome.bulk_port(), describe(link.error()));
     return;
   }
@@ -57,43 +57,66 @@ void transport::open_lane(const std::vector<int>& ps_tasks, const std::string& h
   for (int ps : ps_tasks) lanes_[ps] = shared;
 }
 
-void transport::bulk_push(int ps, pb::BulkRequest head, const float* grad, std::function<void(const pb::PushAck&)> ok,
-                          fail_fn fail) {
+namespace {
+
+int64_t elements(const pb::BulkRequest& head) {
+  int64_t n = 0;
+  for (auto& r : head.ranges()) n += r.count();
+  return n;
+}
+
+}  // namespace
+
+void transport::bulk_push(int ps, pb::BulkRequest head, std::vector<const float*> grads,
+                          std::function<void(const pb::PushAck&)> ok, fail_fn fail) {
   auto lane = lanes_.at(ps)->handle();
   if (!faults_.on(uint32_t(ps))) {
     request<pb::PushAck>(
-        lane, true, bulk_push_req{std::move(head), grad}, [ok](pb::PushAck& a) { ok(a); }, fail);
+        lane, true, bulk_push_req{std::move(head), std::move(grads)}, [ok](pb::PushAck& a) { ok(a); }, fail);
     return;
   }
-  // Sent late or again, it would go after the worker rewrote `grad`: it goes from a copy.
-  auto copy = std::make_shared<const std::vector<float>>(grad, grad + head.count());
+  // Sent late or again, it would go after the worker rewrote its gradients: it goes from a copy.
+  auto copy = std::make_shared<std::vector<float>>();
+  copy->reserve(size_t(elements(head)));
+  for (int i = 0; i < head.ranges_size(); ++i)
+    copy->insert(copy->end(), grads[size_t(i)], grads[size_t(i)] + head.ranges(i).count());
   faults_.route(
       uint32_t(ps),
       [this, lane, head, copy](auto ok, auto fail) {
+        std::vector<const float*> from;
+        const float* at = copy->data();
+        for (auto& r : head.ranges()) from.push_back(at), at += r.count();
         request<pb::PushAck>(
-            lane, true, bulk_push_req{head, copy->data()}, [ok, copy](pb::PushAck& a) { ok(a); }, fail);
+            lane, true, bulk_push_req{head, std::move(from)}, [ok, copy](pb::PushAck& a) { ok(a); }, fail);
       },
       std::move(ok), std::move(fail));
 }
 
-void transport::bulk_pull(int ps, pb::BulkRequest head, float* out, std::function<void()> ok, fail_fn fail) {
+void transport::bulk_pull(int ps, pb::BulkRequest head, std::vector<float*> out, std::function<void()> ok,
+                          fail_fn fail) {
   auto lane = lanes_.at(ps)->handle();
   if (!faults_.on(uint32_t(ps))) {
     request<bool>(
-        lane, true, bulk_pull_req{std::move(head), out}, [ok](bool) { ok(); }, fail);
+        lane, true, bulk_pull_req{std::move(head), std::move(out)}, [ok](bool) { ok(); }, fail);
     return;
   }
   // Each send reads into its own buffer: a lost or second reply never writes into `out`.
-  const auto count = size_t(head.count());
   faults_.route(
       uint32_t(ps),
-      [this, lane, head, count](auto ok, auto fail) {
-        auto into = std::make_shared<std::vector<float>>(count);
+      [this, lane, head](auto ok, auto fail) {
+        auto into = std::make_shared<std::vector<float>>(size_t(elements(head)));
+        std::vector<float*> parts;
+        float* at = into->data();
+        for (auto& r : head.ranges()) parts.push_back(at), at += r.count();
         request<bool>(
-            lane, true, bulk_pull_req{head, into->data()}, [ok, into](bool) { ok(*into); }, fail);
+            lane, true, bulk_pull_req{head, std::move(parts)}, [ok, into](bool) { ok(*into); }, fail);
       },
-      [out, ok](const std::vector<float>& values) {
-        std::copy(values.begin(), values.end(), out);
+      [head, out = std::move(out), ok](const std::vector<float>& values) {
+        const float* at = values.data();
+        for (int i = 0; i < head.ranges_size(); ++i) {
+          std::copy(at, at + head.ranges(i).count(), out[size_t(i)]);
+          at += head.ranges(i).count();
+        }
         ok();
       },
       std::move(fail));

@@ -6,8 +6,8 @@
 // transport keeps those deadlines itself, swept by one timer: a CAF
 // request timeout would wake CAF's clock thread twice per request (set and
 // cancel), a third of a training job's context switches.
-// Large dense ranges go over the PS node's bulk lane when it has one
-// (bulk_link.hpp), small and sparse ones over CAF. Injected faults plug in
+// Dense variables go over the PS node's bulk lane when it has one
+// (bulk_link.hpp), sparse rows over CAF. Injected faults plug in
 // here (actors/net/fault_injector.hpp) for both, and for the requests to
 // its datasets. Its timers come back as worker_timer messages.
 #pragma once
@@ -54,12 +54,13 @@ class transport {
   bool has_lane(int ps) const { return lanes_.count(ps) > 0; }
 
   using fail_fn = std::function<void(caf::error)>;
-  /// Pushes grad[0, head.count()) over the lane of PS task `ps` (see
-  /// bulk_link.hpp for how long `grad` is read); `ok` gets the PushAck.
-  void bulk_push(int ps, pb::BulkRequest head, const float* grad, std::function<void(const pb::PushAck&)> ok,
-                 fail_fn fail);
-  /// Pulls head.count() values over the lane of PS task `ps` into `out`.
-  void bulk_pull(int ps, pb::BulkRequest head, float* out, std::function<void()> ok, fail_fn fail);
+  /// Pushes head's ranges over the lane of PS task `ps`, range i from
+  /// grads[i] (see bulk_link.hpp for how long they are read); `ok` gets
+  /// the PushAck.
+  void bulk_push(int ps, pb::BulkRequest head, std::vector<const float*> grads,
+                 std::function<void(const pb::PushAck&)> ok, fail_fn fail);
+  /// Pulls head's ranges over the lane of PS task `ps`, range i into out[i].
+  void bulk_pull(int ps, pb::BulkRequest head, std::vector<float*> out, std::function<void()> ok, fail_fn fail);
 
   /// A request to one of the worker's datasets (no deadline: a dataset
   /// lives on the worker's own node; a lost one is sent again, see
