@@ -39,8 +39,7 @@ struct coordinated {
   std::unique_ptr<cluster_coordinator> c;
   pb::Consistency consistency;
 
-  explicit coordinated(pb::Consistency mode = {}, int workers = 2, const std::string& runtime = "")
-      : cluster(roles(workers), runtime), consistency(mode) {
+  explicit coordinated(pb::Consistency mode = {}, int workers = 2) : cluster(roles(workers)), consistency(mode) {
     cluster.start_nodes();
     client.emplace(cluster.config);
     consistency.set_num_workers(uint32_t(workers));
@@ -172,16 +171,16 @@ uint64_t bulk_frames(coordinated& j) {
   return frames;
 }
 
-// Every variable over the bulk lanes (each worker's step for a PS task in
-// one frame), and over CAF messages only (the nodes' lanes off, as under
-// [security]): both exactly single-process SGD.
-BOOST_DATA_TEST_CASE(sync_training_equals_single_process_sgd_on_the_same_batches, boost::unit_test::data::make({1, 0}),
-                     lanes) {
+// CAF messages only (16 hidden units: under kLaneMinBytes per PS task), and
+// every variable over the bulk lanes (4,096: each worker's step for a PS
+// task in one frame): both exactly single-process SGD.
+BOOST_DATA_TEST_CASE(sync_training_equals_single_process_sgd_on_the_same_batches,
+                     boost::unit_test::data::make({16, 4096}), hidden) {
   pb::Consistency sync;
   sync.set_mode(pb::Consistency::SYNC);
   sync.set_replicas_to_aggregate(2);
-  coordinated j(sync, 2, lanes ? "" : "[runtime]\nbulk_lane = false\n");
-  auto m = small_model(4096);
+  coordinated j(sync, 2);
+  auto m = small_model(hidden);
   pb::DatasetSpec fixed = learnable(256, 4, false);  // in order, batches of 32, repeated
   fixed.add_ops()->mutable_repeat()->set_count(-1);
   fixed.add_ops()->mutable_batch()->set_size(8);
@@ -232,7 +231,7 @@ BOOST_DATA_TEST_CASE(sync_training_equals_single_process_sgd_on_the_same_batches
   }
   // 12 steps x 2 workers x 2 PS tasks, one pull and one push frame each
   // (SYNC pulls nothing ahead).
-  BOOST_TEST(bulk_frames(j) == (lanes ? 2u * 12 * 2 * 2 : 0u));
+  BOOST_TEST(bulk_frames(j) == (hidden == 4096 ? 2u * 12 * 2 * 2 : 0u));
 }
 
 BOOST_AUTO_TEST_CASE(the_embedding_job_trains_sparse_rows_over_two_ps_processes) {

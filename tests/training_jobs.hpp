@@ -38,7 +38,7 @@ inline pb::DatasetSpec learnable(int examples, uint32_t features = 4, bool ops =
 }
 
 // 4 features -> `hidden` relu units -> 2 classes. With 4,096 units the first
-// kernel is 64 KiB.
+// kernel is 64 KiB: workers move it over the PS nodes' bulk lanes.
 inline kernels::model_spec small_model(int hidden = 16) {
   kernels::model_spec m;
   m.height = 1, m.width = 1, m.channels = 4;

@@ -34,11 +34,16 @@ void param_buffers::route() {
   caf_view_.clear();
   lanes_.clear();
   for (int b = 0; b < 2; ++b) caf_values_[b].clear(), caf_grads_[b].clear();
+  std::map<int, int64_t> bytes;  // per PS task, of its dense shards
+  for (auto* var : view_)
+    for (size_t s = 0; s < var->shards.size(); ++s) bytes[var->shards[s].ps_task] += var->shard_count(s) * 4;
+  auto lane_worth = [&](const shard_placement& s) {
+    return net_.has_lane(s.ps_task) && bytes[s.ps_task] >= kLaneMinBytes;
+  };
   std::map<int, lane_group> groups;
   for (size_t d = 0; d < view_.size(); ++d) {
     auto& var = *view_[d];
-    const bool lane = std::all_of(var.shards.begin(), var.shards.end(),
-                                  [this](const shard_placement& s) { return net_.has_lane(s.ps_task); });
+    const bool lane = std::all_of(var.shards.begin(), var.shards.end(), lane_worth);
     if (!lane) {
       caf_view_.push_back(&var);
       for (int b = 0; b < 2; ++b)

@@ -9,10 +9,11 @@
 //   pulling ahead(t) --pull_for_step(s != t)--> waits for t's pull to end, then pulls s afresh
 //
 // Every request goes through the worker's transport. Dense variables whose
-// shards all sit on PS nodes with a bulk lane travel over it: one request
-// per PS task and direction for all of them (one frame while they fit),
-// straight from the gradient buffer and into the value buffer. The rest,
-// and sparse rows, go over CAF.
+// shards all sit on PS tasks with a bulk lane and at least kLaneMinBytes of
+// dense shards travel over the lanes: one request per PS task and direction
+// for all of them (one frame while they fit), straight from the gradient
+// buffer and into the value buffer. The rest, and sparse rows, go over CAF
+// (also one message per PS task while they fit).
 #pragma once
 
 #include <cstdint>
@@ -26,6 +27,13 @@
 #include "kernels/device_model.hpp"
 
 namespace actorps {
+
+/// A PS task's dense shards go over its bulk lane when they total this
+/// much. Below it CAF costs no more per request, and a lane's threads (one
+/// per PS node on the worker, one per worker on the PS node) do: `bench
+/// scale`'s 4-16-2 model over the lanes gave 64 workers x 8 PS 17% fewer
+/// closures/s and a 1.5x slower replacement of killed workers (2026-12-05).
+constexpr int64_t kLaneMinBytes = 16 << 10;
 
 class param_buffers {
  public:
