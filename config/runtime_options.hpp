@@ -38,7 +38,8 @@ struct runtime_options {
   /// 1..1,000,000; past it, errc::too_busy, counted.
   uint32_t max_in_flight_per_peer = 1024;
   /// Workers move dense variables over the PS nodes' bulk lanes (plain TCP
-  /// beside CAF; off under [security]); false keeps every tensor on CAF.
+  /// beside CAF; off under [security]) where a PS task holds 16 KiB of
+  /// them or more; false keeps every tensor on CAF.
   bool bulk_lane = true;
   /// A lost PS node that has not answered for this long has its shards
   /// restored on a free standby node (role "standby"), milliseconds.

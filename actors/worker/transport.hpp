@@ -7,7 +7,7 @@
 // request timeout would wake CAF's clock thread twice per request (set and
 // cancel), a third of a training job's context switches.
 // Dense variables go over the PS node's bulk lane when it has one
-// (bulk_link.hpp), sparse rows over CAF. Injected faults plug in
+// (bulk_link.hpp; param_buffers.hpp says which), sparse rows over CAF. Injected faults plug in
 // here (actors/net/fault_injector.hpp) for both, and for the requests to
 // its datasets. Its timers come back as worker_timer messages.
 #pragma once
