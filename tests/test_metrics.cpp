@@ -119,3 +119,66 @@ BOOST_FIXTURE_TEST_CASE(a_shard_counts_requests_bytes_and_staleness, shard_syste
   BOOST_TEST(metrics::sum(*samples, "actorps_ps_gradient_staleness_bucket", {{"le", "0"}}) == 1);
   BOOST_TEST(metrics::sum(*samples, "actorps_node_refused_requests_total") == 0);  // no node here
 }
+
+// Load per row range and the most requested rows, in the shard's stats and
+// as metrics: a dense vector of 64 elements (16 ranges of 4) and a table of
+// 1,000 rows (16 ranges of 63, the last of 55) read by id.
+BOOST_FIXTURE_TEST_CASE(a_shard_counts_load_per_row_range_and_its_hot_rows, shard_system) {
+  shard = spawn_shard(0, pb::Consistency{});
+  pb::CreateVariables create;
+  *create.add_variables() = variable_spec("w", {64});
+  *create.add_variables() = variable_spec("emb", {1000, 4});
+  BOOST_REQUIRE(call<pb::Created>(self, shard, create));
+  pb::Pull whole;
+  whole.add_names("w");
+  BOOST_REQUIRE(call<pb::Values>(self, shard, whole));
+  BOOST_REQUIRE(call<pb::PushAck>(self, shard, push(0, 0, {slice("w", std::vector<float>(20, 1.0f), 10)})));
+  // Ten lookups of 100 ids: row 7 thirty times each, 500 twenty, 999 ten,
+  // and 40 rows seen once (100 to 499 over the ten).
+  for (int k = 0; k < 10; ++k) {
+    pb::SparsePull lookup;
+    lookup.set_name("emb");
+    for (int i = 0; i < 30; ++i) lookup.add_ids(7);
+    for (int i = 0; i < 20; ++i) lookup.add_ids(500);
+    for (int i = 0; i < 10; ++i) lookup.add_ids(999);
+    for (int i = 0; i < 40; ++i) lookup.add_ids(100 + 40 * k + i);
+    BOOST_REQUIRE(call<pb::Rows>(self, shard, lookup));
+  }
+  auto stats = call<pb::ShardStats>(self, shard, pb::ShardStatsRequest{});
+  BOOST_REQUIRE(stats);
+  std::map<std::pair<std::string, int64_t>, pb::RangeLoad> ranges;  // by variable and first row
+  uint64_t emb_rows = 0;
+  for (auto& r : stats->ranges()) {
+    ranges[{r.name(), r.first_row()}] = r;
+    if (r.name() == "emb") emb_rows += r.rows_touched();
+  }
+  BOOST_REQUIRE(ranges.size() == 32u);
+  auto at = [&](const std::string& name, int64_t first_row) { return ranges[std::make_pair(name, first_row)]; };
+  // The push of elements 10..29 touched ranges 8-11 (2 rows) to 28-31 (2 rows).
+  BOOST_TEST((at("w", 0).requests() == 1u && at("w", 0).rows_touched() == 4u));
+  BOOST_TEST((at("w", 8).requests() == 2u && at("w", 8).rows_touched() == 6u));
+  BOOST_TEST((at("w", 16).requests() == 2u && at("w", 16).bytes() == 32u));
+  BOOST_TEST((at("w", 28).requests() == 2u && at("w", 28).rows_touched() == 6u));
+  BOOST_TEST(at("w", 32).requests() == 1u);
+  BOOST_TEST(emb_rows == 1000u);
+  BOOST_TEST((at("emb", 0).requests() == 10u && at("emb", 0).rows_touched() == 300u));
+  BOOST_TEST((at("emb", 441).requests() == 10u && at("emb", 441).rows_touched() == 200u + 59));
+  BOOST_TEST((at("emb", 945).rows() == 55 && at("emb", 945).rows_touched() == 100u));
+  BOOST_TEST(at("emb", 945).bytes() == 100u * 16);
+  // Space-Saving keeps every row asked for more than 1/32 of the time, its
+  // count over by at most its error.
+  BOOST_REQUIRE(stats->hot_rows_size() == 32);
+  const std::vector<std::pair<int64_t, uint64_t>> hottest{{7, 300}, {500, 200}, {999, 100}};
+  for (size_t i = 0; i < hottest.size(); ++i) {
+    auto& h = stats->hot_rows(int(i));
+    BOOST_TEST(h.row() == hottest[i].first);
+    BOOST_TEST((h.count() >= hottest[i].second && h.count() - h.error() <= hottest[i].second), h.row());
+  }
+  stop(shard);
+  auto samples = metrics::parse_text(metrics::registry_of(sys).expose());
+  BOOST_REQUIRE(samples);
+  BOOST_TEST(metrics::sum(*samples, "actorps_ps_range_requests_total", {{"variable", "w"}, {"rows", "8-11"}}) == 2);
+  BOOST_TEST(metrics::sum(*samples, "actorps_ps_range_bytes_total", {{"variable", "emb"}, {"rows", "945-999"}}) ==
+             1600);
+  BOOST_TEST(metrics::sum(*samples, "actorps_ps_range_requests_total", {{"variable", "emb"}}) > 10);
+}

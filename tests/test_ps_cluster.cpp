@@ -215,7 +215,21 @@ BOOST_AUTO_TEST_CASE(bounded_staleness_and_sparse_rows_across_processes) {
     const float want = row == 3 ? 2.0f : row == 7 ? 1.0f : row == 40 ? 2.0f : 3.0f;  // SGD lr 1, one per push
     BOOST_TEST(values[size_t(row * 8)] == want, "row " << row);
   }
-  BOOST_TEST(call<pb::ShardStats>(coord.self, *shard, pb::ShardStatsRequest{})->waiting() == 0u);
+  auto after = call<pb::ShardStats>(coord.self, *shard, pb::ShardStatsRequest{});
+  BOOST_REQUIRE(after);
+  BOOST_TEST(after->waiting() == 0u);
+  // The load it saw, from the PS process: 50 rows in 13 ranges of 4 (the
+  // last of 2); the pushes' rows {3, 7}, {7}, {40}, then the whole pull.
+  BOOST_REQUIRE(after->ranges_size() == 13);
+  auto range = [&](int i) { return after->ranges(i); };
+  BOOST_TEST((range(0).first_row() == 0 && range(0).requests() == 2u && range(0).rows_touched() == 5u));
+  BOOST_TEST((range(1).first_row() == 4 && range(1).requests() == 3u && range(1).rows_touched() == 6u));
+  BOOST_TEST(range(1).bytes() == 6u * 32);
+  BOOST_TEST((range(10).first_row() == 40 && range(10).requests() == 2u && range(10).rows_touched() == 5u));
+  BOOST_TEST((range(12).first_row() == 48 && range(12).rows() == 2 && range(12).requests() == 1u));
+  BOOST_REQUIRE(after->hot_rows_size() == 3);
+  BOOST_TEST((after->hot_rows(0).row() == 7 && after->hot_rows(0).count() == 2u && after->hot_rows(0).error() == 0u));
+  BOOST_TEST((after->hot_rows(1).row() == 3 && after->hot_rows(2).row() == 40 && after->hot_rows(2).count() == 1u));
 }
 
 BOOST_AUTO_TEST_CASE(bulk_lane_pushes_and_pulls_through_the_shard) {

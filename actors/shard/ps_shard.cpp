@@ -412,6 +412,7 @@ ps_shard_actor::behavior_type shard_behavior(shard_actor self, shard_options opt
   st.tracer = &trace::recorder_of(self->home_system());
   st.index = opts.index;
   st.core->observe_staleness(&st.metrics->staleness());
+  st.core->observe_load(st.metrics->range_requests(), st.metrics->range_bytes(), st.metrics->shard());
   st.peers = std::move(opts.peers);
   st.parent = opts.parent;
   st.backup = opts.backup;

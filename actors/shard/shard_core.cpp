@@ -76,6 +76,7 @@ shard_core::variable shard_core::make_variable(const pb::VariableSpec& spec) {
   std::vector<int64_t> full(spec.full_shape().begin(), spec.full_shape().end());
   v.value = kernels::tensor(shape);
   for (size_t i = 1; i < shape.size(); ++i) v.row_size *= shape[i];
+  v.load = range_load(v.rows(), v.row_size);
   kernels::initialize_rows(to_kernels(spec.initializer()), full, spec.first_row(), v.rows(), v.value.data());
   v.kind = static_cast<optimizer_kind>(spec.optimizer().kind());
   v.params = optimizer_params_of(spec.optimizer());
@@ -94,8 +95,12 @@ caf::expected<pb::Created> shard_core::create(const pb::CreateVariables& req) {
     if (i != vars_.end() && !google::protobuf::util::MessageDifferencer::Equals(i->second.spec, spec))
       return error(errc::bad_tensor, "variable '" + spec.name() + "' exists with another spec");
   }
-  for (auto& spec : req.variables())
-    if (vars_.count(spec.name()) == 0) vars_.emplace(spec.name(), make_variable(spec));
+  for (auto& spec : req.variables()) {
+    if (vars_.count(spec.name()) > 0) continue;
+    auto& v = vars_.emplace(spec.name(), make_variable(spec)).first->second;
+    if (load_metrics_.requests != nullptr)
+      v.load.observe(*load_metrics_.requests, *load_metrics_.bytes, load_metrics_.shard, spec.name());
+  }
   pb::Created out;
   out.set_count(uint32_t(vars_.size()));
   return out;
@@ -218,6 +223,7 @@ caf::expected<pb::Values> shard_core::read(const pb::Pull& p) {
     t->set_slot(p.slot());
     out.add_versions(v->version);
     if (p.slot() == 0 && staleness_ != nullptr) remember_pull(*v, p);
+    v->load.elements(offset, count);
   }
   out.set_step(visible_step());
   return out;
@@ -235,6 +241,7 @@ caf::expected<pb::Rows> shard_core::read_rows(const pb::SparsePull& req) {
   data->resize(size_t(req.ids_size()) * row_bytes);
   for (int i = 0; i < req.ids_size(); ++i)
     std::memcpy(&(*data)[size_t(i) * row_bytes], (*v)->value.data() + req.ids(i) * (*v)->row_size, row_bytes);
+  (*v)->load.rows(req.ids().data(), req.ids_size());
   *out.mutable_ids() = req.ids();
   return out;
 }
@@ -314,6 +321,7 @@ pb::PushAck shard_core::apply(const pb::Push& push) {
     }
     auto& v = vars_.at(g.name());
     const float* grad = floats(g.data());
+    v.load.elements(g.offset(), g.count());
     if (g.offset() == 0) observe_staleness(v, push.worker(), push.step());
     if (sync) {
       if (v.sum.empty()) v.sum.assign(size_t(v.size()), 0.0f);
@@ -367,6 +375,7 @@ caf::expected<pb::PushAck> shard_core::apply_rows(const pb::SparsePush& req) {
   kernels::sparse_rows merged;  // duplicate ids summed, as TF does
   kernels::merge_rows(g.ids().data(), floats(g.data()), g.ids_size(), g.dim(), merged);
   auto& var = **v;
+  var.load.rows(g.ids().data(), g.ids_size());
   ++var.version;
   var.params.step = int64_t(var.version);
   float* slots[2] = {nullptr, nullptr};
@@ -422,7 +431,14 @@ pb::ShardStats shard_core::stats() const {
   for (auto& [name, v] : vars_) bytes += v.size() * 4 * int64_t(1 + v.slots.size());
   out.set_bytes(bytes);
   out.set_step(visible_step());
+  for (auto& [name, v] : vars_) v.load.fill(name, out);
   return out;
+}
+
+void shard_core::observe_load(metrics::family<metrics::counter>& requests, metrics::family<metrics::counter>& bytes,
+                              const std::string& shard) {
+  load_metrics_ = {&requests, &bytes, shard};
+  for (auto& [name, v] : vars_) v.load.observe(requests, bytes, shard, name);
 }
 
 caf::error check_consistency(const pb::Consistency& c) {

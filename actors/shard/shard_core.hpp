@@ -19,6 +19,7 @@
 #include <caf/expected.hpp>
 
 #include "actors/metrics/registry.hpp"
+#include "actors/shard/range_load.hpp"
 #include "kernels/ops.hpp"
 #include "kernels/tensor.hpp"
 #include "messages/tensor_bytes.hpp"
@@ -68,6 +69,10 @@ class shard_core {
   /// variable's updates between the values that worker pulled for that
   /// step and the gradient's apply (pulls and pushes name worker and step).
   void observe_staleness(metrics::histogram* h) { staleness_ = h; }
+  /// Where each variable's load per row range goes from now on
+  /// (range_load::observe), labelled with `shard`.
+  void observe_load(metrics::family<metrics::counter>& requests, metrics::family<metrics::counter>& bytes,
+                    const std::string& shard);
 
   pb::ShardStats stats() const;
   /// Everything it holds, for a new replica (shard_snapshot.cpp); restore()
@@ -87,6 +92,7 @@ class shard_core {
     kernels::optimizer_params params;
     int64_t row_size = 1;
     uint64_t version = 0;
+    range_load load{1, 1};   // what its pulls and pushes touched
     std::vector<float> sum;  // SYNC: gradients of the current step
     int64_t received = 0;    // SYNC: elements received this step
     // The version each worker pulled for its latest steps (staleness).
@@ -133,6 +139,11 @@ class shard_core {
   std::vector<float> scratch_;                               // aligned copy of a gradient slice
   pb::ShardStats stats_;
   metrics::histogram* staleness_ = nullptr;
+  struct {
+    metrics::family<metrics::counter>* requests = nullptr;
+    metrics::family<metrics::counter>* bytes = nullptr;
+    std::string shard;
+  } load_metrics_;
 };
 
 /// The kernels' hyper-parameters of `o` (its zero fields: the kernels'

@@ -15,6 +15,12 @@ shard_metrics::shard_metrics(metrics::registry& reg, uint32_t shard)
     : shard_(std::to_string(shard)),
       requests_(reg.counters("actorps_ps_requests_total", "Requests a PS shard answered, by kind and result",
                              {"shard", "kind", "result"})),
+      range_requests_(reg.counters("actorps_ps_range_requests_total",
+                                   "Pulls and pushes that touched a row range of a variable on a PS shard",
+                                   {"shard", "variable", "rows"})),
+      range_bytes_(reg.counters("actorps_ps_range_bytes_total",
+                                "Tensor bytes pulls and pushes moved in a row range of a variable on a PS shard",
+                                {"shard", "variable", "rows"})),
       received_(
           reg.counters("actorps_ps_received_bytes_total", "Tensor bytes a PS shard received (gradients)", {"shard"})
               .with({shard_})),

@@ -39,10 +39,16 @@ class shard_metrics {
   void applied(double seconds, uint32_t slices, uint32_t duplicates, uint32_t stale);
   void waiting(size_t n) { waiting_.set(double(n)); }
   metrics::histogram& staleness() { return staleness_; }
+  /// Requests and tensor bytes per row range of each variable
+  /// (shard_core::observe_load).
+  metrics::family<metrics::counter>& range_requests() { return range_requests_; }
+  metrics::family<metrics::counter>& range_bytes() { return range_bytes_; }
+  const std::string& shard() const { return shard_; }
 
  private:
   std::string shard_;
   metrics::family<metrics::counter>& requests_;
+  metrics::family<metrics::counter>&range_requests_, &range_bytes_;
   std::array<metrics::counter*, kShardRequestKinds> ok_;
   metrics::counter &received_, &sent_, &updates_, &duplicates_, &stale_;
   metrics::histogram &apply_, &staleness_;

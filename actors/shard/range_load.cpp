@@ -1,0 +1,95 @@
+#include "actors/shard/range_load.hpp"
+
+#include <algorithm>
+
+namespace actorps {
+
+range_load::range_load(int64_t rows, int64_t row_size)
+    : rows_(std::max<int64_t>(rows, 1)),
+      row_size_(std::max<int64_t>(row_size, 1)),
+      per_range_((rows_ + kLoadRanges - 1) / kLoadRanges),
+      ranges_(size_t((rows_ + per_range_ - 1) / per_range_)) {}
+
+void range_load::count(size_t r, uint64_t rows, uint64_t bytes) {
+  auto& range = ranges_[r];
+  ++range.requests;
+  range.rows += rows;
+  range.bytes += bytes;
+  if (range.requests_metric != nullptr) range.requests_metric->inc(), range.bytes_metric->inc(bytes);
+}
+
+void range_load::elements(int64_t offset, int64_t count) {
+  if (count <= 0) return;
+  const int64_t range_elements = per_range_ * row_size_, end = offset + count;
+  for (int64_t r = offset / range_elements; r < int64_t(ranges_.size()) && r * range_elements < end; ++r) {
+    const int64_t from = std::max(offset, r * range_elements), to = std::min(end, (r + 1) * range_elements);
+    const int64_t first_row = from / row_size_, last_row = (to - 1) / row_size_;
+    this->count(size_t(r), uint64_t(last_row - first_row + 1), uint64_t(to - from) * 4);
+  }
+}
+
+void range_load::rows(const int64_t* ids, int n) {
+  std::vector<uint64_t> per_range(ranges_.size(), 0);
+  for (int i = 0; i < n; ++i) {
+    ++per_range[size_t(ids[i] / per_range_)];
+    count_hot(ids[i]);
+  }
+  for (size_t r = 0; r < per_range.size(); ++r)
+    if (per_range[r] > 0) count(r, per_range[r], per_range[r] * uint64_t(row_size_) * 4);
+}
+
+// Space-Saving: a row not counted takes the place of the least counted one
+// (when all kHotRows are taken), inheriting its count as its error.
+void range_load::count_hot(int64_t id) {
+  auto i = hot_.find(id);
+  if (i != hot_.end()) {
+    ++i->second.count;
+    return;
+  }
+  if (hot_.size() < kHotRows) {
+    hot_.emplace(id, hot_row{1, 0});
+    return;
+  }
+  auto least = std::min_element(hot_.begin(), hot_.end(),
+                                [](const auto& a, const auto& b) { return a.second.count < b.second.count; });
+  const uint64_t floor = least->second.count;
+  hot_.erase(least);
+  hot_.emplace(id, hot_row{floor + 1, floor});
+}
+
+void range_load::fill(const std::string& name, pb::ShardStats& out) const {
+  for (size_t r = 0; r < ranges_.size(); ++r) {
+    auto* l = out.add_ranges();
+    l->set_name(name);
+    l->set_first_row(int64_t(r) * per_range_);
+    l->set_rows(std::min(per_range_, rows_ - int64_t(r) * per_range_));
+    l->set_requests(ranges_[r].requests);
+    l->set_rows_touched(ranges_[r].rows);
+    l->set_bytes(ranges_[r].bytes);
+  }
+  std::vector<std::pair<int64_t, hot_row>> hot(hot_.begin(), hot_.end());
+  std::sort(hot.begin(), hot.end(), [](const auto& a, const auto& b) {
+    return a.second.count != b.second.count ? a.second.count > b.second.count : a.first < b.first;
+  });
+  for (auto& [id, h] : hot) {
+    auto* row = out.add_hot_rows();
+    row->set_name(name);
+    row->set_row(id);
+    row->set_count(h.count);
+    row->set_error(h.error);
+  }
+}
+
+void range_load::observe(metrics::family<metrics::counter>& requests, metrics::family<metrics::counter>& bytes,
+                         const std::string& shard, const std::string& name) {
+  for (size_t r = 0; r < ranges_.size(); ++r) {
+    const int64_t first = int64_t(r) * per_range_, last = std::min(rows_, first + per_range_) - 1;
+    const std::string rows = std::to_string(first) + "-" + std::to_string(last);
+    ranges_[r].requests_metric = &requests.with({shard, name, rows});
+    ranges_[r].bytes_metric = &bytes.with({shard, name, rows});
+    ranges_[r].requests_metric->inc(ranges_[r].requests);
+    ranges_[r].bytes_metric->inc(ranges_[r].bytes);
+  }
+}
+
+}  // namespace actorps
