@@ -1,10 +1,12 @@
 // `actorps top`: a live table of the cluster, refreshed every interval from
 // each node's /metrics (its topology metrics_port): per node its tasks,
 // up or down, steps/s and closures/s (workers, coordinator), requests/s,
-// p99 apply time, waiting requests and gradient staleness (PS shards),
+// p99 apply time, waiting requests, gradient staleness and the hottest row
+// range's bytes over the mean range's (PS shards),
 // each over the last interval.
 #include <csignal>
 #include <cstdio>
+#include <map>
 #include <thread>
 
 #include <fmt/format.h>
@@ -34,13 +36,34 @@ samples since(const samples& after, const samples& before) {
 
 std::string rate(double n, double seconds, bool shown) { return shown ? fmt::format("{:.1f}", n / seconds) : "-"; }
 
+// Over a node's variables in `d` (its shards, over the interval), the
+// largest ratio of a variable's busiest row range's bytes to its mean
+// range's: 1 when every variable is read and written evenly, many times
+// that where a hot embedding range takes most of the traffic.
+std::string range_skew(const samples& d) {
+  struct load {
+    double most = 0, total = 0;
+    size_t ranges = 0;
+  };
+  std::map<std::pair<std::string, std::string>, load> by_variable;
+  for (auto& s : d) {
+    if (s.name != "actorps_ps_range_bytes_total") continue;
+    auto& l = by_variable[{s.labels_.at("shard"), s.labels_.at("variable")}];
+    l.most = std::max(l.most, s.value), l.total += s.value, ++l.ranges;
+  }
+  double skew = 0;
+  for (auto& [variable, l] : by_variable)
+    if (l.total > 0) skew = std::max(skew, l.most / (l.total / double(l.ranges)));
+  return skew > 0 ? fmt::format("{:.1f}", skew) : "-";
+}
+
 // One node's row from two scrapes `seconds` apart (nullopt: it did not answer).
 std::string row(const node_spec& node, const std::optional<samples>& now, const std::optional<samples>& before,
                 double seconds) {
-  const auto line = "{:<28} {:<6} {:>9} {:>11} {:>10} {:>13} {:>8} {:>10}\n";
+  const auto line = "{:<28} {:<6} {:>9} {:>11} {:>10} {:>13} {:>8} {:>10} {:>10}\n";
   const std::string tasks = node.task_names();
-  if (node.metrics_port == 0) return fmt::format(line, tasks, "-", "-", "-", "-", "-", "-", "no metrics_port");
-  if (!now) return fmt::format(line, tasks, "down", "-", "-", "-", "-", "-", "-");
+  if (node.metrics_port == 0) return fmt::format(line, tasks, "-", "-", "-", "-", "-", "-", "-", "no metrics_port");
+  if (!now) return fmt::format(line, tasks, "down", "-", "-", "-", "-", "-", "-", "-");
   const samples d = before ? since(*now, *before) : samples{};
   const bool worker = node.hosts(pb::WORKER), ps = node.hosts(pb::PS) || node.hosts(pb::STANDBY),
              coordinator = node.hosts(pb::COORDINATOR);
@@ -54,7 +77,8 @@ std::string row(const node_spec& node, const std::optional<samples>& now, const 
       ps && before ? fmt::format("{:.3f}", 1000 * metrics::quantile(d, "actorps_ps_apply_seconds", 0.99)) : "-",
       ps ? fmt::format("{:.0f}", metrics::sum(*now, "actorps_ps_waiting_requests")) : "-",
       ps && staleness_n > 0 ? fmt::format("{:.2f}", metrics::sum(d, "actorps_ps_gradient_staleness_sum") / staleness_n)
-                            : "-");
+                            : "-",
+      ps && before ? range_skew(d) : "-");
 }
 
 std::vector<std::optional<samples>> scrape_all(const cluster_spec& spec, std::chrono::milliseconds timeout) {
@@ -83,8 +107,8 @@ int run_top(const cluster_spec& spec, double interval_s, bool once) {
     std::string out = tty ? "\x1b[H\x1b[2J" : "";
     out += fmt::format("actorps top: cluster \"{}\", {} nodes, every {:.1f} s{}\n", spec.name, spec.nodes.size(),
                        interval_s, once ? "" : " (Ctrl-C quits)");
-    out += fmt::format("{:<28} {:<6} {:>9} {:>11} {:>10} {:>13} {:>8} {:>10}\n", "TASKS", "STATE", "STEPS/S",
-                       "CLOSURES/S", "REQUESTS/S", "P99 APPLY MS", "WAITING", "STALENESS");
+    out += fmt::format("{:<28} {:<6} {:>9} {:>11} {:>10} {:>13} {:>8} {:>10} {:>10}\n", "TASKS", "STATE", "STEPS/S",
+                       "CLOSURES/S", "REQUESTS/S", "P99 APPLY MS", "WAITING", "STALENESS", "HOT RANGE");
     for (size_t n = 0; n < spec.nodes.size(); ++n) out += row(spec.nodes[n], now[n], before[n], interval_s);
     std::fputs(out.c_str(), stdout);
     std::fflush(stdout);

@@ -208,20 +208,22 @@ BOOST_AUTO_TEST_CASE(top_shows_each_node_live_and_a_stopped_one_down) {
   BOOST_REQUIRE(local);
   auto pid = ready_nodes(*local);
   top_on_a_terminal top(job);
-  // Columns: state, steps/s, closures/s, requests/s, p99 apply ms, waiting, staleness.
+  // Columns: state, steps/s, closures/s, requests/s, p99 apply ms, waiting,
+  // staleness, hot range (a variable's busiest row range's bytes over its
+  // mean range's: 1, this dense model's variables are pulled and pushed whole).
   auto training = [](const std::string& f) {
     auto w = row_of(f, "worker:1"), ps = row_of(f, "ps:0"), c = row_of(f, "coordinator:0");
-    return w.size() == 7 && w[0] == 1 && w[1] > 0 && ps.size() == 7 && ps[3] > 0 && ps[4] > 0 && ps[6] >= 0 &&
-           c.size() == 7 && c[2] > 0;
+    return w.size() == 8 && w[0] == 1 && w[1] > 0 && ps.size() == 8 && ps[3] > 0 && ps[4] > 0 && ps[6] >= 0 &&
+           ps[7] >= 1 && ps[7] < 1.2 && c.size() == 8 && c[2] > 0;
   };
   auto frame = top.frame_where(training);
   BOOST_TEST_MESSAGE("top:\n" << frame);
   BOOST_TEST(frame.find("TASKS") != std::string::npos);
   // A node that stops answering (SIGSTOP) shows down, then up again.
   ::kill(pid.at("ps:1"), SIGSTOP);
-  top.frame_where([](const std::string& f) { return row_of(f, "ps:1").size() == 7 && row_of(f, "ps:1")[0] == 0; });
+  top.frame_where([](const std::string& f) { return row_of(f, "ps:1").size() == 8 && row_of(f, "ps:1")[0] == 0; });
   ::kill(pid.at("ps:1"), SIGCONT);
-  top.frame_where([](const std::string& f) { return row_of(f, "ps:1").size() == 7 && row_of(f, "ps:1")[0] == 1; });
+  top.frame_where([](const std::string& f) { return row_of(f, "ps:1").size() == 8 && row_of(f, "ps:1")[0] == 1; });
   interrupt(*local, dir + "/local.log");
 }
 
