@@ -37,7 +37,7 @@ void print_table(const cluster_spec& spec, const std::vector<node_report>& repor
       fmt::print(line, node.task_names(), node.address(), "down", "-", "-", "-", r.cause);
     }
   }
-  // Large tensors over each PS node's bulk lane (0 under [security]: they go over CAF).
+  // Dense tensors over each PS node's bulk lane (0 under [security]: they go over CAF).
   for (auto& r : reports)
     if (r.status.bulk_push_frames() + r.status.bulk_pull_frames() > 0)
       fmt::print("{} bulk lane: {} push and {} pull frames served\n", spec.nodes[r.node].task_names(),

@@ -1,8 +1,8 @@
 // `actorps top`: a live table of the cluster, refreshed every interval from
 // each node's /metrics (its topology metrics_port): per node its tasks,
 // up or down, steps/s and closures/s (workers, coordinator), requests/s,
-// p99 apply time, waiting requests, gradient staleness and the hottest row
-// range's bytes over the mean range's (PS shards),
+// p99 apply time, waiting requests, gradient staleness and the hot range (a
+// variable's busiest row range's bytes over its mean range's; PS shards),
 // each over the last interval.
 #include <csignal>
 #include <cstdio>

@@ -17,6 +17,13 @@
 #include <caf/scoped_actor.hpp>
 
 namespace actorps {
+
+int64_t bulk_elements(const pb::BulkRequest& req) {
+  int64_t n = 0;
+  for (auto& r : req.ranges()) n += r.count();
+  return n;
+}
+
 namespace {
 
 constexpr uint32_t kMaxHeaderBytes = 1 << 16;
@@ -173,11 +180,9 @@ caf::error check_ranges(const pb::BulkRequest& req, const char* what) {
 // when the header's sizes disagree or the payload stalls (sender gone).
 caf::expected<pb::Push> read_push(int fd, const pb::BulkRequest& req, std::chrono::milliseconds stall) {
   if (auto err = check_ranges(req, "bulk push")) return err;
-  int64_t elements = 0;
-  for (auto& r : req.ranges()) elements += r.count();
-  if (int64_t(req.payload_bytes()) != elements * 4)
+  if (int64_t(req.payload_bytes()) != bulk_elements(req) * 4)
     return make_error(errc::bad_tensor, "bulk push: payload of " + std::to_string(req.payload_bytes()) + " bytes for " +
-                                            std::to_string(elements) + " elements");
+                                            std::to_string(bulk_elements(req)) + " elements");
   pb::Push push;
   push.set_worker(req.worker());
   push.set_step(req.step());
@@ -356,6 +361,10 @@ caf::error sources_differ(const pb::BulkRequest& head, size_t buffers) {
 // A request's ranges cut into frames of at most kBulkFrameBytes of values
 // and kBulkFrameRanges ranges (a range larger than a frame spans several).
 std::vector<bulk_client::frame> bulk_client::frames(pb::BulkRequest::Kind kind, const pb::BulkRequest& head) {
+  pb::BulkRequest shell = head;  // every frame's header but its ranges
+  shell.clear_ranges();
+  shell.set_kind(kind);
+  if (kind == pb::BulkRequest::PULL) shell.clear_closure_step();
   std::vector<frame> out;
   const int64_t capacity = kBulkFrameBytes / 4;
   int64_t room = 0;  // elements the last frame still takes
@@ -363,11 +372,7 @@ std::vector<bulk_client::frame> bulk_client::frames(pb::BulkRequest::Kind kind, 
     auto& range = head.ranges(i);
     for (int64_t at = 0; at < range.count();) {
       if (room == 0 || out.back().parts.size() == size_t(kBulkFrameRanges)) {
-        auto& f = out.emplace_back();
-        f.req = head;
-        f.req.clear_ranges();
-        f.req.set_kind(kind);
-        if (kind == pb::BulkRequest::PULL) f.req.clear_closure_step();
+        out.emplace_back().req = shell;
         room = capacity;
       }
       auto& f = out.back();
@@ -424,11 +429,9 @@ caf::error bulk_client::pull(const pb::BulkRequest& head, const std::vector<floa
       if (!first) first = make_error(static_cast<errc>(reply->code()), reply->error());
       continue;
     }
-    int64_t elements = 0;
-    for (auto& r : f.req.ranges()) elements += r.count();
-    if (int64_t(reply->payload_bytes()) != elements * 4)
+    if (int64_t(reply->payload_bytes()) != bulk_elements(f.req) * 4)
       return make_error(errc::bad_tensor, "bulk lane: pull answer of " + std::to_string(reply->payload_bytes()) +
-                                              " bytes for " + std::to_string(elements) + " elements");
+                                              " bytes for " + std::to_string(bulk_elements(f.req)) + " elements");
     for (size_t j = 0; j < f.parts.size(); ++j) {
       auto [range, at] = f.parts[j];
       if (!read_full(fd_, out[size_t(range)] + at, size_t(f.req.ranges(int(j)).count()) * 4))

@@ -30,6 +30,9 @@ constexpr int64_t kBulkFrameBytes = 1 << 20;
 /// Most ranges in one frame (a model's many small variables share frames).
 constexpr int kBulkFrameRanges = 256;
 
+/// The elements of all of `req`'s ranges.
+int64_t bulk_elements(const pb::BulkRequest& req);
+
 class bulk_server {
  public:
   /// Threads are joined by the destructor, which must run before the actor

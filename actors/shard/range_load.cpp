@@ -1,6 +1,7 @@
 #include "actors/shard/range_load.hpp"
 
 #include <algorithm>
+#include <array>
 
 namespace actorps {
 
@@ -29,32 +30,30 @@ void range_load::elements(int64_t offset, int64_t count) {
 }
 
 void range_load::rows(const int64_t* ids, int n) {
-  std::vector<uint64_t> per_range(ranges_.size(), 0);
+  std::array<uint64_t, kLoadRanges> per_range{};
   for (int i = 0; i < n; ++i) {
     ++per_range[size_t(ids[i] / per_range_)];
     count_hot(ids[i]);
   }
-  for (size_t r = 0; r < per_range.size(); ++r)
+  for (size_t r = 0; r < ranges_.size(); ++r)
     if (per_range[r] > 0) count(r, per_range[r], per_range[r] * uint64_t(row_size_) * 4);
 }
 
 // Space-Saving: a row not counted takes the place of the least counted one
 // (when all kHotRows are taken), inheriting its count as its error.
 void range_load::count_hot(int64_t id) {
-  auto i = hot_.find(id);
-  if (i != hot_.end()) {
-    ++i->second.count;
-    return;
+  hot_row* least = nullptr;
+  for (auto& h : hot_) {
+    if (h.id == id) {
+      ++h.count;
+      return;
+    }
+    if (least == nullptr || h.count < least->count) least = &h;
   }
-  if (hot_.size() < kHotRows) {
-    hot_.emplace(id, hot_row{1, 0});
-    return;
-  }
-  auto least = std::min_element(hot_.begin(), hot_.end(),
-                                [](const auto& a, const auto& b) { return a.second.count < b.second.count; });
-  const uint64_t floor = least->second.count;
-  hot_.erase(least);
-  hot_.emplace(id, hot_row{floor + 1, floor});
+  if (hot_.size() < kHotRows)
+    hot_.push_back({id, 1, 0});
+  else
+    *least = {id, least->count + 1, least->count};
 }
 
 void range_load::fill(const std::string& name, pb::ShardStats& out) const {
@@ -67,14 +66,13 @@ void range_load::fill(const std::string& name, pb::ShardStats& out) const {
     l->set_rows_touched(ranges_[r].rows);
     l->set_bytes(ranges_[r].bytes);
   }
-  std::vector<std::pair<int64_t, hot_row>> hot(hot_.begin(), hot_.end());
-  std::sort(hot.begin(), hot.end(), [](const auto& a, const auto& b) {
-    return a.second.count != b.second.count ? a.second.count > b.second.count : a.first < b.first;
-  });
-  for (auto& [id, h] : hot) {
+  std::vector<hot_row> hot = hot_;
+  std::sort(hot.begin(), hot.end(),
+            [](const hot_row& a, const hot_row& b) { return a.count != b.count ? a.count > b.count : a.id < b.id; });
+  for (auto& h : hot) {
     auto* row = out.add_hot_rows();
     row->set_name(name);
-    row->set_row(id);
+    row->set_row(h.id);
     row->set_count(h.count);
     row->set_error(h.error);
   }

@@ -57,16 +57,6 @@ void transport::open_lane(const std::vector<int>& ps_tasks, const std::string& h
   for (int ps : ps_tasks) lanes_[ps] = shared;
 }
 
-namespace {
-
-int64_t elements(const pb::BulkRequest& head) {
-  int64_t n = 0;
-  for (auto& r : head.ranges()) n += r.count();
-  return n;
-}
-
-}  // namespace
-
 void transport::bulk_push(int ps, pb::BulkRequest head, std::vector<const float*> grads,
                           std::function<void(const pb::PushAck&)> ok, fail_fn fail) {
   auto lane = lanes_.at(ps)->handle();
@@ -77,7 +67,7 @@ void transport::bulk_push(int ps, pb::BulkRequest head, std::vector<const float*
   }
   // Sent late or again, it would go after the worker rewrote its gradients: it goes from a copy.
   auto copy = std::make_shared<std::vector<float>>();
-  copy->reserve(size_t(elements(head)));
+  copy->reserve(size_t(bulk_elements(head)));
   for (int i = 0; i < head.ranges_size(); ++i)
     copy->insert(copy->end(), grads[size_t(i)], grads[size_t(i)] + head.ranges(i).count());
   faults_.route(
@@ -104,7 +94,7 @@ void transport::bulk_pull(int ps, pb::BulkRequest head, std::vector<float*> out,
   faults_.route(
       uint32_t(ps),
       [this, lane, head](auto ok, auto fail) {
-        auto into = std::make_shared<std::vector<float>>(size_t(elements(head)));
+        auto into = std::make_shared<std::vector<float>>(size_t(bulk_elements(head)));
         std::vector<float*> parts;
         float* at = into->data();
         for (auto& r : head.ranges()) parts.push_back(at), at += r.count();

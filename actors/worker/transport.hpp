@@ -6,8 +6,8 @@
 // transport keeps those deadlines itself, swept by one timer: a CAF
 // request timeout would wake CAF's clock thread twice per request (set and
 // cancel), a third of a training job's context switches.
-// Dense variables go over the PS node's bulk lane when it has one
-// (bulk_link.hpp; param_buffers.hpp says which), sparse rows over CAF. Injected faults plug in
+// Dense variables go over the PS node's bulk lane (bulk_link.hpp) where
+// param_buffers.hpp routes them, the rest over CAF. Injected faults plug in
 // here (actors/net/fault_injector.hpp) for both, and for the requests to
 // its datasets. Its timers come back as worker_timer messages.
 #pragma once
