@@ -37,10 +37,15 @@ namespace {
 
 const std::vector<std::string> kTasks = {"coordinator:0", "worker:0", "worker:1", "ps:0", "ps:1"};
 
-// worker:1's requests to both PS tasks held 50 ms each, from 0.1 s on.
-const char* const kWorker1Delayed =
-    "[[faults]]\nkind = \"delay\"\ntask = \"worker:1\"\npeer = \"ps:0\"\ndelay_ms = 50\nat = 0.1\nduration = 600.0\n"
-    "[[faults]]\nkind = \"delay\"\ntask = \"worker:1\"\npeer = \"ps:1\"\ndelay_ms = 50\nat = 0.1\nduration = 600.0\n";
+// worker:1's requests to both PS tasks held 50 ms each, from `start` on
+// (the faults' `at` line, seconds after the nodes are up, or `at_step`).
+std::string worker1_delayed(const std::string& start) {
+  std::string out;
+  for (auto* ps : {"ps:0", "ps:1"})
+    out += std::string("[[faults]]\nkind = \"delay\"\ntask = \"worker:1\"\npeer = \"") + ps + "\"\ndelay_ms = 50\n" +
+           start + "\nduration = 600.0\n";
+  return out;
+}
 
 // write_job's job, long enough (40 x 1,000 steps) to be stopped by the test.
 std::string long_job(const std::string& dir) {
@@ -290,7 +295,7 @@ BOOST_AUTO_TEST_CASE(a_worker_with_delayed_ps_requests_shows_as_the_straggler) {
   auto dir = make_temp_dir("test");
   auto job = long_job(dir);
   auto ports = add_metrics_ports(job);
-  std::ofstream(job, std::ios::app) << kWorker1Delayed;
+  std::ofstream(job, std::ios::app) << worker1_delayed("at = 0.1");
   auto chaos =
       child_process::spawn({ACTORPS_BIN, "chaos", job, "--seed", "1", "--log", dir + "/nodes.log"}, dir + "/chaos.log");
   BOOST_REQUIRE(chaos);
@@ -341,7 +346,9 @@ BOOST_AUTO_TEST_CASE(a_trace_that_cannot_be_written_stops_the_run_before_trainin
 BOOST_AUTO_TEST_CASE(one_trace_of_the_cluster_nests_pairs_and_shows_the_straggler) {
   auto dir = make_temp_dir("test");
   auto job = write_job(dir, "", "", 2, "[model]\ninput = [1, 1, 4]\n", 200);
-  std::ofstream(job, std::ios::app) << kWorker1Delayed;
+  // From the 40th of its 400 steps: a start in seconds could come after a
+  // fast machine's last steps.
+  std::ofstream(job, std::ios::app) << worker1_delayed("at_step = 40");
   const std::string file = dir + "/run.json";
   auto res = run_command({ACTORPS_BIN, "chaos", job, "--seed", "1", "--log", dir + "/nodes.log", "--trace", file}, 180s,
                          dir + "/chaos.log");
