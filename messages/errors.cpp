@@ -29,6 +29,8 @@ std::string to_string(errc code) {
     case errc::stale: return "stale";
     case errc::device_unavailable: return "device_unavailable";
     case errc::stale_routing: return "stale_routing";
+    case errc::moved: return "moved";
+    case errc::busy: return "busy";
   }
   return "unknown";
 }
@@ -72,7 +74,9 @@ int exit_code(const caf::error& err) {
     case errc::timeout:
     case errc::not_up:
     case errc::too_busy:
-    case errc::stale_routing: return kExitRetryable;
+    case errc::stale_routing:
+    case errc::moved:
+    case errc::busy: return kExitRetryable;
     default: return 1;
   }
 }

@@ -35,6 +35,8 @@ enum class errc : uint8_t {
   stale,               // a request of a round already over (a dataset's next batch of a split read before)
   device_unavailable,  // a worker's node lacks the devices the job asks for ([training] device, devices_per_worker)
   stale_routing,       // a request reached a shard that does not serve it (a backup): the routing table moved on
+  moved,               // a request named a variable shard that moved to another PS task (the message names it)
+  busy,                // a shard is moving one of its variables already: one move at a time
 };
 
 std::string to_string(errc code);

@@ -25,7 +25,8 @@ using ps_shard_actor = caf::typed_actor<
     caf::replies_to<pb::SetLearningRate>::with<pb::LearningRateSet>,
     caf::replies_to<pb::ShardStatsRequest>::with<pb::ShardStats>, caf::replies_to<pb::WorkerLost>::with<pb::ShardStats>,
     caf::replies_to<pb::Replicate, caf::strong_actor_ptr>::with<pb::Replicated>,
-    caf::replies_to<pb::Promote>::with<pb::ShardStats>, caf::reacts_to<pb::ReplicaDropped>>;
+    caf::replies_to<pb::Promote>::with<pb::ShardStats>, caf::reacts_to<pb::ReplicaDropped>,
+    caf::replies_to<pb::MoveOut>::with<pb::MoveData>, caf::replies_to<pb::MoveIn>::with<pb::MoveData>>;
 
 /// A worker's input pipeline (actors/dataset/dataset_actor.hpp).
 using dataset_actor = caf::typed_actor<caf::replies_to<pb::DatasetInfoRequest>::with<pb::DatasetInfo>,
@@ -37,7 +38,8 @@ using dataset_actor = caf::typed_actor<caf::replies_to<pb::DatasetInfoRequest>::
 using worker_actor =
     caf::typed_actor<caf::replies_to<pb::RunClosures, std::vector<dataset_actor>>::with<pb::ClosuresDone>,
                      caf::replies_to<pb::InjectFault>::with<pb::FaultInjected>,
-                     caf::reacts_to<worker_timer_atom, uint64_t>, caf::replies_to<worker_ready_atom>::with<bool>>;
+                     caf::reacts_to<worker_timer_atom, uint64_t>, caf::replies_to<worker_ready_atom>::with<bool>,
+                     caf::reacts_to<pb::Reroute>>;
 
 /// What a closure's function takes and returns (messages/train.proto).
 using values = std::vector<pb::Value>;

@@ -117,6 +117,28 @@ struct cluster_client {
   }
 };
 
+// The cluster.nodes index of the node hosting `task`.
+inline uint32_t node_index(const cluster_spec& spec, const std::string& task) {
+  return uint32_t(spec.node_of(*parse_task(task)) - spec.nodes.data());
+}
+
+// Spawns ps task `ps`'s backup on `node` (the node of `on`) and gives it to
+// the primary, which sends it its state.
+inline ps_shard_actor replicate(cluster_client& coord, const node_actor& node, const std::string& on,
+                                const ps_shard_actor& primary, uint32_t ps) {
+  pb::SpawnShard spawn;
+  spawn.set_shard(ps);
+  spawn.set_backup(true);
+  auto backup = call<ps_shard_actor>(coord.self, node, spawn);
+  BOOST_REQUIRE_MESSAGE(backup, (backup ? "" : describe(backup.error())));
+  pb::Replicate req;
+  req.set_backup_node(node_index(coord.spec, on));
+  auto done =
+      request_now<pb::Replicated>(coord.self, primary, 10s, req, caf::actor_cast<caf::strong_actor_ptr>(*backup));
+  BOOST_REQUIRE_MESSAGE(done, (done ? "" : describe(done.error())));
+  return *backup;
+}
+
 /// w [10, 4] split in two (5 rows on each of 2 PS), b [4] whole on ps:0; SGD, lr 0.5.
 inline std::vector<sharded_variable> two_ps_variables() {
   placement place(2);

@@ -18,28 +18,6 @@ namespace {
 
 std::string why(const caf::error& e) { return describe(e); }
 
-// The cluster.nodes index of the node hosting `task`.
-uint32_t node_index(const cluster_spec& spec, const std::string& task) {
-  return uint32_t(spec.node_of(*parse_task(task)) - spec.nodes.data());
-}
-
-// Spawns ps task `ps`'s backup on `node` (the node of `on`) and gives it to
-// the primary, which sends it its state.
-ps_shard_actor replicate(cluster_client& coord, const node_actor& node, const std::string& on,
-                         const ps_shard_actor& primary, uint32_t ps) {
-  pb::SpawnShard spawn;
-  spawn.set_shard(ps);
-  spawn.set_backup(true);
-  auto backup = call<ps_shard_actor>(coord.self, node, spawn);
-  BOOST_REQUIRE_MESSAGE(backup, (backup ? "" : why(backup.error())));
-  pb::Replicate req;
-  req.set_backup_node(node_index(coord.spec, on));
-  auto done =
-      request_now<pb::Replicated>(coord.self, primary, 10s, req, caf::actor_cast<caf::strong_actor_ptr>(*backup));
-  BOOST_REQUIRE_MESSAGE(done, (done ? "" : why(done.error())));
-  return *backup;
-}
-
 pb::ShardStats stats(cluster_client& coord, const ps_shard_actor& shard) {
   auto s = call<pb::ShardStats>(coord.self, shard, pb::ShardStatsRequest{});
   BOOST_REQUIRE_MESSAGE(s, (s ? "" : why(s.error())));

@@ -393,6 +393,52 @@ caf::error cluster_coordinator::assign_values(const std::vector<const float*>& v
   return caf::none;
 }
 
+caf::expected<move_report> cluster_coordinator::move_shard(const std::string& shard, uint32_t to_ps) {
+  const auto where = fmt::format("moving '{}' to ps:{}", shard, to_ps);
+  sharded_variable* var = nullptr;
+  size_t part = 0;
+  for (auto& v : p_->vars)
+    for (size_t s = 0; s < v.shards.size(); ++s)
+      if (v.shard_name(s) == shard) var = &v, part = s;
+  if (var == nullptr) return make_error(errc::unknown_variable, where + ": the job has no variable shard of that name");
+  auto shards = p_->shards();
+  if (!shards) return in_context(shards.error(), where);
+  if (to_ps >= shards->size())
+    return make_error(errc::out_of_range, fmt::format("{}: no ps:{} (the job has {})", where, to_ps, shards->size()));
+  const auto from = uint32_t(var->shards[part].ps_task);
+  if (from == to_ps) return make_error(errc::invalid_argument, where + ": it is there already");
+  // The switch: the coordinator's table, the keeper's (restores, the next
+  // routing version) and every worker's (through the membership).
+  auto switch_routing = [&]() -> caf::error {
+    var->shards[part].ps_task = int(to_ps);
+    if (!p_->keeper) return caf::none;  // no worker yet: they start with the new table
+    auto version = p_->ask<uint64_t>(p_->keeper, keeper_move_atom_v, shard, to_ps);
+    if (!version) return version.error();
+    pb::Reroute reroute;
+    reroute.set_routing_version(*version);
+    for (auto& v : p_->vars) *reroute.add_variables() = train::to_proto(v);
+    auto told = p_->ask<bool>(p_->membership, reroute);
+    return told ? caf::none : told.error();
+  };
+  // Who serves a ps task now; after `lost` did not answer, its replacement (the keeper's).
+  auto serving = [&](uint32_t ps, const ps_shard_actor* lost) -> caf::expected<ps_shard_actor> {
+    auto now = lost != nullptr ? p_->shards(ps, *lost) : p_->shards();
+    if (!now) return now.error();
+    return (*now)[ps];
+  };
+  const auto timeout = std::chrono::milliseconds(p_->spec.runtime.request_timeout_ms);
+  auto report = actorps::move_shard(p_->self, serving, shard, from, to_ps, timeout, switch_routing);
+  if (!report) {
+    var->shards[part].ps_task = int(from);
+    return in_context(report.error(), where);
+  }
+  spdlog::info(
+      "coordinator: moved '{}' from ps:{} to ps:{}: {} bytes, {} catch-up round(s), {} change(s) replayed, "
+      "copy {:.3f} s, paused {:.3f} s",
+      shard, from, to_ps, report->bytes, report->catch_ups, report->changes, report->copy_s, report->pause_s);
+  return report;
+}
+
 metrics::registry& cluster_coordinator::metrics() const { return metrics::registry_of(p_->self->home_system()); }
 
 }  // namespace actorps

@@ -28,6 +28,7 @@
 #include <caf/scoped_actor.hpp>
 
 #include "actors/coordinator/closure_queue.hpp"
+#include "actors/coordinator/shard_move.hpp"
 #include "actors/metrics/registry.hpp"
 #include "actors/variables/ps_client.hpp"
 #include "config/cluster_spec.hpp"
@@ -142,6 +143,11 @@ class cluster_coordinator {
   /// their update counts (Adam's step).
   [[nodiscard]] caf::error assign_values(const std::vector<const float*>& values, uint32_t slot = 0,
                                          const std::vector<uint64_t>* versions = nullptr);
+  /// Moves variable shard `shard` ("<variable>/part_<i>", or the variable's
+  /// name when unpartitioned) to ps task `to_ps` while the job runs
+  /// (shard_move.hpp): nothing lost or applied twice; workers are rerouted.
+  /// Async jobs only; one move at a time per source shard (errc::busy).
+  [[nodiscard]] caf::expected<move_report> move_shard(const std::string& shard, uint32_t to_ps);
   /// The coordinator process's metrics (coordinator_metrics.hpp).
   metrics::registry& metrics() const;
 

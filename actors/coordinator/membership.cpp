@@ -186,6 +186,13 @@ caf::behavior membership_behavior(membership_ptr self, membership_setup setup) {
         self->delegate(proxy->second, req);
         return caf::delegated<pb::FaultInjected>{};
       },
+      [self](const pb::Reroute& req) {  // a shard moved: workers spawned from now on, and those up
+        auto& st = self->state;
+        st.s.spawn.set_routing_version(req.routing_version());
+        *st.s.spawn.mutable_variables() = req.variables();
+        for (auto& [w, proxy] : st.proxies) self->send(proxy, req);
+        return true;
+      },
       [self](membership_close_atom) {
         self->state.closing = true;
         return true;

@@ -473,6 +473,12 @@ caf::behavior keeper_behavior(keeper_ptr self, keeper_setup setup, node_dialer d
       [self](keeper_lr_atom, float lr) { self->state.learning_rate = lr; },
       [self](keeper_ckpt_atom, const std::string& dir) { self->state.l.checkpoint_dir = dir; },
       [self](keeper_rebuild_atom, uint32_t ps) { rebuild_backup(self, ps); },
+      [self](keeper_move_atom, const std::string& shard, uint32_t to) {  // a shard moved: the next routing version
+        for (auto& v : self->state.l.vars)
+          for (size_t s = 0; s < v.shards.size(); ++s)
+            if (v.shard_name(s) == shard) v.shards[s].ps_task = int(to);
+        return ++self->state.routing_version;
+      },
       [self](keeper_retry_atom, uint32_t ps) {
         maybe_move_to_standby(self, ps);
         self->state.dial(self, self->state.ps_nodes[ps], [self, ps](caf::expected<node_actor> n) {

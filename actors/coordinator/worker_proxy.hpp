@@ -58,7 +58,9 @@ struct respawn_plan {
 ///    dial it now, unless the worker is up already.
 /// Messages: proxy_pause_atom (no dispatching, no respawning),
 /// (proxy_shards_atom, shard_list, ps_nodes) (the PS shards changed: respawn
-/// over them; ps_nodes: the node serving each, SpawnWorker.ps_nodes).
+/// over them; ps_nodes: the node serving each, SpawnWorker.ps_nodes),
+/// Reroute (a shard moved: the worker, and every respawn of it, gets the
+/// new routing; closures refused as errc::moved go back to the queue).
 caf::actor spawn_worker_proxy(caf::actor_system& sys, std::shared_ptr<closure_queue> queue, uint32_t index,
                               worker_actor worker, respawn_plan plan);
 

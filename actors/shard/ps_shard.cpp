@@ -83,19 +83,6 @@ void set_waiting(shard_state& st) {
   st.metrics->waiting(n);
 }
 
-// The apply span of a push, and the end of the arrow from the worker's push.
-void trace_apply(trace::recorder& tracer, uint32_t shard, const pb::Push& push, int64_t start_us) {
-  trace::event e;
-  e.name = "apply", e.cat = "shard", e.tid = trace::shard, e.ts_us = start_us, e.dur_us = trace::now_us() - start_us;
-  e.arg_names[0] = "worker", e.args[0] = push.worker();
-  e.arg_names[1] = "step", e.args[1] = push.step();
-  tracer.record(e);
-  trace::event flow;
-  flow.name = "push", flow.cat = "flow", flow.ph = 'f', flow.tid = trace::shard, flow.ts_us = start_us;
-  flow.id = trace::push_flow(push.worker(), push.step(), shard);
-  tracer.record(flow);
-}
-
 // A checked push applied (SYNC: accumulated, and the step advanced when it
 // was the last gradient: `advanced`), timed.
 pb::PushAck apply_push(shard_state& st, const pb::Push& push, bool* advanced = nullptr) {
@@ -398,6 +385,14 @@ caf::result<pb::ShardStats> on_promote(shard_actor self, const pb::Promote& req)
   return stats_of(st);
 }
 
+// A move's step (ps.proto MoveOut, MoveIn). What changes what the shard
+// serves (at the source FINISH, DROP, ABORT; at the target all) reaches
+// its backup too.
+caf::result<pb::MoveData> on_move(shard_actor self, caf::expected<pb::MoveData> done, bool changes) {
+  if (!changes) return answer(self, std::move(done));
+  return replicated(self, std::move(done));
+}
+
 caf::result<pb::Rows> on_sparse_pull(shard_actor self, const pb::SparsePull& req) {
   if (auto err = admit(self, req, kReaders, "SparsePull")) return err;
   auto rows = self->state.core->read_rows(req);
@@ -468,6 +463,16 @@ ps_shard_actor::behavior_type shard_behavior(shard_actor self, shard_options opt
         return self->state.backup ? on_primary(self, req, to) : on_replicate(self, req, to);
       },
       [self](const pb::Promote& req) { return on_promote(self, req); },
+      [self](const pb::MoveOut& req) {
+        return served<pb::MoveData>(self, K::move_out, req, "MoveOut", [&] {
+          const bool changes = req.step() >= pb::MoveOut::FINISH;
+          return on_move(self, self->state.core->move_out(req, self->state.backup), changes);
+        });
+      },
+      [self](const pb::MoveIn& req) {
+        return served<pb::MoveData>(self, K::move_in, req, "MoveIn",
+                                    [&] { return on_move(self, self->state.core->move_in(req), true); });
+      },
       [self](const pb::ReplicaDropped& req) {
         auto& st = self->state;
         if (!st.backup || self->current_sender() == nullptr || self->current_sender()->address() != st.primary) return;

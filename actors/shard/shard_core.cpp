@@ -109,6 +109,8 @@ caf::expected<pb::Created> shard_core::create(const pb::CreateVariables& req) {
 // ---- validation (nothing changes until a whole request passed) ----
 
 caf::expected<shard_core::variable*> shard_core::find(const std::string& name) {
+  if (auto to = moved_.find(name); to != moved_.end())
+    return error(errc::moved, "'" + name + "' moved to ps:" + std::to_string(to->second));
   auto i = vars_.find(name);
   if (i == vars_.end()) return error(errc::unknown_variable, "no variable '" + name + "' on this shard");
   return &i->second;
@@ -195,7 +197,8 @@ bool shard_core::ready(const pb::Pull& p) const {
 caf::expected<pb::Values> shard_core::read(const pb::Pull& p) {
   std::vector<variable*> chosen;
   if (p.names().empty()) {
-    for (auto& [name, v] : vars_) chosen.push_back(&v);
+    for (auto& [name, v] : vars_)
+      if (moved_.count(name) == 0) chosen.push_back(&v);
   } else {
     for (auto& name : p.names()) {
       auto v = find(name);
@@ -330,6 +333,15 @@ pb::PushAck shard_core::apply(const pb::Push& push) {
     } else {
       apply_dense(v, g.offset(), g.count(), grad);
     }
+    if (logging(g.name())) {
+      pb::MoveChange change;
+      auto& one = *change.mutable_push();
+      one.set_worker(push.worker());
+      one.set_step(push.step());
+      *one.mutable_closure_step() = push.closure_step();
+      *one.add_gradients() = g;
+      log_change(std::move(change));
+    }
     ack.set_applied(ack.applied() + 1);
   }
   stats_.set_pushes_applied(stats_.pushes_applied() + ack.applied());
@@ -382,6 +394,11 @@ caf::expected<pb::PushAck> shard_core::apply_rows(const pb::SparsePush& req) {
   for (int i = 0; i < kernels::slot_count(var.kind); ++i) slots[i] = var.slot(i);
   kernels::cpu_ops().apply_sparse(var.kind, var.params, int64_t(merged.ids.size()), g.dim(), merged.ids.data(),
                                   var.value.data(), slots, merged.rows.data());
+  if (logging(g.name())) {
+    pb::MoveChange change;
+    *change.mutable_sparse_push() = req;
+    log_change(std::move(change));
+  }
   ack.set_applied(1);
   stats_.set_pushes_applied(stats_.pushes_applied() + 1);
   advance_clock(req.worker(), req.step());
@@ -402,6 +419,11 @@ caf::expected<pb::Assigned> shard_core::assign(const pb::Assign& req) {
     float* into = s.slot() == 0 ? v.value.data() : v.slot(int(s.slot()) - 1);
     std::memcpy(into + s.offset(), s.data().data(), s.data().size());
     if (s.slot() == 0) v.version = s.version() > 0 ? s.version() : v.version + 1;
+    if (logging(s.name())) {
+      pb::MoveChange change;
+      *change.mutable_assign() = s;
+      log_change(std::move(change));
+    }
   }
   pb::Assigned out;
   out.set_count(uint32_t(req.values_size()));

@@ -9,7 +9,9 @@
 
 #include <array>
 #include <cstdint>
+#include <deque>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <unordered_map>
@@ -80,6 +82,18 @@ class shard_core {
   /// learning rates, applied push keys and counters.
   pb::ShardSnapshot snapshot() const;
   [[nodiscard]] caf::error restore(const pb::ShardSnapshot& snap);
+  /// Moving a variable shard to another PS task (ps.proto MoveOut; in
+  /// shard_snapshot.cpp). At the source: BEGIN freezes a copy and logs
+  /// every change applied to the shard from then on; FINISH makes every
+  /// request naming it an errc::moved naming the target. A `replica` (a
+  /// backup, which gets its primary's FINISH, DROP and ABORT) only marks.
+  [[nodiscard]] caf::expected<pb::MoveData> move_out(const pb::MoveOut& req, bool replica);
+  /// A move's log outgrowing this many tensor bytes is given up (the
+  /// coordinator that drains it is gone).
+  static constexpr int64_t kMaxMoveLog = int64_t(1) << 30;
+  /// At the target: the shard from BEGIN's header, its chunks, its logged changes.
+  [[nodiscard]] caf::expected<pb::MoveData> move_in(const pb::MoveIn& req);
+
   /// How many requests the actor holds for a step (shown in stats).
   void set_waiting(uint32_t n) { stats_.set_waiting(n); }
 
@@ -125,6 +139,14 @@ class shard_core {
   int64_t visible_step() const;
   void advance_clock(uint32_t worker, int64_t step);
   const float* floats(const std::string& bytes) { return float_view(bytes, scratch_); }
+  // A change applied to the shard being moved goes to its log.
+  bool logging(const std::string& name) const { return moving_ && !moving_->finished && moving_->name == name; }
+  void log_change(pb::MoveChange change);
+  caf::expected<pb::MoveData> begin_move(const std::string& name);
+  caf::expected<pb::MoveData> read_frozen(const pb::MoveOut& req) const;
+  pb::MoveData drain_log();
+  caf::error import(const pb::ShardSnapshot& header);
+  caf::error replay(const google::protobuf::RepeatedPtrField<pb::MoveChange>& log);
 
   pb::Consistency consistency_;
   std::string where_;
@@ -138,6 +160,17 @@ class shard_core {
   std::vector<int64_t> clocks_;                              // BOUNDED_STALENESS: per worker, last pushed step + 1
   std::vector<float> scratch_;                               // aligned copy of a gradient slice
   pb::ShardStats stats_;
+  // The shard being moved away (one at a time): its copy as BEGIN froze it
+  // (values, then slots), the changes applied since, and whether FINISH came.
+  struct outgoing {
+    std::string name;
+    std::vector<kernels::tensor> frozen;
+    std::deque<pb::MoveChange> log;
+    int64_t log_bytes = 0;  // of the tensors in it
+    bool finished = false;
+  };
+  std::optional<outgoing> moving_;
+  std::map<std::string, uint32_t> moved_;  // shards moved away: the ps task each went to
   metrics::histogram* staleness_ = nullptr;
   struct {
     metrics::family<metrics::counter>* requests = nullptr;

@@ -6,8 +6,8 @@ namespace actorps {
 namespace {
 
 constexpr const char* kKindNames[kShardRequestKinds] = {
-    "pull",  "push",       "sparse_pull", "sparse_push", "assign", "create_variables", "set_learning_rate",
-    "stats", "worker_lost"};
+    "pull",  "push",        "sparse_pull", "sparse_push", "assign", "create_variables", "set_learning_rate",
+    "stats", "worker_lost", "move_out",    "move_in"};
 
 }  // namespace
 
@@ -59,6 +59,19 @@ void shard_metrics::applied(double seconds, uint32_t slices, uint32_t duplicates
   updates_.inc(slices);
   duplicates_.inc(duplicates);
   stale_.inc(stale);
+}
+
+// The apply span of a push, and the end of the arrow from the worker's push.
+void trace_apply(trace::recorder& tracer, uint32_t shard, const pb::Push& push, int64_t start_us) {
+  trace::event e;
+  e.name = "apply", e.cat = "shard", e.tid = trace::shard, e.ts_us = start_us, e.dur_us = trace::now_us() - start_us;
+  e.arg_names[0] = "worker", e.args[0] = push.worker();
+  e.arg_names[1] = "step", e.args[1] = push.step();
+  tracer.record(e);
+  trace::event flow;
+  flow.name = "push", flow.cat = "flow", flow.ph = 'f', flow.tid = trace::shard, flow.ts_us = start_us;
+  flow.id = trace::push_flow(push.worker(), push.step(), shard);
+  tracer.record(flow);
 }
 
 }  // namespace actorps

@@ -10,6 +10,8 @@
 #include <caf/error.hpp>
 
 #include "actors/metrics/registry.hpp"
+#include "actors/metrics/trace.hpp"
+#include "messages/ps.pb.h"
 
 namespace actorps {
 
@@ -24,8 +26,10 @@ enum class shard_request : uint8_t {
   set_learning_rate,
   stats,
   worker_lost,
+  move_out,
+  move_in,
 };
-constexpr size_t kShardRequestKinds = 9;
+constexpr size_t kShardRequestKinds = 11;
 
 class shard_metrics {
  public:
@@ -54,5 +58,9 @@ class shard_metrics {
   metrics::histogram &apply_, &staleness_;
   metrics::gauge& waiting_;
 };
+
+/// The apply span of a push (its `start_us`), and the end of the arrow
+/// from the worker's push, for --trace.
+void trace_apply(trace::recorder& tracer, uint32_t shard, const pb::Push& push, int64_t start_us);
 
 }  // namespace actorps

@@ -1,7 +1,11 @@
 // shard_core's whole state as one message, and a copy of it: how a new
-// backup (ps_replicas = 2) starts where its primary is.
+// backup (ps_replicas = 2) starts where its primary is. And one variable
+// shard's state in chunks, with the changes made while they travel: how a
+// shard moves to another PS task (ps.proto MoveOut).
 #include <algorithm>
 #include <cstring>
+
+#include <spdlog/spdlog.h>
 
 #include "actors/shard/shard_core.hpp"
 #include "kernels/ops.hpp"
@@ -13,19 +17,24 @@ std::string bytes_of(const kernels::tensor& t) {
   return {reinterpret_cast<const char*>(t.data()), size_t(t.size()) * sizeof(float)};
 }
 
+// The push keys applied (of variable `only`'s slices, when given).
 template <class Key, class Map>
-void save_seen(const Map& seen, google::protobuf::RepeatedPtrField<pb::ShardSnapshot::Seen>& out) {
+void save_seen(const Map& seen, google::protobuf::RepeatedPtrField<pb::ShardSnapshot::Seen>& out,
+               const std::string* only = nullptr) {
   for (auto& [key, steps] : seen) {
-    auto& s = *out.Add();
+    pb::ShardSnapshot::Seen s;
     s.set_key(uint64_t(key));
     for (auto& [step, slices] : steps) {
-      auto& a = *s.add_steps();
+      pb::ShardSnapshot::Applied a;
       a.set_step(step);
-      for (auto& [name, offset] : slices) {
-        a.add_names(name);
-        a.add_offsets(offset);
-      }
+      for (auto& [name, offset] : slices)
+        if (only == nullptr || name == *only) {
+          a.add_names(name);
+          a.add_offsets(offset);
+        }
+      if (only == nullptr || a.names_size() > 0) *s.add_steps() = std::move(a);
     }
+    if (only == nullptr || s.steps_size() > 0) *out.Add() = std::move(s);
   }
 }
 
@@ -86,6 +95,184 @@ caf::error shard_core::restore(const pb::ShardSnapshot& snap) {
   for (auto& [worker, incarnation] : snap.incarnations()) live_incarnation_[worker] = incarnation;
   stats_ = snap.stats();
   return caf::none;
+}
+
+// ---- moves ----
+
+namespace {
+
+constexpr int64_t kLogReplyBytes = 1 << 20;  // of tensors per CATCH_UP answer (at least one change)
+
+int64_t tensor_bytes(const pb::MoveChange& c) {
+  if (c.has_push()) return int64_t(c.push().gradients(0).data().size());
+  if (c.has_sparse_push()) return int64_t(c.sparse_push().gradient().data().size());
+  return int64_t(c.assign().data().size());
+}
+
+}  // namespace
+
+void shard_core::log_change(pb::MoveChange change) {
+  moving_->log_bytes += tensor_bytes(change);
+  moving_->log.push_back(std::move(change));
+  if (moving_->log_bytes <= kMaxMoveLog) return;
+  spdlog::error("{}gave up moving '{}': {} bytes of changes waited to be handed over", where_, moving_->name,
+                moving_->log_bytes);
+  moving_.reset();
+}
+
+pb::MoveData shard_core::drain_log() {
+  pb::MoveData out;
+  auto& log = moving_->log;
+  for (int64_t bytes = 0; !log.empty() && (out.log_size() == 0 || bytes < kLogReplyBytes); log.pop_front()) {
+    bytes += tensor_bytes(log.front());
+    moving_->log_bytes -= tensor_bytes(log.front());
+    *out.add_log() = std::move(log.front());
+  }
+  out.set_more(!log.empty());
+  return out;
+}
+
+caf::expected<pb::MoveData> shard_core::begin_move(const std::string& name) {
+  if (consistency_.mode() != pb::Consistency::ASYNC)
+    return error(errc::invalid_argument,
+                 "moves need consistency async (sync and bounded_staleness count steps "
+                 "per shard)");
+  if (moving_) return error(errc::busy, "moving '" + moving_->name + "' already: one move at a time");
+  auto v = find(name);
+  if (!v) return v.error();
+  outgoing out;
+  out.name = name;
+  auto freeze = [&](const kernels::tensor& t) {
+    kernels::tensor copy({t.size()});
+    std::memcpy(copy.data(), t.data(), size_t(t.size()) * sizeof(float));
+    out.frozen.push_back(std::move(copy));
+  };
+  freeze((*v)->value);
+  for (auto& slot : (*v)->slots) freeze(slot);
+  pb::MoveData data;
+  auto& header = *data.mutable_header();
+  auto& var = *header.add_variables();
+  *var.mutable_spec() = (*v)->spec;
+  var.set_version((*v)->version);
+  var.set_learning_rate((*v)->params.lr);
+  save_seen<uint64_t>(seen_closures_, *header.mutable_closures(), &name);
+  save_seen<uint32_t>(seen_workers_, *header.mutable_workers(), &name);
+  for (auto& [worker, incarnation] : live_incarnation_) (*header.mutable_incarnations())[worker] = incarnation;
+  moving_ = std::move(out);
+  return data;
+}
+
+caf::expected<pb::MoveData> shard_core::read_frozen(const pb::MoveOut& req) const {
+  const auto& copy = moving_->frozen;
+  if (req.slot() >= copy.size())
+    return error(errc::out_of_range, "'" + req.name() + "': slot " + std::to_string(req.slot()) + " of its " +
+                                         std::to_string(copy.size() - 1) + " optimizer slot(s) read");
+  const auto& t = copy[req.slot()];
+  if (auto err = check_range(req.name(), req.offset(), req.count(), t.size())) return err;
+  pb::MoveData out;
+  auto& chunk = *out.mutable_chunk();
+  chunk.set_name(req.name());
+  chunk.set_dtype(pb::FLOAT32);
+  chunk.set_offset(req.offset());
+  chunk.set_count(req.count());
+  chunk.set_slot(req.slot());
+  assign_floats(chunk.mutable_data(), t.data() + req.offset(), req.count());
+  return out;
+}
+
+caf::expected<pb::MoveData> shard_core::move_out(const pb::MoveOut& req, bool replica) {
+  const auto& name = req.name();
+  const bool mine = moving_ && moving_->name == name;
+  auto no_move = [&] { return error(errc::invalid_argument, "no move of '" + name + "' under way here"); };
+  pb::MoveData out;
+  switch (req.step()) {
+    case pb::MoveOut::BEGIN: return begin_move(name);
+    case pb::MoveOut::READ:
+      if (!mine) return no_move();
+      return read_frozen(req);
+    case pb::MoveOut::CATCH_UP:
+      if (!mine) return no_move();
+      return drain_log();
+    case pb::MoveOut::FINISH:
+      if (replica && vars_.count(name) > 0) {  // a backup marks only
+        moved_[name] = req.to_ps();
+        return out;
+      }
+      if (!mine || moving_->finished) return no_move();
+      moving_->finished = true;
+      moved_[name] = req.to_ps();
+      return out;
+    case pb::MoveOut::DROP:
+      if (moved_.count(name) == 0) return error(errc::invalid_argument, "'" + name + "' has not moved: not dropped");
+      vars_.erase(name);
+      if (mine) moving_.reset();
+      return out;
+    case pb::MoveOut::ABORT:
+      if (vars_.count(name) == 0) return error(errc::unknown_variable, "no variable '" + name + "' on this shard");
+      moved_.erase(name);
+      if (mine) moving_.reset();
+      return out;
+    default: return error(errc::invalid_argument, "unknown MoveOut step " + std::to_string(int(req.step())));
+  }
+}
+
+caf::error shard_core::import(const pb::ShardSnapshot& header) {
+  if (header.variables_size() != 1) return error(errc::invalid_argument, "a moved shard's header holds one variable");
+  const auto& var = header.variables(0);
+  const auto& name = var.spec().name();
+  if (vars_.count(name) > 0) return error(errc::invalid_argument, "holds '" + name + "' already: not moved here");
+  pb::CreateVariables create;
+  *create.add_variables() = var.spec();
+  if (auto created = this->create(create); !created) return created.error();
+  moved_.erase(name);  // moved back here
+  auto& v = vars_.at(name);
+  v.version = var.version();
+  v.params.lr = var.learning_rate();
+  load_seen<uint64_t>(header.closures(), seen_closures_);
+  load_seen<uint32_t>(header.workers(), seen_workers_);
+  for (auto& [worker, incarnation] : header.incarnations())
+    live_incarnation_[worker] = std::max(live_incarnation_[worker], incarnation);
+  return caf::none;
+}
+
+caf::error shard_core::replay(const google::protobuf::RepeatedPtrField<pb::MoveChange>& log) {
+  for (auto& change : log) {
+    if (change.has_push()) {
+      if (auto err = check(change.push())) return err;
+      apply(change.push());
+    } else if (change.has_sparse_push()) {
+      if (auto ack = apply_rows(change.sparse_push()); !ack) return ack.error();
+    } else if (change.has_assign()) {
+      pb::Assign one;
+      *one.add_values() = change.assign();
+      if (auto done = assign(one); !done) return done.error();
+    }
+  }
+  return caf::none;
+}
+
+caf::expected<pb::MoveData> shard_core::move_in(const pb::MoveIn& req) {
+  pb::MoveData out;
+  switch (req.step()) {
+    case pb::MoveIn::IMPORT:
+      if (auto err = import(req.header())) return err;
+      return out;
+    case pb::MoveIn::WRITE: {
+      const auto& c = req.chunk();
+      if (auto err = check_slice(c)) return err;
+      auto& v = vars_.at(c.name());
+      if (c.slot() > uint32_t(v.slots.size()))
+        return error(errc::out_of_range, "'" + c.name() + "': slot " + std::to_string(c.slot()) + " written");
+      float* into = c.slot() == 0 ? v.value.data() : v.slot(int(c.slot()) - 1);
+      std::memcpy(into + c.offset(), c.data().data(), c.data().size());
+      return out;
+    }
+    case pb::MoveIn::REPLAY:
+      if (auto err = replay(req.log())) return err;
+      return out;
+    case pb::MoveIn::ABORT: vars_.erase(req.name()); return out;
+    default: return error(errc::invalid_argument, "unknown MoveIn step " + std::to_string(int(req.step())));
+  }
 }
 
 }  // namespace actorps

@@ -9,9 +9,15 @@
 
 namespace actorps {
 
-param_buffers::param_buffers(kernels::device_model& model, std::vector<sharded_variable> vars, uint32_t worker,
-                             bool pull_ahead, transport& net, kernels::host_parameters** in_use)
-    : model_(model), vars_(std::move(vars)), worker_(worker), pull_ahead_(pull_ahead), net_(net), in_use_(in_use) {
+param_buffers::param_buffers(kernels::device_model& model, std::vector<sharded_variable> vars, uint64_t routing_version,
+                             uint32_t worker, bool pull_ahead, transport& net, kernels::host_parameters** in_use)
+    : model_(model),
+      vars_(std::move(vars)),
+      routing_version_(routing_version),
+      worker_(worker),
+      pull_ahead_(pull_ahead),
+      net_(net),
+      in_use_(in_use) {
   std::vector<std::vector<float>> zeros;
   auto& params = model_.parameters();
   for (size_t i = 0; i < vars_.size(); ++i) {
@@ -33,7 +39,7 @@ param_buffers::param_buffers(kernels::device_model& model, std::vector<sharded_v
 void param_buffers::route() {
   caf_view_.clear();
   lanes_.clear();
-  for (int b = 0; b < 2; ++b) caf_values_[b].clear(), caf_grads_[b].clear();
+  for (auto& g : caf_grads_) g.clear();
   std::map<int, int64_t> bytes;  // per PS task, of its dense shards
   for (auto* var : view_)
     for (size_t s = 0; s < var->shards.size(); ++s) bytes[var->shards[s].ps_task] += var->shard_count(s) * 4;
@@ -46,8 +52,7 @@ void param_buffers::route() {
     const bool lane = std::all_of(var.shards.begin(), var.shards.end(), lane_worth);
     if (!lane) {
       caf_view_.push_back(&var);
-      for (int b = 0; b < 2; ++b)
-        caf_values_[b].push_back(dense_values_[b][d]), caf_grads_[b].push_back(dense_grads_[b][d]);
+      for (int b = 0; b < 2; ++b) caf_grads_[b].push_back(dense_grads_[b][d]);
       continue;
     }
     for (size_t s = 0; s < var.shards.size(); ++s) {
@@ -66,6 +71,30 @@ void param_buffers::route() {
   }
   for (auto& [ps, g] : groups) lanes_.push_back(std::move(g));
   pulls_ = split_pull(caf_view_);
+}
+
+caf::error param_buffers::reroute(const pb::Reroute& req) {
+  if (req.routing_version() <= routing_version_) return caf::none;
+  auto differs = [&](size_t i) {
+    const auto& v = req.variables(int(i));
+    if (v.name() != vars_[i].name || size_t(v.shards_size()) != vars_[i].shards.size()) return true;
+    for (size_t s = 0; s < vars_[i].shards.size(); ++s)
+      if (v.shards(int(s)).name() != vars_[i].shard_name(s) || !net_.serves(int(v.shards(int(s)).ps_task())))
+        return true;
+    return false;
+  };
+  for (size_t i = 0; i < vars_.size(); ++i)
+    if (size_t(req.variables_size()) != vars_.size() || differs(i))
+      return make_error(errc::invalid_argument,
+                        fmt::format("routing version {}: its variables are not this worker's, shard for shard, "
+                                    "on the job's PS tasks",
+                                    req.routing_version()));
+  for (size_t i = 0; i < vars_.size(); ++i)
+    for (size_t s = 0; s < vars_[i].shards.size(); ++s)
+      vars_[i].shards[s].ps_task = int(req.variables(int(i)).shards(int(s)).ps_task());
+  routing_version_ = req.routing_version();
+  route();
+  return caf::none;
 }
 
 void param_buffers::pull(int64_t step, then_fn then) { pull_into(current_, step, std::move(then)); }
@@ -87,7 +116,8 @@ void param_buffers::pull_into(int buffer, int64_t step, then_fn then) {
       net_.to_shard<pb::Values>(
           ps, p,
           [this, c, buffer](const pb::Values& v) {
-            if (auto err = scatter_values(v, caf_view_, caf_values_[buffer])) return c->fail(err);
+            // By name among all dense variables: a reroute may change which go over CAF meanwhile.
+            if (auto err = scatter_values(v, view_, dense_values_[buffer])) return c->fail(err);
             c->ok();
           },
           fail);

@@ -43,12 +43,15 @@ class param_buffers {
   /// worker `worker` go through `net`; `*in_use` always points at the
   /// buffer in use (the closures' worker_context::params). All three must
   /// outlive it.
-  param_buffers(kernels::device_model& model, std::vector<sharded_variable> vars, uint32_t worker, bool pull_ahead,
-                transport& net, kernels::host_parameters** in_use);
+  param_buffers(kernels::device_model& model, std::vector<sharded_variable> vars, uint64_t routing_version,
+                uint32_t worker, bool pull_ahead, transport& net, kernels::host_parameters** in_use);
 
   /// Chooses each dense variable's path, once the transport's lanes are
   /// open (before the first pull or push).
   void route();
+  /// The shards' PS tasks from a newer routing table (a shard moved);
+  /// requests under way finish where they went. An older one is ignored.
+  [[nodiscard]] caf::error reroute(const pb::Reroute& req);
   /// Every dense variable into the current buffer; SYNC shards answer once `step` has come.
   void pull(int64_t step, then_fn then);
   /// The same for training step `step` (see the state machine above).
@@ -65,6 +68,7 @@ class param_buffers {
 
   kernels::device_model& model_;
   std::vector<sharded_variable> vars_;
+  uint64_t routing_version_;
   uint32_t worker_;
   bool pull_ahead_;
   transport& net_;
@@ -77,8 +81,7 @@ class param_buffers {
   // order (what ps_client takes), built once.
   std::vector<float*> dense_values_[2];
   std::vector<const float*> dense_grads_[2];
-  std::vector<float*> caf_values_[2];  // ... of the CAF ones
-  std::vector<const float*> caf_grads_[2];
+  std::vector<const float*> caf_grads_[2];  // ... of the CAF ones
   struct lane_group {
     int ps = 0;
     pb::BulkRequest head;           // its ranges: the lane variables' shards on PS task `ps`, whole

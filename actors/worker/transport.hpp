@@ -52,6 +52,8 @@ class transport {
   /// lane cannot be reached: logged) their tensors stay on CAF.
   void open_lane(const std::vector<int>& ps_tasks, const std::string& host, const pb::Welcome& welcome);
   bool has_lane(int ps) const { return lanes_.count(ps) > 0; }
+  /// Whether `ps` is one of the job's PS tasks.
+  bool serves(int ps) const { return ps >= 0 && size_t(ps) < shards_.size(); }
 
   using fail_fn = std::function<void(caf::error)>;
   /// Pushes head's ranges over the lane of PS task `ps`, range i from

@@ -36,8 +36,9 @@ struct batch_run {
   std::vector<dataset_actor> datasets;
   pb::ClosuresDone done;
   std::chrono::steady_clock::time_point started;
-  size_t unacked = 0;      // pushes sent while it ran, not yet acknowledged
-  caf::error link_failed;  // a push or a pull lost its shard: the batch fails whole (its steps run again)
+  size_t unacked = 0;           // pushes sent while it ran, not yet acknowledged
+  caf::error link_failed;       // a push or a pull lost its shard: the batch fails whole (its steps run again)
+  std::vector<uint64_t> moved;  // closures whose push named a shard that moved: they run again (errc::moved)
   bool finished() const { return done.results_size() == request.closures_size(); }
 };
 
@@ -104,12 +105,15 @@ void push(worker_ptr self, int64_t step, int32_t examples, std::function<void(ca
   auto unacked = std::make_shared<size_t>(0);
   const auto sent = worker_metrics::clock::now();
   st.metrics->pushing(step, st.num_shards, sent);
-  *unacked = st.params->push(step, key, [self, seq, unacked, sent, step](caf::error err) {
+  *unacked = st.params->push(step, key, [self, seq, unacked, sent, step, key_closure = key.closure()](caf::error err) {
     if (--*unacked == 0) self->state.metrics->pushed(step, sent);
     for (auto& b : self->state.queue)
       if (b.seq == seq) {
         --b.unacked;
-        if (err && !b.link_failed) b.link_failed = std::move(err);
+        if (err && code_of(err) == errc::moved)
+          b.moved.push_back(key_closure);
+        else if (err && !b.link_failed)
+          b.link_failed = std::move(err);
         break;
       }
     answer_finished(self);
@@ -156,6 +160,12 @@ void answer_finished(worker_ptr self) {
   auto& q = self->state.queue;
   while (!q.empty() && q.front().finished() && q.front().unacked == 0) {
     auto& b = q.front();
+    for (auto& r : *b.done.mutable_results())  // a push refused as moved: the closure runs again, rerouted
+      if (std::find(b.moved.begin(), b.moved.end(), r.id()) != b.moved.end() && r.error_code() == 0) {
+        r.clear_values();
+        r.set_error_code(uint8_t(errc::moved));
+        r.set_error(fmt::format("worker:{}: a push named a shard that moved", self->state.index));
+      }
     caf::expected<pb::ClosuresDone> answer = b.link_failed ? caf::expected<pb::ClosuresDone>(std::move(b.link_failed))
                                                            : caf::expected<pb::ClosuresDone>(std::move(b.done));
     for (auto& copy : b.copies) deliver(copy, answer);
@@ -305,7 +315,7 @@ caf::result<pb::ClosuresDone> on_run_closures(worker_ptr self, pb::RunClosures& 
   }
   auto promise = self->make_response_promise<pb::ClosuresDone>();
   const bool idle = running_batch(st) == nullptr;
-  st.queue.push_back({st.next_seq++, promise, {}, std::move(req), std::move(datasets), {}, {}, 0, {}});
+  st.queue.push_back({st.next_seq++, promise, {}, std::move(req), std::move(datasets), {}, {}, 0, {}, {}});
   if (idle) run_next(self);
   answer_finished(self);  // an empty batch
   return promise;
@@ -330,8 +340,8 @@ worker_actor::behavior_type worker_behavior(worker_ptr self, pb::SpawnWorker spe
   for (auto& shard : shards) self->monitor(shard);
   st.num_shards = uint32_t(shards.size());
   st.net = std::make_unique<transport>(self, st.index, std::move(shards), deadline);
-  st.params =
-      std::make_unique<param_buffers>(*st.model, std::move(vars), st.index, spec.pull_ahead(), *st.net, &st.ctx.params);
+  st.params = std::make_unique<param_buffers>(*st.model, std::move(vars), spec.routing_version(), st.index,
+                                              spec.pull_ahead(), *st.net, &st.ctx.params);
   st.batches = std::make_unique<batch_prefetch>(*st.net);
   st.metrics = std::make_unique<worker_metrics>(metrics::registry_of(self->home_system()),
                                                 trace::recorder_of(self->home_system()), st.index);
@@ -353,6 +363,11 @@ worker_actor::behavior_type worker_behavior(worker_ptr self, pb::SpawnWorker spe
         return pb::FaultInjected{};
       },
       [self](worker_timer_atom, uint64_t id) { self->state.net->on_timer(id); },
+      [self](const pb::Reroute& req) {
+        if (auto err = check(self, req, "Reroute")) return;
+        if (auto err = self->state.params->reroute(req))
+          spdlog::error("{}a Reroute not taken: {}", self->state.where, describe(err));
+      },
       [self](worker_ready_atom) -> caf::result<bool> {  // from its node, which answers SpawnWorker then
         auto& st = self->state;
         if (st.greeting == 0) return true;

@@ -1,0 +1,159 @@
+#include "actors/coordinator/shard_move.hpp"
+
+#include <chrono>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "actors/net/request_now.hpp"
+#include "actors/variables/ps_client.hpp"
+#include "kernels/ops.hpp"
+
+namespace actorps {
+namespace {
+
+// Rounds of logged changes before FINISH, while each round still brought
+// more than kSmallLog of them: what is replayed during the pause stays short.
+constexpr int kMaxCatchUps = 4;
+constexpr int64_t kSmallLog = 64;
+
+using clock = std::chrono::steady_clock;
+
+double seconds(clock::time_point from) { return std::chrono::duration<double>(clock::now() - from).count(); }
+
+struct mover {
+  caf::scoped_actor& self;
+  const std::string& name;
+  uint32_t to_ps;
+  std::chrono::milliseconds timeout;
+  ps_shard_actor source, target;
+  move_report report;
+
+  caf::expected<pb::MoveData> out(pb::MoveOut::Step step, int64_t offset = 0, int64_t count = 0, uint32_t slot = 0) {
+    auto got = request_now<pb::MoveData>(self, source, timeout, move_step(step, name, offset, count, slot, to_ps));
+    if (!got) return in_context(got.error(), fmt::format("its source, {}", pb::MoveOut::Step_Name(step)));
+    return got;
+  }
+
+  caf::error in(pb::MoveIn req) {
+    const auto step = req.step();
+    auto got = request_now<pb::MoveData>(self, target, timeout, req);
+    return got ? caf::none : in_context(got.error(), fmt::format("its target, {}", pb::MoveIn::Step_Name(step)));
+  }
+
+  // Logged changes, oldest first, until none waits; how many.
+  caf::expected<int64_t> catch_up() {
+    int64_t n = 0;
+    for (bool more = true; more;) {
+      auto log = out(pb::MoveOut::CATCH_UP);
+      if (!log) return log.error();
+      more = log->more();
+      if (log->log_size() == 0) break;
+      n += log->log_size();
+      pb::MoveIn replay;
+      replay.set_step(pb::MoveIn::REPLAY);
+      replay.mutable_log()->Swap(log->mutable_log());
+      if (auto err = in(std::move(replay))) return err;
+    }
+    report.changes += n;
+    return n;
+  }
+
+  // The frozen copy, chunk by chunk: the values, then each optimizer slot.
+  caf::error copy(const pb::ShardSnapshot& header) {
+    const auto& spec = header.variables(0).spec();
+    int64_t elements = 1;
+    for (auto d : spec.shape()) elements *= d;
+    const int slots = kernels::slot_count(static_cast<kernels::optimizer_kind>(spec.optimizer().kind()));
+    const int64_t chunk = kDefaultChunkBytes / 4;
+    for (int slot = 0; slot <= slots; ++slot)
+      for (int64_t at = 0; at < elements; at += chunk) {
+        auto read = out(pb::MoveOut::READ, at, std::min(chunk, elements - at), uint32_t(slot));
+        if (!read) return read.error();
+        report.bytes += int64_t(read->chunk().data().size());
+        pb::MoveIn write;
+        write.set_step(pb::MoveIn::WRITE);
+        write.mutable_chunk()->Swap(read->mutable_chunk());
+        if (auto err = in(std::move(write))) return err;
+      }
+    return caf::none;
+  }
+
+  // Everything up to the switch; on an error the caller gives the move up.
+  caf::error run(const std::function<caf::error()>& switch_routing) {
+    const auto started = clock::now();
+    auto begun = out(pb::MoveOut::BEGIN);
+    if (!begun) return begun.error();
+    pb::MoveIn import;
+    import.set_step(pb::MoveIn::IMPORT);
+    *import.mutable_header() = begun->header();
+    if (auto err = in(std::move(import))) return err;
+    if (auto err = copy(begun->header())) return err;
+    for (int64_t last = kSmallLog + 1; last > kSmallLog && report.catch_ups < kMaxCatchUps; ++report.catch_ups) {
+      auto n = catch_up();
+      if (!n) return n.error();
+      last = *n;
+    }
+    report.copy_s = seconds(started);
+    const auto paused = clock::now();
+    if (auto finished = out(pb::MoveOut::FINISH); !finished) return finished.error();
+    if (auto n = catch_up(); !n) return n.error();
+    if (auto err = switch_routing()) return err;
+    report.pause_s = seconds(paused);
+    return caf::none;
+  }
+};
+
+// Tells whoever serves `ps` now (after `failed`, the one that did not
+// answer, was replaced) to `step`; logs what it could not.
+template <class Msg>
+void tell_now(caf::scoped_actor& self, const shard_finder& serving, uint32_t ps, const ps_shard_actor& failed,
+              std::chrono::milliseconds timeout, const Msg& msg, const std::string& what) {
+  auto answered = request_now<pb::MoveData>(self, failed, timeout, msg);
+  if (answered) return;
+  if (answered.error().category() == caf::atom("actorps"))  // it answered: refused
+    return spdlog::warn("coordinator: {}: {}", what, describe(answered.error()));
+  auto now = serving(ps, &failed);
+  if (now) answered = request_now<pb::MoveData>(self, *now, timeout, msg);
+  if (!now || !answered)
+    spdlog::warn("coordinator: {} on ps:{}: {}", what, ps, describe(now ? answered.error() : now.error()));
+}
+
+}  // namespace
+
+pb::MoveOut move_step(pb::MoveOut::Step step, const std::string& name, int64_t offset, int64_t count, uint32_t slot,
+                      uint32_t to_ps) {
+  pb::MoveOut req;
+  req.set_step(step);
+  req.set_name(name);
+  req.set_offset(offset);
+  req.set_count(count);
+  req.set_slot(slot);
+  req.set_to_ps(to_ps);
+  return req;
+}
+
+caf::expected<move_report> move_shard(caf::scoped_actor& self, const shard_finder& serving, const std::string& name,
+                                      uint32_t from_ps, uint32_t to_ps, std::chrono::milliseconds timeout,
+                                      const std::function<caf::error()>& switch_routing) {
+  auto source = serving(from_ps, nullptr);
+  if (!source) return source.error();
+  auto target = serving(to_ps, nullptr);
+  if (!target) return target.error();
+  mover m{self, name, to_ps, timeout, *source, *target, {}};
+  if (auto err = m.run(switch_routing)) {
+    if (code_of(err) == errc::busy) return err;  // the source's move is another one
+    pb::MoveIn abort_in;
+    abort_in.set_step(pb::MoveIn::ABORT);
+    abort_in.set_name(name);
+    tell_now(self, serving, to_ps, *target, timeout, abort_in, "giving up a move of '" + name + "'");
+    tell_now(self, serving, from_ps, *source, timeout, move_step(pb::MoveOut::ABORT, name),
+             "giving up a move of '" + name + "'");
+    return err;
+  }
+  tell_now(self, serving, from_ps, *source, timeout, move_step(pb::MoveOut::DROP, name),
+           fmt::format("'{}' moved to ps:{}, but its source keeps a copy", name, to_ps));
+  return m.report;
+}
+
+}  // namespace actorps
