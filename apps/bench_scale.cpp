@@ -85,18 +85,6 @@ double rss_mib(pid_t pid) {
   return 0;
 }
 
-// CPU seconds (user + system) the process has used so far.
-double cpu_s(pid_t pid) {
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
-  std::istringstream rest(text.substr(text.rfind(')') + 2));  // the command name may hold spaces
-  std::string field;
-  double ticks = 0;
-  for (int i = 3; i <= 15 && rest >> field; ++i)
-    if (i >= 14) ticks += std::stod(field);  // utime, stime
-  return ticks / double(::sysconf(_SC_CLK_TCK));
-}
-
 // Stops fit once asked (the bench decides when it measured enough).
 class stopper : public train::fit_callback {
  public:

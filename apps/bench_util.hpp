@@ -2,7 +2,11 @@
 // and temporary directories: actors/launch/local_host.hpp).
 #pragma once
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -14,6 +18,18 @@ namespace actorps {
 inline double median(std::vector<double> xs) {
   std::sort(xs.begin(), xs.end());
   return xs.empty() ? 0.0 : xs[xs.size() / 2];
+}
+
+// CPU seconds (user + system) the process has used so far.
+inline double cpu_s(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  std::istringstream rest(text.substr(text.rfind(')') + 2));  // the command name may hold spaces
+  std::string field;
+  double ticks = 0;
+  for (int i = 3; i <= 15 && rest >> field; ++i)
+    if (i >= 14) ticks += std::stod(field);  // utime, stime
+  return ticks / double(::sysconf(_SC_CLK_TCK));
 }
 
 /// The environment of a PyTorch peer with `threads` threads: Debian's

@@ -141,6 +141,7 @@ struct categorical_data_options {
   uint32_t features = 4;  // tokens per example
   uint32_t train = 100000, test = 10000;
   uint64_t seed = 1;
+  double zipf = 0;  // > 0: token i drawn with probability ~ 1 / (i + 1)^zipf (power-law ids), else uniformly
 };
 
 /// `actorps data categorical`: tokens with hidden weights, label = their sum > 0.
@@ -154,6 +155,24 @@ struct closures_bench_options {
 
 /// `actorps bench closures`: no-op closures/s through the coordinator to 2 workers.
 int run_bench_closures(const closures_bench_options& opts);
+
+struct placement_bench_options {
+  std::string self_exe;
+  uint32_t vocabulary = 1000000;  // embedding rows
+  uint32_t dim = 16;
+  double zipf = 1.1;
+  uint32_t ps = 4, workers = 8;
+  uint32_t parts = 16;          // of the table
+  uint32_t interval_s = 2;      // the load policy's looks
+  float max_load_ratio = 1.3f;  // its bound
+  double warmup_s = 20;         // training before the measured window (the policy's looks)
+  double seconds = 10;          // the measured window
+  uint32_t migrate_mib = 256;   // moved after it
+};
+
+/// `actorps bench placement`: PS load with the table's parts round robin and
+/// under the load policy, and a migration's pause and lost updates.
+int run_bench_placement(const placement_bench_options& opts);
 
 struct scale_bench_options {
   std::string self_exe;

@@ -162,6 +162,8 @@ int main(int argc, char** argv) {  // NOLINT(bugprone-exception-escape)
   categorical->add_option("--train", cat.train, "training examples")->check(CLI::Range(1u, 100000000u));
   categorical->add_option("--test", cat.test, "test examples")->check(CLI::Range(1u, 100000000u));
   categorical->add_option("--seed", cat.seed, "random seed");
+  categorical->add_option("--zipf", cat.zipf, "draw token i with probability ~ 1/(i+1)^S (S > 0; default: uniform)")
+      ->check(CLI::Range(0.0, 10.0));
 
   auto* bench = app.add_subcommand("bench", "benchmarks");
   bench->require_subcommand(1);
@@ -207,6 +209,20 @@ int main(int argc, char** argv) {  // NOLINT(bugprone-exception-escape)
   bench_failover->add_option("--steps", failover_opts.steps, "steps per repetition")->check(CLI::Range(30u, 1000000u));
   bench_failover->add_option("--repetitions", failover_opts.repetitions, "repetitions (medians)")
       ->check(CLI::Range(1u, 100u));
+  placement_bench_options place_opts;
+  auto* bench_placement =
+      bench->add_subcommand("placement", "PS load of a Zipf embedding: round robin vs the load policy; migration");
+  bench_placement->add_option("--vocabulary", place_opts.vocabulary, "embedding rows")
+      ->check(CLI::Range(1000u, 100000000u));
+  bench_placement->add_option("--zipf", place_opts.zipf, "ids' power law exponent")->check(CLI::Range(0.0, 10.0));
+  bench_placement->add_option("--ps", place_opts.ps, "PS tasks")->check(CLI::Range(2u, 64u));
+  bench_placement->add_option("--workers", place_opts.workers, "workers")->check(CLI::Range(1u, 256u));
+  bench_placement->add_option("--parts", place_opts.parts, "parts of the table")->check(CLI::Range(2u, 4096u));
+  bench_placement->add_option("--warmup", place_opts.warmup_s, "seconds before the measured window")
+      ->check(CLI::Range(1.0, 3600.0));
+  bench_placement->add_option("--seconds", place_opts.seconds, "the measured window")->check(CLI::Range(1.0, 3600.0));
+  bench_placement->add_option("--migrate-mib", place_opts.migrate_mib, "MiB moved after it")
+      ->check(CLI::Range(1u, 65536u));
   scale_bench_options scale_opts;
   auto* bench_scale =
       bench->add_subcommand("scale", "start-up, throughput, memory, recovery and joins vs workers and PS");
@@ -274,6 +290,10 @@ int main(int argc, char** argv) {  // NOLINT(bugprone-exception-escape)
     tta_opts.self_exe = self_exe();
     tta_opts.tools_dir = ACTORPS_TOOLS_DIR;
     return run_bench_tta(tta_opts);
+  }
+  if (*bench_placement) {
+    place_opts.self_exe = self_exe();
+    return run_bench_placement(place_opts);
   }
   if (*bench_failover) {
     failover_opts.self_exe = self_exe();

@@ -47,6 +47,8 @@ const std::initializer_list<const char*> kTrainingKeys = {"epochs",
                                                           "min_shard_bytes",
                                                           "max_shard_bytes",
                                                           "max_shards",
+                                                          "rebalance_interval_s",
+                                                          "max_load_ratio",
                                                           "learning_rate_decay",
                                                           "checkpoint_steps",
                                                           "exactly_once",
@@ -97,6 +99,25 @@ caf::error check_worker_gpus(const reader& r, const toml::table& t, const traini
                     fmt::format("{} GPU(s) per worker, but node {} ({}) has gpus = {} (every worker needs the same "
                                 "number of devices)",
                                 o.devices_per_worker, node.address(), node.task_names(), node.gpus));
+  return caf::none;
+}
+
+// partitioner = "load": async only (moves need it), its bound above 1;
+// num_shards defaults to 4 parts per PS task.
+caf::error check_load_policy(const reader& r, const toml::table& t, training_options& o, pb::Consistency::Mode mode,
+                             const cluster_spec& cluster) {
+  const bool load = o.variable_partitioner.type == partitioner::kind::load;
+  if (!load && (t.contains("rebalance_interval_s") || t.contains("max_load_ratio")))
+    return r.fail(t, "training", "rebalance_interval_s and max_load_ratio need partitioner = \"load\"");
+  if (!load) return caf::none;
+  if (mode != pb::Consistency::ASYNC)
+    return r.fail(*t.get("partitioner"), "training.partitioner",
+                  "\"load\" needs consistency \"async\" (moving shards under sync or bounded_staleness steps "
+                  "is not supported)");
+  if (!(o.max_load_ratio > 1))
+    return r.fail(t.contains("max_load_ratio") ? *t.get("max_load_ratio") : *t.get("partitioner"),
+                  "training.max_load_ratio", "expected a number > 1 (the busiest PS task's load over the mean)");
+  if (!t.contains("num_shards")) o.variable_partitioner.num_shards = 4 * std::max<int64_t>(1, cluster.count(pb::PS));
   return caf::none;
 }
 
@@ -218,12 +239,15 @@ caf::expected<std::optional<job_spec>> parse_job_toml(std::string_view text, con
       (err = r.choose(
            t, "training", "partitioner", o.variable_partitioner.type,
            {std::pair{"none", partitioner::kind::none}, std::pair{"fixed", partitioner::kind::fixed_shards},
-            std::pair{"min_size", partitioner::kind::min_size}, std::pair{"max_size", partitioner::kind::max_size}})) ||
+            std::pair{"min_size", partitioner::kind::min_size}, std::pair{"max_size", partitioner::kind::max_size},
+            std::pair{"load", partitioner::kind::load}})) ||
       (err = r.get(t, "training", "num_shards", o.variable_partitioner.num_shards, 1, 1 << 20)) ||
       (err = r.get(t, "training", "min_shard_bytes", o.variable_partitioner.min_shard_bytes, 1, INT64_MAX)) ||
       (err = r.get(t, "training", "max_shard_bytes", o.variable_partitioner.max_shard_bytes, 1, INT64_MAX)) ||
       (err = r.get(t, "training", "max_shards", o.variable_partitioner.max_shards, 0, 1 << 20)) ||
       (err = r.get(t, "training", "learning_rate_decay", o.learning_rate_decay)) ||
+      (err = r.get(t, "training", "rebalance_interval_s", o.rebalance_interval_s, 1, 86400)) ||
+      (err = r.get(t, "training", "max_load_ratio", o.max_load_ratio)) ||
       (err = r.get(t, "training", "ps_replicas", o.ps_replicas, 1, 2));
   if (err) return err;
   if (lr <= 0) return r.fail(*t.get("learning_rate"), "training.learning_rate", "expected a number > 0");
@@ -252,6 +276,7 @@ caf::expected<std::optional<job_spec>> parse_job_toml(std::string_view text, con
                   "needs consistency \"async\" (sync and bounded_staleness steps are pinned to workers)");
   if (o.variable_partitioner.type == partitioner::kind::max_size && o.variable_partitioner.max_shard_bytes == 0)
     return r.fail(t, "training", "partitioner \"max_size\" needs 'max_shard_bytes'");
+  if (auto err = check_load_policy(r, t, o, mode, job.cluster)) return err;
   if (o.variable_partitioner.type == partitioner::kind::min_size && !t.contains("max_shards"))
     o.variable_partitioner.max_shards = int64_t(job.cluster.count(pb::PS));  // TF's usual: at most one shard per PS
   if (!has_cluster) return std::optional<job_spec>{std::move(job)};

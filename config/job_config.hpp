@@ -38,7 +38,12 @@ struct training_options {
   pb::Optimizer optimizer;            // kind, learning_rate, momentum, ...
   float learning_rate_decay = 1;  // epoch e trains with learning_rate * decay^(e-1) (Keras ExponentialDecay per epoch)
   pb::Consistency consistency;    // async by default
-  partitioner variable_partitioner;      // TF's variable_partitioner; none by default
+  partitioner variable_partitioner;  // TF's variable_partitioner; none by default
+  // partitioner = "load": every rebalance_interval_s the coordinator moves
+  // parts off the busiest PS tasks until max/mean load <= max_load_ratio
+  // (actors/coordinator/rebalance.hpp).
+  uint32_t rebalance_interval_s = 10;
+  float max_load_ratio = 1.3f;
   uint32_t ps_replicas = 1;              // 2: each shard has a backup on the next PS task's node (async only)
   uint64_t seed = 1;                     // variable initializers
   uint32_t threads_per_worker = 0;       // CPU kernel threads; 0 = all cores

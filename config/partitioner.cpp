@@ -45,6 +45,9 @@ caf::expected<int64_t> shard_count(const std::vector<int64_t>& shape, int64_t el
     case partitioner::kind::fixed_shards:  // FixedShardsPartitioner: min(num_shards, rows)
       if (p.num_shards < 1) return invalid("num_shards must be >= 1, got " + std::to_string(p.num_shards));
       return std::min(p.num_shards, rows);
+    case partitioner::kind::load:
+      if (p.num_shards < 1) return invalid("num_shards must be >= 1, got " + std::to_string(p.num_shards));
+      return bytes < p.min_shard_bytes ? 1 : std::min(p.num_shards, rows);
     case partitioner::kind::min_size: {  // min_max_variable_partitioner
       if (p.min_shard_bytes < 1)
         return invalid("min_shard_bytes must be >= 1, got " + std::to_string(p.min_shard_bytes));
@@ -89,12 +92,19 @@ caf::expected<std::vector<shard_placement>> placement::place(const std::vector<i
   auto rows = shard_rows(shape, element_bytes, p);
   if (!rows) return rows.error();
   std::vector<shard_placement> out;
-  int64_t first = 0;
+  int64_t first = 0, row_bytes = element_bytes;
+  for (size_t d = 1; d < shape.size(); ++d) row_bytes *= shape[d];
+  bytes_.resize(size_t(ps_tasks_), 0);
   for (size_t i = 0; i < rows->size(); ++i) {
     shard_placement s;
     s.shard = int(i);
-    s.ps_task = next_;
-    next_ = (next_ + 1) % ps_tasks_;
+    if (p.type == partitioner::kind::load) {
+      s.ps_task = int(std::min_element(bytes_.begin(), bytes_.end()) - bytes_.begin());
+    } else {
+      s.ps_task = next_;
+      next_ = (next_ + 1) % ps_tasks_;
+    }
+    bytes_[size_t(s.ps_task)] += (*rows)[i] * row_bytes;
     s.first_row = first;
     s.shape = shape;
     if (!s.shape.empty()) s.shape[0] = (*rows)[i];

@@ -15,10 +15,14 @@
 namespace actorps {
 
 struct partitioner {
-  enum class kind { none, fixed_shards, min_size, max_size };
+  // load: variables of at least min_shard_bytes in num_shards equal parts,
+  // each part placed on the PS task holding the fewest bytes so far (TF1's
+  // GreedyLoadBalancingStrategy by bytes); the coordinator then moves parts
+  // by their measured load (actors/coordinator/rebalance.hpp).
+  enum class kind { none, fixed_shards, min_size, max_size, load };
   kind type = kind::none;
-  int64_t num_shards = 1;               // fixed_shards
-  int64_t min_shard_bytes = 256 << 10;  // min_size (TF's default: 256 KiB)
+  int64_t num_shards = 1;               // fixed_shards, load
+  int64_t min_shard_bytes = 256 << 10;  // min_size (TF's default: 256 KiB), load (smaller ones stay whole)
   int64_t max_shard_bytes = 0;          // max_size
   int64_t max_shards = 0;               // min_size (TF's default 1, set by min_size()), max_size (0 = no cap)
 
@@ -41,7 +45,9 @@ struct shard_placement {
 };
 
 /// Round-robin placement over `ps_tasks`, continuing across variables (as
-/// TF's strategy does): every shard goes to the next PS task.
+/// TF's strategy does): every shard goes to the next PS task. Under the
+/// `load` partitioner, to the PS task holding the fewest bytes so far
+/// (the lowest index among equals).
 class placement {
  public:
   explicit placement(int ps_tasks) : ps_tasks_(ps_tasks) {}
@@ -51,6 +57,7 @@ class placement {
  private:
   int ps_tasks_;
   int next_ = 0;
+  std::vector<int64_t> bytes_;  // per PS task, of the shards placed (load)
 };
 
 }  // namespace actorps

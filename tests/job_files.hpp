@@ -30,6 +30,20 @@ inline size_t count_of(const std::string& text, const std::string& what) {
   return n;
 }
 
+/// `text` with every `from` replaced by `to`.
+inline void replace_all(std::string& text, const std::string& from, const std::string& to) {
+  for (size_t at = 0; (at = text.find(from, at)) != std::string::npos; at += to.size())
+    text.replace(at, from.size(), to);
+}
+
+/// config/embedding_job.toml reading its data from `data_dir`, on free ports.
+inline std::string embedding_job(const std::string& data_dir) {
+  auto job = read_file(std::string(ACTORPS_SOURCE_DIR) + "/config/embedding_job.toml");
+  replace_all(job, "data/categorical", data_dir);
+  for (int port = 23470; port <= 23474; ++port) replace_all(job, std::to_string(port), std::to_string(free_port()));
+  return job;
+}
+
 inline bool same_bits(const std::vector<float>& x, const std::vector<float>& y) {
   return x.size() == y.size() && std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0;
 }

@@ -354,18 +354,21 @@ BOOST_AUTO_TEST_CASE(device_options_are_read_and_checked_against_the_workers_gpu
   BOOST_TEST(bool(cpu), why(cpu));
 }
 
+// A job of one worker and `ps_nodes` PS nodes whose [training] table ends with `training` (line 26 on).
+caf::expected<std::optional<job_spec>> training_job(int ps_nodes, const std::string& training) {
+  std::string text = "[cluster]\nname = \"r\"\n" + kNode +
+                     "[[cluster.nodes]]\nhost = \"127.0.0.1\"\nport = 5001\nroles = [\"worker\"]\n";
+  for (int i = 0; i < ps_nodes; ++i)
+    text += "[[cluster.nodes]]\nhost = \"127.0.0.1\"\nport = " + std::to_string(5002 + i) + "\nroles = [\"ps\"]\n";
+  text +=
+      "[model]\ninput = [1, 1, 4]\n[[model.layers]]\ntype = \"dense\"\nunits = 2\n[dataset]\nsource = "
+      "\"synthetic\"\n[eval_dataset]\nsource = \"synthetic\"\n[training]\nsteps_per_epoch = 10\n" +
+      training;
+  return parse_job_toml(text, "job.toml");
+}
+
 BOOST_AUTO_TEST_CASE(ps_replicas_is_read_and_checked_against_the_ps_tasks_and_consistency) {
-  auto job = [&](int ps_nodes, const std::string& training) {
-    std::string text = "[cluster]\nname = \"r\"\n" + kNode +
-                       "[[cluster.nodes]]\nhost = \"127.0.0.1\"\nport = 5001\nroles = [\"worker\"]\n";
-    for (int i = 0; i < ps_nodes; ++i)
-      text += "[[cluster.nodes]]\nhost = \"127.0.0.1\"\nport = " + std::to_string(5002 + i) + "\nroles = [\"ps\"]\n";
-    text +=
-        "[model]\ninput = [1, 1, 4]\n[[model.layers]]\ntype = \"dense\"\nunits = 2\n[dataset]\nsource = "
-        "\"synthetic\"\n[eval_dataset]\nsource = \"synthetic\"\n[training]\nsteps_per_epoch = 10\n" +
-        training;
-    return parse_job_toml(text, "job.toml");
-  };
+  auto job = training_job;
   auto plain = job(2, "");
   BOOST_REQUIRE_MESSAGE(plain && plain->has_value(), why(plain));
   BOOST_TEST((*plain)->training.ps_replicas == 1u);  // the default
@@ -392,6 +395,36 @@ BOOST_AUTO_TEST_CASE(ps_replicas_is_read_and_checked_against_the_ps_tasks_and_co
   BOOST_TEST(contains(toml_error("[cluster]\nname = \"r\"\n[[cluster.nodes]]\nhost = \"127.0.0.1\"\nport = 5000\n"
                                  "roles = [\"ps\", \"ps\"]\n"),
                       "role \"ps\" listed twice"));
+}
+
+BOOST_AUTO_TEST_CASE(the_load_partitioner_is_read_and_checked) {
+  auto load = training_job(3, "partitioner = \"load\"\nrebalance_interval_s = 5\nmax_load_ratio = 1.2\n");
+  BOOST_REQUIRE_MESSAGE(load && load->has_value(), why(load));
+  const auto& t = (*load)->training;
+  BOOST_TEST(int(t.variable_partitioner.type) == int(partitioner::kind::load));
+  BOOST_TEST(t.variable_partitioner.num_shards == 12);  // 4 parts per PS task by default
+  BOOST_TEST(t.rebalance_interval_s == 5u);
+  BOOST_TEST(t.max_load_ratio == 1.2f);
+  auto defaults = training_job(2, "partitioner = \"load\"\nnum_shards = 6\n");
+  BOOST_REQUIRE_MESSAGE(defaults && defaults->has_value(), why(defaults));
+  BOOST_TEST((*defaults)->training.variable_partitioner.num_shards == 6);
+  BOOST_TEST((*defaults)->training.rebalance_interval_s == 10u);
+  BOOST_TEST((*defaults)->training.max_load_ratio == 1.3f);
+  for (auto& [training, error] : std::vector<std::pair<std::string, std::string>>{
+           {"partitioner = \"load\"\nmax_load_ratio = 1.0\n",
+            "job.toml:31:18: training.max_load_ratio: expected a number > 1 (the busiest PS task's load over the "
+            "mean)"},
+           {"partitioner = \"load\"\nconsistency = \"sync\"\n",
+            "job.toml:30:15: training.partitioner: \"load\" needs consistency \"async\""},
+           {"rebalance_interval_s = 5\n",
+            "training: rebalance_interval_s and max_load_ratio need partitioner = \"load\""},
+           {"partitioner = \"load\"\nrebalance_interval_s = 0\n",
+            "training.rebalance_interval_s: expected an integer in 1..86400, got 0"}}) {
+    auto res = training_job(2, training);
+    BOOST_REQUIRE_MESSAGE(!res, training);
+    BOOST_TEST(exit_code(res.error()) == 2);
+    BOOST_TEST(contains(describe(res.error()), error), describe(res.error()));
+  }
 }
 
 BOOST_AUTO_TEST_CASE(eval_and_export_need_no_cluster) {

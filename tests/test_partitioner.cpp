@@ -87,3 +87,23 @@ BOOST_AUTO_TEST_CASE(round_robin_over_ps_tasks_continues_across_variables) {
   auto c = place.place({3, 3}, 4, partitioner{});
   BOOST_TEST((*c)[0].ps_task == 0);
 }
+
+// partitioner = "load": big variables in num_shards parts, small ones
+// whole; each shard to the task holding the fewest bytes so far.
+BOOST_AUTO_TEST_CASE(the_load_partitioner_places_parts_by_bytes) {
+  partitioner load;
+  load.type = partitioner::kind::load;
+  load.num_shards = 4;
+  load.min_shard_bytes = 1024;
+  BOOST_TEST(rows({1000, 8}, load) == v({250, 250, 250, 250}));
+  BOOST_TEST(rows({10, 8}, load) == v({10}));  // 320 bytes: whole
+  placement place(3);
+  auto big = place.place({16}, 4, load);  // 64 bytes: whole, on ps:0
+  BOOST_REQUIRE(big);
+  BOOST_TEST((*big)[0].ps_task == 0);
+  auto table = place.place({1000, 8}, 4, load);  // 4 parts of 8,000 bytes
+  BOOST_REQUIRE(table);
+  std::vector<int> tasks;
+  for (auto& s : *table) tasks.push_back(s.ps_task);
+  BOOST_TEST(tasks == std::vector<int>({1, 2, 0, 1}));  // ps:0 held 64 bytes more than the empty ones
+}

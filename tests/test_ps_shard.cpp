@@ -368,7 +368,9 @@ BOOST_FIXTURE_TEST_CASE(sparse_rows_of_a_table_split_over_two_shards_travel_with
   sharded_variable table;
   table.name = "emb";
   table.shape = {10, 3};
-  table.shards = *placement(2).place(table.shape, 4, partitioner::fixed(2));  // rows 0-4 on ps:0, 5-9 on ps:1
+  // Rows 0-2 and 6-7 on ps:0 (parts 0 and 2), 3-5 and 8-9 on ps:1: a task
+  // holds two shards of the table, each asked for by its own message.
+  table.shards = *placement(2).place(table.shape, 4, partitioner::fixed(4));
   table.optimizer.set_learning_rate(1.0f);
   std::vector<ps_shard_actor> shards;
   for (auto& [ps, req] : create_requests({table})) {
@@ -379,9 +381,11 @@ BOOST_FIXTURE_TEST_CASE(sparse_rows_of_a_table_split_over_two_shards_travel_with
   const std::vector<int64_t> ids{1, 7, 8};
   const std::vector<float> rows{1, 2, 3, 4, 5, 6, 7, 8, 9};
   auto pushes = split_sparse_push(0, 0, table, ids, rows.data());
-  BOOST_REQUIRE(pushes.size() == 2u);
-  BOOST_TEST(std::vector<int64_t>(pushes[1].gradient().ids().begin(), pushes[1].gradient().ids().end()) ==
-             std::vector<int64_t>({2, 3}));
+  BOOST_REQUIRE(pushes.size() == 3u);
+  BOOST_TEST(pushes.count(0) == 2u);
+  const auto& to_ps1 = pushes.find(1)->second.gradient();
+  BOOST_TEST(to_ps1.name() == "emb/part_3");
+  BOOST_TEST(std::vector<int64_t>(to_ps1.ids().begin(), to_ps1.ids().end()) == std::vector<int64_t>({0}));
   for (auto& [ps, push] : pushes) BOOST_REQUIRE(call<pb::PushAck>(self, shards[size_t(ps)], push));
   // Pulling rows 1, 2, 7 and 8 fills exactly those rows of the whole table.
   std::vector<float> whole(30, 99.0f);

@@ -242,16 +242,10 @@ BOOST_AUTO_TEST_CASE(the_embedding_job_trains_sparse_rows_over_two_ps_processes)
       60s, dir + "/cli.log");
   BOOST_REQUIRE(gen);
   BOOST_REQUIRE(gen->exit_code == 0);
-  std::ifstream shipped(std::string(ACTORPS_SOURCE_DIR) + "/config/embedding_job.toml");
-  std::string job((std::istreambuf_iterator<char>(shipped)), std::istreambuf_iterator<char>());
-  auto replace = [&](const std::string& from, const std::string& to) {
-    for (size_t at; (at = job.find(from)) != std::string::npos;) job.replace(at, from.size(), to);
-  };
-  replace("data/categorical", dir);
-  for (int port = 23470; port <= 23474; ++port) replace(std::to_string(port), std::to_string(free_port()));
-  replace("epochs = 5", "epochs = 3");
-  replace("steps_per_epoch = 782", "steps_per_epoch = 150");
-  replace("target_accuracy = 0.90", "target_accuracy = 0.85");
+  auto job = embedding_job(dir);
+  replace_all(job, "epochs = 5", "epochs = 3");
+  replace_all(job, "steps_per_epoch = 782", "steps_per_epoch = 150");
+  replace_all(job, "target_accuracy = 0.90", "target_accuracy = 0.85");
   std::ofstream(dir + "/job.toml") << job;
   auto res =
       run_command({ACTORPS_BIN, "local", dir + "/job.toml", "--log", dir + "/nodes.log"}, 120s, dir + "/cli.log");

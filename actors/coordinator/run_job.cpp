@@ -11,6 +11,7 @@
 #include "actors/coordinator/callbacks.hpp"
 #include "actors/coordinator/checkpoint.hpp"
 #include "actors/coordinator/preemption.hpp"
+#include "actors/coordinator/rebalance.hpp"
 #include "actors/coordinator/trace_file.hpp"
 #include "actors/net/system_config.hpp"
 
@@ -71,6 +72,9 @@ int run_job(const job_spec& job, std::function<void(int64_t)> on_step, bool depl
   }
   owned.push_back(std::make_unique<train::progress_bar>(t.epochs, stdout));
   if (on_step) owned.push_back(std::make_unique<step_probe>(std::move(on_step)));
+  if (t.variable_partitioner.type == partitioner::kind::load)
+    owned.push_back(
+        std::make_unique<train::rebalancer>(std::chrono::seconds(t.rebalance_interval_s), t.max_load_ratio));
   if (t.early_stopping_patience > 0)
     owned.push_back(std::make_unique<train::early_stopping>(t.early_stopping_monitor, t.early_stopping_patience,
                                                             t.early_stopping_min_delta));

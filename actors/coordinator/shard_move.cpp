@@ -35,10 +35,12 @@ struct mover {
     return got;
   }
 
-  caf::error in(pb::MoveIn req) {
+  caf::expected<pb::MoveData> in(pb::MoveIn req) {
     const auto step = req.step();
+    req.set_name(name);
     auto got = request_now<pb::MoveData>(self, target, timeout, req);
-    return got ? caf::none : in_context(got.error(), fmt::format("its target, {}", pb::MoveIn::Step_Name(step)));
+    if (!got) return in_context(got.error(), fmt::format("its target, {}", pb::MoveIn::Step_Name(step)));
+    return got;
   }
 
   // Logged changes, oldest first, until none waits; how many.
@@ -53,10 +55,23 @@ struct mover {
       pb::MoveIn replay;
       replay.set_step(pb::MoveIn::REPLAY);
       replay.mutable_log()->Swap(log->mutable_log());
-      if (auto err = in(std::move(replay))) return err;
+      if (auto done = in(std::move(replay)); !done) return done.error();
     }
     report.changes += n;
     return n;
+  }
+
+  // The target holds as many updates of the shard as its source applied:
+  // each exactly once (an empty REPLAY answers its count).
+  caf::error verify(uint64_t source_version) {
+    pb::MoveIn ask;
+    ask.set_step(pb::MoveIn::REPLAY);
+    auto target_version = in(std::move(ask));
+    if (!target_version) return target_version.error();
+    if (target_version->version() == source_version) return caf::none;
+    report.diverged = int64_t(source_version) - int64_t(target_version->version());
+    return make_error(errc::internal, fmt::format("the target's copy holds {} update(s), its source {}",
+                                                  target_version->version(), source_version));
   }
 
   // The frozen copy, chunk by chunk: the values, then each optimizer slot.
@@ -74,7 +89,7 @@ struct mover {
         pb::MoveIn write;
         write.set_step(pb::MoveIn::WRITE);
         write.mutable_chunk()->Swap(read->mutable_chunk());
-        if (auto err = in(std::move(write))) return err;
+        if (auto done = in(std::move(write)); !done) return done.error();
       }
     return caf::none;
   }
@@ -87,7 +102,7 @@ struct mover {
     pb::MoveIn import;
     import.set_step(pb::MoveIn::IMPORT);
     *import.mutable_header() = begun->header();
-    if (auto err = in(std::move(import))) return err;
+    if (auto done = in(std::move(import)); !done) return done.error();
     if (auto err = copy(begun->header())) return err;
     for (int64_t last = kSmallLog + 1; last > kSmallLog && report.catch_ups < kMaxCatchUps; ++report.catch_ups) {
       auto n = catch_up();
@@ -96,8 +111,10 @@ struct mover {
     }
     report.copy_s = seconds(started);
     const auto paused = clock::now();
-    if (auto finished = out(pb::MoveOut::FINISH); !finished) return finished.error();
+    auto finished = out(pb::MoveOut::FINISH);
+    if (!finished) return finished.error();
     if (auto n = catch_up(); !n) return n.error();
+    if (auto err = verify(finished->version())) return err;
     if (auto err = switch_routing()) return err;
     report.pause_s = seconds(paused);
     return caf::none;

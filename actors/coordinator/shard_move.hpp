@@ -6,7 +6,9 @@
 // target) and hands over its last changes; once the target replayed them,
 // `switch_routing` points the job's routing at the target and the source
 // frees the shard. Every change the source applied reaches the target
-// once, in its order, under its push keys: none is lost or applied twice.
+// once, in its order, under its push keys: none is lost or applied twice;
+// before the switch the target's update count of the shard must equal the
+// source's at FINISH, or the move is given up.
 // The shard is unserved only from FINISH until the switch (`pause_s`).
 #pragma once
 
@@ -22,11 +24,13 @@
 namespace actorps {
 
 struct move_report {
-  int64_t bytes = 0;    // values and optimizer slots copied
-  int catch_ups = 0;    // rounds of logged changes before FINISH
-  int64_t changes = 0;  // logged changes replayed on the target, the last ones' included
-  double copy_s = 0;    // BEGIN until FINISH
-  double pause_s = 0;   // FINISH until the routing switched: requests naming the shard were redirected
+  int64_t bytes = 0;     // values and optimizer slots copied
+  int catch_ups = 0;     // rounds of logged changes before FINISH
+  int64_t changes = 0;   // logged changes replayed on the target, the last ones' included
+  double copy_s = 0;     // BEGIN until FINISH
+  double pause_s = 0;    // FINISH until the routing switched: requests naming the shard were redirected
+  int64_t diverged = 0;  // updates the source applied that the target's copy lacks (< 0: holds more); a move
+                         // whose copy diverges is given up before the switch (errc::internal)
 };
 
 /// The source's side of a move's step (READ: `count` elements at

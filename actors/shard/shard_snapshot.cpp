@@ -201,6 +201,7 @@ caf::expected<pb::MoveData> shard_core::move_out(const pb::MoveOut& req, bool re
       if (!mine || moving_->finished) return no_move();
       moving_->finished = true;
       moved_[name] = req.to_ps();
+      out.set_version(vars_.at(name).version);
       return out;
     case pb::MoveOut::DROP:
       if (moved_.count(name) == 0) return error(errc::invalid_argument, "'" + name + "' has not moved: not dropped");
@@ -267,9 +268,13 @@ caf::expected<pb::MoveData> shard_core::move_in(const pb::MoveIn& req) {
       std::memcpy(into + c.offset(), c.data().data(), c.data().size());
       return out;
     }
-    case pb::MoveIn::REPLAY:
+    case pb::MoveIn::REPLAY: {
       if (auto err = replay(req.log())) return err;
+      auto v = find(req.name());
+      if (!v) return v.error();
+      out.set_version((*v)->version);
       return out;
+    }
     case pb::MoveIn::ABORT: vars_.erase(req.name()); return out;
     default: return error(errc::invalid_argument, "unknown MoveIn step " + std::to_string(int(req.step())));
   }

@@ -205,15 +205,23 @@ size_t shard_of_row(const sharded_variable& var, int64_t id) {
 
 }  // namespace
 
-std::map<int, pb::SparsePull> split_sparse_pull(const sharded_variable& var, const std::vector<int64_t>& ids) {
-  std::map<int, pb::SparsePull> out;
+// Per shard of `var` (in shard order), keyed by its PS task.
+template <class Msg>
+std::multimap<int, Msg> by_task(const sharded_variable& var, std::map<size_t, Msg>& by_shard) {
+  std::multimap<int, Msg> out;
+  for (auto& [s, msg] : by_shard) out.emplace(var.shards[s].ps_task, std::move(msg));
+  return out;
+}
+
+std::multimap<int, pb::SparsePull> split_sparse_pull(const sharded_variable& var, const std::vector<int64_t>& ids) {
+  std::map<size_t, pb::SparsePull> by_shard;
   for (auto id : ids) {
     const size_t s = shard_of_row(var, id);
-    auto& pull = out[var.shards[s].ps_task];
+    auto& pull = by_shard[s];
     pull.set_name(var.shard_name(s));
     pull.add_ids(id - var.shards[s].first_row);
   }
-  return out;
+  return by_task(var, by_shard);
 }
 
 caf::error scatter_rows(const pb::Rows& rows, const sharded_variable& var, float* table) {
@@ -233,13 +241,13 @@ caf::error scatter_rows(const pb::Rows& rows, const sharded_variable& var, float
   return make_error(errc::unknown_variable, "rows of '" + rows.name() + "', not a shard of '" + var.name + "'");
 }
 
-std::map<int, pb::SparsePush> split_sparse_push(uint32_t worker, int64_t step, const sharded_variable& var,
-                                                const std::vector<int64_t>& ids, const float* rows) {
-  std::map<int, pb::SparsePush> out;
+std::multimap<int, pb::SparsePush> split_sparse_push(uint32_t worker, int64_t step, const sharded_variable& var,
+                                                     const std::vector<int64_t>& ids, const float* rows) {
+  std::map<size_t, pb::SparsePush> by_shard;
   const auto dim = var.row_size();
   for (size_t i = 0; i < ids.size(); ++i) {
     const size_t s = shard_of_row(var, ids[i]);
-    auto& push = out[var.shards[s].ps_task];
+    auto& push = by_shard[s];
     push.set_worker(worker);
     push.set_step(step);
     auto* g = push.mutable_gradient();
@@ -248,7 +256,7 @@ std::map<int, pb::SparsePush> split_sparse_push(uint32_t worker, int64_t step, c
     g->add_ids(ids[i] - var.shards[s].first_row);
     g->mutable_data()->append(reinterpret_cast<const char*>(rows + int64_t(i) * dim), size_t(dim) * 4);
   }
-  return out;
+  return by_task(var, by_shard);
 }
 
 }  // namespace actorps

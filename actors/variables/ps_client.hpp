@@ -67,17 +67,19 @@ std::map<int, std::vector<pb::Assign>> split_assign(const std::vector<const shar
 std::map<int, std::vector<pb::Pull>> split_pull(const std::vector<const sharded_variable*>& vars,
                                                 int64_t chunk_bytes = kDefaultChunkBytes, uint32_t slot = 0);
 
-/// SparsePull per PS task reading rows `ids` (whole-variable row numbers,
-/// unique, ascending) of `var` (an embedding table, split by rows).
-std::map<int, pb::SparsePull> split_sparse_pull(const sharded_variable& var, const std::vector<int64_t>& ids);
+/// SparsePulls reading rows `ids` (whole-variable row numbers, unique,
+/// ascending) of `var` (an embedding table, split by rows): one per shard
+/// they touch, keyed by its PS task (which may hold several shards).
+std::multimap<int, pb::SparsePull> split_sparse_pull(const sharded_variable& var, const std::vector<int64_t>& ids);
 
 /// Copies one Rows answer (a shard of `var`, shard-local ids) into `table`
 /// (the whole variable, host memory) at the rows it names.
 caf::error scatter_rows(const pb::Rows& rows, const sharded_variable& var, float* table);
 
-/// SparsePush per PS task carrying gradient rows (whole-variable ids) of `var`.
-std::map<int, pb::SparsePush> split_sparse_push(uint32_t worker, int64_t step, const sharded_variable& var,
-                                                const std::vector<int64_t>& ids, const float* rows);
+/// SparsePushes carrying gradient rows (whole-variable ids) of `var`: one
+/// per shard they touch, keyed by its PS task.
+std::multimap<int, pb::SparsePush> split_sparse_push(uint32_t worker, int64_t step, const sharded_variable& var,
+                                                     const std::vector<int64_t>& ids, const float* rows);
 
 /// Copies the tensors of one Values answer into outs[i] (vars[i]'s shape).
 /// An answer that names an unknown shard or overruns it is an error. With

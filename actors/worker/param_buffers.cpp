@@ -172,7 +172,7 @@ void param_buffers::pull_rows(const std::vector<int64_t>& ids, then_fn then) {
     if (id >= 0) unique.push_back(id);  // negative: padding
   std::sort(unique.begin(), unique.end());
   unique.erase(std::unique(unique.begin(), unique.end()), unique.end());
-  std::vector<std::pair<size_t, std::map<int, pb::SparsePull>>> pulls;
+  std::vector<std::pair<size_t, std::multimap<int, pb::SparsePull>>> pulls;
   size_t total = 0;
   for (auto i : sparse_) {
     auto& var = vars_[i];

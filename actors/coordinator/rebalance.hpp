@@ -1,0 +1,66 @@
+// The `load` partitioner's policy ([training] partitioner = "load"): every
+// rebalance_interval_s the coordinator reads each PS shard's load per
+// variable shard (the tensor bytes its pulls and pushes moved since the
+// last look: actors/shard/range_load.hpp) and moves shards off the busiest
+// PS tasks (cluster_coordinator::move_shard) until the busiest task's load
+// is within max_load_ratio of the mean, or no move helps.
+//
+// A move must lower the busier of its two ends by a real margin (a tenth of
+// the mean load), and a shard that moved rests for the next three looks:
+// loads measured over a short interval are noisy, and a shard must not
+// ping-pong between two tasks that take turns at being the busiest.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "actors/coordinator/fit.hpp"
+
+namespace actorps::train {
+
+/// One variable shard's load over an interval, where it lives.
+struct shard_load {
+  std::string name;
+  uint32_t ps = 0;
+  double load = 0;
+};
+
+struct planned_move {
+  std::string name;
+  uint32_t from = 0, to = 0;
+};
+
+/// The moves that bring max/mean load over `ps_tasks` tasks within
+/// `max_ratio`, busiest task first, at most `ps_tasks` of them; shards in
+/// `resting` stay. Pure: the policy's rules, tested without a cluster.
+std::vector<planned_move> plan_moves(const std::vector<shard_load>& shards, uint32_t ps_tasks, double max_ratio,
+                                     const std::map<std::string, int>& resting = {});
+
+/// The busiest task's load over the mean (1 when there is no load).
+double max_over_mean(const std::vector<shard_load>& shards, uint32_t ps_tasks);
+
+/// The policy as a fit callback: looks after closures finish, at most once
+/// per `interval`; logs each look's ratio and each move.
+class rebalancer : public fit_callback {
+ public:
+  rebalancer(std::chrono::seconds interval, double max_ratio) : interval_(interval), max_ratio_(max_ratio) {}
+  caf::error on_train_begin(cluster_coordinator& c, fit_start& start) override;
+  caf::error on_steps(cluster_coordinator& c, const step_progress& p) override;
+  /// Moves made so far.
+  int moves() const { return moves_; }
+
+ private:
+  caf::expected<std::vector<shard_load>> loads(cluster_coordinator& c);
+
+  std::chrono::seconds interval_;
+  double max_ratio_;
+  std::chrono::steady_clock::time_point last_;
+  uint32_t ps_tasks_ = 0;
+  std::map<std::string, uint64_t> seen_;  // each shard's byte count at the last look
+  std::map<std::string, int> resting_;    // shards moved lately: looks left before they may move again
+  int moves_ = 0;
+};
+
+}  // namespace actorps::train

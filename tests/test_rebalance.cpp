@@ -1,0 +1,75 @@
+// The `load` partitioner's policy (actors/coordinator/rebalance.hpp): its
+// rules on crafted loads, and a job that trains while it moves parts.
+#define BOOST_TEST_MODULE rebalance
+#include <boost/test/unit_test.hpp>
+
+#include "actors/coordinator/rebalance.hpp"
+#include "tests/job_files.hpp"
+#include "tests/local_jobs.hpp"
+
+using namespace actorps;
+using namespace actorps::test;
+
+// The load policy's rules (rebalance.hpp), without a cluster.
+BOOST_AUTO_TEST_CASE(the_load_policy_moves_hot_shards_to_cool_tasks_within_its_rules) {
+  using train::plan_moves;
+  // ps:0 holds the hot head of a power law; ps:1 and ps:2 little.
+  std::vector<train::shard_load> shards = {{"e/part_0", 0, 60}, {"e/part_3", 0, 20}, {"e/part_1", 1, 10},
+                                           {"e/part_4", 1, 5},  {"e/part_2", 2, 4},  {"e/part_5", 2, 1}};
+  BOOST_TEST(train::max_over_mean(shards, 3) == 80.0 / 33.333333, boost::test_tools::tolerance(1e-4));
+  auto plan = plan_moves(shards, 3, 1.3);
+  // part_0 alone is above the bound wherever it goes: moving it only
+  // shifts the peak; moving part_3 to the coolest task lowers it to 60.
+  BOOST_REQUIRE(plan.size() == 1u);
+  BOOST_TEST(plan[0].name == "e/part_3");
+  BOOST_TEST(plan[0].from == 0u);
+  BOOST_TEST(plan[0].to == 2u);
+  // Within the bound: nothing moves.
+  std::vector<train::shard_load> even = {{"a", 0, 10}, {"b", 1, 12}, {"c", 2, 9}};
+  BOOST_TEST(plan_moves(even, 3, 1.3).empty());
+  // Two hot shards on one task: each goes to a cool one, busiest first.
+  std::vector<train::shard_load> pair = {{"a", 0, 40}, {"b", 0, 40}, {"c", 1, 5}, {"d", 2, 5}};
+  plan = plan_moves(pair, 3, 1.3);
+  BOOST_REQUIRE(plan.size() == 2u);  // 80/5/5 -> 40/45/5 -> 40/40/10: max/mean 1.33, the best there is
+  BOOST_TEST((plan[0].name == "a" && plan[0].from == 0u && plan[0].to == 1u));
+  BOOST_TEST((plan[1].name == "c" && plan[1].from == 1u && plan[1].to == 2u));
+  // Resting shards stay; a gain under a tenth of the mean is no move; no
+  // load, one task: nothing.
+  plan = plan_moves(shards, 3, 1.3, {{"e/part_3", 2}});
+  BOOST_REQUIRE(!plan.empty());
+  BOOST_TEST((plan[0].name == "e/part_0" && plan[0].to == 2u));  // 80/15/5 -> 20/15/65
+  BOOST_TEST(plan_moves(shards, 3, 1.3, {{"e/part_3", 2}, {"e/part_0", 1}}).empty());
+  std::vector<train::shard_load> flat = {{"a", 0, 10.5}, {"b", 1, 10}, {"c", 1, 0.1}};
+  BOOST_TEST(plan_moves(flat, 2, 1.01).empty());
+  BOOST_TEST(plan_moves({{"a", 0, 0}, {"b", 1, 0}}, 2, 1.3).empty());
+  BOOST_TEST(plan_moves(shards, 1, 1.3).empty());
+}
+
+// partitioner = "load" on the embedding job of config/embedding_job.toml
+// over power-law ids (Zipf 0.8, the hottest tokens first in the
+// vocabulary: the table's first rows), in 16 parts placed by bytes (the
+// hottest, part_0, on ps:0): `actorps local` trains while the
+// coordinator looks at the PS tasks' load every second and moves parts
+// off the busier one; the job still reaches its accuracy target.
+BOOST_AUTO_TEST_CASE(the_load_policy_moves_hot_parts_while_a_local_job_trains) {
+  auto dir = make_temp_dir("test");
+  auto gen = run_command({ACTORPS_BIN, "data", "categorical", "--out", dir, "--vocabulary", "20000", "--train", "20000",
+                          "--test", "2000", "--zipf", "0.8"},
+                         60s, dir + "/cli.log");
+  BOOST_REQUIRE(gen && gen->exit_code == 0);
+  auto job = embedding_job(dir);
+  auto replace = [&](const std::string& from, const std::string& to) { replace_all(job, from, to); };
+  replace("vocabulary = 5001", "vocabulary = 20001");
+  replace("epochs = 5", "epochs = 4");
+  replace("steps_per_epoch = 782", "steps_per_epoch = 2000");   // ~2 s an epoch here
+  replace("target_accuracy = 0.90", "target_accuracy = 0.75");  // the long tail is rarely seen
+  replace("partitioner = \"fixed\"", "partitioner = \"load\"\nrebalance_interval_s = 1\nmax_load_ratio = 1.05");
+  replace("num_shards = 2\n", "num_shards = 16\n");
+  std::ofstream(dir + "/job.toml") << job;
+  auto r = run_job(dir, dir + "/job.toml");
+  BOOST_TEST(r.exit_code == 0, r.out << r.log);
+  BOOST_TEST_MESSAGE(r.accuracy);
+  BOOST_TEST(count_of(r.log, "coordinator: PS load max/mean") >= 3u, r.log);
+  BOOST_TEST(count_of(r.log, "coordinator: moved 'embedding_0/embeddings/part_") >= 1u, r.log);
+  BOOST_TEST(count_of(r.log, "rebalancing:") == 0u, r.log);
+}
