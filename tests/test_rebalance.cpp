@@ -33,14 +33,17 @@ BOOST_AUTO_TEST_CASE(the_load_policy_moves_hot_shards_to_cool_tasks_within_its_r
   BOOST_REQUIRE(plan.size() == 2u);  // 80/5/5 -> 40/45/5 -> 40/40/10: max/mean 1.33, the best there is
   BOOST_TEST((plan[0].name == "a" && plan[0].from == 0u && plan[0].to == 1u));
   BOOST_TEST((plan[1].name == "c" && plan[1].from == 1u && plan[1].to == 2u));
-  // Resting shards stay; a gain under a tenth of the mean is no move; no
+  // Resting shards stay; a gain under 2% of the mean is no move; no
   // load, one task: nothing.
   plan = plan_moves(shards, 3, 1.3, {{"e/part_3", 2}});
   BOOST_REQUIRE(!plan.empty());
   BOOST_TEST((plan[0].name == "e/part_0" && plan[0].to == 2u));  // 80/15/5 -> 20/15/65
   BOOST_TEST(plan_moves(shards, 3, 1.3, {{"e/part_3", 2}, {"e/part_0", 1}}).empty());
-  std::vector<train::shard_load> flat = {{"a", 0, 10.5}, {"b", 1, 10}, {"c", 1, 0.1}};
+  // 10.4 / 10 over a mean of 10.2: moving c gains 0.1, under 2% of it (0.204).
+  std::vector<train::shard_load> flat = {{"a", 0, 10.3}, {"c", 0, 0.1}, {"b", 1, 10}};
   BOOST_TEST(plan_moves(flat, 2, 1.01).empty());
+  flat[1].load = 0.25;  // 10.55 / 10: moving c gains 0.25 over 2% of 10.275
+  BOOST_TEST(plan_moves(flat, 2, 1.01).size() == 1u);
   BOOST_TEST(plan_moves({{"a", 0, 0}, {"b", 1, 0}}, 2, 1.3).empty());
   BOOST_TEST(plan_moves(shards, 1, 1.3).empty());
 }

@@ -9,8 +9,8 @@
 namespace actorps::train {
 namespace {
 
-constexpr double kMargin = 0.1;  // of the mean load: what a move must gain at least
-constexpr int kRest = 3;         // looks a moved shard stays where it went
+constexpr double kMargin = 0.02;  // of the mean load: what a move must gain at least
+constexpr int kRest = 3;          // looks a moved shard stays where it went
 
 std::vector<double> per_task(const std::vector<shard_load>& shards, uint32_t ps_tasks) {
   std::vector<double> out(ps_tasks, 0);
