@@ -99,12 +99,15 @@ caf::expected<std::vector<double>> task_bytes(cluster_coordinator& c) {
 }
 
 // Moves parts to the next PS task, one after another, until `mib` moved.
-caf::error migrate(cluster_coordinator& c, uint32_t mib, measured& m) {
-  const auto ps = uint32_t(c.shard_stats()->size());
+// Lost updates: what a target's copy lacked, counted for every move (a
+// move whose copy diverged is given up, and shows here and as failed).
+caf::error migrate(cluster_coordinator& c, uint32_t ps, uint32_t mib, measured& m) {
   for (size_t i = 0; m.migrated < int64_t(mib) << 20; ++i) {
     const auto& v = c.variables()[0];  // the table
     const auto part = i % v.shards.size();
-    auto moved = c.move_shard(v.shard_name(part), uint32_t(v.shards[part].ps_task + 1) % ps);
+    move_report done;
+    auto moved = c.move_shard(v.shard_name(part), uint32_t(v.shards[part].ps_task + 1) % ps, &done);
+    m.diverged += std::abs(done.diverged);
     if (!moved) {
       ++m.failed_moves;
       if (m.failed_moves > 3) return moved.error();
@@ -112,7 +115,6 @@ caf::error migrate(cluster_coordinator& c, uint32_t mib, measured& m) {
     }
     m.migrated += moved->bytes;
     m.longest_pause_s = std::max(m.longest_pause_s, moved->pause_s);
-    m.diverged += std::abs(moved->diverged);
     // Training goes on between moves: a window of closures.
     if (auto trained = train_for(c, 0.2, [] {}); !trained) return trained.error();
   }
@@ -166,7 +168,7 @@ caf::expected<measured> run(const placement_bench_options& o, const std::string&
   m.steps_per_s = double(*steps) / took;
   m.hottest_busy_per_step_ms = *std::max_element(m.busy.begin(), m.busy.end()) * took / double(*steps) * 1e3;
   if (load)
-    if (auto err = migrate(co, o.migrate_mib, m)) return err;
+    if (auto err = migrate(co, o.ps, o.migrate_mib, m)) return err;
   return m;
 }
 

@@ -393,7 +393,8 @@ caf::error cluster_coordinator::assign_values(const std::vector<const float*>& v
   return caf::none;
 }
 
-caf::expected<move_report> cluster_coordinator::move_shard(const std::string& shard, uint32_t to_ps) {
+caf::expected<move_report> cluster_coordinator::move_shard(const std::string& shard, uint32_t to_ps,
+                                                           move_report* progress) {
   const auto where = fmt::format("moving '{}' to ps:{}", shard, to_ps);
   sharded_variable* var = nullptr;
   size_t part = 0;
@@ -401,10 +402,8 @@ caf::expected<move_report> cluster_coordinator::move_shard(const std::string& sh
     for (size_t s = 0; s < v.shards.size(); ++s)
       if (v.shard_name(s) == shard) var = &v, part = s;
   if (var == nullptr) return make_error(errc::unknown_variable, where + ": the job has no variable shard of that name");
-  auto shards = p_->shards();
-  if (!shards) return in_context(shards.error(), where);
-  if (to_ps >= shards->size())
-    return make_error(errc::out_of_range, fmt::format("{}: no ps:{} (the job has {})", where, to_ps, shards->size()));
+  if (const auto ps = p_->spec.count(pb::PS); to_ps >= ps)
+    return make_error(errc::out_of_range, fmt::format("{}: no ps:{} (the job has {})", where, to_ps, ps));
   const auto from = uint32_t(var->shards[part].ps_task);
   if (from == to_ps) return make_error(errc::invalid_argument, where + ": it is there already");
   // The switch: the coordinator's table, the keeper's (restores, the next
@@ -427,7 +426,7 @@ caf::expected<move_report> cluster_coordinator::move_shard(const std::string& sh
     return (*now)[ps];
   };
   const auto timeout = std::chrono::milliseconds(p_->spec.runtime.request_timeout_ms);
-  auto report = actorps::move_shard(p_->self, serving, shard, from, to_ps, timeout, switch_routing);
+  auto report = actorps::move_shard(p_->self, serving, shard, from, to_ps, timeout, switch_routing, progress);
   if (!report) {
     var->shards[part].ps_task = int(from);
     return in_context(report.error(), where);

@@ -147,7 +147,9 @@ class cluster_coordinator {
   /// name when unpartitioned) to ps task `to_ps` while the job runs
   /// (shard_move.hpp): nothing lost or applied twice; workers are rerouted.
   /// Async jobs only; one move at a time per source shard (errc::busy).
-  [[nodiscard]] caf::expected<move_report> move_shard(const std::string& shard, uint32_t to_ps);
+  /// `progress`, when given, gets what the move did, a failed one's too.
+  [[nodiscard]] caf::expected<move_report> move_shard(const std::string& shard, uint32_t to_ps,
+                                                      move_report* progress = nullptr);
   /// The coordinator process's metrics (coordinator_metrics.hpp).
   metrics::registry& metrics() const;
 

@@ -152,13 +152,15 @@ pb::MoveOut move_step(pb::MoveOut::Step step, const std::string& name, int64_t o
 
 caf::expected<move_report> move_shard(caf::scoped_actor& self, const shard_finder& serving, const std::string& name,
                                       uint32_t from_ps, uint32_t to_ps, std::chrono::milliseconds timeout,
-                                      const std::function<caf::error()>& switch_routing) {
+                                      const std::function<caf::error()>& switch_routing, move_report* progress) {
   auto source = serving(from_ps, nullptr);
   if (!source) return source.error();
   auto target = serving(to_ps, nullptr);
   if (!target) return target.error();
   mover m{self, name, to_ps, timeout, *source, *target, {}};
-  if (auto err = m.run(switch_routing)) {
+  auto err = m.run(switch_routing);
+  if (progress != nullptr) *progress = m.report;
+  if (err) {
     if (code_of(err) == errc::busy) return err;  // the source's move is another one
     pb::MoveIn abort_in;
     abort_in.set_step(pb::MoveIn::ABORT);

@@ -49,9 +49,12 @@ using shard_finder = std::function<caf::expected<ps_shard_actor>(uint32_t ps, co
 /// promoted meanwhile holds the moving state its primary forwarded: the
 /// shard stays where it was, with every acknowledged update) and is
 /// returned; after it, a source that cannot free its copy is logged.
+/// `progress`, when given, gets what the move did, a failed one's too (a
+/// diverged copy's count).
 [[nodiscard]] caf::expected<move_report> move_shard(caf::scoped_actor& self, const shard_finder& serving,
                                                     const std::string& name, uint32_t from_ps, uint32_t to_ps,
                                                     std::chrono::milliseconds timeout,
-                                                    const std::function<caf::error()>& switch_routing);
+                                                    const std::function<caf::error()>& switch_routing,
+                                                    move_report* progress = nullptr);
 
 }  // namespace actorps
