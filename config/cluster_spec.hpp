@@ -100,6 +100,10 @@ struct cluster_spec {
 task_id backup_task_of(const cluster_spec& spec, uint32_t ps);
 size_t backup_node_of(const cluster_spec& spec, uint32_t ps);
 
+/// SpawnWorker.ps_nodes of a ps task taken out of the job (drained): no
+/// node serves it, and no variable shard lives on it.
+constexpr uint32_t kNoPsNode = UINT32_MAX;
+
 /// Loads a topology from a TOML file. Errors name file:line:column, the
 /// key path and what was expected.
 [[nodiscard]] caf::expected<cluster_spec> load_toml_file(const std::string& path);

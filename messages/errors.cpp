@@ -31,6 +31,7 @@ std::string to_string(errc code) {
     case errc::stale_routing: return "stale_routing";
     case errc::moved: return "moved";
     case errc::busy: return "busy";
+    case errc::no_standby: return "no_standby";
   }
   return "unknown";
 }
@@ -76,7 +77,8 @@ int exit_code(const caf::error& err) {
     case errc::too_busy:
     case errc::stale_routing:
     case errc::moved:
-    case errc::busy: return kExitRetryable;
+    case errc::busy:
+    case errc::no_standby: return kExitRetryable;
     default: return 1;
   }
 }

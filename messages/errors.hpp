@@ -36,7 +36,8 @@ enum class errc : uint8_t {
   device_unavailable,  // a worker's node lacks the devices the job asks for ([training] device, devices_per_worker)
   stale_routing,       // a request reached a shard that does not serve it (a backup): the routing table moved on
   moved,               // a request named a variable shard that moved to another PS task (the message names it)
-  busy,                // a shard is moving one of its variables already: one move at a time
+  busy,                // a shard moves one of its variables already, or a ps task is being restored or added
+  no_standby,          // a ps task to add, and no free node of role "standby" to serve it
 };
 
 std::string to_string(errc code);

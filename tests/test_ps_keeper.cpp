@@ -159,6 +159,62 @@ BOOST_FIXTURE_TEST_CASE(a_shard_whose_node_stays_down_moves_to_a_standby_node, k
   sched.run();
 }
 
+// A ps task added to an async job (add_ps) on the free standby node, then
+// ps:0 retired once its shard moved off (remove_ps): the proxies respawn
+// their workers over each new list; a retired shard is no longer watched.
+BOOST_FIXTURE_TEST_CASE(a_ps_task_is_added_on_a_standby_node_and_a_drained_one_retired, keeper_fixture) {
+  spec = topology({"coordinator", "worker", "ps", "ps", "standby"});  // node 4: the standby
+  auto k = keeper(pb::Consistency::ASYNC);
+  sched.run();
+  nodes.up[4] = node;
+  auto added = ask<uint32_t>(sys(), k, keeper_add_atom_v);
+  sched.run();
+  BOOST_REQUIRE(added->reply && *added->reply);
+  BOOST_TEST(**added->reply == 2u);
+  auto& standby = state_of<fake_node_state>(node);
+  BOOST_REQUIRE_EQUAL(standby.shard_requests.size(), 1u);
+  BOOST_TEST(standby.shard_requests[0].shard() == 2u);
+  BOOST_TEST(state_of<fake_shard_state>(standby.shards[0]).log.empty());  // it holds nothing yet
+  BOOST_TEST(proxy_log == (std::vector<std::string>{"shards 3 on 2,3,4"}));
+  // No second free standby node; ps:0 still holds w/part_0.
+  auto again = ask<uint32_t>(sys(), k, keeper_add_atom_v);
+  auto early = ask<uint64_t>(sys(), k, keeper_retire_atom_v, uint32_t(0));
+  sched.run();
+  BOOST_REQUIRE(again->reply && !*again->reply);
+  BOOST_TEST(int(code_of(again->reply->error())) == int(errc::no_standby));
+  BOOST_REQUIRE(early->reply && !*early->reply);
+  BOOST_TEST(int(code_of(early->reply->error())) == int(errc::invalid_argument));
+  BOOST_TEST(describe(early->reply->error()).find("'w/part_0'") != std::string::npos);
+  // Once it moved to ps:2, ps:0 leaves: no node, no handle, no longer watched.
+  auto moved = ask<uint64_t>(sys(), k, keeper_move_atom_v, std::string("w/part_0"), uint32_t(2));
+  auto retired = ask<uint64_t>(sys(), k, keeper_retire_atom_v, uint32_t(0));
+  sched.run();
+  BOOST_REQUIRE(moved->reply && *moved->reply);
+  BOOST_REQUIRE(retired->reply && *retired->reply);
+  BOOST_TEST(**retired->reply == **moved->reply + 1);
+  BOOST_TEST(proxy_log.back() == "shards 3 on 4294967295,3,4");
+  BOOST_TEST(!last_shards[0]);
+  caf::anon_send_exit(shards[0], caf::exit_reason::kill);  // its node stops
+  sched.run();
+  BOOST_TEST(proxy_log.size() == 2u);  // no pause, no restore
+  auto gone = ask<uint64_t>(sys(), k, keeper_retire_atom_v, uint32_t(0));
+  sched.run();
+  BOOST_REQUIRE(gone->reply && !*gone->reply);
+  BOOST_TEST(int(code_of(gone->reply->error())) == int(errc::out_of_range));
+  BOOST_TEST(nodes.dials == (std::vector<size_t>{4}));  // only the standby node was dialed
+}
+
+// Only async jobs add ps tasks: moves need them.
+BOOST_FIXTURE_TEST_CASE(a_sync_job_refuses_to_add_a_ps_task, keeper_fixture) {
+  spec = topology({"coordinator", "worker", "ps", "ps", "standby"});
+  auto k = keeper(pb::Consistency::SYNC);
+  auto added = ask<uint32_t>(sys(), k, keeper_add_atom_v);
+  sched.run();
+  BOOST_REQUIRE(added->reply && !*added->reply);
+  BOOST_TEST(int(code_of(added->reply->error())) == int(errc::invalid_argument));
+  BOOST_TEST(nodes.dials.empty());
+}
+
 // ps_replicas = 2 on the fixture's topology: ps:0 on node 2 with its
 // backup on node 3 (ps:1's), ps:1 on node 3 with its backup on node 2.
 BOOST_FIXTURE_TEST_CASE(a_lost_primary_fails_over_to_its_backup_which_gets_a_new_backup, keeper_fixture) {

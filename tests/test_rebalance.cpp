@@ -13,11 +13,12 @@ using namespace actorps::test;
 // The load policy's rules (rebalance.hpp), without a cluster.
 BOOST_AUTO_TEST_CASE(the_load_policy_moves_hot_shards_to_cool_tasks_within_its_rules) {
   using train::plan_moves;
+  const std::vector<uint32_t> two = {0, 1}, three = {0, 1, 2};
   // ps:0 holds the hot head of a power law; ps:1 and ps:2 little.
   std::vector<train::shard_load> shards = {{"e/part_0", 0, 60}, {"e/part_3", 0, 20}, {"e/part_1", 1, 10},
                                            {"e/part_4", 1, 5},  {"e/part_2", 2, 4},  {"e/part_5", 2, 1}};
-  BOOST_TEST(train::max_over_mean(shards, 3) == 80.0 / 33.333333, boost::test_tools::tolerance(1e-4));
-  auto plan = plan_moves(shards, 3, 1.3);
+  BOOST_TEST(train::max_over_mean(shards, three) == 80.0 / 33.333333, boost::test_tools::tolerance(1e-4));
+  auto plan = plan_moves(shards, three, 1.3);
   // part_0 alone is above the bound wherever it goes: moving it only
   // shifts the peak; moving part_3 to the coolest task lowers it to 60.
   BOOST_REQUIRE(plan.size() == 1u);
@@ -26,26 +27,33 @@ BOOST_AUTO_TEST_CASE(the_load_policy_moves_hot_shards_to_cool_tasks_within_its_r
   BOOST_TEST(plan[0].to == 2u);
   // Within the bound: nothing moves.
   std::vector<train::shard_load> even = {{"a", 0, 10}, {"b", 1, 12}, {"c", 2, 9}};
-  BOOST_TEST(plan_moves(even, 3, 1.3).empty());
+  BOOST_TEST(plan_moves(even, three, 1.3).empty());
   // Two hot shards on one task: each goes to a cool one, busiest first.
   std::vector<train::shard_load> pair = {{"a", 0, 40}, {"b", 0, 40}, {"c", 1, 5}, {"d", 2, 5}};
-  plan = plan_moves(pair, 3, 1.3);
+  plan = plan_moves(pair, three, 1.3);
   BOOST_REQUIRE(plan.size() == 2u);  // 80/5/5 -> 40/45/5 -> 40/40/10: max/mean 1.33, the best there is
   BOOST_TEST((plan[0].name == "a" && plan[0].from == 0u && plan[0].to == 1u));
   BOOST_TEST((plan[1].name == "c" && plan[1].from == 1u && plan[1].to == 2u));
   // Resting shards stay; a gain under 2% of the mean is no move; no
   // load, one task: nothing.
-  plan = plan_moves(shards, 3, 1.3, {{"e/part_3", 2}});
+  plan = plan_moves(shards, three, 1.3, {{"e/part_3", 2}});
   BOOST_REQUIRE(!plan.empty());
   BOOST_TEST((plan[0].name == "e/part_0" && plan[0].to == 2u));  // 80/15/5 -> 20/15/65
-  BOOST_TEST(plan_moves(shards, 3, 1.3, {{"e/part_3", 2}, {"e/part_0", 1}}).empty());
+  BOOST_TEST(plan_moves(shards, three, 1.3, {{"e/part_3", 2}, {"e/part_0", 1}}).empty());
   // 10.4 / 10 over a mean of 10.2: moving c gains 0.1, under 2% of it (0.204).
   std::vector<train::shard_load> flat = {{"a", 0, 10.3}, {"c", 0, 0.1}, {"b", 1, 10}};
-  BOOST_TEST(plan_moves(flat, 2, 1.01).empty());
+  BOOST_TEST(plan_moves(flat, two, 1.01).empty());
   flat[1].load = 0.25;  // 10.55 / 10: moving c gains 0.25 over 2% of 10.275
-  BOOST_TEST(plan_moves(flat, 2, 1.01).size() == 1u);
-  BOOST_TEST(plan_moves({{"a", 0, 0}, {"b", 1, 0}}, 2, 1.3).empty());
-  BOOST_TEST(plan_moves(shards, 1, 1.3).empty());
+  BOOST_TEST(plan_moves(flat, two, 1.01).size() == 1u);
+  BOOST_TEST(plan_moves({{"a", 0, 0}, {"b", 1, 0}}, two, 1.3).empty());
+  BOOST_TEST(plan_moves(shards, {0}, 1.3).empty());
+  // Only the tasks in the job count: ps:1 retired (remove_ps), ps:3 added
+  // empty (add_ps), so the hot task's shard goes to ps:3.
+  std::vector<train::shard_load> grown = {{"a", 0, 40}, {"b", 0, 40}, {"c", 2, 20}};
+  BOOST_TEST(train::max_over_mean(grown, {0, 2, 3}) == 80.0 / (100.0 / 3), boost::test_tools::tolerance(1e-4));
+  plan = plan_moves(grown, {0, 2, 3}, 1.3);
+  BOOST_REQUIRE(plan.size() == 1u);  // 80/20/0 -> 40/20/40
+  BOOST_TEST((plan[0].name == "a" && plan[0].from == 0u && plan[0].to == 3u));
 }
 
 // partitioner = "load" on the embedding job of config/embedding_job.toml

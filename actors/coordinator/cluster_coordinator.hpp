@@ -134,7 +134,7 @@ class cluster_coordinator {
   /// the newest intact checkpoint there (default: their initial values).
   /// See actors/coordinator/ps_keeper.hpp.
   void restore_lost_shards_from(const std::string& checkpoint_dir);
-  /// Each PS shard's counters, in ps task order.
+  /// Each PS shard's counters, in ps task order (a retired task's empty).
   [[nodiscard]] caf::expected<std::vector<pb::ShardStats>> shard_stats();
   /// Every variable's learning rate from now on (a schedule's step).
   [[nodiscard]] caf::error set_learning_rate(float learning_rate);
@@ -150,6 +150,21 @@ class cluster_coordinator {
   /// `progress`, when given, gets what the move did, a failed one's too.
   [[nodiscard]] caf::expected<move_report> move_shard(const std::string& shard, uint32_t to_ps,
                                                       move_report* progress = nullptr);
+  /// The ps tasks in the job now: the topology's, then those add_ps added,
+  /// less those remove_ps retired.
+  [[nodiscard]] caf::expected<std::vector<uint32_t>> active_ps();
+  /// Adds a ps task to the running job (async, ps_replicas = 1): its shard
+  /// starts empty on a free node of role "standby" (errc::no_standby when
+  /// there is none) and the workers are respawned over the new shard list.
+  /// Move shards onto it with move_shard, or let the load policy do it.
+  /// Returns its index.
+  [[nodiscard]] caf::expected<uint32_t> add_ps();
+  /// Drains ps task `ps`: moves each of its shards, largest first, to the
+  /// task holding the fewest elements, then takes it out of the job (its
+  /// node may stop; a standby node serves again as one) and respawns the
+  /// workers over the new shard list. A failed move leaves it in the job
+  /// (what moved stays moved). Returns the moves' reports.
+  [[nodiscard]] caf::expected<std::vector<move_report>> remove_ps(uint32_t ps);
   /// The coordinator process's metrics (coordinator_metrics.hpp).
   metrics::registry& metrics() const;
 

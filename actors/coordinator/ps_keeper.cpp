@@ -14,48 +14,12 @@
 
 #include "actors/coordinator/checkpoint.hpp"
 #include "actors/coordinator/coordinator_metrics.hpp"
+#include "actors/coordinator/keeper_state.hpp"
 #include "actors/coordinator/worker_proxy.hpp"
 #include "actors/net/countdown.hpp"
 #include "actors/net/lossy_link.hpp"
 
-namespace actorps {
-namespace {
-
-using clock_type = caf::actor_clock;
-
-struct shards_wanted {
-  caf::response_promise promise;
-  std::optional<std::pair<uint32_t, caf::actor_addr>> stale;  // answer once this one is replaced
-};
-
-struct keeper_state {
-  static inline const char* name = "ps_keeper";
-  keeper_setup l;
-  node_dialer dial;
-  float learning_rate = 0;                                   // > 0: the schedule's current rate
-  std::map<caf::actor_addr, uint32_t> watched;               // shard -> ps task
-  std::map<caf::actor_addr, uint32_t> watched_backups;       // backup -> ps task
-  std::vector<uint32_t> backup_nodes;                        // the node of each ps task's backup (cluster.nodes index)
-  std::set<uint32_t> rebuilding, rebuild_logged;             // ps tasks whose new backup is on its way
-  std::map<uint32_t, clock_type::time_point> rebuild_since;  // its node has not answered since
-  uint64_t routing_version = 1;                              // + 1 whenever a shard is served by another actor
-  std::map<uint32_t, clock_type::time_point> lost_at;
-  std::map<uint32_t, clock_type::time_point> waiting_since;  // for the node now serving a lost shard
-  std::vector<uint32_t> ps_nodes;   // the node serving each ps task's shard (cluster.nodes index)
-  std::set<uint32_t> cause_logged;  // why its node did not answer, once per loss
-  std::vector<shards_wanted> waiting;
-  bool tick_pending = false;
-  // An injected fault on the coordinator's requests to a PS task: the link
-  // that stands in for its shard in the facade's lists until `until`.
-  struct faulted_link {
-    caf::actor link;
-    caf::actor_addr shard;  // the shard it leads to (a restored one is reached directly)
-    clock_type::time_point until;
-  };
-  std::map<uint32_t, faulted_link> links;  // by ps task
-};
-
-using keeper_ptr = caf::stateful_actor<keeper_state>*;
+namespace actorps::keeper {
 
 void watch(keeper_ptr self, uint32_t ps, const ps_shard_actor& shard) {
   self->monitor(shard);
@@ -68,28 +32,23 @@ void watch_backup(keeper_ptr self, uint32_t ps, const ps_shard_actor& backup) {
   self->state.l.backups[ps] = backup;
 }
 
-// The shards as the facade reaches them: through the lossy link of a
-// fault that lasts on a PS task.
-shard_list facade_view(keeper_ptr self) {
-  auto& st = self->state;
-  auto out = st.l.shards;
-  for (auto& [ps, f] : st.links)
-    if (self->clock().now() < f.until && out[ps].address() == f.shard)
-      out[ps] = caf::actor_cast<ps_shard_actor>(f.link);
-  return out;
-}
-
 // The node the topology gives ps task `ps`.
 uint32_t home_node(const cluster_spec& spec, uint32_t ps) {
   return uint32_t(spec.node_of(task_id{pb::PS, ps}) - spec.nodes.data());
 }
 
-// Whether a shard serves from another node than its topology's (a standby).
+namespace {
+
+// Whether a shard serves from another node than its topology's (a
+// standby), or ps tasks were added or retired.
 bool any_moved(const keeper_state& st) {
+  if (st.ps_nodes.size() != st.l.spec.count(pb::PS)) return true;
   for (uint32_t ps = 0; ps < st.ps_nodes.size(); ++ps)
     if (st.ps_nodes[ps] != home_node(st.l.spec, ps)) return true;
   return false;
 }
+
+}  // namespace
 
 // A worker proxy's new shards, and the node serving each once one moved
 // (empty: the topology's, SpawnWorker.ps_nodes).
@@ -104,8 +63,23 @@ std::optional<uint32_t> free_standby(const keeper_state& st) {
     return std::find(nodes.begin(), nodes.end(), n) != nodes.end();
   };
   for (uint32_t n = 0; n < st.l.spec.nodes.size(); ++n)
-    if (st.l.spec.nodes[n].hosts(pb::STANDBY) && !holds(st.ps_nodes, n) && !holds(st.backup_nodes, n)) return n;
+    if (st.l.spec.nodes[n].hosts(pb::STANDBY) && !holds(st.ps_nodes, n) && !holds(st.backup_nodes, n) &&
+        st.adding_on != n)
+      return n;
   return std::nullopt;
+}
+
+namespace {
+
+// The shards as the facade reaches them: through the lossy link of a
+// fault that lasts on a PS task.
+shard_list facade_view(keeper_ptr self) {
+  auto& st = self->state;
+  auto out = st.l.shards;
+  for (auto& [ps, f] : st.links)
+    if (self->clock().now() < f.until && out[ps].address() == f.shard)
+      out[ps] = caf::actor_cast<ps_shard_actor>(f.link);
+  return out;
 }
 
 // Once ps's node has been lost for standby_after_ms, its shard moves to a
@@ -127,6 +101,8 @@ void maybe_move_to_standby(keeper_ptr self, uint32_t ps) {
   st.cause_logged.erase(ps);
 }
 
+}  // namespace
+
 // Answers the facade's requests for shards that can be answered now: none
 // while a shard is being restored; a request naming a stale shard once it
 // was replaced, or (the keeper holds it for alive) on the next tick.
@@ -144,6 +120,8 @@ void answer_waiting(keeper_ptr self, bool tick) {
   if (!st.waiting.empty() && !std::exchange(st.tick_pending, true))
     self->delayed_send(self, kShardRetry, keeper_tick_atom_v);
 }
+
+namespace {
 
 void fail_recovery(keeper_ptr self, uint32_t ps, const caf::error& why) {
   spdlog::error("coordinator: ps:{} did not come back: {}", ps, describe(why));
@@ -192,85 +170,6 @@ std::vector<pb::Assign> restore_messages(const keeper_setup& l, uint32_t ps, int
     for (auto& m : by_ps[int(ps)]) out.push_back(std::move(m));
   }
   return out;
-}
-
-// The node a new backup of ps goes to: of its home node and its first
-// backup's node, the one not serving it now (where a lost node restarts);
-// once that has not answered for standby_after_ms, a free standby node.
-uint32_t rebuild_node(keeper_ptr self, uint32_t ps) {
-  auto& st = self->state;
-  const uint32_t home = home_node(st.l.spec, ps);
-  const uint32_t node = st.ps_nodes[ps] == home ? uint32_t(backup_node_of(st.l.spec, ps)) : home;
-  auto since = st.rebuild_since.find(ps);
-  const auto after = std::chrono::milliseconds(st.l.spec.runtime.standby_after_ms);
-  if (since == st.rebuild_since.end() || self->clock().now() - since->second < after) return node;
-  auto spare = free_standby(st);
-  if (!spare) return node;
-  spdlog::warn("coordinator: ps:{}'s new backup goes to the standby node {} ({}): {} has not answered for {:.1f} s", ps,
-               st.l.spec.nodes[*spare].address(), st.l.spec.nodes[*spare].task_names(), st.l.spec.nodes[node].address(),
-               std::chrono::duration<double>(self->clock().now() - since->second).count());
-  return *spare;
-}
-
-// A new backup that did not come: tried again while its node is away; a
-// refusal (the shard's state over max_message_bytes, ...) is final.
-void rebuild_later(keeper_ptr self, uint32_t ps, uint32_t node, const caf::error& why) {
-  auto& st = self->state;
-  st.rebuilding.erase(ps);
-  if (why.category() == caf::atom("actorps") && exit_code(why) != kExitRetryable)
-    return spdlog::error("coordinator: ps:{} gets no new backup on {}: {}; it serves without one", ps,
-                         st.l.spec.nodes[node].address(), describe(why));
-  st.rebuild_since.emplace(ps, self->clock().now());
-  if (st.rebuild_logged.insert(ps).second)
-    spdlog::warn("coordinator: ps:{}'s new backup on {}: not yet ({}); trying again every {} ms", ps,
-                 st.l.spec.nodes[node].address(), describe(why), kRebuildRetry.count());
-  self->delayed_send(self, kRebuildRetry, keeper_rebuild_atom_v, ps);
-}
-
-// The new backup spawned on `node`: the primary gets it and sends it its
-// state; from then on the keeper watches it.
-void give_backup(keeper_ptr self, uint32_t ps, uint32_t node, ps_shard_actor primary, ps_shard_actor backup,
-                 clock_type::time_point started) {
-  pb::Replicate req;
-  req.set_backup_node(node);
-  self->request(primary, std::chrono::seconds(30), req, caf::actor_cast<caf::strong_actor_ptr>(backup))
-      .then(
-          [=](const pb::Replicated&) {
-            auto& st = self->state;
-            st.rebuilding.erase(ps);
-            st.rebuild_logged.erase(ps);
-            st.rebuild_since.erase(ps);
-            if (st.l.shards[ps] != primary) return;  // lost meanwhile: its own recovery rebuilds
-            watch_backup(self, ps, backup);
-            st.backup_nodes[ps] = node;
-            spdlog::warn(
-                "coordinator: ps:{} has a new backup on {} (spawned, given the shard's state, in step in "
-                "{:.2f} s)",
-                ps, st.l.spec.nodes[node].address(),
-                std::chrono::duration<double>(self->clock().now() - started).count());
-          },
-          [=](caf::error& err) { rebuild_later(self, ps, node, err); });
-}
-
-// ps_replicas = 2: a shard served without a backup gets a new one, spawned
-// on rebuild_node and given the primary's whole state by the primary.
-void rebuild_backup(keeper_ptr self, uint32_t ps) {
-  auto& st = self->state;
-  if (ps >= st.l.backups.size() || st.l.backups[ps] || st.lost_at.count(ps) != 0 || !st.rebuilding.insert(ps).second)
-    return;
-  const uint32_t node = rebuild_node(self, ps);
-  const auto primary = st.l.shards[ps];
-  const auto started = self->clock().now();
-  st.dial(self, node, [=](caf::expected<node_actor> n) {
-    if (!n) return rebuild_later(self, ps, node, n.error());
-    pb::SpawnShard spawn;
-    spawn.set_shard(ps);
-    spawn.set_backup(true);
-    *spawn.mutable_consistency() = self->state.l.consistency;
-    self->request(*n, std::chrono::seconds(10), spawn)
-        .then([=](const ps_shard_actor& backup) { give_backup(self, ps, node, primary, backup, started); },
-              [=](caf::error& err) { rebuild_later(self, ps, node, err); });
-  });
 }
 
 constexpr int64_t kPromoted = -2;  // resume's `step` for a promoted backup
@@ -388,14 +287,6 @@ void promote(keeper_ptr self, uint32_t ps) {
   });
 }
 
-void on_backup_down(keeper_ptr self, uint32_t ps, const caf::down_msg& msg) {
-  auto& st = self->state;
-  st.l.backups[ps] = nullptr;
-  spdlog::warn("coordinator: ps:{}'s backup on {} lost ({}); ps:{} is served without one until a new one is in step",
-               ps, st.l.spec.nodes[st.backup_nodes[ps]].address(), to_string(msg.reason), ps);
-  rebuild_backup(self, ps);
-}
-
 void on_shard_down(keeper_ptr self, const caf::down_msg& msg) {
   auto& st = self->state;
   if (auto b = st.watched_backups.find(msg.source); b != st.watched_backups.end()) {
@@ -479,6 +370,8 @@ caf::behavior keeper_behavior(keeper_ptr self, keeper_setup setup, node_dialer d
             if (v.shard_name(s) == shard) v.shards[s].ps_task = int(to);
         return ++self->state.routing_version;
       },
+      [self](keeper_add_atom) { return add_ps(self); },
+      [self](keeper_retire_atom, uint32_t ps) { return retire_ps(self, ps); },
       [self](keeper_retry_atom, uint32_t ps) {
         maybe_move_to_standby(self, ps);
         self->state.dial(self, self->state.ps_nodes[ps], [self, ps](caf::expected<node_actor> n) {
@@ -490,9 +383,12 @@ caf::behavior keeper_behavior(keeper_ptr self, keeper_setup setup, node_dialer d
 }
 
 }  // namespace
+}  // namespace actorps::keeper
+
+namespace actorps {
 
 caf::actor spawn_ps_keeper(caf::actor_system& sys, keeper_setup setup, node_dialer dial) {
-  return sys.spawn(keeper_behavior, std::move(setup), std::move(dial));
+  return sys.spawn(keeper::keeper_behavior, std::move(setup), std::move(dial));
 }
 
 }  // namespace actorps

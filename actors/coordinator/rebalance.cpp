@@ -1,7 +1,6 @@
 #include "actors/coordinator/rebalance.hpp"
 
 #include <algorithm>
-#include <numeric>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -12,44 +11,54 @@ namespace {
 constexpr double kMargin = 0.02;  // of the mean load: what a move must gain at least
 constexpr int kRest = 3;          // looks a moved shard stays where it went
 
-std::vector<double> per_task(const std::vector<shard_load>& shards, uint32_t ps_tasks) {
-  std::vector<double> out(ps_tasks, 0);
+std::map<uint32_t, double> per_task(const std::vector<shard_load>& shards, const std::vector<uint32_t>& tasks) {
+  std::map<uint32_t, double> out;
+  for (auto t : tasks) out[t] = 0;
   for (auto& s : shards)
-    if (s.ps < ps_tasks) out[s.ps] += s.load;
+    if (auto t = out.find(s.ps); t != out.end()) t->second += s.load;
   return out;
 }
 
-}  // namespace
-
-double max_over_mean(const std::vector<shard_load>& shards, uint32_t ps_tasks) {
-  auto tasks = per_task(shards, ps_tasks);
-  const double mean = std::accumulate(tasks.begin(), tasks.end(), 0.0) / std::max<uint32_t>(ps_tasks, 1);
-  return mean > 0 ? *std::max_element(tasks.begin(), tasks.end()) / mean : 1;
+double mean_of(const std::map<uint32_t, double>& tasks) {
+  double sum = 0;
+  for (auto& [t, load] : tasks) sum += load;
+  return tasks.empty() ? 0 : sum / double(tasks.size());
 }
 
-std::vector<planned_move> plan_moves(const std::vector<shard_load>& shards, uint32_t ps_tasks, double max_ratio,
-                                     const std::map<std::string, int>& resting) {
+using task_load = std::pair<const uint32_t, double>;
+bool lighter(const task_load& a, const task_load& b) { return a.second < b.second; }
+
+}  // namespace
+
+double max_over_mean(const std::vector<shard_load>& shards, const std::vector<uint32_t>& tasks) {
+  auto loads = per_task(shards, tasks);
+  const double mean = mean_of(loads);
+  return mean > 0 ? std::max_element(loads.begin(), loads.end(), lighter)->second / mean : 1;
+}
+
+std::vector<planned_move> plan_moves(const std::vector<shard_load>& shards, const std::vector<uint32_t>& tasks,
+                                     double max_ratio, const std::map<std::string, int>& resting) {
   std::vector<planned_move> out;
-  if (ps_tasks < 2) return out;
+  if (tasks.size() < 2) return out;
   auto where = shards;
-  auto tasks = per_task(where, ps_tasks);
-  const double mean = std::accumulate(tasks.begin(), tasks.end(), 0.0) / ps_tasks;
-  while (out.size() < ps_tasks && mean > 0) {
-    const auto hot = uint32_t(std::max_element(tasks.begin(), tasks.end()) - tasks.begin());
-    const auto cold = uint32_t(std::min_element(tasks.begin(), tasks.end()) - tasks.begin());
-    if (tasks[hot] <= max_ratio * mean) break;
+  auto loads = per_task(where, tasks);
+  const double mean = mean_of(loads);
+  while (out.size() < tasks.size() && mean > 0) {
+    auto& [hot, hot_load] = *std::max_element(loads.begin(), loads.end(), lighter);
+    auto& [cold, cold_load] = *std::min_element(loads.begin(), loads.end(), lighter);
+    if (hot_load <= max_ratio * mean) break;
     // The shard of the busiest task whose move leaves the busier end lowest.
     shard_load* best = nullptr;
-    double best_peak = tasks[hot] - kMargin * mean;
+    double best_peak = hot_load - kMargin * mean;
     for (auto& s : where) {
       if (s.ps != hot || s.load <= 0 || resting.count(s.name) > 0) continue;
-      const double peak = std::max(tasks[hot] - s.load, tasks[cold] + s.load);
+      const double peak = std::max(hot_load - s.load, cold_load + s.load);
       if (peak < best_peak) best = &s, best_peak = peak;
     }
     if (best == nullptr) break;
     out.push_back({best->name, hot, cold});
-    tasks[hot] -= best->load;
-    tasks[cold] += best->load;
+    hot_load -= best->load;
+    cold_load += best->load;
     best->ps = cold;
   }
   return out;
@@ -62,9 +71,11 @@ caf::error rebalancer::on_train_begin(cluster_coordinator& c, fit_start&) {
 }
 
 caf::expected<std::vector<shard_load>> rebalancer::loads(cluster_coordinator& c) {
+  auto tasks = c.active_ps();
+  if (!tasks) return tasks.error();
+  tasks_ = *tasks;  // add_ps and remove_ps change them
   auto stats = c.shard_stats();
   if (!stats) return stats.error();
-  ps_tasks_ = uint32_t(stats->size());
   std::map<std::string, uint64_t> bytes;
   for (auto& s : *stats)
     for (auto& r : s.ranges()) bytes[r.name()] += r.bytes();
@@ -86,8 +97,8 @@ caf::error rebalancer::on_steps(cluster_coordinator& c, const step_progress&) {
   auto shards = loads(c);
   if (!shards) return shards.error();
   for (auto i = resting_.begin(); i != resting_.end();) i = --i->second <= 0 ? resting_.erase(i) : std::next(i);
-  const double ratio = max_over_mean(*shards, ps_tasks_);
-  auto plan = plan_moves(*shards, ps_tasks_, max_ratio_, resting_);
+  const double ratio = max_over_mean(*shards, tasks_);
+  auto plan = plan_moves(*shards, tasks_, max_ratio_, resting_);
   spdlog::info("coordinator: PS load max/mean {:.2f} (bound {:.2f}): {} move(s)", ratio, max_ratio_, plan.size());
   for (auto& m : plan) {
     auto moved = c.move_shard(m.name, m.to);

@@ -34,14 +34,14 @@ struct planned_move {
   uint32_t from = 0, to = 0;
 };
 
-/// The moves that bring max/mean load over `ps_tasks` tasks within
-/// `max_ratio`, busiest task first, at most `ps_tasks` of them; shards in
+/// The moves that bring max/mean load over the ps tasks `tasks` within
+/// `max_ratio`, busiest task first, at most one per task; shards in
 /// `resting` stay. Pure: the policy's rules, tested without a cluster.
-std::vector<planned_move> plan_moves(const std::vector<shard_load>& shards, uint32_t ps_tasks, double max_ratio,
-                                     const std::map<std::string, int>& resting = {});
+std::vector<planned_move> plan_moves(const std::vector<shard_load>& shards, const std::vector<uint32_t>& tasks,
+                                     double max_ratio, const std::map<std::string, int>& resting = {});
 
 /// The busiest task's load over the mean (1 when there is no load).
-double max_over_mean(const std::vector<shard_load>& shards, uint32_t ps_tasks);
+double max_over_mean(const std::vector<shard_load>& shards, const std::vector<uint32_t>& tasks);
 
 /// The policy as a fit callback: looks after closures finish, at most once
 /// per `interval`; logs each look's ratio and each move.
@@ -59,7 +59,7 @@ class rebalancer : public fit_callback {
   std::chrono::seconds interval_;
   double max_ratio_;
   std::chrono::steady_clock::time_point last_;
-  uint32_t ps_tasks_ = 0;
+  std::vector<uint32_t> tasks_;           // the ps tasks in the job at the last look
   std::map<std::string, uint64_t> seen_;  // each shard's byte count at the last look
   std::map<std::string, int> resting_;    // shards moved lately: looks left before they may move again
   int moves_ = 0;

@@ -53,7 +53,7 @@ class transport {
   void open_lane(const std::vector<int>& ps_tasks, const std::string& host, const pb::Welcome& welcome);
   bool has_lane(int ps) const { return lanes_.count(ps) > 0; }
   /// Whether `ps` is one of the job's PS tasks.
-  bool serves(int ps) const { return ps >= 0 && size_t(ps) < shards_.size(); }
+  bool serves(int ps) const { return ps >= 0 && size_t(ps) < shards_.size() && shards_[size_t(ps)]; }
 
   using fail_fn = std::function<void(caf::error)>;
   /// Pushes head's ranges over the lane of PS task `ps`, range i from

@@ -242,7 +242,8 @@ void dial_ps_node(worker_ptr self, std::shared_ptr<const cluster_spec> cluster, 
 }
 
 // The PS tasks each node serves: `ps_nodes` (SpawnWorker.ps_nodes: a
-// shard moved to a standby node), else the topology's.
+// shard moved to a standby node, ps tasks added or retired), else the
+// topology's.
 void dial_ps_nodes(worker_ptr self, const cluster_spec& cluster,
                    const google::protobuf::RepeatedField<uint32_t>& ps_nodes) {
   std::map<size_t, std::vector<int>> serving;
@@ -251,7 +252,8 @@ void dial_ps_nodes(worker_ptr self, const cluster_spec& cluster,
       for (auto& t : cluster.nodes[n].tasks)
         if (t.role == pb::PS) serving[n].push_back(int(t.index));
   }
-  for (int ps = 0; ps < ps_nodes.size(); ++ps) serving[ps_nodes[ps]].push_back(ps);  // checked in spawn_worker
+  for (int ps = 0; ps < ps_nodes.size(); ++ps)  // checked in spawn_worker
+    if (ps_nodes[ps] != kNoPsNode) serving[ps_nodes[ps]].push_back(ps);
   auto shared = std::make_shared<const cluster_spec>(cluster);
   const auto give_up = self->clock().now() + kPsDialPatience;
   self->state.greeting += serving.size();
@@ -337,7 +339,8 @@ worker_actor::behavior_type worker_behavior(worker_ptr self, pb::SpawnWorker spe
   // A shard whose link died answers nothing more (its requests would wait
   // for their deadlines): stop, and the proxy re-runs this worker's closures
   // elsewhere and respawns it, dialing the PS nodes afresh.
-  for (auto& shard : shards) self->monitor(shard);
+  for (auto& shard : shards)
+    if (shard) self->monitor(shard);  // none: a retired ps task
   st.num_shards = uint32_t(shards.size());
   st.net = std::make_unique<transport>(self, st.index, std::move(shards), deadline);
   st.params = std::make_unique<param_buffers>(*st.model, std::move(vars), spec.routing_version(), st.index,
@@ -395,16 +398,16 @@ caf::expected<worker_actor> spawn_worker(caf::actor_system& sys, const pb::Spawn
     if (std::vector<int64_t>(v.shape().begin(), v.shape().end()) != params[i].shape)
       return make_error(errc::bad_tensor, "variable '" + v.name() + "' does not have the shape of " + params[i].name);
     for (auto& s : v.shards())
-      if (s.ps_task() >= shards.size())
-        return make_error(errc::invalid_config, "variable '" + v.name() +
-                                                    "' lives on ps:" + std::to_string(s.ps_task()) + ", the job has " +
-                                                    std::to_string(shards.size()) + " shards");
+      if (s.ps_task() >= shards.size() || !shards[s.ps_task()])
+        return make_error(errc::invalid_config,
+                          fmt::format("variable '{}' lives on ps:{}, which the job does not serve ({} ps task(s))",
+                                      v.name(), s.ps_task(), shards.size()));
   }
   if (!spec.ps_nodes().empty() && size_t(spec.ps_nodes_size()) != shards.size())
     return make_error(errc::invalid_config,
                       fmt::format("ps_nodes names {} nodes for {} shards", spec.ps_nodes_size(), shards.size()));
   for (auto n : spec.ps_nodes())
-    if (n >= cluster.nodes.size())
+    if (n != kNoPsNode && n >= cluster.nodes.size())
       return make_error(errc::invalid_config,
                         fmt::format("ps_nodes names node {}, the topology has {}", n, cluster.nodes.size()));
   auto devices = worker_devices(spec, cluster, kernels::cuda_device_count());

@@ -1,0 +1,105 @@
+// PS tasks added to a running job and drained out of it, across real
+// processes (cluster_coordinator::add_ps, remove_ps): a new task's shard on
+// the topology's standby node takes variable shards by moves; a drained
+// task's shards move off and its node may stop; training goes on and
+// applies every step exactly once. Bad requests get typed refusals.
+#define BOOST_TEST_MODULE ps_scaling
+#include <boost/test/unit_test.hpp>
+
+#include <csignal>
+
+#include "actors/coordinator/cluster_coordinator.hpp"
+#include "actors/worker/worker_functions.hpp"
+#include "tests/cluster_harness.hpp"
+#include "tests/training_jobs.hpp"
+
+using namespace actorps;
+using namespace actorps::test;
+
+namespace {
+
+std::string why(const caf::error& e) { return describe(e); }
+
+int code(const caf::error& e) { return int(code_of(e)); }
+
+// The ps tasks each variable shard lives on.
+std::map<std::string, int> layout(const cluster_coordinator& c) {
+  std::map<std::string, int> out;
+  for (auto& v : c.variables())
+    for (size_t s = 0; s < v.shards.size(); ++s) out[v.shard_name(s)] = v.shards[s].ps_task;
+  return out;
+}
+
+}  // namespace
+
+// A coordinator in this process; two worker, two PS and one standby node
+// processes. While 120 closures of 5 steps run: ps:2 is added on the
+// standby node and a shard moves onto it; ps:0 is drained (its shards
+// move to ps:1 and ps:2) and its node is SIGKILLed. The job completes,
+// and each variable's update count is the job's step count.
+BOOST_AUTO_TEST_CASE(a_ps_task_added_on_a_standby_node_takes_shards_and_a_drained_one_leaves) {
+  local_cluster cluster({"coordinator", "worker", "worker", "ps", "ps", "standby"});
+  cluster.start_nodes();
+  cluster_client client(cluster.config);
+  auto made = cluster_coordinator::connect(client.sys, client.spec, pb::Consistency{});
+  BOOST_REQUIRE_MESSAGE(made, (made ? "" : why(made.error())));
+  auto& c = **made;
+  auto m = small_model(4096);
+  pb::Optimizer sgd;
+  sgd.set_learning_rate(0.05f);
+  BOOST_REQUIRE(!c.create_variables(m, 0, sgd, partitioner::min_size(128, 2)));
+  BOOST_TEST(code(c.add_ps().error()) == int(errc::invalid_argument));  // no workers yet: nothing to respawn
+  BOOST_REQUIRE(!c.create_workers(m, {1}));
+  BOOST_REQUIRE(c.create_per_worker_dataset("train", learnable(1024)));
+  const int closures = 120, steps = 5;
+  std::vector<remote_value> runs;
+  for (int r = 0; r < closures; ++r)
+    runs.push_back(c.schedule("train_step", {per_worker_dataset("train"), integer_value(steps)}));
+  BOOST_REQUIRE(runs[20].fetch());  // training is under way
+
+  auto added = c.add_ps();
+  BOOST_REQUIRE_MESSAGE(added, (added ? "" : why(added.error())));
+  BOOST_TEST(*added == 2u);
+  BOOST_TEST(*c.active_ps() == (std::vector<uint32_t>{0, 1, 2}));
+  BOOST_TEST(code(c.add_ps().error()) == int(errc::no_standby));  // the one standby node serves ps:2 now
+  const auto kernel0 = c.variables()[0].shard_name(0);
+  BOOST_REQUIRE(layout(c)[kernel0] == 0);
+  auto onto = c.move_shard(kernel0, 2);
+  BOOST_REQUIRE_MESSAGE(onto, (onto ? "" : why(onto.error())));
+  BOOST_REQUIRE(runs[60].fetch());
+
+  auto drained = c.remove_ps(0);
+  BOOST_REQUIRE_MESSAGE(drained, (drained ? "" : why(drained.error())));
+  BOOST_TEST(!drained->empty());
+  BOOST_TEST(*c.active_ps() == (std::vector<uint32_t>{1, 2}));
+  for (auto& [name, ps] : layout(c)) BOOST_TEST(ps != 0, name << " is still on ps:0");
+  ::kill(cluster.node("ps:0").pid(), SIGKILL);  // nobody needs it any more
+  // Bad requests: typed, nothing changed.
+  BOOST_TEST(code(c.remove_ps(0).error()) == int(errc::out_of_range));
+  BOOST_TEST(code(c.remove_ps(7).error()) == int(errc::out_of_range));
+  BOOST_TEST(code(c.move_shard(kernel0, 0).error()) == int(errc::out_of_range));
+
+  BOOST_REQUIRE_MESSAGE(!c.join(), "join");
+  for (auto& r : runs) {
+    auto v = r.fetch();
+    BOOST_REQUIRE_MESSAGE(v, (v ? "" : why(v.error())));
+    BOOST_TEST((*v)[3].integer() == steps);
+  }
+  std::vector<uint64_t> versions;
+  auto values = c.pull_values(0, &versions);
+  BOOST_REQUIRE_MESSAGE(values, (values ? "" : why(values.error())));
+  for (size_t i = 0; i < versions.size(); ++i)
+    BOOST_TEST(versions[i] == uint64_t(closures * steps), c.variables()[i].name);
+  auto stats = c.shard_stats();
+  BOOST_REQUIRE(stats);
+  BOOST_REQUIRE(stats->size() == 3u);
+  BOOST_TEST((*stats)[0].variables() == 0u);  // retired: not asked
+  BOOST_TEST((*stats)[2].variables() >= 1u);
+  // The last two: one may go, the last one stays.
+  auto second = c.remove_ps(1);
+  BOOST_REQUIRE_MESSAGE(second, (second ? "" : why(second.error())));
+  BOOST_TEST(code(c.remove_ps(2).error()) == int(errc::invalid_argument));
+  auto after = c.pull_values();
+  BOOST_REQUIRE_MESSAGE(after, (after ? "" : why(after.error())));
+  BOOST_TEST(*after == *values);  // the moves kept every value
+}
