@@ -59,7 +59,7 @@ caf::expected<job_spec> placement_job(const placement_bench_options& o, const st
 struct measured {
   std::vector<double> bytes_per_s, busy;  // per PS task: load, CPU cores
   double ratio = 0, steps_per_s = 0, hottest_busy_per_step_ms = 0;
-  int moves = 0;
+  int moves = 0, splits = 0;
   double longest_pause_s = 0;
   int64_t migrated = 0, diverged = 0;
   int failed_moves = 0;
@@ -148,6 +148,7 @@ caf::expected<measured> run(const placement_bench_options& o, const std::string&
   };
   if (auto warm = train_for(co, o.warmup_s, look); !warm) return warm.error();
   m.moves = policy.moves();
+  m.splits = policy.splits();
   // The window: no moves in it, so that each task's counters are its own.
   auto bytes0 = task_bytes(co);
   if (!bytes0) return bytes0.error();
@@ -176,8 +177,8 @@ void print_row(const std::string& name, const measured& m) {
   std::string loads, busy;
   for (auto b : m.bytes_per_s) loads += fmt::format(" {:.1f}", b / (1 << 20));
   for (auto b : m.busy) busy += fmt::format(" {:.2f}", b);
-  fmt::print("{:<34} {:>8.2f} {:>10.1f} {:>12.3f} {:>6}   MiB/s per task:{}; cores:{}\n", name, m.ratio, m.steps_per_s,
-             m.hottest_busy_per_step_ms, m.moves, loads, busy);
+  fmt::print("{:<34} {:>8.2f} {:>10.1f} {:>12.3f} {:>6} {:>6}   MiB/s per task:{}; cores:{}\n", name, m.ratio,
+             m.steps_per_s, m.hottest_busy_per_step_ms, m.moves, m.splits, loads, busy);
 }
 
 }  // namespace
@@ -204,7 +205,8 @@ int run_bench_placement(const placement_bench_options& o) {
       "embedding {} x {} in {} parts, ids Zipf({}), {} workers, {} PS, async, Adagrad; load: tensor bytes/s of each "
       "task's pulls and pushes over {} s\n",
       o.vocabulary, o.dim, o.parts, o.zipf, o.workers, o.ps, o.seconds);
-  fmt::print("{:<34} {:>8} {:>10} {:>12} {:>6}\n", "placement", "max/mean", "steps/s", "hot ms/step", "moves");
+  fmt::print("{:<34} {:>8} {:>10} {:>12} {:>6} {:>6}\n", "placement", "max/mean", "steps/s", "hot ms/step", "moves",
+             "splits");
   print_row("round robin (fixed)", *round_robin);
   print_row(fmt::format("load, after {} s of looks", o.warmup_s), *balanced);
   fmt::print("migration: {:.0f} MiB moved in parts, {} move(s) refused or failed; longest pause {:.3f} s\n",

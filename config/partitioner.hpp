@@ -38,7 +38,7 @@ struct partitioner {
 
 /// One shard of a variable and the PS task that holds it.
 struct shard_placement {
-  int shard = 0;               // index within the variable
+  int shard = 0;               // its part number: its index within the variable until a part is split
   int ps_task = 0;             // ps:<ps_task>
   int64_t first_row = 0;       // offset along axis 0
   std::vector<int64_t> shape;  // the shard's shape

@@ -22,13 +22,15 @@ struct fake_worker_state {
     pb::RunClosures request;
     caf::response_promise promise;
   };
-  std::vector<held> batches;  // in arrival order
-  size_t answered = 0;        // batches[0, answered) were answered
+  std::vector<held> batches;                // in arrival order
+  size_t answered = 0;                      // batches[0, answered) were answered
+  errc fail_code = errc::invalid_argument;  // how the closure answer_atom names fails
+  std::vector<uint64_t> reroutes;           // the routing versions it was sent, in order
 };
 
 // Each closure's result: its argument times 10; the closure whose argument
-// is `fail` fails with invalid_argument.
-inline pb::ClosuresDone done_for(const pb::RunClosures& req, int64_t fail) {
+// is `fail` fails with `code`.
+inline pb::ClosuresDone done_for(const pb::RunClosures& req, int64_t fail, errc code) {
   pb::ClosuresDone done;
   done.set_busy_micros(10 * int64_t(req.closures_size()));
   for (auto& c : req.closures()) {
@@ -36,7 +38,7 @@ inline pb::ClosuresDone done_for(const pb::RunClosures& req, int64_t fail) {
     r->set_id(c.id());
     const auto x = c.args(0).integer();
     if (x == fail) {
-      r->set_error_code(uint8_t(errc::invalid_argument));
+      r->set_error_code(uint8_t(code));
       r->set_error("bad argument " + std::to_string(x));
     } else {
       r->add_values()->set_integer(10 * x);
@@ -53,8 +55,9 @@ inline caf::behavior fake_worker(caf::stateful_actor<fake_worker_state>* self) {
       [self](answer_atom, int64_t fail) {
         auto& st = self->state;
         for (; st.answered < st.batches.size(); ++st.answered)
-          st.batches[st.answered].promise.deliver(done_for(st.batches[st.answered].request, fail));
+          st.batches[st.answered].promise.deliver(done_for(st.batches[st.answered].request, fail, st.fail_code));
       },
+      [self](const pb::Reroute& req) { self->state.reroutes.push_back(req.routing_version()); },
   };
 }
 

@@ -118,6 +118,37 @@ BOOST_FIXTURE_TEST_CASE(a_lost_workers_closures_run_elsewhere_and_it_is_respawne
   sched.run();
 }
 
+// A closure refused as moved (its pull or push reached a shard's old owner
+// during a routing switch) goes back to the queue, and the proxy sends its
+// worker the newest routing again before it runs there; it settles once.
+BOOST_FIXTURE_TEST_CASE(a_closure_refused_as_moved_runs_again_after_its_worker_gets_the_routing, proxy_fixture) {
+  auto results = start(1, 2);
+  auto& w = workers[0];
+  auto& st = state_of<fake_worker_state>(w);
+  pb::Reroute table;  // from the membership: a shard moved
+  table.set_routing_version(3);
+  table.add_variables()->set_name("w");
+  caf::anon_send(proxies[0], table);
+  sched.run();
+  BOOST_TEST(st.reroutes == std::vector<uint64_t>{3});  // passed on at once
+  caf::anon_send(proxies[0], table);                    // an old version again: nothing
+  sched.run();
+  BOOST_TEST(st.reroutes.size() == 1u);
+  st.fail_code = errc::moved;
+  answer_all(w, 1);  // f(1) refused as moved
+  sched.run();
+  BOOST_TEST(value_of(results[0]) == 0);
+  BOOST_TEST(!results[1].ready());
+  BOOST_TEST(st.reroutes == (std::vector<uint64_t>{3, 3}));
+  BOOST_REQUIRE_EQUAL(st.batches.size(), 2u);  // f(1) again
+  BOOST_TEST(st.batches[1].request.closures(0).args(0).integer() == 1);
+  answer_all(w);
+  sched.run();
+  BOOST_TEST(value_of(results[1]) == 10);
+  BOOST_TEST(q->done());
+  sched.run();
+}
+
 // Injected into the proxy (the coordinator's side of worker:0): the
 // worker's answers are lost for 600 ms, so the proxy hears nothing and
 // sends the batch again every 500 ms under the same batch id (the worker

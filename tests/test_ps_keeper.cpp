@@ -12,6 +12,7 @@
 #include "actors/coordinator/closure_queue.hpp"
 #include "actors/coordinator/ps_keeper.hpp"
 #include "actors/launch/local_host.hpp"
+#include "actors/variables/wire_forms.hpp"
 #include "messages/tensor_bytes.hpp"
 #include "tests/actor_test.hpp"
 #include "tests/coordinator_fakes.hpp"
@@ -186,7 +187,10 @@ BOOST_FIXTURE_TEST_CASE(a_ps_task_is_added_on_a_standby_node_and_a_drained_one_r
   BOOST_TEST(int(code_of(early->reply->error())) == int(errc::invalid_argument));
   BOOST_TEST(describe(early->reply->error()).find("'w/part_0'") != std::string::npos);
   // Once it moved to ps:2, ps:0 leaves: no node, no handle, no longer watched.
-  auto moved = ask<uint64_t>(sys(), k, keeper_move_atom_v, std::string("w/part_0"), uint32_t(2));
+  pb::Reroute layout;
+  vars[0].shards[0].ps_task = 2;
+  for (auto& v : vars) *layout.add_variables() = train::to_proto(v);
+  auto moved = ask<uint64_t>(sys(), k, layout);
   auto retired = ask<uint64_t>(sys(), k, keeper_retire_atom_v, uint32_t(0));
   sched.run();
   BOOST_REQUIRE(moved->reply && *moved->reply);

@@ -56,16 +56,46 @@ BOOST_AUTO_TEST_CASE(the_load_policy_moves_hot_shards_to_cool_tasks_within_its_r
   BOOST_TEST((plan[0].name == "a" && plan[0].from == 0u && plan[0].to == 3u));
 }
 
+// The split rule: a shard that alone keeps its task above the bound is cut
+// where its row ranges' load halves best.
+BOOST_AUTO_TEST_CASE(the_load_policy_splits_a_shard_no_move_can_spread) {
+  using train::plan_split;
+  const std::vector<uint32_t> two = {0, 1};
+  // e/part_0 holds 90 of 100 on ps:0, most of it in its first rows.
+  std::vector<train::shard_load> shards = {{"e/part_0", 0, 90, {{0, 50}, {16, 30}, {32, 15}, {48, 5}}},
+                                           {"e/part_1", 1, 10, {{0, 10}}}};
+  BOOST_TEST(train::plan_moves(shards, two, 1.3).empty());  // moving it only moves the peak
+  auto split = plan_split(shards, {}, two, 1.3);
+  BOOST_REQUIRE(split);
+  BOOST_TEST(split->name == "e/part_0");
+  BOOST_TEST(split->at_row == 16);  // 50 | 50: the halves' heavier side is lightest there
+  // Within the bound after the planned moves, or a shard that does not
+  // split (no row ranges: not read by row), or one range: nothing.
+  BOOST_TEST(!plan_split({{"a", 0, 10, {{0, 5}, {8, 5}}}, {"b", 1, 10, {}}}, {}, two, 1.3));
+  BOOST_TEST(!plan_split({{"a", 0, 90, {}}, {"b", 1, 10, {}}}, {}, two, 1.3));
+  BOOST_TEST(!plan_split({{"a", 0, 90, {{0, 90}}}, {"b", 1, 10, {}}}, {}, two, 1.3));
+  std::vector<train::shard_load> pair = {
+      {"a", 0, 45, {{0, 20}, {4, 25}}}, {"b", 0, 45, {{0, 45}, {4, 0}}}, {"c", 1, 10, {}}};
+  auto moves = train::plan_moves(pair, two, 1.3);
+  BOOST_REQUIRE(moves.size() == 1u);  // 90/10 -> 45/55: within the bound
+  BOOST_TEST(!plan_split(pair, moves, two, 1.3));
+  // The moves' result counts: with the bound at 1.05 the busier task after
+  // them (ps:1, 55) is still above it, and its hottest shard splits.
+  split = plan_split(pair, moves, two, 1.05);
+  BOOST_REQUIRE(split);
+  BOOST_TEST(split->name == moves[0].name);
+}
+
 // partitioner = "load" on the embedding job of config/embedding_job.toml
-// over power-law ids (Zipf 0.8, the hottest tokens first in the
-// vocabulary: the table's first rows), in 16 parts placed by bytes (the
-// hottest, part_0, on ps:0): `actorps local` trains while the
-// coordinator looks at the PS tasks' load every second and moves parts
-// off the busier one; the job still reaches its accuracy target.
-BOOST_AUTO_TEST_CASE(the_load_policy_moves_hot_parts_while_a_local_job_trains) {
+// over power-law ids (the hottest tokens first in the vocabulary: the
+// table's first rows), in `parts` parts placed by bytes (the hottest,
+// part_0, on ps:0): `actorps local` trains while the coordinator looks at
+// the PS tasks' load every second and moves (or splits) parts; the job
+// still reaches its accuracy target. Returns the coordinator's log.
+std::string balanced_job(const std::string& zipf, int parts, const std::string& bound) {
   auto dir = make_temp_dir("test");
   auto gen = run_command({ACTORPS_BIN, "data", "categorical", "--out", dir, "--vocabulary", "20000", "--train", "20000",
-                          "--test", "2000", "--zipf", "0.8"},
+                          "--test", "2000", "--zipf", zipf},
                          60s, dir + "/cli.log");
   BOOST_REQUIRE(gen && gen->exit_code == 0);
   auto job = embedding_job(dir);
@@ -74,8 +104,8 @@ BOOST_AUTO_TEST_CASE(the_load_policy_moves_hot_parts_while_a_local_job_trains) {
   replace("epochs = 5", "epochs = 4");
   replace("steps_per_epoch = 782", "steps_per_epoch = 2000");   // ~2 s an epoch here
   replace("target_accuracy = 0.90", "target_accuracy = 0.75");  // the long tail is rarely seen
-  replace("partitioner = \"fixed\"", "partitioner = \"load\"\nrebalance_interval_s = 1\nmax_load_ratio = 1.05");
-  replace("num_shards = 2\n", "num_shards = 16\n");
+  replace("partitioner = \"fixed\"", "partitioner = \"load\"\nrebalance_interval_s = 1\nmax_load_ratio = " + bound);
+  replace("num_shards = 2\n", "num_shards = " + std::to_string(parts) + "\n");
   std::ofstream(dir + "/job.toml") << job;
   auto r = run_job(dir, dir + "/job.toml");
   BOOST_TEST(r.exit_code == 0, r.out << r.log);
@@ -83,4 +113,19 @@ BOOST_AUTO_TEST_CASE(the_load_policy_moves_hot_parts_while_a_local_job_trains) {
   BOOST_TEST(count_of(r.log, "coordinator: PS load max/mean") >= 3u, r.log);
   BOOST_TEST(count_of(r.log, "coordinator: moved 'embedding_0/embeddings/part_") >= 1u, r.log);
   BOOST_TEST(count_of(r.log, "rebalancing:") == 0u, r.log);
+  return r.log;
+}
+
+// Zipf 0.8 in 16 parts on 2 PS: moves of whole parts are enough.
+BOOST_AUTO_TEST_CASE(the_load_policy_moves_hot_parts_while_a_local_job_trains) { balanced_job("0.8", 16, "1.05"); }
+
+// Zipf 1.1 in 4 parts on 2 PS: part_0 alone holds most of the load, so
+// the policy splits it (at a row where its load halves) and moves a half;
+// the last look finds the tasks within the bound.
+BOOST_AUTO_TEST_CASE(the_load_policy_splits_a_hot_part_of_a_local_job_and_balances_it) {
+  const auto log = balanced_job("1.1", 4, "1.1");
+  BOOST_TEST(count_of(log, "coordinator: split 'embedding_0/embeddings/part_0' at row ") >= 1u, log);
+  const auto last = log.rfind("coordinator: PS load max/mean ");
+  BOOST_REQUIRE(last != std::string::npos);
+  BOOST_TEST(std::stod(log.substr(last + std::string("coordinator: PS load max/mean ").size())) <= 1.1, log);
 }

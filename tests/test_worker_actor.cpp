@@ -27,6 +27,7 @@ struct shard_state {
   std::optional<shard_core> core;
   std::vector<std::string> log;  // "pull <step>", "push <step>", in arrival order
   std::deque<std::pair<pb::Pull, caf::response_promise>> held;
+  bool moved = false;  // pushes are refused as errc::moved (a routing switch)
 };
 
 caf::behavior fake_shard(caf::stateful_actor<shard_state>* self, pb::CreateVariables create) {
@@ -45,8 +46,9 @@ caf::behavior fake_shard(caf::stateful_actor<shard_state>* self, pb::CreateVaria
         st.held.pop_front();
         promise.deliver(*st.core->read(pull));
       },
-      [self](const pb::Push& p) {
+      [self](const pb::Push& p) -> caf::result<pb::PushAck> {
         self->state.log.push_back("push " + std::to_string(p.step()));
+        if (self->state.moved) return make_error(errc::moved, "ps shard 0: 'dense_0/kernel' moved to ps:1");
         BOOST_REQUIRE(!self->state.core->check(p));
         return self->state.core->apply(p);
       },
@@ -178,6 +180,23 @@ BOOST_FIXTURE_TEST_CASE(without_pull_ahead_each_step_pulls_after_the_last_push, 
   BOOST_TEST(log() == (log_t{"pull 0", "push 0", "pull 1", "push 1"}));
   BOOST_REQUIRE(done->reply && *done->reply);
   BOOST_TEST((*done->reply)->results(0).values(3).integer() == 2);
+}
+
+// A push the shard refuses as moved (its variable moved to another ps task
+// during a routing switch) does not fail the batch or stop the worker: its
+// closure's result says moved, which the proxy takes as "run it again over
+// the new routing".
+BOOST_FIXTURE_TEST_CASE(a_push_refused_as_moved_marks_its_closure_to_run_again, without_pull_ahead) {
+  state_of<shard_state>(shard).moved = true;
+  auto done = train(1);
+  sched.run();
+  release();
+  BOOST_TEST(log() == (log_t{"pull 0", "push 0"}));
+  BOOST_REQUIRE(done->reply && *done->reply);
+  auto& result = (*done->reply)->results(0);
+  BOOST_TEST(int(result.error_code()) == int(errc::moved), result.error());
+  BOOST_TEST(result.values_size() == 0);
+  BOOST_TEST(!stopped());
 }
 
 // The transport's own deadlines (no CAF request timeouts): a pull the

@@ -53,6 +53,8 @@ caf::error cluster_coordinator::create_variables(const kernels::model_spec& mode
   auto shards = p_->shards();
   if (!shards) return shards.error();
   p_->vars = model_variables(probe.parameters(), int(shards->size()), split, seed, optimizer);
+  for (auto& param : probe.parameters())
+    if (param.sparse) p_->tables.insert(param.name);
   for (auto& [ps, req] : create_requests(p_->vars))
     if (auto created = p_->ask<pb::Created>((*shards)[size_t(ps)], req); !created)
       return in_context(created.error(), fmt::format("creating variables on ps:{}", ps));

@@ -150,6 +150,13 @@ class cluster_coordinator {
   /// `progress`, when given, gets what the move did, a failed one's too.
   [[nodiscard]] caf::expected<move_report> move_shard(const std::string& shard, uint32_t to_ps,
                                                       move_report* progress = nullptr);
+  /// Splits shard `shard` of a partitioned table read by row (an
+  /// embedding) in two on its ps task while the job runs (async): rows
+  /// from `at_row` on (of the shard's) become a new shard, named with the
+  /// variable's next free part number, which it returns. Pushes a closure
+  /// made before count as applied on both parts; workers are rerouted.
+  /// Move either part elsewhere with move_shard.
+  [[nodiscard]] caf::expected<std::string> split_shard(const std::string& shard, int64_t at_row);
   /// The ps tasks in the job now: the topology's, then those add_ps added,
   /// less those remove_ps retired.
   [[nodiscard]] caf::expected<std::vector<uint32_t>> active_ps();

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
+#include <set>
 #include <thread>
 
 #include <fmt/format.h>
@@ -17,6 +18,7 @@
 #include "actors/net/dial.hpp"
 #include "actors/net/request_now.hpp"
 #include "actors/node/node_actor.hpp"
+#include "actors/variables/wire_forms.hpp"
 
 namespace actorps {
 
@@ -39,6 +41,7 @@ struct cluster_coordinator::impl {
   size_t queue_capacity = 0;
   pb::Consistency consistency;
   std::map<std::string, pb::DatasetInfo> datasets;  // by name, as created
+  std::set<std::string> tables;                     // variables read by row (embedding tables): they split
 
   template <class Reply, class Handle, class... Ts>
   caf::expected<Reply> ask(const Handle& to, const Ts&... xs) {
@@ -133,6 +136,20 @@ struct cluster_coordinator::impl {
     }
     spdlog::info("coordinator: each of the {} PS shards has a backup on the next ps task's node", n);
     return caf::none;
+  }
+
+  // The coordinator's layout changed (a shard moved or split): the
+  // keeper's (restores follow it; the next routing version) and every
+  // worker's, through the membership.
+  caf::error publish_layout() {
+    if (!keeper) return caf::none;  // no worker yet: they start with this layout
+    pb::Reroute reroute;
+    for (auto& v : vars) *reroute.add_variables() = train::to_proto(v);
+    auto version = ask<uint64_t>(keeper, reroute);
+    if (!version) return version.error();
+    reroute.set_routing_version(*version);
+    auto told = ask<bool>(membership, reroute);
+    return told ? caf::none : told.error();
   }
 
   std::vector<const sharded_variable*> view() const {

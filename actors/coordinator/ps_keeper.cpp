@@ -18,6 +18,7 @@
 #include "actors/coordinator/worker_proxy.hpp"
 #include "actors/net/countdown.hpp"
 #include "actors/net/lossy_link.hpp"
+#include "actors/variables/wire_forms.hpp"
 
 namespace actorps::keeper {
 
@@ -364,10 +365,10 @@ caf::behavior keeper_behavior(keeper_ptr self, keeper_setup setup, node_dialer d
       [self](keeper_lr_atom, float lr) { self->state.learning_rate = lr; },
       [self](keeper_ckpt_atom, const std::string& dir) { self->state.l.checkpoint_dir = dir; },
       [self](keeper_rebuild_atom, uint32_t ps) { rebuild_backup(self, ps); },
-      [self](keeper_move_atom, const std::string& shard, uint32_t to) {  // a shard moved: the next routing version
+      [self](const pb::Reroute& layout) {  // a shard moved or split: the next routing version
         for (auto& v : self->state.l.vars)
-          for (size_t s = 0; s < v.shards.size(); ++s)
-            if (v.shard_name(s) == shard) v.shards[s].ps_task = int(to);
+          for (auto& l : layout.variables())
+            if (l.name() == v.name) v.shards = train::from_proto(l).shards;
         return ++self->state.routing_version;
       },
       [self](keeper_add_atom) { return add_ps(self); },

@@ -68,7 +68,13 @@ struct keeper_setup {
 ///   (keeper_shards_atom) -> shard_list: the shards, once none is being restored;
 ///   (keeper_shards_atom, ps, stale) -> shard_list: the same, after `stale`
 ///     (a shard that did not answer) is replaced, or kShardRetry later if
-///     the keeper still holds it for alive.
+///     the keeper still holds it for alive;
+///   Reroute -> uint64_t: the coordinator's new layout (a shard moved or
+///     split; restores follow it): the next routing version;
+///   keeper_add_atom -> uint32_t: a new ps task on a free standby node
+///     (ps_tasks.cpp): its index;
+///   (keeper_retire_atom, ps) -> uint64_t: drained ps task `ps` out of the
+///     job: the next routing version.
 /// Messages: (keeper_proxy_atom, proxy) a worker proxy added to the job (it
 /// is paused and given new shards like the others); (keeper_lr_atom, float) the schedule's current learning rate
 /// (set again on a restored shard); (keeper_ckpt_atom, dir) where restores

@@ -15,6 +15,14 @@ std::string task_names(const std::vector<uint32_t>& tasks) {
   return out;
 }
 
+// The variable holding shard `name`, and the shard's index in it (none: nullptr).
+std::pair<sharded_variable*, size_t> find_shard(std::vector<sharded_variable>& vars, const std::string& name) {
+  for (auto& v : vars)
+    for (size_t s = 0; s < v.shards.size(); ++s)
+      if (v.shard_name(s) == name) return {&v, s};
+  return {nullptr, 0};
+}
+
 }  // namespace
 
 caf::expected<std::vector<uint32_t>> cluster_coordinator::active_ps() {
@@ -29,11 +37,7 @@ caf::expected<std::vector<uint32_t>> cluster_coordinator::active_ps() {
 caf::expected<move_report> cluster_coordinator::move_shard(const std::string& shard, uint32_t to_ps,
                                                            move_report* progress) {
   const auto where = fmt::format("moving '{}' to ps:{}", shard, to_ps);
-  sharded_variable* var = nullptr;
-  size_t part = 0;
-  for (auto& v : p_->vars)
-    for (size_t s = 0; s < v.shards.size(); ++s)
-      if (v.shard_name(s) == shard) var = &v, part = s;
+  auto [var, part] = find_shard(p_->vars, shard);
   if (var == nullptr) return make_error(errc::unknown_variable, where + ": the job has no variable shard of that name");
   auto tasks = active_ps();
   if (!tasks) return in_context(tasks.error(), where);
@@ -42,18 +46,9 @@ caf::expected<move_report> cluster_coordinator::move_shard(const std::string& sh
                       fmt::format("{}: the job has no ps:{} (it has {})", where, to_ps, task_names(*tasks)));
   const auto from = uint32_t(var->shards[part].ps_task);
   if (from == to_ps) return make_error(errc::invalid_argument, where + ": it is there already");
-  // The switch: the coordinator's table, the keeper's (restores, the next
-  // routing version) and every worker's (through the membership).
   auto switch_routing = [&]() -> caf::error {
     var->shards[part].ps_task = int(to_ps);
-    if (!p_->keeper) return caf::none;  // no worker yet: they start with the new table
-    auto version = p_->ask<uint64_t>(p_->keeper, keeper_move_atom_v, shard, to_ps);
-    if (!version) return version.error();
-    pb::Reroute reroute;
-    reroute.set_routing_version(*version);
-    for (auto& v : p_->vars) *reroute.add_variables() = train::to_proto(v);
-    auto told = p_->ask<bool>(p_->membership, reroute);
-    return told ? caf::none : told.error();
+    return p_->publish_layout();
   };
   // Who serves a ps task now; after `lost` did not answer, its replacement (the keeper's).
   auto serving = [&](uint32_t ps, const ps_shard_actor* lost) -> caf::expected<ps_shard_actor> {
@@ -72,6 +67,37 @@ caf::expected<move_report> cluster_coordinator::move_shard(const std::string& sh
       "copy {:.3f} s, paused {:.3f} s",
       shard, from, to_ps, report->bytes, report->catch_ups, report->changes, report->copy_s, report->pause_s);
   return report;
+}
+
+caf::expected<std::string> cluster_coordinator::split_shard(const std::string& shard, int64_t at_row) {
+  const auto where = fmt::format("splitting '{}' at row {}", shard, at_row);
+  auto [var, part] = find_shard(p_->vars, shard);
+  if (var == nullptr) return make_error(errc::unknown_variable, where + ": the job has no variable shard of that name");
+  if (p_->consistency.mode() != pb::Consistency::ASYNC)
+    return make_error(errc::invalid_argument, where + ": splits need consistency async");
+  if (p_->tables.count(var->name) == 0 || var->shards.size() < 2)
+    return make_error(errc::invalid_argument,
+                      where + ": only partitioned tables read by row (embeddings) split; dense variables move whole");
+  auto& cut = var->shards[part];
+  if (at_row <= 0 || at_row >= cut.shape[0])
+    return make_error(errc::out_of_range, fmt::format("{}: the shard has rows [0, {})", where, cut.shape[0]));
+  int next = 0;
+  for (auto& s : var->shards) next = std::max(next, s.shard + 1);
+  shard_placement tail = cut;
+  tail.shard = next;
+  tail.first_row += at_row;
+  tail.shape[0] -= at_row;
+  const auto name = var->name + "/part_" + std::to_string(next);
+  auto req = move_step(pb::MoveOut::SPLIT, shard, at_row);
+  req.set_new_name(name);
+  auto done = p_->ask_shard<pb::MoveData>(size_t(cut.ps_task), req);  // sent again, answered as done
+  if (!done) return in_context(done.error(), where);
+  cut.shape[0] = at_row;
+  var->shards.insert(var->shards.begin() + std::ptrdiff_t(part) + 1, tail);
+  if (auto err = p_->publish_layout()) return in_context(err, where);
+  spdlog::info("coordinator: split '{}' at row {}: rows from there on are '{}' on ps:{}", shard, at_row, name,
+               tail.ps_task);
+  return name;
 }
 
 caf::expected<uint32_t> cluster_coordinator::add_ps() {

@@ -1,6 +1,7 @@
 #include "actors/coordinator/rebalance.hpp"
 
 #include <algorithm>
+#include <set>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -64,6 +65,34 @@ std::vector<planned_move> plan_moves(const std::vector<shard_load>& shards, cons
   return out;
 }
 
+std::optional<planned_split> plan_split(const std::vector<shard_load>& shards, const std::vector<planned_move>& moves,
+                                        const std::vector<uint32_t>& tasks, double max_ratio) {
+  auto where = shards;
+  for (auto& m : moves)
+    for (auto& s : where)
+      if (s.name == m.name) s.ps = m.to;
+  auto loads = per_task(where, tasks);
+  const double mean = mean_of(loads);
+  if (loads.empty() || mean <= 0) return std::nullopt;
+  auto& [hot, hot_load] = *std::max_element(loads.begin(), loads.end(), lighter);
+  if (hot_load <= max_ratio * mean) return std::nullopt;
+  const shard_load* hottest = nullptr;
+  for (auto& s : where)
+    if (s.ps == hot && (hottest == nullptr || s.load > hottest->load)) hottest = &s;
+  if (hottest == nullptr || hottest->ranges.size() < 2) return std::nullopt;
+  // The boundary k (rows before range k stay) whose heavier side is lightest.
+  double total = 0, before = 0, best_peak = 0;
+  for (auto& r : hottest->ranges) total += r.second;
+  size_t best = 0;
+  for (size_t k = 1; k < hottest->ranges.size(); ++k) {
+    before += hottest->ranges[k - 1].second;
+    const double peak = std::max(before, total - before);
+    if (best == 0 || peak < best_peak) best = k, best_peak = peak;
+  }
+  if (total <= 0 || hottest->load * (1 - best_peak / total) < kMargin * mean) return std::nullopt;
+  return planned_split{hottest->name, hottest->ranges[best].first};
+}
+
 caf::error rebalancer::on_train_begin(cluster_coordinator& c, fit_start&) {
   last_ = std::chrono::steady_clock::now();
   auto first = loads(c);  // counts from here on
@@ -77,15 +106,24 @@ caf::expected<std::vector<shard_load>> rebalancer::loads(cluster_coordinator& c)
   auto stats = c.shard_stats();
   if (!stats) return stats.error();
   std::map<std::string, uint64_t> bytes;
-  for (auto& s : *stats)
-    for (auto& r : s.ranges()) bytes[r.name()] += r.bytes();
+  std::map<std::string, std::vector<std::pair<int64_t, double>>> ranges;  // since the shard started, or was split
+  std::set<std::string> by_row;                                           // shards read by row: they split
+  for (auto& s : *stats) {
+    for (auto& r : s.ranges()) {
+      bytes[r.name()] += r.bytes();
+      ranges[r.name()].emplace_back(r.first_row(), double(r.bytes()));
+    }
+    for (auto& h : s.hot_rows()) by_row.insert(h.name());
+  }
   std::vector<shard_load> out;
   for (auto& v : c.variables())
     for (size_t i = 0; i < v.shards.size(); ++i) {
       const auto name = v.shard_name(i);
       const uint64_t now = bytes[name], before = seen_[name];
-      out.push_back({name, uint32_t(v.shards[i].ps_task), double(now >= before ? now - before : now)});
-      seen_[name] = now;  // a moved shard counts afresh on its new task
+      out.push_back(
+          {name, uint32_t(v.shards[i].ps_task), double(now >= before ? now - before : now),
+           v.shards.size() > 1 && by_row.count(name) > 0 ? ranges[name] : std::vector<std::pair<int64_t, double>>{}});
+      seen_[name] = now;  // a moved or split shard counts afresh
     }
   return out;
 }
@@ -108,6 +146,15 @@ caf::error rebalancer::on_steps(cluster_coordinator& c, const step_progress&) {
     }
     ++moves_;
     resting_[m.name] = kRest;
+  }
+  // A shard that alone keeps its task above the bound: cut in two (the
+  // next look moves a part).
+  if (auto split = plan_split(*shards, plan, tasks_, max_ratio_)) {
+    auto made = c.split_shard(split->name, split->at_row);
+    if (made)
+      ++splits_;
+    else
+      spdlog::warn("coordinator: rebalancing: {}", describe(made.error()));
   }
   return caf::none;
 }

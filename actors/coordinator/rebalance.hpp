@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,15 @@ struct shard_load {
   std::string name;
   uint32_t ps = 0;
   double load = 0;
+  /// A shard of a table read by row: the first row (in the shard) of each
+  /// of its row ranges and that range's share of its load; else empty (it
+  /// does not split).
+  std::vector<std::pair<int64_t, double>> ranges;
+};
+
+struct planned_split {
+  std::string name;
+  int64_t at_row = 0;
 };
 
 struct planned_move {
@@ -40,6 +50,12 @@ struct planned_move {
 std::vector<planned_move> plan_moves(const std::vector<shard_load>& shards, const std::vector<uint32_t>& tasks,
                                      double max_ratio, const std::map<std::string, int>& resting = {});
 
+/// When `moves` leave the busiest task above `max_ratio` × the mean: its
+/// hottest shard that splits, cut at the range boundary that halves its
+/// load best, if the heavier half is lighter than the shard by the margin.
+std::optional<planned_split> plan_split(const std::vector<shard_load>& shards, const std::vector<planned_move>& moves,
+                                        const std::vector<uint32_t>& tasks, double max_ratio);
+
 /// The busiest task's load over the mean (1 when there is no load).
 double max_over_mean(const std::vector<shard_load>& shards, const std::vector<uint32_t>& tasks);
 
@@ -50,8 +66,9 @@ class rebalancer : public fit_callback {
   rebalancer(std::chrono::seconds interval, double max_ratio) : interval_(interval), max_ratio_(max_ratio) {}
   caf::error on_train_begin(cluster_coordinator& c, fit_start& start) override;
   caf::error on_steps(cluster_coordinator& c, const step_progress& p) override;
-  /// Moves made so far.
+  /// Moves and splits made so far.
   int moves() const { return moves_; }
+  int splits() const { return splits_; }
 
  private:
   caf::expected<std::vector<shard_load>> loads(cluster_coordinator& c);
@@ -62,7 +79,7 @@ class rebalancer : public fit_callback {
   std::vector<uint32_t> tasks_;           // the ps tasks in the job at the last look
   std::map<std::string, uint64_t> seen_;  // each shard's byte count at the last look
   std::map<std::string, int> resting_;    // shards moved lately: looks left before they may move again
-  int moves_ = 0;
+  int moves_ = 0, splits_ = 0;
 };
 
 }  // namespace actorps::train

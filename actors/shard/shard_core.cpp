@@ -92,10 +92,16 @@ caf::expected<pb::Created> shard_core::create(const pb::CreateVariables& req) {
     auto problem = check_spec(spec);
     if (!problem.empty()) return error(errc::bad_tensor, problem);
     auto i = vars_.find(spec.name());
-    if (i != vars_.end() && !google::protobuf::util::MessageDifferencer::Equals(i->second.spec, spec))
+    if (i != vars_.end() && !google::protobuf::util::MessageDifferencer::Equals(i->second.spec, spec) &&
+        !whole_again(i->second.spec, spec))
       return error(errc::bad_tensor, "variable '" + spec.name() + "' exists with another spec");
   }
   for (auto& spec : req.variables()) {
+    moved_.erase(spec.name());  // placed here again (a restarted coordinator's layout)
+    if (auto i = vars_.find(spec.name()); i != vars_.end() && whole_again(i->second.spec, spec)) {
+      vars_.erase(i);
+      rows_before_split_.erase(spec.name());
+    }
     if (vars_.count(spec.name()) > 0) continue;
     auto& v = vars_.emplace(spec.name(), make_variable(spec)).first->second;
     if (load_metrics_.requests != nullptr)
@@ -157,10 +163,14 @@ caf::error shard_core::check_slice(const pb::TensorSlice& s) {
 
 caf::error shard_core::check_rows(const std::string& name, const google::protobuf::RepeatedField<int64_t>& ids,
                                   const variable& v) const {
-  for (auto id : ids)
+  for (auto id : ids) {
+    if (auto before = rows_before_split_.find(name);
+        id >= v.rows() && before != rows_before_split_.end() && id < before->second)
+      return error(errc::moved, "'" + name + "': row " + std::to_string(id) + " is in a shard split off from it");
     if (id < 0 || id >= v.rows())
       return error(errc::out_of_range,
                    "'" + name + "': row " + std::to_string(id) + " outside [0, " + std::to_string(v.rows()) + ")");
+  }
   return caf::none;
 }
 

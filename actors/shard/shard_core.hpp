@@ -87,6 +87,7 @@ class shard_core {
   /// every change applied to the shard from then on; FINISH makes every
   /// request naming it an errc::moved naming the target. A `replica` (a
   /// backup, which gets its primary's FINISH, DROP and ABORT) only marks.
+  /// SPLIT cuts a table's shard in two here (a backup too).
   [[nodiscard]] caf::expected<pb::MoveData> move_out(const pb::MoveOut& req, bool replica);
   /// A move's log outgrowing this many tensor bytes is given up (the
   /// coordinator that drains it is gone).
@@ -146,6 +147,8 @@ class shard_core {
   caf::expected<pb::MoveData> read_frozen(const pb::MoveOut& req) const;
   pb::MoveData drain_log();
   caf::error import(const pb::ShardSnapshot& header);
+  caf::expected<pb::MoveData> split(const pb::MoveOut& req);
+  bool whole_again(const pb::VariableSpec& held, const pb::VariableSpec& wanted) const;
   caf::error replay(const google::protobuf::RepeatedPtrField<pb::MoveChange>& log);
 
   pb::Consistency consistency_;
@@ -171,6 +174,10 @@ class shard_core {
   };
   std::optional<outgoing> moving_;
   std::map<std::string, uint32_t> moved_;  // shards moved away: the ps task each went to
+  // Shards split (MoveOut SPLIT): the rows each had before, and each part
+  // split off, by name: its shard and the row it starts at there.
+  std::map<std::string, int64_t> rows_before_split_;
+  std::map<std::string, std::pair<std::string, int64_t>> split_off_;
   metrics::histogram* staleness_ = nullptr;
   struct {
     metrics::family<metrics::counter>* requests = nullptr;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include <google/protobuf/util/message_differencer.h>
 #include <spdlog/spdlog.h>
 
 #include "actors/shard/shard_core.hpp"
@@ -187,6 +188,7 @@ caf::expected<pb::MoveData> shard_core::move_out(const pb::MoveOut& req, bool re
   pb::MoveData out;
   switch (req.step()) {
     case pb::MoveOut::BEGIN: return begin_move(name);
+    case pb::MoveOut::SPLIT: return split(req);
     case pb::MoveOut::READ:
       if (!mine) return no_move();
       return read_frozen(req);
@@ -215,6 +217,90 @@ caf::expected<pb::MoveData> shard_core::move_out(const pb::MoveOut& req, bool re
       return out;
     default: return error(errc::invalid_argument, "unknown MoveOut step " + std::to_string(int(req.step())));
   }
+}
+
+namespace {
+
+// Rows [first, first + rows) of `t` (rows of `row_size`) as a tensor of `shape`.
+kernels::tensor rows_of(const kernels::tensor& t, int64_t first, int64_t rows, int64_t row_size,
+                        std::vector<int64_t> shape) {
+  shape[0] = rows;
+  kernels::tensor out(shape);
+  std::memcpy(out.data(), t.data() + first * row_size, size_t(rows * row_size) * sizeof(float));
+  return out;
+}
+
+}  // namespace
+
+// Rows [at, rows) of `req.name()` become variable `req.new_name()`, with
+// their slots, the update count, the learning rate and the push keys of
+// the old shard: a closure that pushed to the whole shard before and runs
+// again over the new routing finds its push applied on both parts. Sent
+// again (a lost answer), the same split is answered as done.
+caf::expected<pb::MoveData> shard_core::split(const pb::MoveOut& req) {
+  const auto &name = req.name(), &into = req.new_name();
+  const int64_t at = req.offset();
+  if (auto done = split_off_.find(into); done != split_off_.end() && done->second == std::make_pair(name, at))
+    return pb::MoveData{};
+  if (consistency_.mode() != pb::Consistency::ASYNC)
+    return error(errc::invalid_argument, "splits need consistency async (sync counts gradients per shard)");
+  auto v = find(name);
+  if (!v) return v.error();
+  auto& var = **v;
+  if (moving_ && moving_->name == name) return error(errc::busy, "'" + name + "' is moving: not split");
+  if (into.empty() || vars_.count(into) > 0 || moved_.count(into) > 0)
+    return error(errc::invalid_argument,
+                 "split of '" + name + "': the new shard needs a name not in use, got '" + into + "'");
+  if (var.spec.shape_size() < 2 || at <= 0 || at >= var.rows())
+    return error(errc::out_of_range, "'" + name + "': a split needs a table and a row in (0, " +
+                                         std::to_string(var.rows()) + "), got " + std::to_string(at));
+  const std::vector<int64_t> shape(var.spec.shape().begin(), var.spec.shape().end());
+  const int64_t rows = var.rows();
+  pb::VariableSpec spec = var.spec;
+  spec.set_name(into);
+  spec.set_shape(0, rows - at);
+  spec.set_first_row(var.spec.first_row() + at);
+  variable tail = make_variable(spec);
+  tail.value = rows_of(var.value, at, rows - at, var.row_size, shape);
+  tail.version = var.version;
+  tail.params = var.params;
+  var.spec.set_shape(0, at);
+  var.value = rows_of(var.value, 0, at, var.row_size, shape);
+  for (size_t k = 0; k < var.slots.size(); ++k) {
+    tail.slots[k] = rows_of(var.slots[k], at, rows - at, var.row_size, shape);
+    var.slots[k] = rows_of(var.slots[k], 0, at, var.row_size, shape);
+  }
+  var.load = range_load(at, var.row_size);
+  auto copy_keys = [&](auto& seen) {
+    for (auto& [key, steps] : seen)
+      for (auto& [step, slices] : steps) {
+        std::vector<std::pair<std::string, int64_t>> mine;
+        for (auto& [n, offset] : slices)
+          if (n == name) mine.emplace_back(into, offset);
+        slices.insert(mine.begin(), mine.end());
+      }
+  };
+  copy_keys(seen_closures_);
+  copy_keys(seen_workers_);
+  auto& made = vars_.emplace(into, std::move(tail)).first->second;
+  if (load_metrics_.requests != nullptr) {
+    made.load.observe(*load_metrics_.requests, *load_metrics_.bytes, load_metrics_.shard, into);
+    var.load.observe(*load_metrics_.requests, *load_metrics_.bytes, load_metrics_.shard, name);
+  }
+  rows_before_split_.try_emplace(name, rows);
+  split_off_[into] = {name, at};
+  return pb::MoveData{};
+}
+
+// A coordinator restarted from a checkpoint asks for the shards of its
+// first layout: `held` whole again as before it was split (its values
+// come from the checkpoint).
+bool shard_core::whole_again(const pb::VariableSpec& held, const pb::VariableSpec& wanted) const {
+  auto before = rows_before_split_.find(held.name());
+  if (before == rows_before_split_.end() || wanted.shape_size() == 0 || wanted.shape(0) != before->second) return false;
+  auto whole = held;
+  whole.set_shape(0, before->second);
+  return google::protobuf::util::MessageDifferencer::Equals(whole, wanted);
 }
 
 caf::error shard_core::import(const pb::ShardSnapshot& header) {

@@ -8,7 +8,7 @@
 namespace actorps {
 
 std::string sharded_variable::shard_name(size_t i) const {
-  return shards.size() == 1 ? name : name + "/part_" + std::to_string(i);
+  return shards.size() == 1 ? name : name + "/part_" + std::to_string(shards[i].shard);
 }
 
 int64_t sharded_variable::row_size() const {

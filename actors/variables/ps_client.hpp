@@ -28,7 +28,8 @@ struct sharded_variable {
   pb::Optimizer optimizer;
 
   /// The shard's name on its PS: the variable's own when unpartitioned,
-  /// else "<name>/part_<i>" (TF's naming).
+  /// else "<name>/part_<n>" (TF's naming; n: its part number, which is
+  /// its index until a part is split: shard_placement::shard).
   std::string shard_name(size_t i) const;
   int64_t row_size() const;
   int64_t size() const;

@@ -53,6 +53,7 @@ pb::VariableLayout to_proto(const sharded_variable& v) {
     s->set_name(v.shard_name(i));
     s->set_first_row(v.shards[i].first_row);
     s->set_rows(v.shards[i].shape.empty() ? 1 : v.shards[i].shape[0]);
+    s->set_part(uint32_t(v.shards[i].shard));
   }
   return out;
 }
@@ -63,7 +64,7 @@ sharded_variable from_proto(const pb::VariableLayout& v) {
   out.shape.assign(v.shape().begin(), v.shape().end());
   for (int i = 0; i < v.shards_size(); ++i) {
     shard_placement s;
-    s.shard = i;
+    s.shard = int(v.shards(i).part());
     s.ps_task = int(v.shards(i).ps_task());
     s.first_row = v.shards(i).first_row();
     s.shape = out.shape;

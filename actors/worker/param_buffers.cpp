@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "actors/net/countdown.hpp"
+#include "actors/variables/wire_forms.hpp"
 
 namespace actorps {
 
@@ -75,12 +76,19 @@ void param_buffers::route() {
 
 caf::error param_buffers::reroute(const pb::Reroute& req) {
   if (req.routing_version() <= routing_version_) return caf::none;
+  auto is_sparse = [&](size_t i) { return std::find(sparse_.begin(), sparse_.end(), i) != sparse_.end(); };
+  // A dense variable keeps its shards (its buffers and lane ranges are cut
+  // by them): only their ps tasks change. A table read by row may come in
+  // other shards (one was split).
   auto differs = [&](size_t i) {
     const auto& v = req.variables(int(i));
-    if (v.name() != vars_[i].name || size_t(v.shards_size()) != vars_[i].shards.size()) return true;
+    if (v.name() != vars_[i].name) return true;
+    for (auto& s : v.shards())
+      if (!net_.serves(int(s.ps_task()))) return true;
+    if (is_sparse(i)) return false;
+    if (size_t(v.shards_size()) != vars_[i].shards.size()) return true;
     for (size_t s = 0; s < vars_[i].shards.size(); ++s)
-      if (v.shards(int(s)).name() != vars_[i].shard_name(s) || !net_.serves(int(v.shards(int(s)).ps_task())))
-        return true;
+      if (v.shards(int(s)).name() != vars_[i].shard_name(s)) return true;
     return false;
   };
   for (size_t i = 0; i < vars_.size(); ++i)
@@ -89,9 +97,7 @@ caf::error param_buffers::reroute(const pb::Reroute& req) {
                         fmt::format("routing version {}: its variables are not this worker's, shard for shard, "
                                     "on the job's PS tasks",
                                     req.routing_version()));
-  for (size_t i = 0; i < vars_.size(); ++i)
-    for (size_t s = 0; s < vars_[i].shards.size(); ++s)
-      vars_[i].shards[s].ps_task = int(req.variables(int(i)).shards(int(s)).ps_task());
+  for (size_t i = 0; i < vars_.size(); ++i) vars_[i].shards = train::from_proto(req.variables(int(i))).shards;
   routing_version_ = req.routing_version();
   route();
   return caf::none;
