@@ -9,11 +9,17 @@
 #include <boost/test/unit_test.hpp>
 
 #include <csignal>
+#include <sstream>
 #include <thread>
 
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
+
+#include "actors/coordinator/callbacks.hpp"
 #include "actors/coordinator/cluster_coordinator.hpp"
 #include "actors/worker/worker_functions.hpp"
 #include "tests/cluster_harness.hpp"
+#include "tests/job_files.hpp"
 #include "tests/training_jobs.hpp"
 
 using namespace actorps;
@@ -24,6 +30,18 @@ namespace {
 std::string why(const caf::error& e) { return describe(e); }
 
 int code(const caf::error& e) { return int(code_of(e)); }
+
+// SIGTERM to a node once the job has trained `at` steps.
+struct sigterm_at : train::fit_callback {
+  pid_t pid;
+  int64_t at;
+  bool sent = false;
+  sigterm_at(pid_t p, int64_t a) : pid(p), at(a) {}
+  caf::error on_steps(cluster_coordinator&, const train::step_progress& p) override {
+    if (!sent && p.job_step >= at) sent = ::kill(pid, SIGTERM) == 0;
+    return caf::none;
+  }
+};
 
 // The ps tasks each variable shard lives on.
 std::map<std::string, int> layout(const cluster_coordinator& c) {
@@ -158,4 +176,43 @@ BOOST_AUTO_TEST_CASE(a_move_whose_target_node_is_killed_is_recovered_by_the_keep
   BOOST_REQUIRE_MESSAGE(values, (values ? "" : why(values.error())));
   for (size_t i = 0; i < versions.size(); ++i)
     BOOST_TEST(versions[i] == uint64_t(closures * steps), c.variables()[i].name);
+}
+
+// SIGTERM on a PS node, what Kubernetes sends on scale-down: the node asks
+// the coordinator to drain its task; fit (its ps_leaves callback) moves
+// the task's shards to ps:0 and takes it out of the job; the node hears so
+// and exits 0. Nothing is restored, and the job completes on ps:0 alone.
+BOOST_AUTO_TEST_CASE(a_sigtermed_ps_node_is_drained_out_of_the_job_and_exits) {
+  local_cluster cluster({"coordinator", "worker", "worker", "ps", "ps"});
+  cluster.start_nodes();
+  cluster_client client(cluster.config);
+  auto job = small_job(client, learnable(1024));
+  auto& t = job.training;
+  t.epochs = 8;
+  t.steps_per_epoch = 500;
+  t.steps_per_execution = 5;
+  t.optimizer.set_learning_rate(0.05f);
+  t.variable_partitioner = partitioner::fixed(2);  // each variable on both PS
+  auto c = train::connect_job(client.sys, job);
+  BOOST_REQUIRE_MESSAGE(c, (c ? "" : why(c.error())));
+  std::ostringstream said;  // the coordinator's log (this process's)
+  spdlog::default_logger()->sinks().push_back(std::make_shared<spdlog::sinks::ostream_sink_mt>(said));
+  sigterm_at term(cluster.node("ps:1").pid(), 500);
+  train::ps_leaves leaves;
+  auto fitted = train::fit(**c, job, {&term, &leaves});
+  spdlog::default_logger()->sinks().pop_back();
+  BOOST_REQUIRE_MESSAGE(fitted, (fitted ? "" : why(fitted.error())));
+  BOOST_TEST(fitted->history.back().step == 8 * 500);
+  auto exited = cluster.node("ps:1").wait(30s);
+  BOOST_REQUIRE_MESSAGE(exited, (exited ? "" : why(exited.error())));
+  BOOST_TEST(*exited == 0);
+  BOOST_TEST(*(*c)->active_ps() == std::vector<uint32_t>{0});
+  for (auto& [name, ps] : layout(**c)) BOOST_TEST(ps == 0, name);
+  BOOST_TEST(count_of(said.str(), "coordinator: ps:1 asks to leave the job (SIGTERM on its node)") == 1u, said.str());
+  BOOST_TEST(count_of(said.str(), "coordinator: ps:1 drained (4 shard(s) moved off)") == 1u, said.str());
+  BOOST_TEST(count_of(said.str(), "ps:1 lost") == 0u, said.str());
+  BOOST_TEST(count_of(read_file(cluster.dir + "/nodes.log"),
+                      "node ps:1: drained (4 shard(s) moved off); it left the job") == 1u);
+  auto values = (*c)->pull_values();
+  BOOST_REQUIRE_MESSAGE(values, (values ? "" : why(values.error())));
 }

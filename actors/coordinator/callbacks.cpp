@@ -212,4 +212,15 @@ caf::error progress_bar::on_epoch_end(cluster_coordinator&, const epoch_logs& lo
   return caf::none;
 }
 
+caf::error ps_leaves::on_train_begin(cluster_coordinator& c, fit_start&) {
+  return c.drain_leaving_ps();  // from now on the coordinator takes PS nodes' leaves
+}
+
+caf::error ps_leaves::on_steps(cluster_coordinator& c, const step_progress&) {
+  const auto now = std::chrono::steady_clock::now();
+  if (now - last_ < std::chrono::milliseconds(200)) return caf::none;
+  last_ = now;
+  return c.drain_leaving_ps();
+}
+
 }  // namespace actorps::train

@@ -93,4 +93,16 @@ class progress_bar : public fit_callback {
   uint32_t last_quarter_ = 0;
 };
 
+/// PS nodes that asked to leave the job (SIGTERM on their node) are
+/// drained from the coordinator's thread (cluster_coordinator::
+/// drain_leaving_ps), looked for at most 5 times a second.
+class ps_leaves : public fit_callback {
+ public:
+  caf::error on_train_begin(cluster_coordinator& c, fit_start& start) override;
+  caf::error on_steps(cluster_coordinator& c, const step_progress& p) override;
+
+ private:
+  std::chrono::steady_clock::time_point last_;
+};
+
 }  // namespace actorps::train

@@ -172,6 +172,11 @@ class cluster_coordinator {
   /// workers over the new shard list. A failed move leaves it in the job
   /// (what moved stays moved). Returns the moves' reports.
   [[nodiscard]] caf::expected<std::vector<move_report>> remove_ps(uint32_t ps);
+  /// Drains the ps tasks whose node asked to leave (SIGTERM on a PS node;
+  /// actors/coordinator/membership.hpp) with remove_ps, and answers each
+  /// node (a refusal too: the node then stops as it would have). `fit`
+  /// calls it through the ps_leaves callback (callbacks.hpp).
+  [[nodiscard]] caf::error drain_leaving_ps();
   /// The coordinator process's metrics (coordinator_metrics.hpp).
   metrics::registry& metrics() const;
 

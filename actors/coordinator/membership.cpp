@@ -27,6 +27,8 @@ struct membership_state {
   std::map<uint32_t, std::string> where;   // the address each one's node serves on
   std::map<std::string, member_dataset> datasets;
   bool closing = false;
+  std::map<uint32_t, caf::response_promise> ps_leaving;  // ps tasks whose node asked to leave, until drained
+  bool drains_ps = false;  // the coordinator's thread looks for them (fit's ps_leaves callback)
 };
 
 using membership_ptr = caf::stateful_actor<membership_state>*;
@@ -196,6 +198,33 @@ caf::behavior membership_behavior(membership_ptr self, membership_setup setup) {
       [self](membership_close_atom) {
         self->state.closing = true;
         return true;
+      },
+      [self](const pb::LeaveJob& req) -> caf::result<pb::LeftJob> {  // a ps task's node, on SIGTERM
+        if (!req.has_ps()) return make_error(errc::invalid_argument, "LeaveJob names no ps task");
+        if (self->state.closing) return make_error(errc::refused, "the job is ending: nothing to drain into");
+        if (!self->state.drains_ps)
+          return make_error(errc::refused, "this coordinator drains no ps tasks (jobs run by fit do)");
+        spdlog::info("coordinator: ps:{} asks to leave the job ({}): draining it", req.ps(), req.reason());
+        auto rp = self->make_response_promise<pb::LeftJob>();
+        self->state.ps_leaving.insert_or_assign(req.ps(), rp);  // a repeat replaces the first
+        return rp;
+      },
+      [self](membership_ps_leaving_atom) {
+        self->state.drains_ps = true;
+        std::vector<uint32_t> out;
+        for (auto& [ps, rp] : self->state.ps_leaving) out.push_back(ps);
+        return out;
+      },
+      [self](membership_ps_left_atom, uint32_t ps, uint64_t moved, const std::string& error) {
+        auto i = self->state.ps_leaving.find(ps);
+        if (i == self->state.ps_leaving.end()) return;
+        pb::LeftJob left;
+        left.set_shards_moved(moved);
+        if (error.empty())
+          i->second.deliver(left);
+        else
+          i->second.deliver(make_error(errc::refused, error));
+        self->state.ps_leaving.erase(i);
       },
   };
 }

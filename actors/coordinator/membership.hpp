@@ -51,6 +51,11 @@ struct membership_setup {
 ///  - (membership_add_atom, worker, host, port) -> JoinAccepted (add_worker);
 ///  - (membership_remove_atom, worker) -> LeftJob (remove_worker: drained);
 ///  - membership_close_atom -> bool: the job is finishing, joins are refused.
+///  - LeaveJob with `ps` (from the coordinator's node actor: a PS node's
+///    SIGTERM) -> LeftJob once the coordinator's thread drained it:
+///    membership_ps_leaving_atom -> the ps tasks waiting, then
+///    (membership_ps_left_atom, ps, shards moved, error or ""). Refused at
+///    once while nobody asks for them (no fit drains) or the job is ending.
 ///  - JoinJob -> JoinAccepted (from the coordinator's node actor: its Hello checked).
 caf::actor spawn_membership(caf::actor_system& sys, membership_setup setup);
 

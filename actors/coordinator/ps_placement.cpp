@@ -146,4 +146,17 @@ caf::expected<std::vector<move_report>> cluster_coordinator::remove_ps(uint32_t 
   return moves;
 }
 
+caf::error cluster_coordinator::drain_leaving_ps() {
+  if (!p_->membership) return caf::none;
+  auto leaving = p_->ask<std::vector<uint32_t>>(p_->membership, membership_ps_leaving_atom_v);
+  if (!leaving) return leaving.error();
+  for (auto ps : *leaving) {
+    auto moves = remove_ps(ps);
+    if (!moves) spdlog::warn("coordinator: ps:{} asked to leave and stays: {}", ps, describe(moves.error()));
+    p_->self->send(p_->membership, membership_ps_left_atom_v, ps, uint64_t(moves ? moves->size() : 0),
+                   moves ? std::string() : describe(moves.error()));
+  }
+  return caf::none;
+}
+
 }  // namespace actorps

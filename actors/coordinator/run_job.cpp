@@ -72,6 +72,7 @@ int run_job(const job_spec& job, std::function<void(int64_t)> on_step, bool depl
   }
   owned.push_back(std::make_unique<train::progress_bar>(t.epochs, stdout));
   if (on_step) owned.push_back(std::make_unique<step_probe>(std::move(on_step)));
+  owned.push_back(std::make_unique<train::ps_leaves>());
   if (t.variable_partitioner.type == partitioner::kind::load)
     owned.push_back(
         std::make_unique<train::rebalancer>(std::chrono::seconds(t.rebalance_interval_s), t.max_load_ratio));

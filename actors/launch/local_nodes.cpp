@@ -87,12 +87,15 @@ int local_nodes::stop() {
   if (std::exchange(stopping_, true)) return 0;  // the other path (signal or end) stops them
   const uint64_t one = 1;
   if (::write(wake_fd_, &one, sizeof(one)) != sizeof(one)) spdlog::error("local: cannot wake the supervisor");
-  for (auto& n : nodes_) n.signal(SIGTERM);
+  // SIGINT: each node stops at once. SIGTERM would have a PS node ask the
+  // coordinator to drain it (and a worker drain its closures), while the
+  // whole cluster is going away.
+  for (auto& n : nodes_) n.signal(SIGINT);
   int rc = 0;
   for (size_t i = 0; i < nodes_.size(); ++i) {
     auto code = nodes_[i].wait(std::chrono::seconds(10));
     if (!code) {
-      spdlog::error("local: node {} did not exit 10 s after SIGTERM; killing it", tasks_[i]);
+      spdlog::error("local: node {} did not exit 10 s after SIGINT; killing it", tasks_[i]);
       nodes_[i].signal(SIGKILL);
       (void)nodes_[i].wait(std::chrono::seconds(5));
     } else if (*code != 0) {

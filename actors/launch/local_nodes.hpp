@@ -2,7 +2,7 @@
 // local`): each started with `actorps node --task T --exit-with-parent`
 // (in its host's network namespace when there are some), restarted when it
 // dies while the job runs (as an operator or a process manager would on a
-// real host), stopped with SIGTERM.
+// real host), stopped with SIGINT (at once).
 #pragma once
 
 #include <sys/types.h>
@@ -43,7 +43,7 @@ class local_nodes {
   /// children's pidfds and an eventfd that stop() writes.
   void supervise();
 
-  /// SIGTERM to every node, then each gets 10 s to exit 0; a node that does
+  /// SIGINT to every node, then each gets 10 s to exit 0; a node that does
   /// not is named and killed. 0 when all exited cleanly.
   int stop();
 

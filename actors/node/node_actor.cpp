@@ -227,7 +227,9 @@ caf::result<worker_actor> on_spawn_worker(node_ptr self, const pb::SpawnWorker& 
 
 // LeaveJob from this process (SIGTERM): the worker's proxy drains it and
 // answers. From the coordinator (remove_worker, drained): the worker stops
-// here, and a node left with no worker exits (on_done).
+// here, and a node left with no worker exits (on_done). From a PS node
+// (its SIGTERM) to the coordinator's node: the job's membership answers
+// once the task is drained.
 caf::result<pb::LeftJob> on_leave(node_ptr self, const pb::LeaveJob& req) {
   auto& st = self->state;
   pb::LeftJob left;
@@ -253,6 +255,11 @@ caf::result<pb::LeftJob> on_leave(node_ptr self, const pb::LeaveJob& req) {
     self->request(proxy->second, caf::infinite, req)
         .then([done](const pb::LeftJob& l) { done(l); }, [done](caf::error& err) { done(err); });
     return rp;
+  }
+  if (req.has_ps()) {  // a PS node's SIGTERM, to the coordinator's node: its membership drains the task
+    if (auto err = check_peer(self, req, {pb::PS}, "LeaveJob")) return err;
+    if (!st.membership) return make_error(errc::invalid_argument, st.where + "runs no job's coordinator");
+    return self->delegate(caf::actor_cast<leave_actor>(st.membership), req);
   }
   if (auto err = check_peer(self, req, {pb::COORDINATOR}, "LeaveJob")) return err;
   spdlog::info("{}worker:{} left the job ({})", st.where, req.worker(), req.reason());

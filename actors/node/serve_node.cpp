@@ -1,6 +1,7 @@
 #include "actors/node/serve_node.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <csignal>
 #include <cstdio>
 #include <optional>
@@ -13,6 +14,7 @@
 #include <caf/scoped_actor.hpp>
 #include <caf/send.hpp>
 
+#include "actors/net/dial.hpp"
 #include "actors/net/request_now.hpp"
 #include "actors/net/system_config.hpp"
 #include "actors/node/join.hpp"
@@ -25,6 +27,9 @@ namespace actorps {
 namespace {
 
 constexpr auto kDrainTimeout = std::chrono::seconds(60);
+
+// Set when the node stops because its job ended (EndJob): nothing to drain into.
+std::atomic<bool> job_ended{false};
 
 // Each worker of the node leaves its job: its proxy gives it no new
 // closures and answers once those it holds finished and their pushes were
@@ -41,6 +46,28 @@ void drain_workers(caf::actor_system& sys, const node_actor& node, const node_sp
     if (left)
       spdlog::info("node {}: drained ({} closure(s) finished); it left the job", to_string(task),
                    left->closures_finished());
+    else
+      spdlog::warn("node {}: could not drain: {}", to_string(task), describe(left.error()));
+  }
+}
+
+// Each PS task of the node leaves its job: the coordinator (dialed on its
+// topology node) moves the task's shards to the others and answers once
+// the task is out of the job (async jobs; a refusal, e.g. a sync job, or
+// no coordinator: the node stops as it would have).
+void drain_ps(caf::actor_system& sys, const cluster_spec& spec, const node_spec& self) {
+  const auto* coordinator = spec.node_of(task_id{pb::COORDINATOR, 0});
+  if (coordinator == nullptr) return;
+  caf::scoped_actor me(sys);
+  for (auto& task : self.tasks) {
+    if (task.role != pb::PS) continue;
+    auto node = dial_node_now(me, spec, task, size_t(coordinator - spec.nodes.data()));
+    pb::LeaveJob leave;
+    leave.set_ps(task.index);
+    leave.set_reason("SIGTERM on its node");
+    auto left = node ? request_now<pb::LeftJob>(me, *node, kDrainTimeout, leave) : node.error();
+    if (left)
+      spdlog::info("node {}: drained ({} shard(s) moved off); it left the job", to_string(task), left->shards_moved());
     else
       spdlog::warn("node {}: could not drain: {}", to_string(task), describe(left.error()));
   }
@@ -85,7 +112,11 @@ int serve_node(const cluster_spec& spec, const task_id& task, const serve_option
   std::optional<bulk_server> bulk;
   if (!tls && (node->hosts(pb::PS) || node->hosts(pb::STANDBY)))
     bulk.emplace(sys, std::chrono::milliseconds(std::max<uint32_t>(spec.runtime.connection_timeout_ms, 1000)));
-  auto actor = spawn_node(sys, spec, index, {bulk ? &*bulk : nullptr, [] { ::kill(::getpid(), SIGTERM); }, {}});
+  auto on_done = [] {
+    job_ended = true;
+    ::kill(::getpid(), SIGTERM);
+  };
+  auto actor = spawn_node(sys, spec, index, {bulk ? &*bulk : nullptr, on_done, {}});
   auto port = publish_on(sys, actor, *node);
   if (!port) {
     spdlog::error("node {}: cannot listen on {}: {}", to_string(task), node->address(), describe(port.error()));
@@ -123,7 +154,10 @@ int serve_node(const cluster_spec& spec, const task_id& task, const serve_option
   // SIGINT (Ctrl-C) stops at once, and so does a node whose launcher died
   // (its coordinator with it: nothing to drain into).
   const bool orphaned = options.exit_with_parent && ::getppid() != parent;
-  if (sig == SIGTERM && !orphaned) drain_workers(sys, actor, *node);
+  if (sig == SIGTERM && !orphaned) {
+    drain_workers(sys, actor, *node);
+    if (!job_ended) drain_ps(sys, spec, *node);
+  }
   stop_serving();
   return 0;
 }
