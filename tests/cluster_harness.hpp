@@ -5,6 +5,7 @@
 #include <csignal>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -109,11 +110,39 @@ struct cluster_client {
     return call<ps_shard_actor>(self, node, req);
   }
 
+  /// The shards of ps:0 .. ps:n-1 (async), spawned on their nodes as the
+  /// coordinator would; the test stops when one is not.
+  std::vector<ps_shard_actor> must_spawn_shards(uint32_t n) {
+    std::vector<ps_shard_actor> out;
+    for (uint32_t i = 0; i < n; ++i) {
+      auto shard = spawn_shard(must_dial("ps:" + std::to_string(i)), i, pb::Consistency{});
+      BOOST_REQUIRE_MESSAGE(shard, (shard ? "" : describe(shard.error())));
+      out.push_back(*shard);
+    }
+    return out;
+  }
+
   caf::expected<dataset_actor> spawn_dataset(const node_actor& node, uint32_t worker, pb::DatasetSpec spec) {
     pb::SpawnDataset req;
     req.set_worker(worker);
     *req.mutable_spec() = std::move(spec);
     return call<dataset_actor>(self, node, req);
+  }
+};
+
+/// Two PS node processes and their shards, spawned as a coordinator would,
+/// with `on_ps0` created on ps:0.
+struct two_shards {
+  local_cluster cluster{{"coordinator", "ps", "ps"}};
+  std::optional<cluster_client> coord;
+  std::vector<ps_shard_actor> shards;
+
+  explicit two_shards(const pb::CreateVariables& on_ps0) {
+    cluster.start("ps:0");
+    cluster.start("ps:1");
+    coord.emplace(cluster.config);
+    shards = coord->must_spawn_shards(2);
+    BOOST_REQUIRE(call<pb::Created>(coord->self, shards[0], on_ps0));
   }
 };
 

@@ -200,20 +200,12 @@ BOOST_AUTO_TEST_CASE(bad_moves_get_typed_refusals_and_change_nothing) {
 // push refused as moved goes to the new owner; every tenth push is sent
 // twice. Every push is applied once: the closed form.
 BOOST_AUTO_TEST_CASE(pushes_racing_a_move_across_ps_processes_give_the_closed_form) {
-  local_cluster cluster({"coordinator", "ps", "ps"});
-  cluster.start("ps:0");
-  cluster.start("ps:1");
-  cluster_client coord(cluster.config);
-  std::vector<ps_shard_actor> shards;
-  for (uint32_t i = 0; i < 2; ++i) {
-    auto shard = coord.spawn_shard(coord.must_dial("ps:" + std::to_string(i)), i, pb::Consistency{});
-    BOOST_REQUIRE_MESSAGE(shard, (shard ? "" : why(shard.error())));
-    shards.push_back(*shard);
-  }
   pb::CreateVariables create;
   *create.add_variables() = variable_spec("w", {65536, 16});
   *create.add_variables() = variable_spec("b", {4});
-  BOOST_REQUIRE(call<pb::Created>(coord.self, shards[0], create));
+  two_shards t(create);
+  auto& coord = *t.coord;
+  auto& shards = t.shards;
   std::atomic<int> owner{0}, sent{0};
   std::atomic<bool> failed{false};
   const int pushes = 600;
@@ -379,26 +371,18 @@ BOOST_AUTO_TEST_CASE(a_job_trains_on_while_a_shard_moves_and_back_and_applies_ea
   local_cluster cluster({"coordinator", "worker", "worker", "ps", "ps"});
   cluster.start_nodes();
   cluster_client client(cluster.config);
-  auto made = cluster_coordinator::connect(client.sys, client.spec, pb::Consistency{});
-  BOOST_REQUIRE_MESSAGE(made, (made ? "" : why(made.error())));
-  auto& c = **made;
-  auto m = small_model(4096);
-  pb::Optimizer sgd;
-  sgd.set_learning_rate(0.05f);
-  BOOST_REQUIRE(!c.create_variables(m, 0, sgd, partitioner::min_size(128, 2)));
+  closure_job job;
+  auto& c = job.connect(client, partitioner::min_size(128, 2));
   const auto moving = c.variables()[0].shard_name(0);
   BOOST_REQUIRE(moving == "dense_0/kernel/part_0");
   BOOST_REQUIRE(c.variables()[0].shards[0].ps_task == 0);
-  BOOST_REQUIRE(!c.create_workers(m, {1}));
-  BOOST_REQUIRE(c.create_per_worker_dataset("train", learnable(1024)));
+  job.create_workers(c);
   // Bad moves: typed, nothing changed.
   BOOST_TEST(int(code_of(c.move_shard("nope", 1).error())) == int(errc::unknown_variable));
   BOOST_TEST(int(code_of(c.move_shard(moving, 7).error())) == int(errc::out_of_range));
   BOOST_TEST(int(code_of(c.move_shard(moving, 0).error())) == int(errc::invalid_argument));
-  const int closures = 120, steps = 5;
-  std::vector<remote_value> runs;
-  for (int r = 0; r < closures; ++r)
-    runs.push_back(c.schedule("train_step", {per_worker_dataset("train"), integer_value(steps)}));
+  const int steps = 5;
+  auto runs = job.schedule(c, 120, steps);
   BOOST_REQUIRE(runs[20].fetch());  // training is under way
   auto there = c.move_shard(moving, 1);
   BOOST_REQUIRE_MESSAGE(there, (there ? "" : why(there.error())));
@@ -417,19 +401,9 @@ BOOST_AUTO_TEST_CASE(a_job_trains_on_while_a_shard_moves_and_back_and_applies_ea
   auto back = c.move_shard(moving, 0);
   BOOST_REQUIRE_MESSAGE(back, (back ? "" : why(back.error())));
   BOOST_TEST(c.variables()[0].shards[0].ps_task == 0);
-  BOOST_REQUIRE_MESSAGE(!c.join(), "join");
-  for (auto& r : runs) {
-    auto v = r.fetch();
-    BOOST_REQUIRE_MESSAGE(v, (v ? "" : why(v.error())));
-    BOOST_TEST((*v)[3].integer() == steps);
-  }
+  job.check_each_step_once(c, runs, steps);
   BOOST_TEST_MESSAGE("there: " << there->changes << " change(s) replayed, paused " << there->pause_s
                                << " s; back: " << back->changes << ", paused " << back->pause_s << " s");
-  std::vector<uint64_t> versions;
-  auto values = c.pull_values(0, &versions);
-  BOOST_REQUIRE_MESSAGE(values, (values ? "" : why(values.error())));
-  for (size_t i = 0; i < versions.size(); ++i)
-    BOOST_TEST(versions[i] == uint64_t(closures * steps), c.variables()[i].name);
   // Every shard's own count, the moved one's included (pull_values keeps the highest).
   auto stats = c.shard_stats();
   BOOST_REQUIRE(stats);

@@ -62,20 +62,12 @@ BOOST_AUTO_TEST_CASE(a_ps_task_added_on_a_standby_node_takes_shards_and_a_draine
   local_cluster cluster({"coordinator", "worker", "worker", "ps", "ps", "standby"});
   cluster.start_nodes();
   cluster_client client(cluster.config);
-  auto made = cluster_coordinator::connect(client.sys, client.spec, pb::Consistency{});
-  BOOST_REQUIRE_MESSAGE(made, (made ? "" : why(made.error())));
-  auto& c = **made;
-  auto m = small_model(4096);
-  pb::Optimizer sgd;
-  sgd.set_learning_rate(0.05f);
-  BOOST_REQUIRE(!c.create_variables(m, 0, sgd, partitioner::min_size(128, 2)));
+  closure_job job;
+  auto& c = job.connect(client, partitioner::min_size(128, 2));
   BOOST_TEST(code(c.add_ps().error()) == int(errc::invalid_argument));  // no workers yet: nothing to respawn
-  BOOST_REQUIRE(!c.create_workers(m, {1}));
-  BOOST_REQUIRE(c.create_per_worker_dataset("train", learnable(1024)));
-  const int closures = 120, steps = 5;
-  std::vector<remote_value> runs;
-  for (int r = 0; r < closures; ++r)
-    runs.push_back(c.schedule("train_step", {per_worker_dataset("train"), integer_value(steps)}));
+  job.create_workers(c);
+  const int steps = 5;
+  auto runs = job.schedule(c, 120, steps);
   BOOST_REQUIRE(runs[20].fetch());  // training is under way
 
   auto added = c.add_ps();
@@ -100,17 +92,9 @@ BOOST_AUTO_TEST_CASE(a_ps_task_added_on_a_standby_node_takes_shards_and_a_draine
   BOOST_TEST(code(c.remove_ps(7).error()) == int(errc::out_of_range));
   BOOST_TEST(code(c.move_shard(kernel0, 0).error()) == int(errc::out_of_range));
 
-  BOOST_REQUIRE_MESSAGE(!c.join(), "join");
-  for (auto& r : runs) {
-    auto v = r.fetch();
-    BOOST_REQUIRE_MESSAGE(v, (v ? "" : why(v.error())));
-    BOOST_TEST((*v)[3].integer() == steps);
-  }
-  std::vector<uint64_t> versions;
-  auto values = c.pull_values(0, &versions);
+  job.check_each_step_once(c, runs, steps);
+  auto values = c.pull_values();
   BOOST_REQUIRE_MESSAGE(values, (values ? "" : why(values.error())));
-  for (size_t i = 0; i < versions.size(); ++i)
-    BOOST_TEST(versions[i] == uint64_t(closures * steps), c.variables()[i].name);
   auto stats = c.shard_stats();
   BOOST_REQUIRE(stats);
   BOOST_REQUIRE(stats->size() == 3u);
@@ -137,19 +121,11 @@ BOOST_AUTO_TEST_CASE(a_move_whose_target_node_is_killed_is_recovered_by_the_keep
   local_cluster cluster({"coordinator", "worker", "worker", "ps", "ps", "ps"});
   cluster.start_nodes();
   cluster_client client(cluster.config);
-  auto made = cluster_coordinator::connect(client.sys, client.spec, pb::Consistency{}, 2);
-  BOOST_REQUIRE_MESSAGE(made, (made ? "" : why(made.error())));
-  auto& c = **made;
-  auto m = small_model(4096);
-  pb::Optimizer sgd;
-  sgd.set_learning_rate(0.05f);
-  BOOST_REQUIRE(!c.create_variables(m, 0, sgd, partitioner::min_size(128, 3)));
-  BOOST_REQUIRE(!c.create_workers(m, {1}));
-  BOOST_REQUIRE(c.create_per_worker_dataset("train", learnable(1024)));
-  const int closures = 120, steps = 5;
-  std::vector<remote_value> runs;
-  for (int r = 0; r < closures; ++r)
-    runs.push_back(c.schedule("train_step", {per_worker_dataset("train"), integer_value(steps)}));
+  closure_job job;
+  auto& c = job.connect(client, partitioner::min_size(128, 3), 2);
+  job.create_workers(c);
+  const int steps = 5;
+  auto runs = job.schedule(c, 120, steps);
   BOOST_REQUIRE(runs[20].fetch());
   std::string moving;  // ps:0's largest shard: the longest move
   int64_t largest = 0;
@@ -165,17 +141,7 @@ BOOST_AUTO_TEST_CASE(a_move_whose_target_node_is_killed_is_recovered_by_the_keep
   killer.join();
   BOOST_TEST_MESSAGE("the move " << (moved ? "completed" : "was given up: " + why(moved.error())));
   BOOST_TEST(layout(c)[moving] == (moved ? 1 : 0));
-  BOOST_REQUIRE_MESSAGE(!c.join(), "join");
-  for (auto& r : runs) {
-    auto v = r.fetch();
-    BOOST_REQUIRE_MESSAGE(v, (v ? "" : why(v.error())));
-    BOOST_TEST((*v)[3].integer() == steps);
-  }
-  std::vector<uint64_t> versions;
-  auto values = c.pull_values(0, &versions);
-  BOOST_REQUIRE_MESSAGE(values, (values ? "" : why(values.error())));
-  for (size_t i = 0; i < versions.size(); ++i)
-    BOOST_TEST(versions[i] == uint64_t(closures * steps), c.variables()[i].name);
+  job.check_each_step_once(c, runs, steps);
 }
 
 // SIGTERM on a PS node, what Kubernetes sends on scale-down: the node asks

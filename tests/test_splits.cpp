@@ -152,19 +152,11 @@ BOOST_AUTO_TEST_CASE(a_split_shard_keeps_its_rows_slots_count_and_push_keys) {
 // row 10 and row 952 of emb/part_1 hold -0.5 * 600, and both parts count
 // 600 updates.
 BOOST_AUTO_TEST_CASE(keyed_pushes_racing_a_split_and_a_move_across_ps_processes_give_the_closed_form) {
-  local_cluster cluster({"coordinator", "ps", "ps"});
-  cluster.start("ps:0");
-  cluster.start("ps:1");
-  cluster_client coord(cluster.config);
-  std::vector<ps_shard_actor> shards;
-  for (uint32_t i = 0; i < 2; ++i) {
-    auto shard = coord.spawn_shard(coord.must_dial("ps:" + std::to_string(i)), i, pb::Consistency{});
-    BOOST_REQUIRE_MESSAGE(shard, (shard ? "" : why(shard.error())));
-    shards.push_back(*shard);
-  }
   pb::CreateVariables create;
   *create.add_variables() = variable_spec("emb/part_0", {4096, 4});
-  BOOST_REQUIRE(call<pb::Created>(coord.self, shards[0], create));
+  two_shards ps(create);
+  auto& coord = *ps.coord;
+  auto& shards = ps.shards;
   std::atomic<int> phase{0};  // 0: one part; 1: split, both on ps:0; 2: emb/part_1 on ps:1
   std::atomic<int> sent{0};
   std::atomic<bool> failed{false};

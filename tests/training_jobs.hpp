@@ -11,6 +11,7 @@
 
 #include "actors/coordinator/callbacks.hpp"
 #include "actors/coordinator/fit.hpp"
+#include "actors/worker/worker_functions.hpp"
 #include "tests/cluster_harness.hpp"
 
 namespace actorps::test {
@@ -109,5 +110,55 @@ inline fit_outcome sync_fit(uint32_t epochs, const std::string& checkpoints, con
   BOOST_REQUIRE(values);
   return {*values, *fitted};
 }
+
+// Closures of `steps` train_steps each over small_model(4096) (SGD 0.05)
+// on a coordinator of this process: what the tests that change where the
+// variables live while a job trains share (test_moves, test_ps_scaling).
+struct closure_job {
+  kernels::model_spec model = small_model(4096);
+  std::unique_ptr<cluster_coordinator> coordinator;
+
+  /// A coordinator in this process over `client`'s cluster (its PS shards
+  /// spawned; `replicas` = 2: each with a backup), variables split by `split`.
+  cluster_coordinator& connect(cluster_client& client, const partitioner& split, uint32_t replicas = 1) {
+    auto made = cluster_coordinator::connect(client.sys, client.spec, pb::Consistency{}, replicas);
+    BOOST_REQUIRE_MESSAGE(made, (made ? "" : describe(made.error())));
+    coordinator = std::move(*made);
+    create_variables(*coordinator, split);
+    return *coordinator;
+  }
+
+  void create_variables(cluster_coordinator& c, const partitioner& split) const {
+    pb::Optimizer sgd;
+    sgd.set_learning_rate(0.05f);
+    BOOST_REQUIRE(!c.create_variables(model, 0, sgd, split));
+  }
+  /// Workers of one kernel thread, each with its "train" dataset.
+  void create_workers(cluster_coordinator& c) const {
+    BOOST_REQUIRE(!c.create_workers(model, {1}));
+    BOOST_REQUIRE(c.create_per_worker_dataset("train", learnable(1024)));
+  }
+  std::vector<remote_value> schedule(cluster_coordinator& c, int closures, int steps) const {
+    std::vector<remote_value> runs;
+    for (int r = 0; r < closures; ++r)
+      runs.push_back(c.schedule("train_step", {per_worker_dataset("train"), integer_value(steps)}));
+    return runs;
+  }
+  /// Every closure ran its steps, and every variable's update count is
+  /// the job's step count: each step applied exactly once.
+  void check_each_step_once(cluster_coordinator& c, std::vector<remote_value>& runs, int steps) const {
+    BOOST_REQUIRE_MESSAGE(!c.join(), "join");
+    for (auto& r : runs) {
+      auto v = r.fetch();
+      BOOST_REQUIRE_MESSAGE(v, (v ? "" : describe(v.error())));
+      BOOST_TEST((*v)[3].integer() == steps);
+    }
+    std::vector<uint64_t> versions;
+    auto values = c.pull_values(0, &versions);
+    BOOST_REQUIRE_MESSAGE(values, (values ? "" : describe(values.error())));
+    for (size_t i = 0; i < versions.size(); ++i)
+      BOOST_TEST(versions[i] == uint64_t(runs.size()) * uint64_t(steps), c.variables()[i].name);
+  }
+};
 
 }  // namespace actorps::test
