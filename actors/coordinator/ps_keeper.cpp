@@ -352,9 +352,8 @@ caf::behavior keeper_behavior(keeper_ptr self, keeper_setup setup, node_dialer d
       },
       [self](const pb::InjectFault& req) -> caf::result<pb::FaultInjected> {  // from the coordinator's node
         auto& st = self->state;
-        if (req.ps() >= st.l.shards.size())
-          return make_error(errc::invalid_argument,
-                            fmt::format("no ps:{} (the job has {})", req.ps(), st.l.shards.size()));
+        if (req.ps() >= st.l.shards.size() || !st.l.shards[req.ps()])
+          return make_error(errc::invalid_argument, fmt::format("no ps:{} in the job", req.ps()));
         auto& shard = st.l.shards[req.ps()];
         auto link = spawn_lossy_link(self->home_system(), caf::actor_cast<caf::actor>(shard), req, "coordinator",
                                      fmt::format("ps:{}", req.ps()));

@@ -97,7 +97,7 @@ void on_done(proxy_ptr self, uint64_t batch, const pb::ClosuresDone& done) {
 // for as long as a recovery may take; the shard may be a restored one.
 void tell_lost(proxy_ptr self, uint32_t ps, uint64_t inc, std::chrono::milliseconds wait) {
   auto& st = self->state;
-  if (ps >= st.plan.shards.size() || inc + 1 != st.incarnation) return;
+  if (ps >= st.plan.shards.size() || !st.plan.shards[ps] || inc + 1 != st.incarnation) return;  // none: retired
   pb::WorkerLost lost;
   lost.set_worker(st.index);
   lost.set_incarnation(inc);
