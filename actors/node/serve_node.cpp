@@ -51,21 +51,27 @@ void drain_workers(caf::actor_system& sys, const node_actor& node, const node_sp
   }
 }
 
-// Each PS task of the node leaves its job: the coordinator (dialed on its
-// topology node) moves the task's shards to the others and answers once
-// the task is out of the job (async jobs; a refusal, e.g. a sync job, or
-// no coordinator: the node stops as it would have).
-void drain_ps(caf::actor_system& sys, const cluster_spec& spec, const node_spec& self) {
+// Each PS task of the node serving a shard here (it is in a job) leaves
+// it: the coordinator (dialed on its topology node) moves the task's shards
+// to the others and answers once the task is out of the job (async jobs;
+// a refusal, e.g. a sync job, or no coordinator: the node stops as it
+// would have). Not when the job itself ended.
+void drain_ps(caf::actor_system& sys, const cluster_spec& spec, const node_actor& node, const node_spec& self) {
   const auto* coordinator = spec.node_of(task_id{pb::COORDINATOR, 0});
-  if (coordinator == nullptr) return;
+  if (coordinator == nullptr || job_ended) return;
   caf::scoped_actor me(sys);
+  auto status = request_now<pb::NodeStatus>(me, node, std::chrono::seconds(5), pb::StatusRequest{});
+  if (!status) return;
   for (auto& task : self.tasks) {
-    if (task.role != pb::PS) continue;
-    auto node = dial_node_now(me, spec, task, size_t(coordinator - spec.nodes.data()));
+    const auto serving = "ps_shard:" + std::to_string(task.index);
+    if (task.role != pb::PS ||
+        std::find(status->actors().begin(), status->actors().end(), serving) == status->actors().end())
+      continue;
+    auto at = dial_node_now(me, spec, task, size_t(coordinator - spec.nodes.data()));
     pb::LeaveJob leave;
     leave.set_ps(task.index);
     leave.set_reason("SIGTERM on its node");
-    auto left = node ? request_now<pb::LeftJob>(me, *node, kDrainTimeout, leave) : node.error();
+    auto left = at ? request_now<pb::LeftJob>(me, *at, kDrainTimeout, leave) : at.error();
     if (left)
       spdlog::info("node {}: drained ({} shard(s) moved off); it left the job", to_string(task), left->shards_moved());
     else
@@ -156,7 +162,7 @@ int serve_node(const cluster_spec& spec, const task_id& task, const serve_option
   const bool orphaned = options.exit_with_parent && ::getppid() != parent;
   if (sig == SIGTERM && !orphaned) {
     drain_workers(sys, actor, *node);
-    if (!job_ended) drain_ps(sys, spec, *node);
+    drain_ps(sys, spec, actor, *node);
   }
   stop_serving();
   return 0;
