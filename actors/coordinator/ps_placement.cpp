@@ -37,7 +37,9 @@ caf::expected<std::vector<uint32_t>> cluster_coordinator::active_ps() {
 caf::expected<move_report> cluster_coordinator::move_shard(const std::string& shard, uint32_t to_ps,
                                                            move_report* progress) {
   const auto where = fmt::format("moving '{}' to ps:{}", shard, to_ps);
-  auto [var, part] = find_shard(p_->vars, shard);
+  const auto found = find_shard(p_->vars, shard);  // named: lambdas below capture them (C++17)
+  sharded_variable* var = found.first;
+  const size_t part = found.second;
   if (var == nullptr) return make_error(errc::unknown_variable, where + ": the job has no variable shard of that name");
   auto tasks = active_ps();
   if (!tasks) return in_context(tasks.error(), where);
@@ -71,7 +73,9 @@ caf::expected<move_report> cluster_coordinator::move_shard(const std::string& sh
 
 caf::expected<std::string> cluster_coordinator::split_shard(const std::string& shard, int64_t at_row) {
   const auto where = fmt::format("splitting '{}' at row {}", shard, at_row);
-  auto [var, part] = find_shard(p_->vars, shard);
+  const auto found = find_shard(p_->vars, shard);  // named: lambdas below capture them (C++17)
+  sharded_variable* var = found.first;
+  const size_t part = found.second;
   if (var == nullptr) return make_error(errc::unknown_variable, where + ": the job has no variable shard of that name");
   if (p_->consistency.mode() != pb::Consistency::ASYNC)
     return make_error(errc::invalid_argument, where + ": splits need consistency async");
