@@ -164,12 +164,12 @@ caf::error shard_core::check_slice(const pb::TensorSlice& s) {
 caf::error shard_core::check_rows(const std::string& name, const google::protobuf::RepeatedField<int64_t>& ids,
                                   const variable& v) const {
   for (auto id : ids) {
+    if (id >= 0 && id < v.rows()) continue;
     if (auto before = rows_before_split_.find(name);
-        id >= v.rows() && before != rows_before_split_.end() && id < before->second)
+        before != rows_before_split_.end() && id >= 0 && id < before->second)  // only a bad row looks up splits
       return error(errc::moved, "'" + name + "': row " + std::to_string(id) + " is in a shard split off from it");
-    if (id < 0 || id >= v.rows())
-      return error(errc::out_of_range,
-                   "'" + name + "': row " + std::to_string(id) + " outside [0, " + std::to_string(v.rows()) + ")");
+    return error(errc::out_of_range,
+                 "'" + name + "': row " + std::to_string(id) + " outside [0, " + std::to_string(v.rows()) + ")");
   }
   return caf::none;
 }
