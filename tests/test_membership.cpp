@@ -265,3 +265,52 @@ BOOST_FIXTURE_TEST_CASE(the_membership_admits_new_workers_and_refuses_bad_joins,
   caf::anon_send_exit(members, caf::exit_reason::user_shutdown);
   sched.run();
 }
+
+// A PS node's leave (LeaveJob with `ps`, SIGTERM on its node): refused at
+// once while nobody drains; once the coordinator's thread asks for leaves
+// (fit's ps_leaves), held until it reports the task drained or refused;
+// refused at once when the job is ending.
+BOOST_FIXTURE_TEST_CASE(a_ps_leave_is_held_until_the_coordinator_drains_it, fixture) {
+  auto spec = topology({"coordinator", "worker", "ps", "ps"});
+  nodes.up[1] = node();
+  auto keeper = sys().spawn(
+      [](caf::event_based_actor*, int) -> caf::behavior { return {[](keeper_proxy_atom, const caf::actor&) {}}; }, 0);
+  auto members = spawn_membership(
+      sys(), {spec, pb::SpawnWorker{}, shard_list{}, q, keeper, [this](const cluster_spec&) { return nodes.get(); }});
+  sched.run();
+  auto leave = [&](uint32_t ps) {
+    pb::LeaveJob req;
+    req.set_ps(ps);
+    req.set_reason("SIGTERM on its node");
+    auto r = ask<pb::LeftJob>(sys(), members, req);
+    sched.run();
+    return r;
+  };
+  auto early = leave(1);
+  BOOST_REQUIRE(early->reply && !*early->reply);  // no fit drains yet
+  BOOST_TEST(int(code_of(early->reply->error())) == int(errc::refused));
+  auto none = ask<std::vector<uint32_t>>(sys(), members, membership_ps_leaving_atom_v);
+  sched.run();
+  BOOST_REQUIRE(none->reply && *none->reply);
+  BOOST_TEST((*none->reply)->empty());
+  auto held = leave(1), other = leave(0);
+  BOOST_TEST(!held->reply);
+  auto waiting = ask<std::vector<uint32_t>>(sys(), members, membership_ps_leaving_atom_v);
+  sched.run();
+  BOOST_REQUIRE(waiting->reply && *waiting->reply);
+  BOOST_TEST(**waiting->reply == (std::vector<uint32_t>{0, 1}));
+  caf::anon_send(members, membership_ps_left_atom_v, uint32_t(1), uint64_t(3), std::string());
+  caf::anon_send(members, membership_ps_left_atom_v, uint32_t(0), uint64_t(0), std::string("the only ps task"));
+  sched.run();
+  BOOST_REQUIRE(held->reply && *held->reply);
+  BOOST_TEST((*held->reply)->shards_moved() == 3u);
+  BOOST_REQUIRE(other->reply && !*other->reply);
+  BOOST_TEST(int(code_of(other->reply->error())) == int(errc::refused));
+  (void)ask<bool>(sys(), members, membership_close_atom_v);
+  sched.run();
+  auto late = leave(1);
+  BOOST_REQUIRE(late->reply && !*late->reply);  // the job is ending
+  BOOST_TEST(int(code_of(late->reply->error())) == int(errc::refused));
+  caf::anon_send_exit(members, caf::exit_reason::user_shutdown);
+  sched.run();
+}
