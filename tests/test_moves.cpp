@@ -43,25 +43,6 @@ pb::Push keyed(uint64_t closure, std::vector<pb::TensorSlice> grads) {
   return p;
 }
 
-pb::SparsePush rows_push(uint64_t closure, const std::string& name, std::vector<int64_t> ids, int dim, float g) {
-  pb::SparsePush p;
-  p.mutable_closure_step()->set_closure(closure);
-  auto& rows = *p.mutable_gradient();
-  rows.set_name(name);
-  rows.set_dim(dim);
-  for (auto id : ids) rows.add_ids(id);
-  std::vector<float> data(ids.size() * size_t(dim), g);
-  rows.set_data(reinterpret_cast<const char*>(data.data()), data.size() * 4);
-  return p;
-}
-
-const pb::ShardSnapshot::Variable& held(const pb::ShardSnapshot& snap, const std::string& name) {
-  for (auto& v : snap.variables())
-    if (v.spec().name() == name) return v;
-  BOOST_FAIL("no " << name);
-  return snap.variables(0);
-}
-
 // Replays `log` of emb on `target`: its update count of emb after.
 uint64_t replay(shard_core& target, pb::MoveData log) {
   auto req = move_in(pb::MoveIn::REPLAY);

@@ -21,29 +21,10 @@ namespace {
 
 std::string why(const caf::error& e) { return describe(e); }
 
-pb::SparsePush rows_push(uint64_t closure, const std::string& name, std::vector<int64_t> ids, float g) {
-  pb::SparsePush p;
-  p.mutable_closure_step()->set_closure(closure);
-  auto& rows = *p.mutable_gradient();
-  rows.set_name(name);
-  rows.set_dim(4);
-  for (auto id : ids) rows.add_ids(id);
-  std::vector<float> data(ids.size() * 4, g);
-  rows.set_data(reinterpret_cast<const char*>(data.data()), data.size() * 4);
-  return p;
-}
-
 pb::MoveOut split_at(const std::string& name, int64_t row, const std::string& into) {
   auto req = move_step(pb::MoveOut::SPLIT, name, row);
   req.set_new_name(into);
   return req;
-}
-
-const pb::ShardSnapshot::Variable& held(const pb::ShardSnapshot& snap, const std::string& name) {
-  for (auto& v : snap.variables())
-    if (v.spec().name() == name) return v;
-  BOOST_FAIL("no " << name);
-  return snap.variables(0);
 }
 
 std::vector<float> rows_of(const std::string& bytes, int64_t first, int64_t rows) {
@@ -60,8 +41,8 @@ BOOST_AUTO_TEST_CASE(a_split_shard_keeps_its_rows_slots_count_and_push_keys) {
   pb::CreateVariables create;
   *create.add_variables() = variable_spec("emb/part_0", {100, 4}, pb::Optimizer::ADAM, 0.01f);
   BOOST_REQUIRE(core.create(create));
-  BOOST_REQUIRE(core.apply_rows(rows_push(1, "emb/part_0", {3, 70}, 1.0f)));
-  BOOST_REQUIRE(core.apply_rows(rows_push(2, "emb/part_0", {80}, 2.0f)));
+  BOOST_REQUIRE(core.apply_rows(rows_push(1, "emb/part_0", {3, 70}, 4, 1.0f)));
+  BOOST_REQUIRE(core.apply_rows(rows_push(2, "emb/part_0", {80}, 4, 2.0f)));
   const auto before = held(core.snapshot(), "emb/part_0");
 
   auto split = core.move_out(split_at("emb/part_0", 50, "emb/part_1"), false);
@@ -83,8 +64,8 @@ BOOST_AUTO_TEST_CASE(a_split_shard_keeps_its_rows_slots_count_and_push_keys) {
   BOOST_TEST(tail.version() == 2u);
 
   // Closure 1 runs again over the new routing: applied on both parts already.
-  auto again_head = core.apply_rows(rows_push(1, "emb/part_0", {3}, 1.0f));
-  auto again_tail = core.apply_rows(rows_push(1, "emb/part_1", {20}, 1.0f));
+  auto again_head = core.apply_rows(rows_push(1, "emb/part_0", {3}, 4, 1.0f));
+  auto again_tail = core.apply_rows(rows_push(1, "emb/part_1", {20}, 4, 1.0f));
   BOOST_REQUIRE(again_head && again_tail);
   BOOST_TEST(again_head->duplicates() == 1u);
   BOOST_TEST(again_tail->duplicates() == 1u);
@@ -93,12 +74,12 @@ BOOST_AUTO_TEST_CASE(a_split_shard_keeps_its_rows_slots_count_and_push_keys) {
   stale_pull.set_name("emb/part_0");
   stale_pull.add_ids(70);
   BOOST_TEST(code(core.read_rows(stale_pull).error()) == int(errc::moved));
-  BOOST_TEST(code(core.apply_rows(rows_push(5, "emb/part_0", {4, 70}, 1.0f)).error()) == int(errc::moved));
+  BOOST_TEST(code(core.apply_rows(rows_push(5, "emb/part_0", {4, 70}, 4, 1.0f)).error()) == int(errc::moved));
   // Past the old end is out of range as before.
   stale_pull.set_ids(0, 100);
   BOOST_TEST(code(core.read_rows(stale_pull).error()) == int(errc::out_of_range));
   // A new push to the tail is its own.
-  auto fresh = core.apply_rows(rows_push(6, "emb/part_1", {20}, 1.0f));
+  auto fresh = core.apply_rows(rows_push(6, "emb/part_1", {20}, 4, 1.0f));
   BOOST_REQUIRE(fresh);
   BOOST_TEST(fresh->duplicates() == 0u);
   const auto after = core.snapshot();
@@ -177,11 +158,11 @@ BOOST_AUTO_TEST_CASE(keyed_pushes_racing_a_split_and_a_move_across_ps_processes_
       for (bool head_done = false;;) {
         const int seen = phase.load();
         if (seen == 0) {
-          if (deliver(seen, 0, rows_push(key, "emb/part_0", {10, 3000}, 1.0f), again)) return;
+          if (deliver(seen, 0, rows_push(key, "emb/part_0", {10, 3000}, 4, 1.0f), again)) return;
           continue;
         }
-        if (!head_done) head_done = deliver(seen, 0, rows_push(key, "emb/part_0", {10}, 1.0f), again);
-        if (head_done && deliver(seen, seen == 2 ? 1 : 0, rows_push(key, "emb/part_1", {952}, 1.0f), again)) return;
+        if (!head_done) head_done = deliver(seen, 0, rows_push(key, "emb/part_0", {10}, 4, 1.0f), again);
+        if (head_done && deliver(seen, seen == 2 ? 1 : 0, rows_push(key, "emb/part_1", {952}, 4, 1.0f), again)) return;
       }
     };
     for (int k = 0; k < pushes; ++k) {
