@@ -50,21 +50,22 @@ struct proxy_fixture : deterministic_system {
 }  // namespace
 
 BOOST_FIXTURE_TEST_CASE(a_proxy_keeps_a_window_of_closures_and_batches_them, proxy_fixture) {
-  auto results = start(1, 5);
+  auto results = start(1, 7);
   auto& w = workers[0];
   auto& st = state_of<fake_worker_state>(w);
-  // The first window: kMinWindow (2) closures in one message.
-  BOOST_REQUIRE_EQUAL(st.batches.size(), 1u);
-  BOOST_TEST(st.batches[0].request.closures_size() == 2);
+  // The first window: kMinWindow (3) closures, in kBatchesInFlight (3) messages.
+  BOOST_REQUIRE_EQUAL(st.batches.size(), 3u);
+  for (auto& b : st.batches) BOOST_TEST(b.request.closures_size() == 1);
   BOOST_TEST(!results[0].ready());
   answer_all(w);
   sched.run();
-  // 10 µs per closure: the window grows to kMaxWindow, the other 3 go in one message.
-  BOOST_REQUIRE_EQUAL(st.batches.size(), 2u);
-  BOOST_TEST(st.batches[1].request.closures_size() == 3);
+  // 10 µs per closure: the window grows to kMaxWindow (batches of up to
+  // 86), the other 4 go in one message.
+  BOOST_REQUIRE_EQUAL(st.batches.size(), 4u);
+  BOOST_TEST(st.batches[3].request.closures_size() == 4);
   answer_all(w);
   sched.run();
-  for (int64_t i = 0; i < 5; ++i) BOOST_TEST(value_of(results[size_t(i)]) == 10 * i);
+  for (int64_t i = 0; i < 7; ++i) BOOST_TEST(value_of(results[size_t(i)]) == 10 * i);
   BOOST_TEST(q->done());
   sched.run();
 }
@@ -72,9 +73,9 @@ BOOST_FIXTURE_TEST_CASE(a_proxy_keeps_a_window_of_closures_and_batches_them, pro
 BOOST_FIXTURE_TEST_CASE(a_lost_workers_closures_run_elsewhere_and_it_is_respawned, proxy_fixture) {
   auto results = start(2, 4);
   auto &w0 = workers[0], &w1 = workers[1];
-  // Each proxy took a fair share: a window of 2 for worker:0, one for
-  // worker:1 (half of what was left), one closure still queued.
-  BOOST_TEST(closures_held(w0) == 2u);
+  // Each proxy took a fair share: a window of 3 for worker:0 (the first
+  // to take, alone then), the last one for worker:1.
+  BOOST_TEST(closures_held(w0) == 3u);
   BOOST_TEST(closures_held(w1) == 1u);
   std::set<uint64_t> lost_ids;
   for (auto& b : state_of<fake_worker_state>(w0).batches)
@@ -91,11 +92,11 @@ BOOST_FIXTURE_TEST_CASE(a_lost_workers_closures_run_elsewhere_and_it_is_respawne
     for (auto& c : b.request.closures()) ran_on_w1.insert(c.id());
   for (auto id : lost_ids) BOOST_TEST(ran_on_w1.count(id) == 1u);
   for (int64_t i = 0; i < 4; ++i) BOOST_TEST(value_of(results[size_t(i)]) == 10 * i);
-  // The coordinator's metrics say so: worker:0's two closures retried, all
+  // The coordinator's metrics say so: worker:0's three closures retried, all
   // four ended ok, nothing queued or running, one worker taking closures.
   auto metrics = metrics::parse_text(metrics_registry().expose());
   BOOST_REQUIRE(metrics);
-  BOOST_TEST(metrics::sum(*metrics, "actorps_coordinator_closures_retried_total") == 2);
+  BOOST_TEST(metrics::sum(*metrics, "actorps_coordinator_closures_retried_total") == 3);
   BOOST_TEST(metrics::sum(*metrics, "actorps_coordinator_closures_total", {{"result", "ok"}}) == 4);
   BOOST_TEST(metrics::sum(*metrics, "actorps_coordinator_closures_queued") == 0);
   BOOST_TEST(metrics::sum(*metrics, "actorps_coordinator_closures_running") == 0);
@@ -140,8 +141,8 @@ BOOST_FIXTURE_TEST_CASE(a_closure_refused_as_moved_runs_again_after_its_worker_g
   BOOST_TEST(value_of(results[0]) == 0);
   BOOST_TEST(!results[1].ready());
   BOOST_TEST(st.reroutes == (std::vector<uint64_t>{3, 3}));
-  BOOST_REQUIRE_EQUAL(st.batches.size(), 2u);  // f(1) again
-  BOOST_TEST(st.batches[1].request.closures(0).args(0).integer() == 1);
+  BOOST_REQUIRE_EQUAL(st.batches.size(), 3u);  // f(0) and f(1) went one per message, then f(1) again
+  BOOST_TEST(st.batches[2].request.closures(0).args(0).integer() == 1);
   answer_all(w);
   sched.run();
   BOOST_TEST(value_of(results[1]) == 10);
@@ -165,23 +166,24 @@ BOOST_FIXTURE_TEST_CASE(a_batch_whose_answer_is_lost_is_sent_again_under_its_id,
   auto injected = ask<pb::FaultInjected>(sys(), proxies[0], fault);
   sched.run();
   BOOST_REQUIRE(injected->reply && *injected->reply);
-  answer_all(w);  // sent before the fault: its answer comes
+  answer_all(w);  // the first three, sent before the fault: their answers come
   sched.run();
-  BOOST_REQUIRE_EQUAL(st.batches.size(), 2u);
-  BOOST_TEST(value_of(results[0]) == 0);
-  BOOST_TEST(st.batches[1].request.answered_below() == st.batches[1].request.batch());  // the first is answered
-  answer_all(w);                                                                        // lost
+  BOOST_REQUIRE_EQUAL(st.batches.size(), 4u);
+  BOOST_TEST(value_of(results[2]) == 20);
+  // Sent when batch 1 was answered, batches 2 and 3 not yet.
+  BOOST_TEST(st.batches[3].request.answered_below() == 2u);
+  answer_all(w);  // lost
   sched.run();
-  BOOST_TEST(!results[2].ready());
+  BOOST_TEST(!results[3].ready());
   sched.advance_time(500ms);
   sched.run();
-  BOOST_REQUIRE_EQUAL(st.batches.size(), 3u);  // sent again, under the same id
-  BOOST_TEST(st.batches[2].request.batch() == st.batches[1].request.batch());
+  BOOST_REQUIRE_EQUAL(st.batches.size(), 5u);  // sent again, under the same id
+  BOOST_TEST(st.batches[4].request.batch() == st.batches[3].request.batch());
   answer_all(w);  // lost again: the fault lasts
   sched.run();
   sched.advance_time(500ms);
   sched.run();
-  BOOST_REQUIRE_EQUAL(st.batches.size(), 4u);
+  BOOST_REQUIRE_EQUAL(st.batches.size(), 6u);
   answer_all(w);  // the fault is over: this answer comes
   sched.run();
   for (int64_t i = 0; i < 4; ++i) BOOST_TEST(value_of(results[size_t(i)]) == 10 * i);
@@ -215,12 +217,12 @@ BOOST_FIXTURE_TEST_CASE(a_node_lost_mid_spawn_is_dialed_again, proxy_fixture) {
 BOOST_FIXTURE_TEST_CASE(a_held_queue_hands_out_nothing_new_until_resumed, proxy_fixture) {
   auto results = start(1, 5);
   auto& w = workers[0];
-  BOOST_REQUIRE_EQUAL(closures_held(w), 2u);
+  BOOST_REQUIRE_EQUAL(closures_held(w), 3u);
   q->hold();
-  BOOST_TEST(!q->quiet());  // two run
+  BOOST_TEST(!q->quiet());  // three run
   answer_all(w);
   sched.run();
-  BOOST_TEST(closures_held(w) == 2u);  // none taken since
+  BOOST_TEST(closures_held(w) == 3u);  // none taken since
   BOOST_TEST(q->quiet());
   q->resume();
   sched.run();
@@ -281,7 +283,7 @@ BOOST_FIXTURE_TEST_CASE(a_held_queue_keeps_a_round_not_begun, proxy_fixture) {
 BOOST_FIXTURE_TEST_CASE(the_first_error_cancels_the_queued_closures_until_join, proxy_fixture) {
   auto results = start(1, 4);
   auto& w = workers[0];
-  BOOST_REQUIRE_EQUAL(closures_held(w), 2u);  // closures 0 and 1 run, 2 and 3 wait
+  BOOST_REQUIRE_EQUAL(closures_held(w), 3u);  // closures 0 to 2 run, 3 waits
   answer_all(w, 0);
   sched.run();
   auto code = [](const remote_value& v) {
@@ -289,10 +291,10 @@ BOOST_FIXTURE_TEST_CASE(the_first_error_cancels_the_queued_closures_until_join, 
     return got ? std::string("ok") : to_string(static_cast<errc>(got.error().code()));
   };
   BOOST_TEST(code(results[0]) == "invalid_argument");
-  BOOST_TEST(value_of(results[1]) == 10);  // already on the worker: finishes normally
-  BOOST_TEST(code(results[2]) == "cancelled");
+  BOOST_TEST(value_of(results[1]) == 10);  // already on the worker: finish normally
+  BOOST_TEST(value_of(results[2]) == 20);
   BOOST_TEST(code(results[3]) == "cancelled");
-  BOOST_TEST(closures_held(w) == 2u);  // the cancelled ones never reached it
+  BOOST_TEST(closures_held(w) == 3u);  // the cancelled one never reached it
   // Until join() reports the error, a new closure fails at once with it.
   auto late = q->put(closure_of(4), -1);
   BOOST_TEST(code(late) == "invalid_argument");

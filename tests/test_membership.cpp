@@ -89,7 +89,7 @@ BOOST_FIXTURE_TEST_CASE(a_proxy_brings_its_worker_up_retrying_with_growing_back_
   BOOST_TEST(q->live_workers() == 1u);
   auto& spawned = state_of<fake_node_state>(n).workers;
   BOOST_REQUIRE_EQUAL(spawned.size(), 1u);
-  BOOST_TEST(closures_held(spawned[0]) == 2u);  // its window
+  BOOST_TEST(closures_held(spawned[0]) == 3u);  // its window
   for (int i = 0; i < 2; ++i) {
     answer_all(spawned[0]);
     sched.run();

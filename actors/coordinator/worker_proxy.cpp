@@ -58,6 +58,14 @@ void on_done(proxy_ptr self, uint64_t batch, const pb::ClosuresDone& done) {
   auto sent = st.in_flight.find(batch);
   if (sent == st.in_flight.end()) return;  // already put back (worker lost)
   auto& closures = sent->second;
+  auto moved_away = [&](size_t i) {
+    return int(i) < done.results_size() && done.results(int(i)).id() == closures[i].closure.id() &&
+           errc(done.results(int(i)).error_code()) == errc::moved;
+  };
+  // Counted before they settle: join() may return at the last settle.
+  size_t answered = 0;
+  for (size_t i = 0; i < closures.size(); ++i) answered += moved_away(i) ? 0 : 1;
+  st.queue->answered(st.index, answered);
   std::vector<queued_closure> moved;  // refused by a shard that moved: again, over the new routing
   for (size_t i = 0; i < closures.size(); ++i) {
     if (int(i) >= done.results_size() || done.results(int(i)).id() != closures[i].closure.id()) {
@@ -66,14 +74,13 @@ void on_done(proxy_ptr self, uint64_t batch, const pb::ClosuresDone& done) {
       continue;
     }
     auto& r = done.results(int(i));
-    if (errc(r.error_code()) == errc::moved)
+    if (moved_away(i))
       moved.push_back(std::move(closures[i]));
     else if (r.error_code() != 0)
       st.queue->settle(closures[i], make_error(errc(r.error_code()), r.error()));
     else
       st.queue->settle(closures[i], values(r.values().begin(), r.values().end()));
   }
-  st.queue->answered(st.index, closures.size() - moved.size());
   if (!moved.empty()) {
     reroute(self);  // the worker may have missed the routing they need
     st.queue->put_back(std::move(moved));
@@ -143,19 +150,9 @@ void lose_worker(proxy_ptr self, const caf::error& why) {
   dial(self);  // at once: the node may be up (a lost link, new shards)
 }
 
-// One take per call: the queue hands out a fair share of the common
-// closures, and the rest stays for the other workers' proxies (a proxy
-// with room for many would otherwise drain a short queue while others idle).
-void dispatch(proxy_ptr self) {
+// Sends `batch` to the worker as one RunClosures.
+void send_batch(proxy_ptr self, std::vector<queued_closure> batch) {
   auto& st = self->state;
-  if (!st.worker || st.paused || st.leaving || st.building > 0 || st.running >= st.window || st.waiting) return;
-  auto batch = st.queue->take(st.window - st.running, st.index, [weak = self->address()] {
-    if (auto proxy = caf::actor_cast<caf::actor>(weak)) caf::anon_send(proxy, proxy_wake_atom_v);
-  });
-  if (batch.empty()) {
-    st.waiting = true;
-    return;
-  }
   pb::RunClosures msg = st.names;
   for (auto& c : batch) *msg.add_closures() = c.closure;
   const uint64_t id = st.next_batch++;
@@ -182,6 +179,30 @@ void dispatch(proxy_ptr self) {
             .then([ok](const pb::ClosuresDone& done) { ok(done); }, [fail](caf::error& err) { fail(std::move(err)); });
       },
       ok, fail);
+}
+
+// One take per call: the queue hands out a fair share of the common
+// closures, and the rest stays for the other workers' proxies (a proxy
+// with room for many would otherwise drain a short queue while others idle).
+// What it takes goes in batches of at most a third of the window: the
+// worker answers a batch once its pushes are acknowledged, which it reads
+// only after the next closure's step, so two more batches keep it busy
+// while the answer travels and the next batch comes.
+void dispatch(proxy_ptr self) {
+  auto& st = self->state;
+  if (!st.worker || st.paused || st.leaving || st.building > 0 || st.running >= st.window || st.waiting) return;
+  auto taken = st.queue->take(st.window - st.running, st.index, [weak = self->address()] {
+    if (auto proxy = caf::actor_cast<caf::actor>(weak)) caf::anon_send(proxy, proxy_wake_atom_v);
+  });
+  if (taken.empty()) {
+    st.waiting = true;
+    return;
+  }
+  const size_t per_batch = (st.window + kBatchesInFlight - 1) / kBatchesInFlight;
+  for (size_t i = 0; i < taken.size(); i += per_batch) {
+    const auto end = taken.begin() + std::ptrdiff_t(std::min(taken.size(), i + per_batch));
+    send_batch(self, {std::make_move_iterator(taken.begin() + std::ptrdiff_t(i)), std::make_move_iterator(end)});
+  }
 }
 
 caf::result<pb::LeftJob> on_leave(proxy_ptr self, const pb::LeaveJob& req) {

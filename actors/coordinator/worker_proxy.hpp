@@ -2,9 +2,11 @@
 // worker into the job, keeps it busy with closures from the queue, and
 // brings it back when it is lost.
 //
-// It keeps about kQueuedWork of work in flight (at least 2 closures, so the
-// worker never waits for the next one; up to 256 tiny ones in one message),
-// learnt from the worker's busy time. A proxy starts without a worker: it
+// It keeps about kQueuedWork of work in flight, learnt from the worker's
+// busy time: at least 3 closures, in as many messages, so the worker never
+// waits for the next one (it answers a batch once its pushes are
+// acknowledged, which it reads only after its next step), up to 256 tiny
+// ones in 3 messages. A proxy starts without a worker: it
 // dials the worker's node, builds the worker's datasets there and spawns
 // the worker actor — the same steps as a respawn. Dials that fail are
 // retried with exponential back-off (kFirstRetry doubling to kMaxRetry, with
