@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 
 #include <spdlog/spdlog.h>
@@ -28,7 +29,10 @@ const char* track_name(uint32_t tid) {
   return tid < 4 ? kNames[tid] : "other";
 }
 
-// The node's clock minus ours, from the quickest of five probes.
+// The node's clock minus ours, from the quickest of five probes. Within
+// that probe's uncertainty (half its round trip) it is 0: a node on this
+// host shares our steady clock, and an estimate off by tens of µs would
+// draw a push's arrow ending before it starts.
 caf::expected<int64_t> clock_offset(caf::scoped_actor& self, const node_actor& node) {
   int64_t best_rtt = INT64_MAX, offset = 0;
   for (int i = 0; i < 5; ++i) {
@@ -38,7 +42,7 @@ caf::expected<int64_t> clock_offset(caf::scoped_actor& self, const node_actor& n
     if (!got) return got.error();
     if (back - sent < best_rtt) best_rtt = back - sent, offset = got->now_us() - (sent + back) / 2;
   }
-  return offset;
+  return 2 * std::abs(offset) <= best_rtt ? 0 : offset;
 }
 
 nlohmann::json to_json(const pb::TraceEvent& e, uint32_t pid, int64_t offset_us) {
