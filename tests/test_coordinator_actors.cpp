@@ -53,16 +53,16 @@ BOOST_FIXTURE_TEST_CASE(a_proxy_keeps_a_window_of_closures_and_batches_them, pro
   auto results = start(1, 7);
   auto& w = workers[0];
   auto& st = state_of<fake_worker_state>(w);
-  // The first window: kMinWindow (3) closures, in kBatchesInFlight (3) messages.
-  BOOST_REQUIRE_EQUAL(st.batches.size(), 3u);
+  // The first window: kMinWindow (4) closures, in kBatchesInFlight (4) messages.
+  BOOST_REQUIRE_EQUAL(st.batches.size(), 4u);
   for (auto& b : st.batches) BOOST_TEST(b.request.closures_size() == 1);
   BOOST_TEST(!results[0].ready());
   answer_all(w);
   sched.run();
   // 10 µs per closure: the window grows to kMaxWindow (batches of up to
-  // 86), the other 4 go in one message.
-  BOOST_REQUIRE_EQUAL(st.batches.size(), 4u);
-  BOOST_TEST(st.batches[3].request.closures_size() == 4);
+  // 64), the other 3 go in one message.
+  BOOST_REQUIRE_EQUAL(st.batches.size(), 5u);
+  BOOST_TEST(st.batches[4].request.closures_size() == 3);
   answer_all(w);
   sched.run();
   for (int64_t i = 0; i < 7; ++i) BOOST_TEST(value_of(results[size_t(i)]) == 10 * i);
@@ -71,11 +71,12 @@ BOOST_FIXTURE_TEST_CASE(a_proxy_keeps_a_window_of_closures_and_batches_them, pro
 }
 
 BOOST_FIXTURE_TEST_CASE(a_lost_workers_closures_run_elsewhere_and_it_is_respawned, proxy_fixture) {
-  auto results = start(2, 4);
+  auto results = start(2, 6);
   auto &w0 = workers[0], &w1 = workers[1];
-  // Each proxy took a fair share: a window of 3 for worker:0 (the first
-  // to take, alone then), the last one for worker:1.
-  BOOST_TEST(closures_held(w0) == 3u);
+  // Each proxy took a fair share: a window of 4 for worker:0 (the first
+  // to take, alone then), one for worker:1 (half of what was left), one
+  // closure still queued.
+  BOOST_TEST(closures_held(w0) == 4u);
   BOOST_TEST(closures_held(w1) == 1u);
   std::set<uint64_t> lost_ids;
   for (auto& b : state_of<fake_worker_state>(w0).batches)
@@ -84,20 +85,20 @@ BOOST_FIXTURE_TEST_CASE(a_lost_workers_closures_run_elsewhere_and_it_is_respawne
   caf::anon_send_exit(w0, caf::exit_reason::kill);
   sched.run();
   BOOST_TEST(nodes.dials.size() == 1u);  // at once: the node may be up
-  for (int i = 0; i < 3 && answer_all(w1) > 0; ++i) sched.run();
-  // worker:1 ran all four, the lost ones under their own ids.
-  BOOST_TEST(closures_held(w1) == 4u);
+  for (int i = 0; i < 4 && answer_all(w1) > 0; ++i) sched.run();
+  // worker:1 ran all six, the lost ones under their own ids.
+  BOOST_TEST(closures_held(w1) == 6u);
   std::set<uint64_t> ran_on_w1;
   for (auto& b : state_of<fake_worker_state>(w1).batches)
     for (auto& c : b.request.closures()) ran_on_w1.insert(c.id());
   for (auto id : lost_ids) BOOST_TEST(ran_on_w1.count(id) == 1u);
-  for (int64_t i = 0; i < 4; ++i) BOOST_TEST(value_of(results[size_t(i)]) == 10 * i);
-  // The coordinator's metrics say so: worker:0's three closures retried, all
-  // four ended ok, nothing queued or running, one worker taking closures.
+  for (int64_t i = 0; i < 6; ++i) BOOST_TEST(value_of(results[size_t(i)]) == 10 * i);
+  // The coordinator's metrics say so: worker:0's four closures retried, all
+  // six ended ok, nothing queued or running, one worker taking closures.
   auto metrics = metrics::parse_text(metrics_registry().expose());
   BOOST_REQUIRE(metrics);
-  BOOST_TEST(metrics::sum(*metrics, "actorps_coordinator_closures_retried_total") == 3);
-  BOOST_TEST(metrics::sum(*metrics, "actorps_coordinator_closures_total", {{"result", "ok"}}) == 4);
+  BOOST_TEST(metrics::sum(*metrics, "actorps_coordinator_closures_retried_total") == 4);
+  BOOST_TEST(metrics::sum(*metrics, "actorps_coordinator_closures_total", {{"result", "ok"}}) == 6);
   BOOST_TEST(metrics::sum(*metrics, "actorps_coordinator_closures_queued") == 0);
   BOOST_TEST(metrics::sum(*metrics, "actorps_coordinator_closures_running") == 0);
   BOOST_TEST(metrics::sum(*metrics, "actorps_coordinator_workers_alive") == 1);
@@ -155,7 +156,7 @@ BOOST_FIXTURE_TEST_CASE(a_closure_refused_as_moved_runs_again_after_its_worker_g
 // sends the batch again every 500 ms under the same batch id (the worker
 // answers a copy without running it again); each closure settles once.
 BOOST_FIXTURE_TEST_CASE(a_batch_whose_answer_is_lost_is_sent_again_under_its_id, proxy_fixture) {
-  auto results = start(1, 4);
+  auto results = start(1, 5);
   auto& w = workers[0];
   auto& st = state_of<fake_worker_state>(w);
   pb::InjectFault fault;
@@ -166,31 +167,31 @@ BOOST_FIXTURE_TEST_CASE(a_batch_whose_answer_is_lost_is_sent_again_under_its_id,
   auto injected = ask<pb::FaultInjected>(sys(), proxies[0], fault);
   sched.run();
   BOOST_REQUIRE(injected->reply && *injected->reply);
-  answer_all(w);  // the first three, sent before the fault: their answers come
+  answer_all(w);  // the first four, sent before the fault: their answers come
   sched.run();
-  BOOST_REQUIRE_EQUAL(st.batches.size(), 4u);
-  BOOST_TEST(value_of(results[2]) == 20);
-  // Sent when batch 1 was answered, batches 2 and 3 not yet.
-  BOOST_TEST(st.batches[3].request.answered_below() == 2u);
+  BOOST_REQUIRE_EQUAL(st.batches.size(), 5u);
+  BOOST_TEST(value_of(results[3]) == 30);
+  // Sent when batch 1 was answered, batches 2 to 4 not yet.
+  BOOST_TEST(st.batches[4].request.answered_below() == 2u);
   answer_all(w);  // lost
   sched.run();
-  BOOST_TEST(!results[3].ready());
+  BOOST_TEST(!results[4].ready());
   sched.advance_time(500ms);
   sched.run();
-  BOOST_REQUIRE_EQUAL(st.batches.size(), 5u);  // sent again, under the same id
-  BOOST_TEST(st.batches[4].request.batch() == st.batches[3].request.batch());
+  BOOST_REQUIRE_EQUAL(st.batches.size(), 6u);  // sent again, under the same id
+  BOOST_TEST(st.batches[5].request.batch() == st.batches[4].request.batch());
   answer_all(w);  // lost again: the fault lasts
   sched.run();
   sched.advance_time(500ms);
   sched.run();
-  BOOST_REQUIRE_EQUAL(st.batches.size(), 6u);
+  BOOST_REQUIRE_EQUAL(st.batches.size(), 7u);
   answer_all(w);  // the fault is over: this answer comes
   sched.run();
-  for (int64_t i = 0; i < 4; ++i) BOOST_TEST(value_of(results[size_t(i)]) == 10 * i);
+  for (int64_t i = 0; i < 5; ++i) BOOST_TEST(value_of(results[size_t(i)]) == 10 * i);
   BOOST_TEST(q->done());
   auto metrics = metrics::parse_text(metrics_registry().expose());
   BOOST_REQUIRE(metrics);
-  BOOST_TEST(metrics::sum(*metrics, "actorps_coordinator_closures_total", {{"result", "ok"}}) == 4);
+  BOOST_TEST(metrics::sum(*metrics, "actorps_coordinator_closures_total", {{"result", "ok"}}) == 5);
   BOOST_TEST(metrics::sum(*metrics, "actorps_coordinator_closures_retried_total") == 0);
 }
 
@@ -217,12 +218,12 @@ BOOST_FIXTURE_TEST_CASE(a_node_lost_mid_spawn_is_dialed_again, proxy_fixture) {
 BOOST_FIXTURE_TEST_CASE(a_held_queue_hands_out_nothing_new_until_resumed, proxy_fixture) {
   auto results = start(1, 5);
   auto& w = workers[0];
-  BOOST_REQUIRE_EQUAL(closures_held(w), 3u);
+  BOOST_REQUIRE_EQUAL(closures_held(w), 4u);
   q->hold();
-  BOOST_TEST(!q->quiet());  // three run
+  BOOST_TEST(!q->quiet());  // four run
   answer_all(w);
   sched.run();
-  BOOST_TEST(closures_held(w) == 3u);  // none taken since
+  BOOST_TEST(closures_held(w) == 4u);  // none taken since
   BOOST_TEST(q->quiet());
   q->resume();
   sched.run();
@@ -281,9 +282,9 @@ BOOST_FIXTURE_TEST_CASE(a_held_queue_keeps_a_round_not_begun, proxy_fixture) {
 }
 
 BOOST_FIXTURE_TEST_CASE(the_first_error_cancels_the_queued_closures_until_join, proxy_fixture) {
-  auto results = start(1, 4);
+  auto results = start(1, 5);
   auto& w = workers[0];
-  BOOST_REQUIRE_EQUAL(closures_held(w), 3u);  // closures 0 to 2 run, 3 waits
+  BOOST_REQUIRE_EQUAL(closures_held(w), 4u);  // closures 0 to 3 run, 4 waits
   answer_all(w, 0);
   sched.run();
   auto code = [](const remote_value& v) {
@@ -293,8 +294,9 @@ BOOST_FIXTURE_TEST_CASE(the_first_error_cancels_the_queued_closures_until_join, 
   BOOST_TEST(code(results[0]) == "invalid_argument");
   BOOST_TEST(value_of(results[1]) == 10);  // already on the worker: finish normally
   BOOST_TEST(value_of(results[2]) == 20);
-  BOOST_TEST(code(results[3]) == "cancelled");
-  BOOST_TEST(closures_held(w) == 3u);  // the cancelled one never reached it
+  BOOST_TEST(value_of(results[3]) == 30);
+  BOOST_TEST(code(results[4]) == "cancelled");
+  BOOST_TEST(closures_held(w) == 4u);  // the cancelled one never reached it
   // Until join() reports the error, a new closure fails at once with it.
   auto late = q->put(closure_of(4), -1);
   BOOST_TEST(code(late) == "invalid_argument");
