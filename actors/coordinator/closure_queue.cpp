@@ -144,8 +144,9 @@ void closure_queue::resolve(queued_closure& c, caf::expected<values> result) {
   if (--outstanding_ == 0) last_round_ = 0;  // the next rounds may count from 1 again (another fit)
 }
 
-void closure_queue::settle(queued_closure& c, caf::expected<values> result) {
+void closure_queue::settle(queued_closure& c, uint32_t worker, caf::expected<values> result) {
   std::unique_lock<std::mutex> lock(m_);
+  ++answered_[worker];
   if (!result && !error_) {
     error_ = result.error();
     resolve(c, std::move(result));
@@ -155,11 +156,6 @@ void closure_queue::settle(queued_closure& c, caf::expected<values> result) {
   }
   update_gauges();
   changed_.notify_all();
-}
-
-void closure_queue::answered(uint32_t worker, size_t n) {
-  std::lock_guard<std::mutex> guard(m_);
-  answered_[worker] += n;
 }
 
 std::map<uint32_t, uint64_t> closure_queue::closures_by_worker() {

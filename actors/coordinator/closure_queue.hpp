@@ -97,9 +97,9 @@ class closure_queue {
   /// Up to `max` closures for `worker` — its own first, then a fair share of
   /// the common ones. None: `wake` is called once more arrive.
   std::vector<queued_closure> take(size_t max, uint32_t worker, std::function<void()> wake);
-  void settle(queued_closure& c, caf::expected<values> result);
-  /// `worker` answered `n` closures (closures_by_worker counts them).
-  void answered(uint32_t worker, size_t n);
+  /// `worker` answered `c` with `result`: counted (closures_by_worker)
+  /// before anyone waiting on the result or on join() can see it.
+  void settle(queued_closure& c, uint32_t worker, caf::expected<values> result);
   /// Closures each worker answered so far, by worker index.
   std::map<uint32_t, uint64_t> closures_by_worker();
   /// A lost worker's closures go back to the front.

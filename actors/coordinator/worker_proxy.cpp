@@ -58,28 +58,21 @@ void on_done(proxy_ptr self, uint64_t batch, const pb::ClosuresDone& done) {
   auto sent = st.in_flight.find(batch);
   if (sent == st.in_flight.end()) return;  // already put back (worker lost)
   auto& closures = sent->second;
-  auto moved_away = [&](size_t i) {
-    return int(i) < done.results_size() && done.results(int(i)).id() == closures[i].closure.id() &&
-           errc(done.results(int(i)).error_code()) == errc::moved;
-  };
-  // Counted before they settle: join() may return at the last settle.
-  size_t answered = 0;
-  for (size_t i = 0; i < closures.size(); ++i) answered += moved_away(i) ? 0 : 1;
-  st.queue->answered(st.index, answered);
   std::vector<queued_closure> moved;  // refused by a shard that moved: again, over the new routing
   for (size_t i = 0; i < closures.size(); ++i) {
     if (int(i) >= done.results_size() || done.results(int(i)).id() != closures[i].closure.id()) {
-      st.queue->settle(closures[i], make_error(errc::internal, "worker:" + std::to_string(st.index) +
-                                                                   " answered without this closure's result"));
+      st.queue->settle(
+          closures[i], st.index,
+          make_error(errc::internal, "worker:" + std::to_string(st.index) + " answered without this closure's result"));
       continue;
     }
     auto& r = done.results(int(i));
-    if (moved_away(i))
+    if (errc(r.error_code()) == errc::moved)
       moved.push_back(std::move(closures[i]));
     else if (r.error_code() != 0)
-      st.queue->settle(closures[i], make_error(errc(r.error_code()), r.error()));
+      st.queue->settle(closures[i], st.index, make_error(errc(r.error_code()), r.error()));
     else
-      st.queue->settle(closures[i], values(r.values().begin(), r.values().end()));
+      st.queue->settle(closures[i], st.index, values(r.values().begin(), r.values().end()));
   }
   if (!moved.empty()) {
     reroute(self);  // the worker may have missed the routing they need
@@ -184,10 +177,10 @@ void send_batch(proxy_ptr self, std::vector<queued_closure> batch) {
 // One take per call: the queue hands out a fair share of the common
 // closures, and the rest stays for the other workers' proxies (a proxy
 // with room for many would otherwise drain a short queue while others idle).
-// What it takes goes in batches of at most a third of the window: the
-// worker answers a batch once its pushes are acknowledged, which it reads
-// only after the next closure's step, so two more batches keep it busy
-// while the answer travels and the next batch comes.
+// What it takes goes in batches of at most 1/kBatchesInFlight of the
+// window: the worker answers a batch once its pushes are acknowledged,
+// which it reads only after the next batch's step, so the batches behind
+// that one keep it busy while the answer travels and the next batch comes.
 void dispatch(proxy_ptr self) {
   auto& st = self->state;
   if (!st.worker || st.paused || st.leaving || st.building > 0 || st.running >= st.window || st.waiting) return;
