@@ -20,9 +20,9 @@
 
 namespace actorps::proxy {
 
-constexpr size_t kMinWindow = 4, kMaxWindow = 256;
-constexpr size_t kBatchesInFlight = 4;                      // a window's closures go in this many RunClosures
-constexpr auto kStillAbsentLog = std::chrono::seconds(30);  // a worker that never came: logged this often
+constexpr size_t kBatchesInFlight = 4;                             // a window's closures go in this many RunClosures
+constexpr size_t kMinWindow = kBatchesInFlight, kMaxWindow = 256;  // at least one closure per batch
+constexpr auto kStillAbsentLog = std::chrono::seconds(30);         // a worker that never came: logged this often
 constexpr auto kSpawnTimeout = std::chrono::seconds(30);
 constexpr auto kLostAnswer = std::chrono::seconds(5);  // a shard's answer to WorkerLost
 
