@@ -375,7 +375,7 @@ node_broker::behavior_type node_behavior(node_ptr self, cluster_spec spec, size_
         auto up = std::chrono::steady_clock::now() - st.started;
         status.set_uptime_ms(std::chrono::duration_cast<std::chrono::milliseconds>(up).count());
         status.add_actors(node_state::name);
-        for (auto& [index, shard] : st.shards) status.add_actors("ps_shard:" + std::to_string(index));
+        for (auto& [index, shard] : st.shards) status.add_actors(ps_shard_status_name(index));
         for (auto& [index, shard] : st.backups) status.add_actors("ps_backup:" + std::to_string(index));
         for (auto& [index, d] : st.datasets) status.add_actors("dataset:" + index);
         for (auto& [index, w] : st.workers) status.add_actors("worker:" + std::to_string(index));

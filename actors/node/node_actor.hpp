@@ -11,6 +11,7 @@
 #pragma once
 
 #include <functional>
+#include <string>
 
 #include <caf/actor.hpp>
 #include <caf/typed_actor.hpp>
@@ -30,6 +31,9 @@ struct node_extras {
   std::function<void()> on_done;
   caf::actor membership;  // the coordinator's (actors/coordinator/membership.hpp): JoinJob goes there
 };
+
+/// How NodeStatus.actors names the shard of ps task `index` a node serves.
+inline std::string ps_shard_status_name(uint32_t index) { return "ps_shard:" + std::to_string(index); }
 
 /// Spawns the node actor for `spec.nodes[node_index]`.
 node_actor spawn_node(caf::actor_system& sys, cluster_spec spec, size_t node_index, node_extras extras = {});

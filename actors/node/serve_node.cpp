@@ -63,7 +63,7 @@ void drain_ps(caf::actor_system& sys, const cluster_spec& spec, const node_actor
   auto status = request_now<pb::NodeStatus>(me, node, std::chrono::seconds(5), pb::StatusRequest{});
   if (!status) return;
   for (auto& task : self.tasks) {
-    const auto serving = "ps_shard:" + std::to_string(task.index);
+    const auto serving = ps_shard_status_name(task.index);
     if (task.role != pb::PS ||
         std::find(status->actors().begin(), status->actors().end(), serving) == status->actors().end())
       continue;
