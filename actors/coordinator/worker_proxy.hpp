@@ -6,7 +6,8 @@
 // busy time: at least 4 closures, in as many messages, so the worker never
 // waits for the next one (it answers a batch once its pushes are
 // acknowledged, which it reads only after its next step; replicated
-// shards acknowledge later still), up to 256 tiny ones in 4 messages. A proxy starts without a worker: it
+// shards acknowledge later still), up to 256 tiny ones in 4 messages.
+// A proxy starts without a worker: it
 // dials the worker's node, builds the worker's datasets there and spawns
 // the worker actor — the same steps as a respawn. Dials that fail are
 // retried with exponential back-off (kFirstRetry doubling to kMaxRetry, with
