@@ -3,7 +3,7 @@
 // gets, a lost request never reaches it, a lost answer is handled and
 // dropped, a duplicate reaches it twice with one answer, a delayed one
 // waits its delay, and after the fault everything passes; a fault's seed
-// decides which requests it loses.
+// decides which requests it loses; the link stops with its owner.
 #define BOOST_TEST_MODULE lossy_link
 #include <boost/test/unit_test.hpp>
 
@@ -33,11 +33,12 @@ caf::behavior counting_shard(caf::stateful_actor<counter_state>* self) {
 
 struct link_fixture : deterministic_system {
   caf::actor shard = spawn_fake(sys(), counting_shard);
+  caf::actor owner = spawn_fake(sys(), counting_shard);  // stands for the keeper
 
   // A link under `fault` for 1 s; one request through it.
   std::shared_ptr<asked<pb::ShardStats>> ask_through(pb::InjectFault fault) {
     fault.set_duration_ms(1000);
-    auto link = spawn_lossy_link(sys(), shard, fault, "coordinator", "ps:0");
+    auto link = spawn_lossy_link(sys(), owner, shard, fault, "coordinator", "ps:0");
     sched.run();
     auto got = ask<pb::ShardStats>(sys(), link, pb::ShardStatsRequest{});
     sched.run();
@@ -79,7 +80,7 @@ BOOST_FIXTURE_TEST_CASE(a_delayed_request_waits_then_passes_and_the_fault_ends, 
   fault.set_delay_ms(50);
   fault.set_drop(0);
   fault.set_duration_ms(1000);
-  auto link = spawn_lossy_link(sys(), shard, fault, "coordinator", "ps:0");
+  auto link = spawn_lossy_link(sys(), owner, shard, fault, "coordinator", "ps:0");
   sched.run();
   auto late = ask<pb::ShardStats>(sys(), link, pb::ShardStatsRequest{});
   sched.run();
@@ -103,7 +104,7 @@ BOOST_FIXTURE_TEST_CASE(a_faults_seed_decides_which_requests_it_loses, link_fixt
     fault.set_drop(0.5);
     fault.set_seed(seed);
     fault.set_duration_ms(1000);
-    auto link = spawn_lossy_link(sys(), shard, fault, "coordinator", "ps:0");
+    auto link = spawn_lossy_link(sys(), owner, shard, fault, "coordinator", "ps:0");
     sched.run();
     std::vector<bool> answered;
     for (int i = 0; i < 24; ++i) {
@@ -118,4 +119,18 @@ BOOST_FIXTURE_TEST_CASE(a_faults_seed_decides_which_requests_it_loses, link_fixt
   BOOST_TEST(std::count(first.begin(), first.end(), false) > 0);
   BOOST_TEST((fates(7) == first));
   BOOST_TEST((fates(8) != first));
+}
+
+// A process waits for its actors at shutdown: a link that outlived its
+// owner (the keeper) kept the coordinator's process up for a minute after
+// every job with a coordinator -> ps fault. It stops with its owner.
+BOOST_FIXTURE_TEST_CASE(a_link_stops_when_its_owner_stops, link_fixture) {
+  pb::InjectFault fault;
+  fault.set_drop(0);
+  fault.set_duration_ms(1000);
+  auto link = spawn_lossy_link(sys(), owner, shard, fault, "coordinator", "ps:0");
+  sched.run();
+  caf::anon_send_exit(owner, caf::exit_reason::user_shutdown);
+  sched.run();
+  BOOST_TEST(caf::actor_cast<caf::abstract_actor*>(link)->getf(caf::abstract_actor::is_terminated_flag));
 }

@@ -355,8 +355,9 @@ caf::behavior keeper_behavior(keeper_ptr self, keeper_setup setup, node_dialer d
         if (req.ps() >= st.l.shards.size() || !st.l.shards[req.ps()])
           return make_error(errc::invalid_argument, fmt::format("no ps:{} in the job", req.ps()));
         auto& shard = st.l.shards[req.ps()];
-        auto link = spawn_lossy_link(self->home_system(), caf::actor_cast<caf::actor>(shard), req, "coordinator",
-                                     fmt::format("ps:{}", req.ps()));
+        auto link =
+            spawn_lossy_link(self->home_system(), caf::actor_cast<caf::actor>(self), caf::actor_cast<caf::actor>(shard),
+                             req, "coordinator", fmt::format("ps:{}", req.ps()));
         st.links[req.ps()] = {link, shard.address(),
                               self->clock().now() + std::chrono::milliseconds(req.duration_ms())};
         return pb::FaultInjected{};

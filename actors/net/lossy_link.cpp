@@ -60,8 +60,9 @@ caf::result<caf::message> on_message(link_ptr self, caf::message_view& x) {
   return caf::delegated<caf::message>{};
 }
 
-caf::behavior link_behavior(link_ptr self, caf::actor target, pb::InjectFault fault, std::string who,
+caf::behavior link_behavior(link_ptr self, caf::actor owner, caf::actor target, pb::InjectFault fault, std::string who,
                             std::string what) {
+  self->link_to(owner);  // its owner's exit (not a normal one) stops it too
   auto& st = self->state;
   st.target = std::move(target);
   st.fault = std::make_unique<fault_injector>(
@@ -78,9 +79,9 @@ caf::behavior link_behavior(link_ptr self, caf::actor target, pb::InjectFault fa
 
 }  // namespace
 
-caf::actor spawn_lossy_link(caf::actor_system& sys, caf::actor target, const pb::InjectFault& fault,
-                            const std::string& who, const std::string& what) {
-  return sys.spawn(link_behavior, std::move(target), fault, who, what);
+caf::actor spawn_lossy_link(caf::actor_system& sys, const caf::actor& owner, caf::actor target,
+                            const pb::InjectFault& fault, const std::string& who, const std::string& what) {
+  return sys.spawn(link_behavior, owner, std::move(target), fault, who, what);
 }
 
 }  // namespace actorps

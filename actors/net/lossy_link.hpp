@@ -20,9 +20,10 @@
 namespace actorps {
 
 /// The link to `target` under `fault` (its drop, replies, duplicate,
-/// reorder, delay_ms and duration_ms). It stops on its own a minute after
-/// the fault ends.
-caf::actor spawn_lossy_link(caf::actor_system& sys, caf::actor target, const pb::InjectFault& fault,
-                            const std::string& who, const std::string& what);
+/// reorder, delay_ms and duration_ms), linked to `owner`: it stops a minute
+/// after the fault ends, or when its owner stops, whichever comes first (a
+/// process whose owner is done never waits for a link at its shutdown).
+caf::actor spawn_lossy_link(caf::actor_system& sys, const caf::actor& owner, caf::actor target,
+                            const pb::InjectFault& fault, const std::string& who, const std::string& what);
 
 }  // namespace actorps
