@@ -76,6 +76,23 @@ struct local_cluster {
   }
 };
 
+/// Certificates of a cluster CA for `tasks` in dir/NAME ("coordinator-0", ...).
+inline std::string make_certs(const std::string& dir, const std::string& name, std::vector<std::string> tasks) {
+  std::vector<std::string> argv{"bash", ACTORPS_SOURCE_DIR "/tools/make_certs.sh", dir + "/" + name};
+  argv.insert(argv.end(), tasks.begin(), tasks.end());
+  auto res = run_command(argv, 60s, dir + "/certs.log");
+  BOOST_REQUIRE(res);
+  std::ifstream log(dir + "/certs.log");
+  BOOST_REQUIRE_MESSAGE(res->exit_code == 0, std::string(std::istreambuf_iterator<char>(log), {}));
+  return dir + "/" + name;
+}
+
+/// The [security] table of a topology using the certificates in `certs`.
+inline std::string security_table(const std::string& certs) {
+  return "[security]\nca = \"" + certs + "/ca.crt\"\ncert = \"" + certs + "/{task}.crt\"\nkey = \"" + certs +
+         "/{task}.key\"\n";
+}
+
 // One process's view of the cluster: an actor system, an actor that said
 // Hello as `as` to every node it dials, and the nodes it dialed.
 struct cluster_client {

@@ -24,21 +24,6 @@ using namespace actorps::test;
 
 namespace {
 
-// Certificates of a cluster CA for `tasks` in dir/NAME ("coordinator-0", ...).
-std::string make_certs(const std::string& dir, const std::string& name, std::vector<std::string> tasks) {
-  std::vector<std::string> argv{"bash", ACTORPS_SOURCE_DIR "/tools/make_certs.sh", dir + "/" + name};
-  argv.insert(argv.end(), tasks.begin(), tasks.end());
-  auto res = run_command(argv, 60s, dir + "/certs.log");
-  BOOST_REQUIRE(res);
-  BOOST_REQUIRE_MESSAGE(res->exit_code == 0, read_file(dir + "/certs.log"));
-  return dir + "/" + name;
-}
-
-std::string security_table(const std::string& certs) {
-  return "[security]\nca = \"" + certs + "/ca.crt\"\ncert = \"" + certs + "/{task}.crt\"\nkey = \"" + certs +
-         "/{task}.key\"\n";
-}
-
 // A process posing as worker:0's node, as a compromised worker host would:
 // it keeps the shard handles the coordinator sends with SpawnWorker.
 node_actor::behavior_type posing_node(node_actor::pointer, std::shared_ptr<std::promise<shard_list>> shards) {

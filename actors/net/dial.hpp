@@ -1,6 +1,7 @@
 // Connecting to a node: device-filter check, CAF connect with a deadline
-// (remote_actor would block forever on a SIGSTOPped peer), interface check,
-// then the Hello handshake. The one way any actorps process reaches a node.
+// through a connector of the dial's own (connect.hpp: CAF's shared one can
+// make a dial wait on another), interface check, then the Hello handshake.
+// The one way any actorps process reaches a node.
 #pragma once
 
 #include <algorithm>
@@ -11,11 +12,10 @@
 #include <unistd.h>
 #include <caf/event_based_actor.hpp>
 #include <caf/expected.hpp>
-#include <caf/io/middleman.hpp>
-#include <caf/openssl/remote_actor.hpp>
 #include <caf/scoped_actor.hpp>
 
 #include "actors/net/admission.hpp"
+#include "actors/net/connect.hpp"
 #include "actors/net/request_now.hpp"
 #include "actors/net/system_config.hpp"
 #include "config/cluster_spec.hpp"
@@ -45,6 +45,13 @@ inline caf::expected<pb::Hello> signed_hello_from(const cluster_spec& spec, task
 }
 
 namespace detail {
+
+/// The node actor a connect reached, if an actorps node is published there.
+inline caf::expected<node_actor> node_at(caf::actor_system& sys, connected& c, const node_spec& target) {
+  if (c.actor == nullptr || !sys.assignable(c.interfaces, sys.message_types<node_actor>()))
+    return make_error(errc::not_admitted, "no actorps node actor published at " + target.address());
+  return caf::actor_cast<node_actor>(std::move(c.actor));
+}
 
 template <class Self>
 void greet(Self* self, const cluster_spec& spec, task_id from, node_actor node, dial_callback done,
@@ -79,18 +86,12 @@ void dial_node(Self* self, const cluster_spec& spec, task_id from, size_t node, 
     return;
   }
   auto timeout = std::chrono::milliseconds(spec.runtime.connect_timeout_ms);
-  self->request(connector(self->home_system()), timeout, caf::connect_atom_v, target.host, target.port)
-      .then(
-          [self, spec, from, target, done, on_welcome](const caf::node_id&, caf::strong_actor_ptr& ptr,
-                                                       const std::set<std::string>& ifs) {
-            auto& sys = self->home_system();
-            if (ptr == nullptr || !sys.assignable(ifs, sys.template message_types<node_actor>())) {
-              done(make_error(errc::not_admitted, "no actorps node actor published at " + target.address()));
-              return;
-            }
-            detail::greet(self, spec, from, caf::actor_cast<node_actor>(std::move(ptr)), done, on_welcome);
-          },
-          [done](const caf::error& err) { done(err); });
+  connect_to(self, target.host, target.port, timeout,
+             [self, spec, from, target, done, on_welcome](caf::expected<connected> c) {
+               auto node = c ? detail::node_at(self->home_system(), *c, target) : c.error();
+               if (!node) return done(node.error());
+               detail::greet(self, spec, from, std::move(*node), done, on_welcome);
+             });
 }
 
 /// How an actor reaches node `node` of its topology: dial_node as the
@@ -138,14 +139,13 @@ inline caf::expected<node_actor> dial_node_now(caf::scoped_actor& self, const cl
   if (!spec.may_connect(from.role, target))
     return make_error(errc::device_filter,
                       "device filters forbid " + to_string(from) + " to talk to " + target.address());
-  auto& sys = self->home_system();
-  auto handle = sys.has_openssl_manager() ? caf::openssl::remote_actor<node_actor>(sys, target.host, target.port)
-                                          : sys.middleman().remote_actor<node_actor>(target.host, target.port);
+  const auto timeout = std::chrono::milliseconds(spec.runtime.connect_timeout_ms);
+  auto c = connect_now(self, target.host, target.port, timeout);
+  auto handle = c ? detail::node_at(self->home_system(), *c, target) : c.error();
   if (!handle) return handle.error();
   auto hello = signed_hello_from(spec, from);
   if (!hello) return hello.error();
-  auto reply =
-      request_now<pb::Welcome>(self, *handle, std::chrono::milliseconds(spec.runtime.connect_timeout_ms), *hello);
+  auto reply = request_now<pb::Welcome>(self, *handle, timeout, *hello);
   if (!reply) return reply.error();
   if (welcome != nullptr) *welcome = std::move(*reply);
   return *handle;

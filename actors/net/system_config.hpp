@@ -26,8 +26,8 @@ class system_config : public caf::actor_system_config, public metrics::holder {
   explicit system_config(const runtime_options& rt, const std::optional<tls_files>& tls = std::nullopt);
 };
 
-/// What connects and publishes: CAF's OpenSSL middleman when the system
-/// runs TLS, else the plain one.
+/// What publishes and closes ports: CAF's OpenSSL middleman when the
+/// system runs TLS, else the plain one (dials go through connect.hpp).
 caf::io::middleman_actor connector(caf::actor_system& sys);
 
 /// Where a process listens for `host`: that address when it is an IP

@@ -38,33 +38,31 @@ void try_join(caf::event_based_actor* self, std::shared_ptr<const join_plan> pla
   const auto host = plan->coordinator.substr(0, colon);
   const auto port = uint16_t(std::atoi(plan->coordinator.c_str() + colon + 1));
   const auto timeout = std::chrono::milliseconds(plan->spec.runtime.connect_timeout_ms);
-  self->request(connector(self->home_system()), timeout, caf::connect_atom_v, host, port)
-      .then(
-          [=](const caf::node_id&, caf::strong_actor_ptr& ptr, const std::set<std::string>&) {
-            auto hello = signed_hello_from(plan->spec, plan->task);
-            if (!hello || ptr == nullptr)
-              return again(self, plan, backoff, give_up,
-                           hello ? make_error(errc::not_admitted, "no actorps node there") : hello.error());
-            pb::JoinJob req;
-            *req.mutable_hello() = *hello;
-            req.set_host(plan->self.host);
-            req.set_port(plan->self.port);
-            self->request(caf::actor_cast<join_gate_actor>(ptr), timeout, req)
-                .then(
-                    [=](const pb::JoinAccepted& ok) {
-                      spdlog::info("node {}: the coordinator at {} takes it into the job ({} workers)",
-                                   to_string(plan->task), plan->coordinator, ok.workers());
-                      self->quit();
-                    },
-                    [=](caf::error& err) {
-                      if (err.category() != caf::atom("actorps")) return again(self, plan, backoff, give_up, err);
-                      spdlog::error("node {}: cannot join the job at {}: {}", to_string(plan->task), plan->coordinator,
-                                    describe(err));
-                      plan->stop(2);
-                      self->quit();
-                    });
-          },
-          [=](caf::error& err) { again(self, plan, backoff, give_up, err); });
+  connect_to(self, host, port, timeout, [=](caf::expected<connected> c) {
+    if (!c) return again(self, plan, backoff, give_up, c.error());
+    auto hello = signed_hello_from(plan->spec, plan->task);
+    if (!hello || c->actor == nullptr)
+      return again(self, plan, backoff, give_up,
+                   hello ? make_error(errc::not_admitted, "no actorps node there") : hello.error());
+    pb::JoinJob req;
+    *req.mutable_hello() = *hello;
+    req.set_host(plan->self.host);
+    req.set_port(plan->self.port);
+    self->request(caf::actor_cast<join_gate_actor>(c->actor), timeout, req)
+        .then(
+            [=](const pb::JoinAccepted& ok) {
+              spdlog::info("node {}: the coordinator at {} takes it into the job ({} workers)", to_string(plan->task),
+                           plan->coordinator, ok.workers());
+              self->quit();
+            },
+            [=](caf::error& err) {
+              if (err.category() != caf::atom("actorps")) return again(self, plan, backoff, give_up, err);
+              spdlog::error("node {}: cannot join the job at {}: {}", to_string(plan->task), plan->coordinator,
+                            describe(err));
+              plan->stop(2);
+              self->quit();
+            });
+  });
 }
 
 }  // namespace
