@@ -46,6 +46,12 @@ struct batch_run {
 // prefetch) are members that the others reach through it.
 struct worker_state {
   static inline const char* name = "worker";
+  // The bulk lanes' threads read gradients from and write values into the
+  // parameter buffers until their requests are answered: the lanes are cut
+  // and their threads joined (the transport goes) before the buffers are
+  // freed. A worker stopped with a lane request in flight (respawned over
+  // new shards, say) corrupted its node's heap otherwise.
+  ~worker_state() { net.reset(); }
   uint32_t index = 0;
   std::unique_ptr<kernels::device_model> model;
   std::unique_ptr<transport> net;
