@@ -198,8 +198,22 @@ struct scale_cluster {
 
 struct scale_row {
   uint32_t workers = 0, ps = 0;
-  double ready_s = 0, closures_per_s = 0, pushes_per_s = 0, rss_worker = 0, rss_ps = 0, replaced_s = 0;
+  double ready_s = 0, closures_per_s = 0, pushes_per_s = 0, rss_worker = 0, rss_ps = 0, replaced_s = 0, back_s = 0;
 };
+
+// Seconds since `from` until workers [first, last) each finished a closure
+// more than now and all n workers are live (-1 after 120 s).
+double back_in(scale_cluster& s, uint32_t first, uint32_t last, uint32_t n, clock_type::time_point from) {
+  std::map<uint32_t, uint64_t> before = s.c->closures_by_worker();
+  return s.wait_until(
+      [&] {
+        auto now = s.c->closures_by_worker();
+        for (uint32_t w = first; w < last; ++w)
+          if (now[w] <= before[w]) return false;
+        return s.c->live_workers() == n;
+      },
+      120s, from);
+}
 
 uint64_t pushes(cluster_coordinator& c) {
   uint64_t n = 0;
@@ -223,23 +237,24 @@ caf::expected<scale_row> measure(const scale_bench_options& opts, const std::str
   for (auto& [task, node] : s.nodes) (task[0] == 'w' ? w_rss : p_rss).push_back(rss_mib(node.pid()));
   row.rss_worker = median(w_rss);
   row.rss_ps = median(p_rss);
-  // SIGKILL 10% of the workers (at least one); a process manager restarts them at once.
-  const uint32_t killed = std::max<uint32_t>(1, n / 10);
-  std::map<uint32_t, uint64_t> before = s.c->closures_by_worker();
+  // SIGKILL the last 10% of the workers (at least one); a process manager restarts them at once.
+  const uint32_t tenth = std::max<uint32_t>(1, n / 10);
   const auto tk = clock_type::now();
-  for (uint32_t w = n - killed; w < n; ++w) s.nodes.at(fmt::format("worker:{}", w)).signal(SIGKILL);
-  for (uint32_t w = n - killed; w < n; ++w) {
+  for (uint32_t w = n - tenth; w < n; ++w) s.nodes.at(fmt::format("worker:{}", w)).signal(SIGKILL);
+  for (uint32_t w = n - tenth; w < n; ++w) {
     (void)s.nodes.at(fmt::format("worker:{}", w)).wait(5s);
     if (auto err = s.spawn(fmt::format("worker:{}", w), {"--join", s.gate()})) return err;  // as actorps local does
   }
-  row.replaced_s = s.wait_until(
-      [&] {
-        auto now = s.c->closures_by_worker();
-        for (uint32_t w = n - killed; w < n; ++w)
-          if (now[w] <= before[w]) return false;
-        return s.c->live_workers() == n;
-      },
-      120s, tk);
+  row.replaced_s = back_in(s, n - tenth, n, n, tk);
+  // SIGSTOP the first 10% for 3 s: the coordinator loses them after its
+  // connection timeout and dials them again while they are frozen (the
+  // kernel accepts, the node cannot answer the handshake); from SIGCONT to
+  // each one's next closure.
+  for (uint32_t w = 0; w < tenth; ++w) s.nodes.at(fmt::format("worker:{}", w)).signal(SIGSTOP);
+  std::this_thread::sleep_for(3s);
+  const auto tc = clock_type::now();
+  for (uint32_t w = 0; w < tenth; ++w) s.nodes.at(fmt::format("worker:{}", w)).signal(SIGCONT);
+  row.back_s = back_in(s, 0, tenth, n, tc);
   return row;
 }
 
@@ -379,10 +394,11 @@ int run_bench_scale(const scale_bench_options& opts) {
   const auto dir = make_temp_dir("bench-scale");
   fmt::print(
       "actorps bench scale: node processes on this machine ({} cores), exactly-once splits of 100 examples,\n"
-      "dense 4-16-2 model, 1 kernel thread per worker, default [runtime]; killed: 10% of the workers (>= 1)\n",
+      "dense 4-16-2 model, 1 kernel thread per worker, default [runtime]; killed: 10% of the workers (>= 1);\n"
+      "frozen: another 10% SIGSTOPped for 3 s, dialed while frozen, back in: from SIGCONT to their next closure\n",
       std::thread::hardware_concurrency());
-  fmt::print("{:>7} {:>3} {:>9} {:>11} {:>10} {:>11} {:>9} {:>11}\n", "workers", "ps", "ready s", "closures/s",
-             "pushes/s", "worker MiB", "PS MiB", "replaced s");
+  fmt::print("{:>7} {:>3} {:>9} {:>11} {:>10} {:>11} {:>9} {:>11} {:>14}\n", "workers", "ps", "ready s", "closures/s",
+             "pushes/s", "worker MiB", "PS MiB", "replaced s", "frozen back s");
   std::map<std::pair<uint32_t, uint32_t>, scale_row> rows;
   for (auto p : opts.ps)
     for (auto n : opts.workers) {
@@ -392,8 +408,9 @@ int run_bench_scale(const scale_bench_options& opts) {
         return 1;
       }
       rows[{n, p}] = *row;
-      fmt::print("{:>7} {:>3} {:>9.2f} {:>11.0f} {:>10.0f} {:>11.1f} {:>9.1f} {:>11.2f}\n", n, p, row->ready_s,
-                 row->closures_per_s, row->pushes_per_s, row->rss_worker, row->rss_ps, row->replaced_s);
+      fmt::print("{:>7} {:>3} {:>9.2f} {:>11.0f} {:>10.0f} {:>11.1f} {:>9.1f} {:>11.2f} {:>14.2f}\n", n, p,
+                 row->ready_s, row->closures_per_s, row->pushes_per_s, row->rss_worker, row->rss_ps, row->replaced_s,
+                 row->back_s);
       std::fflush(stdout);
     }
   std::vector<join_row> joins;
