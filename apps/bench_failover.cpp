@@ -15,8 +15,8 @@
 #include <fmt/format.h>
 #include <caf/actor_system.hpp>
 
-#include "actors/coordinator/fit.hpp"
 #include "actors/net/system_config.hpp"
+#include "actors/training/fit.hpp"
 #include "actors/worker/worker_functions.hpp"
 #include "apps/bench_cluster.hpp"
 #include "apps/bench_util.hpp"
@@ -57,7 +57,7 @@ caf::expected<failover_result> failover(cluster_coordinator& c, bench_cluster& c
   failover_result out;
   std::deque<std::pair<remote_value, bool>> in_flight;  // (closure, queued after the kill)
   std::optional<clock_type::time_point> killed;
-  const auto before = c.shard_stats();
+  const auto before = c.placement().shard_stats();
   if (!before) return before.error();
   for (uint32_t queued = 0, done = 0; done < steps;) {
     while (queued < steps && in_flight.size() < window) {
@@ -78,7 +78,7 @@ caf::expected<failover_result> failover(cluster_coordinator& c, bench_cluster& c
     }
   }
   if (auto err = c.join()) return err;
-  auto after = c.shard_stats();
+  auto after = c.placement().shard_stats();
   if (!after) return after.error();
   for (size_t i = 0; i < after->size(); ++i)
     out.applied.push_back((*after)[i].examples_applied() - (*before)[i].examples_applied());

@@ -5,7 +5,7 @@
 //   - the PS tasks' load (tensor bytes/s of their pulls and pushes, from
 //     the shards' range counters) and busy time (their processes' CPU) with
 //     the parts round robin, and with `partitioner = "load"` after the
-//     policy (actors/coordinator/rebalance.hpp) had its looks;
+//     policy (actors/training/rebalance.hpp) had its looks;
 //   - then, on the second cluster while it trains, parts moved one after
 //     another until `--migrate-mib` of values and optimizer slots moved:
 //     the longest pause of a part and the updates a target's copy lacked.
@@ -17,9 +17,9 @@
 #include <fmt/format.h>
 #include <caf/actor_system.hpp>
 
-#include "actors/coordinator/fit.hpp"
-#include "actors/coordinator/rebalance.hpp"
 #include "actors/net/system_config.hpp"
+#include "actors/training/fit.hpp"
+#include "actors/training/rebalance.hpp"
 #include "actors/worker/worker_functions.hpp"
 #include "apps/bench_cluster.hpp"
 #include "apps/bench_util.hpp"
@@ -87,7 +87,7 @@ caf::expected<int64_t> train_for(cluster_coordinator& c, double seconds, const s
 
 // Per PS task, the tensor bytes its shards' ranges counted so far.
 caf::expected<std::vector<double>> task_bytes(cluster_coordinator& c) {
-  auto stats = c.shard_stats();
+  auto stats = c.placement().shard_stats();
   if (!stats) return stats.error();
   std::vector<double> out;
   for (auto& s : *stats) {
@@ -103,10 +103,10 @@ caf::expected<std::vector<double>> task_bytes(cluster_coordinator& c) {
 // move whose copy diverged is given up, and shows here and as failed).
 caf::error migrate(cluster_coordinator& c, uint32_t ps, uint32_t mib, measured& m) {
   for (size_t i = 0; m.migrated < int64_t(mib) << 20; ++i) {
-    const auto& v = c.variables()[0];  // the table
+    const auto& v = c.placement().variables()[0];  // the table
     const auto part = i % v.shards.size();
     move_report done;
-    auto moved = c.move_shard(v.shard_name(part), uint32_t(v.shards[part].ps_task + 1) % ps, &done);
+    auto moved = c.placement().move_shard(v.shard_name(part), uint32_t(v.shards[part].ps_task + 1) % ps, &done);
     m.diverged += std::abs(done.diverged);
     if (!moved) {
       ++m.failed_moves;

@@ -25,9 +25,9 @@
 #include <spdlog/spdlog.h>
 #include <caf/actor_system.hpp>
 
-#include "actors/coordinator/fit.hpp"
 #include "actors/launch/subprocess.hpp"
 #include "actors/net/system_config.hpp"
+#include "actors/training/fit.hpp"
 #include "apps/bench_util.hpp"
 #include "apps/commands.hpp"
 
@@ -217,7 +217,7 @@ double back_in(scale_cluster& s, uint32_t first, uint32_t last, uint32_t n, cloc
 
 uint64_t pushes(cluster_coordinator& c) {
   uint64_t n = 0;
-  if (auto stats = c.shard_stats())
+  if (auto stats = c.placement().shard_stats())
     for (auto& s : *stats) n += s.pushes_applied();
   return n;
 }

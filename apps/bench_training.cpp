@@ -13,11 +13,11 @@
 #include <fmt/format.h>
 #include <caf/actor_system.hpp>
 
-#include "actors/coordinator/fit.hpp"
-#include "actors/coordinator/trace_file.hpp"
 #include "actors/launch/local_host.hpp"
 #include "actors/metrics/scrape.hpp"
 #include "actors/net/system_config.hpp"
+#include "actors/training/fit.hpp"
+#include "actors/training/trace_file.hpp"
 #include "actors/worker/worker_functions.hpp"
 #include "apps/bench_cluster.hpp"
 #include "apps/bench_util.hpp"

@@ -13,9 +13,9 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include "actors/coordinator/callbacks.hpp"
-#include "actors/coordinator/checkpoint.hpp"
+#include "actors/checkpoint/checkpoint.hpp"
 #include "actors/dataset/pipeline.hpp"
+#include "actors/training/callbacks.hpp"
 #include "apps/commands.hpp"
 #include "messages/errors.hpp"
 

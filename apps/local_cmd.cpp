@@ -1,7 +1,7 @@
 // `actorps local` and `actorps chaos`: the topology's nodes as child
 // processes of this machine (actors/launch/local_nodes.hpp), restarted when
 // they die; the job run against them as the coordinator; with a seed, its
-// fault plan carried out meanwhile (actors/coordinator/chaos.hpp). SIGINT and
+// fault plan carried out meanwhile (actors/faults/chaos.hpp). SIGINT and
 // SIGTERM (Ctrl-C) stop every child the same way and exit 130: the
 // coordinator is interrupted between writes, and a checkpoint is renamed
 // into place only when complete, so the last complete one stays intact.
@@ -15,12 +15,12 @@
 #include <caf/scoped_actor.hpp>
 #include <caf/send.hpp>
 
-#include "actors/coordinator/chaos.hpp"
-#include "actors/coordinator/run_job.hpp"
-#include "actors/coordinator/trace_file.hpp"
+#include "actors/faults/chaos.hpp"
 #include "actors/launch/local_nodes.hpp"
 #include "actors/launch/netns.hpp"
 #include "actors/net/system_config.hpp"
+#include "actors/training/run_job.hpp"
+#include "actors/training/trace_file.hpp"
 #include "apps/commands.hpp"
 #include "messages/errors.hpp"
 

@@ -11,9 +11,9 @@
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
 
-#include "actors/coordinator/run_job.hpp"
 #include "actors/launch/netns.hpp"
 #include "actors/node/serve_node.hpp"
+#include "actors/training/run_job.hpp"
 #include "apps/commands.hpp"
 #include "messages/errors.hpp"
 

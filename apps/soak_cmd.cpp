@@ -6,7 +6,7 @@
 // kind (config/fault_plan.hpp: draw_soak_round); when a round's draw holds
 // the coordinator's kill, the soak SIGKILLs that `actorps chaos` mid-run
 // and runs the same command again, which resumes from the newest
-// checkpoint. Each round is checked (actors/coordinator/soak_check.hpp):
+// checkpoint. Each round is checked (actors/faults/soak_check.hpp):
 // no hang, every epoch, every lost worker back, accuracy within 1 point of
 // the fault-free run's, and (exactly_once jobs) every example and every
 // step applied once. A shard restored from a checkpoint loses the steps
@@ -28,8 +28,8 @@
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
-#include "actors/coordinator/checkpoint.hpp"
-#include "actors/coordinator/soak_check.hpp"
+#include "actors/checkpoint/checkpoint.hpp"
+#include "actors/faults/soak_check.hpp"
 #include "actors/launch/local_nodes.hpp"
 #include "actors/launch/netns.hpp"
 #include "actors/launch/subprocess.hpp"

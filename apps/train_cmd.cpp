@@ -2,8 +2,8 @@
 // chief/worker/ps recipe, where only TF_CONFIG differs between processes.
 #include <spdlog/spdlog.h>
 
-#include "actors/coordinator/run_job.hpp"
 #include "actors/launch/subprocess.hpp"
+#include "actors/training/run_job.hpp"
 #include "apps/commands.hpp"
 #include "messages/errors.hpp"
 

@@ -41,7 +41,7 @@ struct training_options {
   partitioner variable_partitioner;  // TF's variable_partitioner; none by default
   // partitioner = "load": every rebalance_interval_s the coordinator moves
   // parts off the busiest PS tasks until max/mean load <= max_load_ratio
-  // (actors/coordinator/rebalance.hpp).
+  // (actors/training/rebalance.hpp).
   uint32_t rebalance_interval_s = 10;
   float max_load_ratio = 1.3f;
   uint32_t ps_replicas = 1;              // 2: each shard has a backup on the next PS task's node (async only)

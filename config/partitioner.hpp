@@ -18,7 +18,7 @@ struct partitioner {
   // load: variables of at least min_shard_bytes in num_shards equal parts,
   // each part placed on the PS task holding the fewest bytes so far (TF1's
   // GreedyLoadBalancingStrategy by bytes); the coordinator then moves parts
-  // by their measured load (actors/coordinator/rebalance.hpp).
+  // by their measured load (actors/training/rebalance.hpp).
   enum class kind { none, fixed_shards, min_size, max_size, load };
   kind type = kind::none;
   int64_t num_shards = 1;               // fixed_shards, load

@@ -12,7 +12,7 @@
 
 #include <boost/test/unit_test.hpp>
 
-#include "actors/coordinator/checkpoint.hpp"
+#include "actors/checkpoint/checkpoint.hpp"
 #include "actors/launch/subprocess.hpp"
 #include "config/cluster_spec.hpp"
 

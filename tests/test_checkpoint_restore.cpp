@@ -12,7 +12,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "actors/coordinator/checkpoint.hpp"
+#include "actors/checkpoint/checkpoint.hpp"
 #include "tests/job_files.hpp"
 #include "tests/training_jobs.hpp"
 

@@ -11,9 +11,9 @@
 
 #include <csignal>
 
-#include "actors/coordinator/chaos.hpp"
 #include "actors/coordinator/closure_queue.hpp"
 #include "actors/coordinator/worker_proxy.hpp"
+#include "actors/faults/chaos.hpp"
 #include "actors/launch/local_host.hpp"
 #include "actors/metrics/scrape.hpp"
 #include "tests/actor_test.hpp"

@@ -11,7 +11,7 @@
 #include <fmt/format.h>
 #include <boost/test/unit_test.hpp>
 
-#include "actors/coordinator/checkpoint.hpp"
+#include "actors/checkpoint/checkpoint.hpp"
 #include "actors/launch/local_host.hpp"
 #include "tests/job_files.hpp"
 

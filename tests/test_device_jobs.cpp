@@ -8,7 +8,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "actors/coordinator/checkpoint.hpp"
+#include "actors/checkpoint/checkpoint.hpp"
 #include "actors/launch/local_host.hpp"
 #include "tests/job_files.hpp"
 

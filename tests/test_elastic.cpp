@@ -9,9 +9,9 @@
 
 #include <boost/test/unit_test.hpp>
 
-#include "actors/coordinator/fit.hpp"
 #include "actors/launch/local_host.hpp"
 #include "actors/net/system_config.hpp"
+#include "actors/training/fit.hpp"
 #include "messages/errors.hpp"
 #include "tests/job_files.hpp"
 

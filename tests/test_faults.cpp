@@ -9,7 +9,7 @@
 #include <sstream>
 #include <thread>
 
-#include "actors/coordinator/checkpoint.hpp"
+#include "actors/checkpoint/checkpoint.hpp"
 #include "tests/cluster_harness.hpp"
 #include "tests/job_files.hpp"
 #include "tests/local_jobs.hpp"

@@ -1,5 +1,5 @@
 // Moving a variable shard to another PS task while training runs
-// (ps.proto MoveOut, actors/coordinator/shard_move.hpp): the copy is exact,
+// (ps.proto MoveOut, actors/placement/shard_move.hpp): the copy is exact,
 // with the changes made during it; nothing is lost or applied twice, in
 // one process and across PS and worker processes; bad moves get typed
 // refusals and change nothing.
@@ -12,7 +12,7 @@
 #include <thread>
 
 #include "actors/coordinator/cluster_coordinator.hpp"
-#include "actors/coordinator/shard_move.hpp"
+#include "actors/placement/shard_move.hpp"
 #include "actors/shard/shard_core.hpp"
 #include "actors/worker/worker_functions.hpp"
 #include "tests/cluster_harness.hpp"
@@ -354,41 +354,41 @@ BOOST_AUTO_TEST_CASE(a_job_trains_on_while_a_shard_moves_and_back_and_applies_ea
   cluster_client client(cluster.config);
   closure_job job;
   auto& c = job.connect(client, partitioner::min_size(128, 2));
-  const auto moving = c.variables()[0].shard_name(0);
+  const auto moving = c.placement().variables()[0].shard_name(0);
   BOOST_REQUIRE(moving == "dense_0/kernel/part_0");
-  BOOST_REQUIRE(c.variables()[0].shards[0].ps_task == 0);
+  BOOST_REQUIRE(c.placement().variables()[0].shards[0].ps_task == 0);
   job.create_workers(c);
   // Bad moves: typed, nothing changed.
-  BOOST_TEST(int(code_of(c.move_shard("nope", 1).error())) == int(errc::unknown_variable));
-  BOOST_TEST(int(code_of(c.move_shard(moving, 7).error())) == int(errc::out_of_range));
-  BOOST_TEST(int(code_of(c.move_shard(moving, 0).error())) == int(errc::invalid_argument));
+  BOOST_TEST(int(code_of(c.placement().move_shard("nope", 1).error())) == int(errc::unknown_variable));
+  BOOST_TEST(int(code_of(c.placement().move_shard(moving, 7).error())) == int(errc::out_of_range));
+  BOOST_TEST(int(code_of(c.placement().move_shard(moving, 0).error())) == int(errc::invalid_argument));
   const int steps = 5;
   auto runs = job.schedule(c, 120, steps);
   BOOST_REQUIRE(runs[20].fetch());  // training is under way
-  auto there = c.move_shard(moving, 1);
+  auto there = c.placement().move_shard(moving, 1);
   BOOST_REQUIRE_MESSAGE(there, (there ? "" : why(there.error())));
-  BOOST_TEST(c.variables()[0].shards[0].ps_task == 1);
+  BOOST_TEST(c.placement().variables()[0].shards[0].ps_task == 1);
   BOOST_REQUIRE(runs[60].fetch());
   // Another move from ps:1 under way (this process begins one itself): refused, nothing changed.
   auto ps1 = client.spawn_shard(client.must_dial("ps:1"), 1, pb::Consistency{});  // the job's shard
   BOOST_REQUIRE(ps1);
-  const auto other = c.variables()[0].shard_name(1);
+  const auto other = c.placement().variables()[0].shard_name(1);
   BOOST_REQUIRE(call<pb::MoveData>(client.self, *ps1, move_out(pb::MoveOut::BEGIN, other)));
-  auto busy = c.move_shard(moving, 0);
+  auto busy = c.placement().move_shard(moving, 0);
   BOOST_REQUIRE(!busy);
   BOOST_CHECK_MESSAGE(busy.error() == errc::busy, why(busy.error()));
-  BOOST_TEST(c.variables()[0].shards[0].ps_task == 1);
+  BOOST_TEST(c.placement().variables()[0].shards[0].ps_task == 1);
   BOOST_REQUIRE(call<pb::MoveData>(client.self, *ps1, move_out(pb::MoveOut::ABORT, other)));
-  auto back = c.move_shard(moving, 0);
+  auto back = c.placement().move_shard(moving, 0);
   BOOST_REQUIRE_MESSAGE(back, (back ? "" : why(back.error())));
-  BOOST_TEST(c.variables()[0].shards[0].ps_task == 0);
+  BOOST_TEST(c.placement().variables()[0].shards[0].ps_task == 0);
   job.check_each_step_once(c, runs, steps);
   BOOST_TEST_MESSAGE("there: " << there->changes << " change(s) replayed, paused " << there->pause_s
                                << " s; back: " << back->changes << ", paused " << back->pause_s << " s");
   // Every shard's own count, the moved one's included (pull_values keeps the highest).
-  auto stats = c.shard_stats();
+  auto stats = c.placement().shard_stats();
   BOOST_REQUIRE(stats);
   size_t parts = 0;
-  for (auto& v : c.variables()) parts += v.shards.size();
+  for (auto& v : c.placement().variables()) parts += v.shards.size();
   BOOST_TEST((*stats)[0].variables() + (*stats)[1].variables() == parts);  // each held once
 }

@@ -8,10 +8,10 @@
 
 #include <filesystem>
 
-#include "actors/coordinator/checkpoint.hpp"
+#include "actors/checkpoint/checkpoint.hpp"
 #include "actors/coordinator/closure_queue.hpp"
-#include "actors/coordinator/ps_keeper.hpp"
 #include "actors/launch/local_host.hpp"
+#include "actors/placement/ps_keeper.hpp"
 #include "actors/variables/wire_forms.hpp"
 #include "messages/tensor_bytes.hpp"
 #include "tests/actor_test.hpp"

@@ -15,8 +15,8 @@
 #include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
 
-#include "actors/coordinator/callbacks.hpp"
 #include "actors/coordinator/cluster_coordinator.hpp"
+#include "actors/training/callbacks.hpp"
 #include "actors/worker/worker_functions.hpp"
 #include "tests/cluster_harness.hpp"
 #include "tests/job_files.hpp"
@@ -46,7 +46,7 @@ struct sigterm_at : train::fit_callback {
 // The ps tasks each variable shard lives on.
 std::map<std::string, int> layout(const cluster_coordinator& c) {
   std::map<std::string, int> out;
-  for (auto& v : c.variables())
+  for (auto& v : c.placement().variables())
     for (size_t s = 0; s < v.shards.size(); ++s) out[v.shard_name(s)] = v.shards[s].ps_task;
   return out;
 }
@@ -64,47 +64,48 @@ BOOST_AUTO_TEST_CASE(a_ps_task_added_on_a_standby_node_takes_shards_and_a_draine
   cluster_client client(cluster.config);
   closure_job job;
   auto& c = job.connect(client, partitioner::min_size(128, 2));
-  BOOST_TEST(code(c.add_ps().error()) == int(errc::invalid_argument));  // no workers yet: nothing to respawn
+  BOOST_TEST(code(c.placement().add_ps().error()) ==
+             int(errc::invalid_argument));  // no workers yet: nothing to respawn
   job.create_workers(c);
   const int steps = 5;
   auto runs = job.schedule(c, 120, steps);
   BOOST_REQUIRE(runs[20].fetch());  // training is under way
 
-  auto added = c.add_ps();
+  auto added = c.placement().add_ps();
   BOOST_REQUIRE_MESSAGE(added, (added ? "" : why(added.error())));
   BOOST_TEST(*added == 2u);
-  BOOST_TEST(*c.active_ps() == (std::vector<uint32_t>{0, 1, 2}));
-  BOOST_TEST(code(c.add_ps().error()) == int(errc::no_standby));  // the one standby node serves ps:2 now
-  const auto kernel0 = c.variables()[0].shard_name(0);
+  BOOST_TEST(*c.placement().active_ps() == (std::vector<uint32_t>{0, 1, 2}));
+  BOOST_TEST(code(c.placement().add_ps().error()) == int(errc::no_standby));  // the one standby node serves ps:2 now
+  const auto kernel0 = c.placement().variables()[0].shard_name(0);
   BOOST_REQUIRE(layout(c)[kernel0] == 0);
-  auto onto = c.move_shard(kernel0, 2);
+  auto onto = c.placement().move_shard(kernel0, 2);
   BOOST_REQUIRE_MESSAGE(onto, (onto ? "" : why(onto.error())));
   BOOST_REQUIRE(runs[60].fetch());
 
-  auto drained = c.remove_ps(0);
+  auto drained = c.placement().remove_ps(0);
   BOOST_REQUIRE_MESSAGE(drained, (drained ? "" : why(drained.error())));
   BOOST_TEST(!drained->empty());
-  BOOST_TEST(*c.active_ps() == (std::vector<uint32_t>{1, 2}));
+  BOOST_TEST(*c.placement().active_ps() == (std::vector<uint32_t>{1, 2}));
   for (auto& [name, ps] : layout(c)) BOOST_TEST(ps != 0, name << " is still on ps:0");
   ::kill(cluster.node("ps:0").pid(), SIGKILL);  // nobody needs it any more
   // Bad requests: typed, nothing changed.
-  BOOST_TEST(code(c.remove_ps(0).error()) == int(errc::out_of_range));
-  BOOST_TEST(code(c.remove_ps(7).error()) == int(errc::out_of_range));
-  BOOST_TEST(code(c.move_shard(kernel0, 0).error()) == int(errc::out_of_range));
+  BOOST_TEST(code(c.placement().remove_ps(0).error()) == int(errc::out_of_range));
+  BOOST_TEST(code(c.placement().remove_ps(7).error()) == int(errc::out_of_range));
+  BOOST_TEST(code(c.placement().move_shard(kernel0, 0).error()) == int(errc::out_of_range));
 
   job.check_each_step_once(c, runs, steps);
-  auto values = c.pull_values();
+  auto values = c.placement().pull_values();
   BOOST_REQUIRE_MESSAGE(values, (values ? "" : why(values.error())));
-  auto stats = c.shard_stats();
+  auto stats = c.placement().shard_stats();
   BOOST_REQUIRE(stats);
   BOOST_REQUIRE(stats->size() == 3u);
   BOOST_TEST((*stats)[0].variables() == 0u);  // retired: not asked
   BOOST_TEST((*stats)[2].variables() >= 1u);
   // The last two: one may go, the last one stays.
-  auto second = c.remove_ps(1);
+  auto second = c.placement().remove_ps(1);
   BOOST_REQUIRE_MESSAGE(second, (second ? "" : why(second.error())));
-  BOOST_TEST(code(c.remove_ps(2).error()) == int(errc::invalid_argument));
-  auto after = c.pull_values();
+  BOOST_TEST(code(c.placement().remove_ps(2).error()) == int(errc::invalid_argument));
+  auto after = c.placement().pull_values();
   BOOST_REQUIRE_MESSAGE(after, (after ? "" : why(after.error())));
   BOOST_TEST(*after == *values);  // the moves kept every value
 }
@@ -129,7 +130,7 @@ BOOST_AUTO_TEST_CASE(a_move_whose_target_node_is_killed_is_recovered_by_the_keep
   BOOST_REQUIRE(runs[20].fetch());
   std::string moving;  // ps:0's largest shard: the longest move
   int64_t largest = 0;
-  for (auto& v : c.variables())
+  for (auto& v : c.placement().variables())
     for (size_t s = 0; s < v.shards.size(); ++s)
       if (v.shards[s].ps_task == 0 && v.shard_count(s) > largest) moving = v.shard_name(s), largest = v.shard_count(s);
   BOOST_REQUIRE(!moving.empty());
@@ -137,7 +138,7 @@ BOOST_AUTO_TEST_CASE(a_move_whose_target_node_is_killed_is_recovered_by_the_keep
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
     ::kill(cluster.node("ps:1").pid(), SIGKILL);
   });
-  auto moved = c.move_shard(moving, 1);
+  auto moved = c.placement().move_shard(moving, 1);
   killer.join();
   BOOST_TEST_MESSAGE("the move " << (moved ? "completed" : "was given up: " + why(moved.error())));
   BOOST_TEST(layout(c)[moving] == (moved ? 1 : 0));
@@ -172,13 +173,13 @@ BOOST_AUTO_TEST_CASE(a_sigtermed_ps_node_is_drained_out_of_the_job_and_exits) {
   auto exited = cluster.node("ps:1").wait(30s);
   BOOST_REQUIRE_MESSAGE(exited, (exited ? "" : why(exited.error())));
   BOOST_TEST(*exited == 0);
-  BOOST_TEST(*(*c)->active_ps() == std::vector<uint32_t>{0});
+  BOOST_TEST(*(*c)->placement().active_ps() == std::vector<uint32_t>{0});
   for (auto& [name, ps] : layout(**c)) BOOST_TEST(ps == 0, name);
   BOOST_TEST(count_of(said.str(), "coordinator: ps:1 asks to leave the job (SIGTERM on its node)") == 1u, said.str());
   BOOST_TEST(count_of(said.str(), "coordinator: ps:1 drained (4 shard(s) moved off)") == 1u, said.str());
   BOOST_TEST(count_of(said.str(), "ps:1 lost") == 0u, said.str());
   BOOST_TEST(count_of(read_file(cluster.dir + "/nodes.log"),
                       "node ps:1: drained (4 shard(s) moved off); it left the job") == 1u);
-  auto values = (*c)->pull_values();
+  auto values = (*c)->placement().pull_values();
   BOOST_REQUIRE_MESSAGE(values, (values ? "" : why(values.error())));
 }

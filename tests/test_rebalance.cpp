@@ -1,9 +1,9 @@
-// The `load` partitioner's policy (actors/coordinator/rebalance.hpp): its
+// The `load` partitioner's policy (actors/training/rebalance.hpp): its
 // rules on crafted loads, and a job that trains while it moves parts.
 #define BOOST_TEST_MODULE rebalance
 #include <boost/test/unit_test.hpp>
 
-#include "actors/coordinator/rebalance.hpp"
+#include "actors/training/rebalance.hpp"
 #include "tests/job_files.hpp"
 #include "tests/local_jobs.hpp"
 

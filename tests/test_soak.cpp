@@ -5,7 +5,7 @@
 
 #include <set>
 
-#include "actors/coordinator/soak_check.hpp"
+#include "actors/faults/soak_check.hpp"
 #include "config/fault_plan.hpp"
 #include "tests/cluster_harness.hpp"
 #include "tests/job_files.hpp"

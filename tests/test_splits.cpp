@@ -10,7 +10,7 @@
 #include <atomic>
 #include <thread>
 
-#include "actors/coordinator/shard_move.hpp"
+#include "actors/placement/shard_move.hpp"
 #include "actors/shard/shard_core.hpp"
 #include "tests/cluster_harness.hpp"
 

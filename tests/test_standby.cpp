@@ -33,8 +33,8 @@ BOOST_AUTO_TEST_CASE(a_ps_node_that_never_returns_moves_to_the_standby_node_and_
   auto c = train::connect_job(client.sys, job);
   BOOST_REQUIRE_MESSAGE(c, (c ? "" : describe(c.error())));
   train::backup_and_restore backup(checkpoints, 10);
-  (*c)->restore_lost_shards_from(checkpoints);  // as `actorps local` and `train` do
-  std::ostringstream said;                      // the coordinator's log (this process's)
+  (*c)->placement().restore_lost_shards_from(checkpoints);  // as `actorps local` and `train` do
+  std::ostringstream said;                                  // the coordinator's log (this process's)
   spdlog::default_logger()->sinks().push_back(std::make_shared<spdlog::sinks::ostream_sink_mt>(said));
   // After epoch 1's checkpoint, ps:1's node is killed for good.
   std::thread killer([&] {
@@ -46,7 +46,7 @@ BOOST_AUTO_TEST_CASE(a_ps_node_that_never_returns_moves_to_the_standby_node_and_
   BOOST_REQUIRE_MESSAGE(fitted, (fitted ? "" : describe(fitted.error())));
   BOOST_TEST(fitted->history.size() == 12u);
   BOOST_TEST(fitted->history.back().step == 12 * 300);
-  auto values = (*c)->pull_values();  // both shards answer, ps:1's from the standby node
+  auto values = (*c)->placement().pull_values();  // both shards answer, ps:1's from the standby node
   BOOST_REQUIRE_MESSAGE(values, (values ? "" : describe(values.error())));
   spdlog::default_logger()->sinks().pop_back();
   const auto moved =

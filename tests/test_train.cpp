@@ -7,9 +7,9 @@
 #include <fstream>
 #include <iterator>
 
-#include "actors/coordinator/checkpoint.hpp"
-#include "actors/coordinator/event_log.hpp"
+#include "actors/checkpoint/checkpoint.hpp"
 #include "actors/launch/local_host.hpp"
+#include "actors/training/event_log.hpp"
 #include "messages/errors.hpp"
 
 using namespace actorps;

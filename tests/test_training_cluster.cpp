@@ -11,11 +11,11 @@
 #include <random>
 #include <thread>
 
-#include "actors/coordinator/callbacks.hpp"
-#include "actors/coordinator/checkpoint.hpp"
+#include "actors/checkpoint/checkpoint.hpp"
 #include "actors/coordinator/cluster_coordinator.hpp"
-#include "actors/coordinator/event_log.hpp"
-#include "actors/coordinator/fit.hpp"
+#include "actors/training/callbacks.hpp"
+#include "actors/training/event_log.hpp"
+#include "actors/training/fit.hpp"
 #include "actors/variables/wire_forms.hpp"
 #include "actors/worker/worker_functions.hpp"
 
@@ -59,7 +59,7 @@ struct coordinated {
     pb::Optimizer sgd;
     sgd.set_learning_rate(lr);
     BOOST_REQUIRE(!c->create_variables(m, 0, sgd, partitioner::min_size(128, 2)));
-    BOOST_REQUIRE(c->variables()[0].shards.size() == 2u);  // dense_0/kernel [4, 16]: split over both PS
+    BOOST_REQUIRE(c->placement().variables()[0].shards.size() == 2u);  // dense_0/kernel [4, 16]: split over both PS
     BOOST_REQUIRE(!c->create_workers(m, {1}));
     auto info = c->create_per_worker_dataset("train", data);
     BOOST_REQUIRE_MESSAGE(info, (info ? "" : why(info.error())));
@@ -191,7 +191,7 @@ BOOST_DATA_TEST_CASE(sync_training_equals_single_process_sgd_on_the_same_batches
     for (int w = 0; w < 2; ++w)
       j.c->schedule("train_step", {per_worker_dataset("train"), integer_value(3)}, {false, w});
   BOOST_REQUIRE(!j.c->join());
-  auto trained = j.c->pull_values();
+  auto trained = j.c->placement().pull_values();
   BOOST_REQUIRE(trained);
   // The same steps in this process: step k averages the gradients of each
   // worker's k-th batch (worker w reads examples w, w+2, ...) and applies SGD.
@@ -227,7 +227,8 @@ BOOST_DATA_TEST_CASE(sync_training_equals_single_process_sgd_on_the_same_batches
   for (size_t i = 0; i < p.values.size(); ++i) {
     size_t differ = 0;
     for (size_t e = 0; e < p.values[i].size(); ++e) differ += (*trained)[i][e] != p.values[i][e];
-    BOOST_TEST(differ == 0u, j.c->variables()[i].name << ": " << differ << " of " << p.values[i].size() << " differ");
+    BOOST_TEST(differ == 0u,
+               j.c->placement().variables()[i].name << ": " << differ << " of " << p.values[i].size() << " differ");
   }
   // 12 steps x 2 workers x 2 PS tasks, one pull and one push frame each
   // (SYNC pulls nothing ahead).

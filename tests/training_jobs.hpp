@@ -9,8 +9,8 @@
 
 #include <boost/test/unit_test.hpp>
 
-#include "actors/coordinator/callbacks.hpp"
-#include "actors/coordinator/fit.hpp"
+#include "actors/training/callbacks.hpp"
+#include "actors/training/fit.hpp"
 #include "actors/worker/worker_functions.hpp"
 #include "tests/cluster_harness.hpp"
 
@@ -106,7 +106,7 @@ inline fit_outcome sync_fit(uint32_t epochs, const std::string& checkpoints, con
   train::backup_and_restore backup(checkpoints, 10, how.every_steps);
   auto fitted = train::fit(**c, job, {&backup});
   BOOST_REQUIRE_MESSAGE(fitted, (fitted ? "" : describe(fitted.error())));
-  auto values = (*c)->pull_values();
+  auto values = (*c)->placement().pull_values();
   BOOST_REQUIRE(values);
   return {*values, *fitted};
 }
@@ -154,10 +154,10 @@ struct closure_job {
       BOOST_TEST((*v)[3].integer() == steps);
     }
     std::vector<uint64_t> versions;
-    auto values = c.pull_values(0, &versions);
+    auto values = c.placement().pull_values(0, &versions);
     BOOST_REQUIRE_MESSAGE(values, (values ? "" : describe(values.error())));
     for (size_t i = 0; i < versions.size(); ++i)
-      BOOST_TEST(versions[i] == uint64_t(runs.size()) * uint64_t(steps), c.variables()[i].name);
+      BOOST_TEST(versions[i] == uint64_t(runs.size()) * uint64_t(steps), c.placement().variables()[i].name);
   }
 };
 

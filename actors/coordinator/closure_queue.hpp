@@ -29,7 +29,7 @@
 
 #include <caf/expected.hpp>
 
-#include "actors/coordinator/coordinator_metrics.hpp"
+#include "actors/metrics/coordinator_metrics.hpp"
 #include "messages/interfaces.hpp"
 
 namespace actorps {

@@ -6,9 +6,9 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include "actors/coordinator/coordinator_impl.hpp"
+#include <caf/scoped_actor.hpp>
+
 #include "actors/coordinator/membership.hpp"
-#include "actors/coordinator/ps_keeper.hpp"
 #include "actors/coordinator/worker_proxy.hpp"
 #include "actors/net/dial.hpp"
 #include "actors/net/request_now.hpp"
@@ -18,13 +18,34 @@
 
 namespace actorps {
 
+struct cluster_coordinator::impl {
+  impl(caf::actor_system& sys, cluster_spec s) : spec(std::move(s)), self(sys) {}
+
+  cluster_spec spec;
+  caf::scoped_actor self;
+  std::chrono::milliseconds timeout{spec.runtime.connect_timeout_ms};
+  std::unique_ptr<ps_placement> ps;  // the shards, and from create_workers on their keeper
+  int64_t input_size = 0;            // the model's, once variables exist
+  caf::actor membership;             // from create_workers on: the one owner of the worker set
+  node_actor node;                   // accept_joins: this process's node actor, published on the coordinator's node
+  uint16_t node_port = 0;
+  std::shared_ptr<closure_queue> queue;
+  size_t queue_capacity = 0;
+  pb::Consistency consistency;
+  std::map<std::string, pb::DatasetInfo> datasets;  // by name, as created
+
+  template <class Reply, class Handle, class... Ts>
+  caf::expected<Reply> ask(const Handle& to, const Ts&... xs) {
+    return request_now<Reply>(self, to, std::max(timeout, std::chrono::milliseconds(60000)), xs...);
+  }
+};
+
 cluster_coordinator::cluster_coordinator(std::unique_ptr<impl> p) : p_(std::move(p)) {}
 
 cluster_coordinator::~cluster_coordinator() {
   if (p_->node_port != 0) p_->self->send(connector(p_->self->home_system()), caf::close_atom_v, p_->node_port);
   if (p_->node) p_->self->send_exit(p_->node, caf::exit_reason::user_shutdown);
-  for (auto* a : {&p_->membership, &p_->keeper})
-    if (*a) p_->self->send_exit(*a, caf::exit_reason::user_shutdown);
+  if (p_->membership) p_->self->send_exit(p_->membership, caf::exit_reason::user_shutdown);
 }
 
 caf::expected<std::unique_ptr<cluster_coordinator>> cluster_coordinator::connect(caf::actor_system& sys,
@@ -35,13 +56,9 @@ caf::expected<std::unique_ptr<cluster_coordinator>> cluster_coordinator::connect
   auto p = std::make_unique<impl>(sys, spec);
   p->queue_capacity = queue_capacity;
   p->consistency = consistency;
-  for (uint32_t i = 0; i < spec.count(pb::PS); ++i) {
-    auto shard = p->spawn_shard(i, false);
-    if (!shard) return shard.error();
-    p->setup_shards.push_back(*shard);
-  }
-  if (ps_replicas > 1)
-    if (auto err = p->replicate()) return err;
+  auto ps = ps_placement::connect(sys, spec, consistency, ps_replicas);
+  if (!ps) return ps.error();
+  p->ps = std::move(*ps);
   return std::unique_ptr<cluster_coordinator>(new cluster_coordinator(std::move(p)));
 }
 
@@ -50,30 +67,23 @@ caf::error cluster_coordinator::create_variables(const kernels::model_spec& mode
   if (auto problem = model.check(); !problem.empty()) return make_error(errc::invalid_config, "model: " + problem);
   kernels::sequential_model probe(model, kernels::reference_ops());
   p_->input_size = probe.input_size();
-  auto shards = p_->shards();
-  if (!shards) return shards.error();
-  p_->vars = model_variables(probe.parameters(), int(shards->size()), split, seed, optimizer);
-  for (auto& param : probe.parameters())
-    if (param.sparse) p_->tables.insert(param.name);
-  for (auto& [ps, req] : create_requests(p_->vars))
-    if (auto created = p_->ask<pb::Created>((*shards)[size_t(ps)], req); !created)
-      return in_context(created.error(), fmt::format("creating variables on ps:{}", ps));
-  return caf::none;
+  return p_->ps->create_variables(probe.parameters(), seed, optimizer, split);
 }
 
 caf::error cluster_coordinator::create_workers(const kernels::model_spec& model, const worker_devices& compute) {
-  if (p_->vars.empty()) return make_error(errc::invalid_argument, "create_workers: create_variables first");
-  if (p_->keeper) return make_error(errc::invalid_argument, "create_workers: called twice");
+  const auto& vars = p_->ps->variables();
+  if (vars.empty()) return make_error(errc::invalid_argument, "create_workers: create_variables first");
+  if (p_->membership) return make_error(errc::invalid_argument, "create_workers: called twice");
   auto& sys = p_->self->home_system();
   p_->queue = std::make_shared<closure_queue>(p_->queue_capacity, metrics::registry_of(sys), trace::recorder_of(sys));
   const auto& spec = p_->spec;
   const task_id self_task{pb::COORDINATOR, 0};
-  p_->keeper = spawn_ps_keeper(
-      sys, {spec, p_->consistency, p_->setup_shards, p_->setup_backups, p_->vars, {}, p_->queue, p_->checkpoint_dir},
-      network_dialer(spec, self_task));
+  auto shards = p_->ps->shards();
+  if (!shards) return shards.error();
+  auto keeper = p_->ps->start_keeper([queue = p_->queue](caf::error why) { queue->abort(std::move(why)); });
   pb::SpawnWorker sw;
   *sw.mutable_model() = train::to_proto(model);
-  for (auto& v : p_->vars) *sw.add_variables() = train::to_proto(v);
+  for (auto& v : vars) *sw.add_variables() = train::to_proto(v);
   sw.set_threads(compute.threads);
   sw.set_device(compute.device);
   sw.set_devices(compute.devices);
@@ -87,7 +97,8 @@ caf::error cluster_coordinator::create_workers(const kernels::model_spec& model,
       std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
           .count()));
   auto dialer = [self_task](const cluster_spec& s) { return network_dialer(s, self_task); };
-  p_->membership = spawn_membership(sys, {spec, sw, p_->setup_shards, p_->queue, p_->keeper, dialer});
+  p_->membership = spawn_membership(sys, {spec, sw, *shards, p_->queue, keeper, dialer});
+  p_->ps->reroute_through(p_->membership);
   return caf::none;
 }
 
@@ -212,72 +223,20 @@ std::map<uint32_t, uint64_t> cluster_coordinator::closures_by_worker() const {
   return p_->queue ? p_->queue->closures_by_worker() : std::map<uint32_t, uint64_t>{};
 }
 
-const std::vector<sharded_variable>& cluster_coordinator::variables() const { return p_->vars; }
-
-uint32_t cluster_coordinator::slot_count() const {
-  if (p_->vars.empty()) return 0;
-  return uint32_t(kernels::slot_count(static_cast<kernels::optimizer_kind>(p_->vars.front().optimizer.kind())));
-}
-
-caf::expected<std::vector<std::vector<float>>> cluster_coordinator::pull_values(uint32_t slot,
-                                                                                std::vector<uint64_t>* versions) {
-  if (versions != nullptr) versions->assign(p_->vars.size(), 0);
-  auto view = p_->view();
-  std::vector<std::vector<float>> values;
-  std::vector<float*> outs;
-  for (auto& v : p_->vars) values.emplace_back(size_t(v.size()));
-  for (auto& v : values) outs.push_back(v.data());
-  for (auto& [ps, pulls] : split_pull(view, kDefaultChunkBytes, slot))
-    for (auto& pull : pulls) {
-      auto got = p_->ask_shard<pb::Values>(size_t(ps), pull);
-      if (!got) return got.error();
-      if (auto err = scatter_values(*got, view, outs, versions)) return err;
-    }
-  return values;
-}
-
-void cluster_coordinator::restore_lost_shards_from(const std::string& checkpoint_dir) {
-  p_->checkpoint_dir = checkpoint_dir;
-  if (p_->keeper) p_->self->send(p_->keeper, keeper_ckpt_atom_v, checkpoint_dir);
-}
-
-caf::expected<std::vector<pb::ShardStats>> cluster_coordinator::shard_stats() {
-  auto shards = p_->shards();
-  if (!shards) return shards.error();
-  std::vector<pb::ShardStats> out(shards->size());  // a retired task's stays empty
-  for (size_t ps = 0; ps < shards->size(); ++ps) {
-    if (!(*shards)[ps]) continue;
-    auto stats = p_->ask_shard<pb::ShardStats>(ps, pb::ShardStatsRequest{});
-    if (!stats) return stats.error();
-    out[ps] = std::move(*stats);
+caf::error cluster_coordinator::drain_leaving_ps() {
+  if (!p_->membership) return caf::none;
+  auto leaving = p_->ask<std::vector<uint32_t>>(p_->membership, membership_ps_leaving_atom_v);
+  if (!leaving) return leaving.error();
+  for (auto ps : *leaving) {
+    auto moves = p_->ps->remove_ps(ps);
+    if (!moves) spdlog::warn("coordinator: ps:{} asked to leave and stays: {}", ps, describe(moves.error()));
+    p_->self->send(p_->membership, membership_ps_left_atom_v, ps, uint64_t(moves ? moves->size() : 0),
+                   moves ? std::string() : describe(moves.error()));
   }
-  return out;
-}
-
-caf::error cluster_coordinator::set_learning_rate(float learning_rate) {
-  pb::SetLearningRate req;
-  req.set_learning_rate(learning_rate);
-  if (p_->keeper) p_->self->send(p_->keeper, keeper_lr_atom_v, learning_rate);  // for a shard restored later
-  auto tasks = active_ps();
-  if (!tasks) return tasks.error();
-  for (auto ps : *tasks)
-    if (auto set = p_->ask_shard<pb::LearningRateSet>(ps, req); !set) return set.error();
   return caf::none;
 }
 
-caf::error cluster_coordinator::assign_values(const std::vector<const float*>& values, uint32_t slot,
-                                              const std::vector<uint64_t>* versions) {
-  if (values.size() != p_->vars.size())
-    return make_error(errc::invalid_argument,
-                      fmt::format("assign_values: {} values for {} variables", values.size(), p_->vars.size()));
-  auto view = p_->view();
-  auto by_ps = split_assign(view, values, kDefaultChunkBytes, slot);
-  if (versions != nullptr && versions->size() == view.size()) set_versions(by_ps, view, *versions);
-  for (auto& [ps, msgs] : by_ps)
-    for (auto& m : msgs)
-      if (auto done = p_->ask_shard<pb::Assigned>(size_t(ps), m); !done) return done.error();
-  return caf::none;
-}
+ps_placement& cluster_coordinator::placement() const { return *p_->ps; }
 
 metrics::registry& cluster_coordinator::metrics() const { return metrics::registry_of(p_->self->home_system()); }
 

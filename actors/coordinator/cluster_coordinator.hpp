@@ -28,9 +28,9 @@
 #include <caf/scoped_actor.hpp>
 
 #include "actors/coordinator/closure_queue.hpp"
-#include "actors/coordinator/shard_move.hpp"
 #include "actors/metrics/registry.hpp"
-#include "actors/variables/ps_client.hpp"
+#include "actors/net/dial.hpp"
+#include "actors/placement/ps_placement.hpp"
 #include "config/cluster_spec.hpp"
 #include "kernels/model.hpp"
 
@@ -41,9 +41,6 @@ struct schedule_options {
   int worker = -1;          // -1: any worker; else only that one
   uint64_t round = 0;       // > 0: closures that wait for each other on the shards (closure_queue::hold)
 };
-
-/// How long wait_for_workers waits by default.
-constexpr auto kJoinTimeout = std::chrono::milliseconds(120000);
 
 class cluster_coordinator {
  public:
@@ -123,61 +120,15 @@ class cluster_coordinator {
   size_t live_workers() const;
   /// Closures each worker answered so far, by worker index.
   std::map<uint32_t, uint64_t> closures_by_worker() const;
-  const std::vector<sharded_variable>& variables() const;
-  /// Optimizer slots per variable (0 for SGD, 1 for momentum and Adagrad, 2 for Adam).
-  uint32_t slot_count() const;
-  /// The variables' current values, whole, in variables() order (slot k > 0:
-  /// their optimizer slot k - 1); `versions` gets their update counts.
-  [[nodiscard]] caf::expected<std::vector<std::vector<float>>> pull_values(uint32_t slot = 0,
-                                                                           std::vector<uint64_t>* versions = nullptr);
-  /// Where a PS shard that was lost and comes back gets its variables from:
-  /// the newest intact checkpoint there (default: their initial values).
-  /// See actors/coordinator/ps_keeper.hpp.
-  void restore_lost_shards_from(const std::string& checkpoint_dir);
-  /// Each PS shard's counters, in ps task order (a retired task's empty).
-  [[nodiscard]] caf::expected<std::vector<pb::ShardStats>> shard_stats();
-  /// Every variable's learning rate from now on (a schedule's step).
-  [[nodiscard]] caf::error set_learning_rate(float learning_rate);
-  /// Sets the variables (a checkpoint's values, in variables() order), or
-  /// with slot k > 0 their optimizer slot k - 1; `versions`, when given,
-  /// their update counts (Adam's step).
-  [[nodiscard]] caf::error assign_values(const std::vector<const float*>& values, uint32_t slot = 0,
-                                         const std::vector<uint64_t>* versions = nullptr);
-  /// Moves variable shard `shard` ("<variable>/part_<i>", or the variable's
-  /// name when unpartitioned) to ps task `to_ps` while the job runs
-  /// (shard_move.hpp): nothing lost or applied twice; workers are rerouted.
-  /// Async jobs only; one move at a time per source shard (errc::busy).
-  /// `progress`, when given, gets what the move did, a failed one's too.
-  [[nodiscard]] caf::expected<move_report> move_shard(const std::string& shard, uint32_t to_ps,
-                                                      move_report* progress = nullptr);
-  /// Splits shard `shard` of a partitioned table read by row (an
-  /// embedding) in two on its ps task while the job runs (async): rows
-  /// from `at_row` on (of the shard's) become a new shard, named with the
-  /// variable's next free part number, which it returns. Pushes a closure
-  /// made before count as applied on both parts; workers are rerouted.
-  /// Move either part elsewhere with move_shard.
-  [[nodiscard]] caf::expected<std::string> split_shard(const std::string& shard, int64_t at_row);
-  /// The ps tasks in the job now: the topology's, then those add_ps added,
-  /// less those remove_ps retired.
-  [[nodiscard]] caf::expected<std::vector<uint32_t>> active_ps();
-  /// Adds a ps task to the running job (async, ps_replicas = 1): its shard
-  /// starts empty on a free node of role "standby" (errc::no_standby when
-  /// there is none) and the workers are respawned over the new shard list.
-  /// Move shards onto it with move_shard, or let the load policy do it.
-  /// Returns its index.
-  [[nodiscard]] caf::expected<uint32_t> add_ps();
-  /// Drains ps task `ps`: moves each of its shards, largest first, to the
-  /// task holding the fewest elements, then takes it out of the job (its
-  /// node may stop; a standby node serves again as one) and respawns the
-  /// workers over the new shard list. A failed move leaves it in the job
-  /// (what moved stays moved). Returns the moves' reports.
-  [[nodiscard]] caf::expected<std::vector<move_report>> remove_ps(uint32_t ps);
   /// Drains the ps tasks whose node asked to leave (SIGTERM on a PS node;
-  /// actors/coordinator/membership.hpp) with remove_ps, and answers each
+  /// actors/coordinator/membership.hpp) with placement().remove_ps, and answers each
   /// node (a refusal too: the node then stops as it would have). `fit`
   /// calls it through the ps_leaves callback (callbacks.hpp).
   [[nodiscard]] caf::error drain_leaving_ps();
-  /// The coordinator process's metrics (coordinator_metrics.hpp).
+  /// The job's PS administration: its variables on the shards, moves,
+  /// splits, ps tasks added and drained (actors/placement/ps_placement.hpp).
+  ps_placement& placement() const;
+  /// The coordinator process's metrics (actors/metrics/coordinator_metrics.hpp).
   metrics::registry& metrics() const;
 
  private:

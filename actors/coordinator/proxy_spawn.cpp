@@ -2,8 +2,8 @@
 // there, spawn the worker actor (see worker_proxy.hpp).
 #include <spdlog/spdlog.h>
 
-#include "actors/coordinator/coordinator_metrics.hpp"
 #include "actors/coordinator/proxy_state.hpp"
+#include "actors/metrics/coordinator_metrics.hpp"
 #include "actors/net/countdown.hpp"
 
 namespace actorps::proxy {

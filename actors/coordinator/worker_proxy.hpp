@@ -39,7 +39,6 @@
 namespace actorps {
 
 constexpr auto kQueuedWork = std::chrono::milliseconds(2);
-constexpr auto kRecoveryTimeout = std::chrono::seconds(120);
 
 /// How to bring a worker up: its node and what spawns it there.
 struct respawn_plan {

@@ -1,6 +1,6 @@
 // A process's trace recorder: spans and marks in Chrome's trace-event
 // model, kept in memory while the coordinator has it record (pb::TraceControl)
-// and read back when training ends (actors/coordinator/trace_file.hpp).
+// and read back when training ends (actors/training/trace_file.hpp).
 // Off, a record costs one relaxed atomic load. On, an event takes the
 // recorder's lock (an actor's events are a handful per step) and at most
 // max_events are kept; the rest are counted as dropped.

@@ -112,6 +112,13 @@ constexpr auto kFirstRetry = std::chrono::milliseconds(100);
 constexpr auto kMaxRetry = std::chrono::milliseconds(2000);
 constexpr std::chrono::milliseconds next_retry(std::chrono::milliseconds wait) { return std::min(wait * 2, kMaxRetry); }
 
+/// How long a lost worker or PS shard may take to come back before the
+/// job fails (the worker proxies' and the PS keeper's bound).
+constexpr auto kRecoveryTimeout = std::chrono::seconds(120);
+/// How long a job's set-up dials a node that is not up yet, and
+/// wait_for_workers waits, by default: nodes may start in any order.
+constexpr auto kJoinTimeout = std::chrono::milliseconds(120000);
+
 /// A dial failure that may pass: the port refuses (not up yet) or no answer in time.
 inline bool transient(const caf::error& err) {
   return err == caf::sec::cannot_connect_to_node || err == caf::sec::request_timeout ||

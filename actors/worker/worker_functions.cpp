@@ -242,28 +242,4 @@ std::string function_names() {
   return out;
 }
 
-pb::Value integer_value(int64_t x) {
-  pb::Value v;
-  v.set_integer(x);
-  return v;
-}
-
-pb::Value real_value(double x) {
-  pb::Value v;
-  v.set_real(x);
-  return v;
-}
-
-pb::Value bytes_value(std::string bytes) {
-  pb::Value v;
-  v.set_data(std::move(bytes));
-  return v;
-}
-
-pb::Value per_worker_dataset(std::string name) {
-  pb::Value v;
-  v.set_per_worker_dataset(std::move(name));
-  return v;
-}
-
 }  // namespace actorps

@@ -33,6 +33,7 @@
 
 #include "actors/worker/worker_metrics.hpp"
 #include "kernels/device_model.hpp"
+#include "messages/closure_values.hpp"
 #include "messages/wire.hpp"
 
 namespace actorps {
@@ -87,11 +88,5 @@ const worker_function* find_function(const std::string& name);
 
 /// Every registered name, sorted (for error messages).
 std::string function_names();
-
-/// pb::Value constructors for closure arguments and results.
-pb::Value integer_value(int64_t x);
-pb::Value real_value(double x);
-pb::Value bytes_value(std::string bytes);
-pb::Value per_worker_dataset(std::string name);
 
 }  // namespace actorps

@@ -9,7 +9,7 @@
 #include <fstream>
 #include <string>
 
-#include "actors/coordinator/checkpoint.hpp"
+#include "actors/checkpoint/checkpoint.hpp"
 #include "actors/dataset/csv.hpp"
 #include "actors/dataset/idx.hpp"
 #include "actors/dataset/tfrecord.hpp"

@@ -1,4 +1,4 @@
-#include "actors/coordinator/fit.hpp"
+#include "actors/training/fit.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -9,7 +9,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include "actors/worker/worker_functions.hpp"
+#include "messages/closure_values.hpp"
 
 namespace actorps::train {
 namespace {
@@ -70,7 +70,7 @@ caf::expected<std::unique_ptr<cluster_coordinator>> connect_job(caf::actor_syste
       spdlog::warn("coordinator: `actorps node --join` cannot reach this job: {}", describe(port.error()));
   if (auto err = (*c)->wait_for_workers(t.min_workers)) return err;
   if (auto info = (*c)->create_per_worker_dataset("train", job.train, t.exactly_once); !info) return info.error();
-  if (!t.checkpoint_dir.empty()) (*c)->restore_lost_shards_from(t.checkpoint_dir);
+  if (!t.checkpoint_dir.empty()) (*c)->placement().restore_lost_shards_from(t.checkpoint_dir);
   return c;
 }
 
@@ -247,7 +247,7 @@ caf::expected<epoch_logs> run_epoch(fit_run& r, uint32_t epoch, int64_t step) {
   const auto started = clock_type::now();
   if (t.learning_rate_decay != 1) {
     const float lr = t.optimizer.learning_rate() * std::pow(t.learning_rate_decay, float(epoch - 1));
-    if (auto err = r.c.set_learning_rate(lr)) return err;
+    if (auto err = r.c.placement().set_learning_rate(lr)) return err;
   }
   for (auto* cb : r.callbacks) cb->on_epoch_begin(epoch);
   auto plan = t.exactly_once ? schedule_splits(r, epoch) : schedule_steps(r, epoch, step);

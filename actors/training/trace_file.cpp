@@ -1,4 +1,4 @@
-#include "actors/coordinator/trace_file.hpp"
+#include "actors/training/trace_file.hpp"
 
 #include <algorithm>
 #include <cstdio>

@@ -1,4 +1,4 @@
-#include "actors/coordinator/shard_move.hpp"
+#include "actors/placement/shard_move.hpp"
 
 #include <chrono>
 

@@ -8,7 +8,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include "actors/coordinator/keeper_state.hpp"
+#include "actors/placement/keeper_state.hpp"
 
 namespace actorps::keeper {
 namespace {

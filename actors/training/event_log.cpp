@@ -1,4 +1,4 @@
-#include "actors/coordinator/event_log.hpp"
+#include "actors/training/event_log.hpp"
 
 #include <unistd.h>
 

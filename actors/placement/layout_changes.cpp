@@ -2,9 +2,7 @@
 // (shard_move.hpp), PS tasks added on standby nodes and drained out.
 #include <algorithm>
 
-#include "actors/coordinator/coordinator_impl.hpp"
-#include "actors/coordinator/membership.hpp"
-#include "actors/variables/wire_forms.hpp"
+#include "actors/placement/ps_placement_impl.hpp"
 
 namespace actorps {
 namespace {
@@ -25,7 +23,7 @@ std::pair<sharded_variable*, size_t> find_shard(std::vector<sharded_variable>& v
 
 }  // namespace
 
-caf::expected<std::vector<uint32_t>> cluster_coordinator::active_ps() {
+caf::expected<std::vector<uint32_t>> ps_placement::active_ps() {
   auto shards = p_->shards();
   if (!shards) return shards.error();
   std::vector<uint32_t> out;
@@ -34,8 +32,7 @@ caf::expected<std::vector<uint32_t>> cluster_coordinator::active_ps() {
   return out;
 }
 
-caf::expected<move_report> cluster_coordinator::move_shard(const std::string& shard, uint32_t to_ps,
-                                                           move_report* progress) {
+caf::expected<move_report> ps_placement::move_shard(const std::string& shard, uint32_t to_ps, move_report* progress) {
   const auto where = fmt::format("moving '{}' to ps:{}", shard, to_ps);
   const auto found = find_shard(p_->vars, shard);  // named: lambdas below capture them (C++17)
   sharded_variable* var = found.first;
@@ -71,7 +68,7 @@ caf::expected<move_report> cluster_coordinator::move_shard(const std::string& sh
   return report;
 }
 
-caf::expected<std::string> cluster_coordinator::split_shard(const std::string& shard, int64_t at_row) {
+caf::expected<std::string> ps_placement::split_shard(const std::string& shard, int64_t at_row) {
   const auto where = fmt::format("splitting '{}' at row {}", shard, at_row);
   const auto found = find_shard(p_->vars, shard);  // named: lambdas below capture them (C++17)
   sharded_variable* var = found.first;
@@ -104,7 +101,7 @@ caf::expected<std::string> cluster_coordinator::split_shard(const std::string& s
   return name;
 }
 
-caf::expected<uint32_t> cluster_coordinator::add_ps() {
+caf::expected<uint32_t> ps_placement::add_ps() {
   if (!p_->keeper) return make_error(errc::invalid_argument, "add_ps: create_workers first");
   auto ps = p_->ask<uint32_t>(p_->keeper, keeper_add_atom_v);
   if (!ps) return ps.error();
@@ -112,7 +109,7 @@ caf::expected<uint32_t> cluster_coordinator::add_ps() {
   return ps;
 }
 
-caf::expected<std::vector<move_report>> cluster_coordinator::remove_ps(uint32_t ps) {
+caf::expected<std::vector<move_report>> ps_placement::remove_ps(uint32_t ps) {
   const auto where = fmt::format("draining ps:{}", ps);
   if (!p_->keeper) return make_error(errc::invalid_argument, where + ": create_workers first");
   auto tasks = active_ps();
@@ -148,19 +145,6 @@ caf::expected<std::vector<move_report>> cluster_coordinator::remove_ps(uint32_t 
   spdlog::info("coordinator: ps:{} drained ({} shard(s) moved off) and out of the job (routing version {})", ps,
                moves.size(), *version);
   return moves;
-}
-
-caf::error cluster_coordinator::drain_leaving_ps() {
-  if (!p_->membership) return caf::none;
-  auto leaving = p_->ask<std::vector<uint32_t>>(p_->membership, membership_ps_leaving_atom_v);
-  if (!leaving) return leaving.error();
-  for (auto ps : *leaving) {
-    auto moves = remove_ps(ps);
-    if (!moves) spdlog::warn("coordinator: ps:{} asked to leave and stays: {}", ps, describe(moves.error()));
-    p_->self->send(p_->membership, membership_ps_left_atom_v, ps, uint64_t(moves ? moves->size() : 0),
-                   moves ? std::string() : describe(moves.error()));
-  }
-  return caf::none;
 }
 
 }  // namespace actorps

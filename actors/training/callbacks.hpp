@@ -7,9 +7,9 @@
 #include <optional>
 #include <string>
 
-#include "actors/coordinator/checkpoint.hpp"
-#include "actors/coordinator/event_log.hpp"
-#include "actors/coordinator/fit.hpp"
+#include "actors/checkpoint/checkpoint.hpp"
+#include "actors/training/event_log.hpp"
+#include "actors/training/fit.hpp"
 
 namespace actorps::train {
 

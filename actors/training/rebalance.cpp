@@ -1,4 +1,4 @@
-#include "actors/coordinator/rebalance.hpp"
+#include "actors/training/rebalance.hpp"
 
 #include <algorithm>
 #include <set>
@@ -100,10 +100,10 @@ caf::error rebalancer::on_train_begin(cluster_coordinator& c, fit_start&) {
 }
 
 caf::expected<std::vector<shard_load>> rebalancer::loads(cluster_coordinator& c) {
-  auto tasks = c.active_ps();
+  auto tasks = c.placement().active_ps();
   if (!tasks) return tasks.error();
   tasks_ = *tasks;  // add_ps and remove_ps change them
-  auto stats = c.shard_stats();
+  auto stats = c.placement().shard_stats();
   if (!stats) return stats.error();
   std::map<std::string, uint64_t> bytes;
   std::map<std::string, std::vector<std::pair<int64_t, double>>> ranges;  // since the shard started, or was split
@@ -116,7 +116,7 @@ caf::expected<std::vector<shard_load>> rebalancer::loads(cluster_coordinator& c)
     for (auto& h : s.hot_rows()) by_row.insert(h.name());
   }
   std::vector<shard_load> out;
-  for (auto& v : c.variables())
+  for (auto& v : c.placement().variables())
     for (size_t i = 0; i < v.shards.size(); ++i) {
       const auto name = v.shard_name(i);
       const uint64_t now = bytes[name], before = seen_[name];
@@ -139,7 +139,7 @@ caf::error rebalancer::on_steps(cluster_coordinator& c, const step_progress&) {
   auto plan = plan_moves(*shards, tasks_, max_ratio_, resting_);
   spdlog::info("coordinator: PS load max/mean {:.2f} (bound {:.2f}): {} move(s)", ratio, max_ratio_, plan.size());
   for (auto& m : plan) {
-    auto moved = c.move_shard(m.name, m.to);
+    auto moved = c.placement().move_shard(m.name, m.to);
     if (!moved) {  // the job goes on where the shard is; the next look may try again
       spdlog::warn("coordinator: rebalancing: {}", describe(moved.error()));
       continue;
@@ -150,7 +150,7 @@ caf::error rebalancer::on_steps(cluster_coordinator& c, const step_progress&) {
   // A shard that alone keeps its task above the bound: cut in two (the
   // next look moves a part).
   if (auto split = plan_split(*shards, plan, tasks_, max_ratio_)) {
-    auto made = c.split_shard(split->name, split->at_row);
+    auto made = c.placement().split_shard(split->name, split->at_row);
     if (made)
       ++splits_;
     else

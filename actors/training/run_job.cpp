@@ -1,4 +1,4 @@
-#include "actors/coordinator/run_job.hpp"
+#include "actors/training/run_job.hpp"
 
 #include <cstdio>
 #include <memory>
@@ -8,12 +8,12 @@
 #include <spdlog/spdlog.h>
 #include <caf/actor_system.hpp>
 
-#include "actors/coordinator/callbacks.hpp"
-#include "actors/coordinator/checkpoint.hpp"
-#include "actors/coordinator/preemption.hpp"
-#include "actors/coordinator/rebalance.hpp"
-#include "actors/coordinator/trace_file.hpp"
+#include "actors/checkpoint/checkpoint.hpp"
 #include "actors/net/system_config.hpp"
+#include "actors/training/callbacks.hpp"
+#include "actors/training/preemption.hpp"
+#include "actors/training/rebalance.hpp"
+#include "actors/training/trace_file.hpp"
 
 namespace actorps {
 namespace {
@@ -103,7 +103,7 @@ int run_job(const job_spec& job, std::function<void(int64_t)> on_step, bool depl
       by_worker += fmt::format("{}worker:{} {}", by_worker.empty() ? "" : ", ", w, n);
     fmt::print("closures by worker: {}\n", by_worker);
     if (t.exactly_once) {  // every shard took each example of this run's splits once (a restored shard: since then)
-      auto stats = c.shard_stats();
+      auto stats = c.placement().shard_stats();
       if (!stats) return fail("reading the shards' counters", stats.error());
       std::string counts, duplicates;
       uint64_t discarded = 0;

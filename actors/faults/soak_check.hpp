@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "actors/coordinator/checkpoint.hpp"
+#include "actors/checkpoint/checkpoint.hpp"
 #include "config/fault_plan.hpp"
 
 namespace actorps {

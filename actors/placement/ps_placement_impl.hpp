@@ -1,47 +1,38 @@
-// The facade's state (internal to actors/coordinator): cluster_coordinator.cpp
-// sets the job up and runs it; ps_placement.cpp moves variable shards and
-// adds and drains PS tasks. See cluster_coordinator.hpp.
+// The placement's state (internal to actors/placement): placement.cpp
+// spawns the shards and reads and writes the variables; layout_changes.cpp
+// moves and splits shards and adds and drains PS tasks. See placement.hpp.
 #pragma once
 
 #include <algorithm>
 #include <chrono>
-#include <map>
 #include <set>
 #include <thread>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
+#include <caf/scoped_actor.hpp>
 
-#include "actors/coordinator/cluster_coordinator.hpp"
-#include "actors/coordinator/ps_keeper.hpp"
-#include "actors/coordinator/worker_proxy.hpp"
 #include "actors/net/dial.hpp"
 #include "actors/net/request_now.hpp"
-#include "actors/node/node_actor.hpp"
+#include "actors/placement/ps_placement.hpp"
 #include "actors/variables/wire_forms.hpp"
 
 namespace actorps {
 
-struct cluster_coordinator::impl {
+struct ps_placement::impl {
   impl(caf::actor_system& sys, cluster_spec s) : spec(std::move(s)), self(sys) {}
 
   cluster_spec spec;
   caf::scoped_actor self;
   std::chrono::milliseconds timeout{spec.runtime.connect_timeout_ms};
-  std::vector<sharded_variable> vars;
-  shard_list setup_shards;   // until create_workers hands them to the keeper
-  shard_list setup_backups;  // ps_replicas = 2: each shard's backup (likewise)
-  caf::actor keeper;         // from create_workers on: the one owner of the shard list
-  std::string checkpoint_dir;
-  int64_t input_size = 0;  // the model's, once variables exist
-  caf::actor membership;   // from create_workers on: the one owner of the worker set
-  node_actor node;         // accept_joins: this process's node actor, published on the coordinator's node
-  uint16_t node_port = 0;
-  std::shared_ptr<closure_queue> queue;
-  size_t queue_capacity = 0;
   pb::Consistency consistency;
-  std::map<std::string, pb::DatasetInfo> datasets;  // by name, as created
-  std::set<std::string> tables;                     // variables read by row (embedding tables): they split
+  std::vector<sharded_variable> vars;
+  std::set<std::string> tables;  // variables read by row (embedding tables): they split
+  shard_list setup_shards;       // until start_keeper hands them to the keeper
+  shard_list setup_backups;      // ps_replicas = 2: each shard's backup (likewise)
+  caf::actor keeper;             // from start_keeper on: the one owner of the shard list
+  caf::actor workers;            // reroute_through: told of every layout change
+  std::string checkpoint_dir;
 
   template <class Reply, class Handle, class... Ts>
   caf::expected<Reply> ask(const Handle& to, const Ts&... xs) {
@@ -138,9 +129,8 @@ struct cluster_coordinator::impl {
     return caf::none;
   }
 
-  // The coordinator's layout changed (a shard moved or split): the
-  // keeper's (restores follow it; the next routing version) and every
-  // worker's, through the membership.
+  // The layout changed (a shard moved or split): the keeper's (restores
+  // follow it; the next routing version) and every worker's.
   caf::error publish_layout() {
     if (!keeper) return caf::none;  // no worker yet: they start with this layout
     pb::Reroute reroute;
@@ -148,7 +138,8 @@ struct cluster_coordinator::impl {
     auto version = ask<uint64_t>(keeper, reroute);
     if (!version) return version.error();
     reroute.set_routing_version(*version);
-    auto told = ask<bool>(membership, reroute);
+    if (!workers) return caf::none;
+    auto told = ask<bool>(workers, reroute);
     return told ? caf::none : told.error();
   }
 

@@ -12,7 +12,7 @@
 
 #include <caf/stateful_actor.hpp>
 
-#include "actors/coordinator/ps_keeper.hpp"
+#include "actors/placement/ps_keeper.hpp"
 
 namespace actorps::keeper {
 

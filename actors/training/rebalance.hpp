@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "actors/coordinator/fit.hpp"
+#include "actors/training/fit.hpp"
 
 namespace actorps::train {
 

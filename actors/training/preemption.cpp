@@ -1,4 +1,4 @@
-#include "actors/coordinator/preemption.hpp"
+#include "actors/training/preemption.hpp"
 
 #include <pthread.h>
 

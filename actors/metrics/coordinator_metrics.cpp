@@ -1,4 +1,4 @@
-#include "actors/coordinator/coordinator_metrics.hpp"
+#include "actors/metrics/coordinator_metrics.hpp"
 
 namespace actorps {
 namespace {

@@ -1,4 +1,4 @@
-#include "actors/coordinator/ps_keeper.hpp"
+#include "actors/placement/ps_keeper.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -12,12 +12,11 @@
 #include <caf/event_based_actor.hpp>
 #include <caf/stateful_actor.hpp>
 
-#include "actors/coordinator/checkpoint.hpp"
-#include "actors/coordinator/coordinator_metrics.hpp"
-#include "actors/coordinator/keeper_state.hpp"
-#include "actors/coordinator/worker_proxy.hpp"
+#include "actors/checkpoint/checkpoint.hpp"
+#include "actors/metrics/coordinator_metrics.hpp"
 #include "actors/net/countdown.hpp"
 #include "actors/net/lossy_link.hpp"
+#include "actors/placement/keeper_state.hpp"
 #include "actors/variables/wire_forms.hpp"
 
 namespace actorps::keeper {
@@ -126,7 +125,7 @@ namespace {
 
 void fail_recovery(keeper_ptr self, uint32_t ps, const caf::error& why) {
   spdlog::error("coordinator: ps:{} did not come back: {}", ps, describe(why));
-  self->state.l.queue->abort(make_error(errc::unreachable, fmt::format("ps:{} lost: {}", ps, describe(why))));
+  self->state.l.fail_job(make_error(errc::unreachable, fmt::format("ps:{} lost: {}", ps, describe(why))));
   for (auto& w : self->state.waiting) w.promise.deliver(why);
   self->state.waiting.clear();
 }

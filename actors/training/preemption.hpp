@@ -9,7 +9,7 @@
 #include <chrono>
 #include <memory>
 
-#include "actors/coordinator/callbacks.hpp"
+#include "actors/training/callbacks.hpp"
 
 namespace actorps::train {
 

@@ -16,7 +16,7 @@
 namespace actorps {
 
 /// --trace: where the whole cluster's trace goes (empty: none), and more
-/// recorders of this process to merge into it (actors/coordinator/trace_file.hpp).
+/// recorders of this process to merge into it (actors/training/trace_file.hpp).
 struct job_trace {
   std::string path;
   std::vector<const trace::recorder*> also;

@@ -1,4 +1,4 @@
-#include "actors/coordinator/chaos.hpp"
+#include "actors/faults/chaos.hpp"
 
 #include <chrono>
 #include <csignal>

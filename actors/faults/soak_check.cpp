@@ -1,4 +1,4 @@
-#include "actors/coordinator/soak_check.hpp"
+#include "actors/faults/soak_check.hpp"
 
 #include <algorithm>
 #include <cmath>

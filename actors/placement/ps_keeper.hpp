@@ -34,6 +34,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -41,7 +42,6 @@
 #include <caf/actor.hpp>
 #include <caf/actor_system.hpp>
 
-#include "actors/coordinator/closure_queue.hpp"
 #include "actors/net/dial.hpp"
 #include "actors/variables/ps_client.hpp"
 #include "config/cluster_spec.hpp"
@@ -60,8 +60,8 @@ struct keeper_setup {
   shard_list backups;  // ps_replicas = 2: each shard's backup, by ps task (empty: none)
   std::vector<sharded_variable> vars;
   std::vector<caf::actor> proxies;
-  std::shared_ptr<closure_queue> queue;
-  std::string checkpoint_dir;  // "": restore initial values
+  std::function<void(caf::error)> fail_job;  // a shard did not come back: the job cannot go on
+  std::string checkpoint_dir;                // "": restore initial values
 };
 
 /// A local actor. Requests:

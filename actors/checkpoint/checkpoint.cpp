@@ -1,4 +1,4 @@
-#include "actors/coordinator/checkpoint.hpp"
+#include "actors/checkpoint/checkpoint.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -1,4 +1,4 @@
-#include "actors/coordinator/callbacks.hpp"
+#include "actors/training/callbacks.hpp"
 
 #include <unistd.h>
 #include <algorithm>
@@ -8,8 +8,8 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include "actors/coordinator/checkpoint.hpp"
-#include "actors/coordinator/coordinator_metrics.hpp"
+#include "actors/checkpoint/checkpoint.hpp"
+#include "actors/metrics/coordinator_metrics.hpp"
 
 namespace actorps::train {
 
@@ -20,8 +20,8 @@ caf::error backup_and_restore::on_train_begin(cluster_coordinator& c, fit_start&
   auto& ckpt = *restored.latest;
   std::vector<const float*> values;
   std::vector<uint64_t> versions;
-  std::vector<std::vector<const float*>> slots(c.slot_count());
-  for (auto& v : c.variables()) {
+  std::vector<std::vector<const float*>> slots(c.placement().slot_count());
+  for (auto& v : c.placement().variables()) {
     auto found = find_variable(ckpt, dir_, v.name, v.shape);
     if (!found) return found.error();
     auto* saved = *found;
@@ -29,10 +29,10 @@ caf::error backup_and_restore::on_train_begin(cluster_coordinator& c, fit_start&
     versions.push_back(saved->version);
     for (size_t k = 0; k < slots.size() && k < saved->slots.size(); ++k) slots[k].push_back(saved->slots[k].data());
   }
-  if (auto err = c.assign_values(values, 0, &versions)) return err;
+  if (auto err = c.placement().assign_values(values, 0, &versions)) return err;
   for (size_t k = 0; k < slots.size(); ++k)  // a checkpoint of another optimizer (or none) leaves them fresh
     if (slots[k].size() == values.size())
-      if (auto err = c.assign_values(slots[k], uint32_t(k + 1))) return err;
+      if (auto err = c.placement().assign_values(slots[k], uint32_t(k + 1))) return err;
   start.step = last_saved_ = ckpt.step;
   start.epoch = uint32_t(ckpt.epoch) + 1;
   start.splits = ckpt.splits;
@@ -46,17 +46,17 @@ namespace {
 caf::expected<checkpoint> pull_checkpoint(cluster_coordinator& c, int64_t step, uint32_t epochs_done,
                                           const pb::SplitStatus* splits) {
   std::vector<uint64_t> versions;
-  auto values = c.pull_values(0, &versions);
+  auto values = c.placement().pull_values(0, &versions);
   if (!values) return values.error();
   checkpoint ckpt;
   ckpt.step = step;
   ckpt.epoch = epochs_done;
   if (splits != nullptr) ckpt.splits = *splits;
-  auto& vars = c.variables();
+  auto& vars = c.placement().variables();
   for (size_t i = 0; i < vars.size(); ++i)
     ckpt.variables.push_back({vars[i].name, vars[i].shape, std::move((*values)[i]), {}, versions[i]});
-  for (uint32_t k = 1; k <= c.slot_count(); ++k) {
-    auto slot = c.pull_values(k);
+  for (uint32_t k = 1; k <= c.placement().slot_count(); ++k) {
+    auto slot = c.placement().pull_values(k);
     if (!slot) return slot.error();
     for (size_t i = 0; i < vars.size(); ++i) ckpt.variables[i].slots.push_back(std::move((*slot)[i]));
   }
