@@ -16,6 +16,7 @@
 #include "actors/net/dial.hpp"
 #include "actors/net/system_config.hpp"
 #include "apps/bench_cluster.hpp"
+#include "apps/bench_record.hpp"
 #include "apps/bench_util.hpp"
 #include "apps/commands.hpp"
 
@@ -190,8 +191,8 @@ int run_bench_rtt(const rtt_bench_options& opts) {
                100.0 * rate / tcp_rate);
   }
   auto ours = median(rows.back().rates);
-  fmt::print("target rtt_per_s: {:.0f} /s (goal >= 20000)\n", ours);
-  fmt::print("target rtt_vs_tcp: {:.0f} % (goal >= 60)\n", 100.0 * ours / tcp_rate);
+  bench::print_target({"rtt_per_s", fmt::format("{:.0f}", ours), "/s", ">= 20000"});
+  bench::print_target({"rtt_vs_tcp", fmt::format("{:.0f}", 100.0 * ours / tcp_rate), "%", ">= 60"});
   return 0;
 }
 

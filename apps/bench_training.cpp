@@ -20,6 +20,7 @@
 #include "actors/net/system_config.hpp"
 #include "actors/worker/worker_functions.hpp"
 #include "apps/bench_cluster.hpp"
+#include "apps/bench_record.hpp"
 #include "apps/bench_util.hpp"
 #include "apps/commands.hpp"
 #include "apps/single_process.hpp"
@@ -178,9 +179,9 @@ int run_bench_training(const training_bench_options& opts) {
              fmt::format("single process, same kernels, {} threads, alternating with the first",
                          std::thread::hardware_concurrency()),
              one);
-  fmt::print("target training_vs_single_process: {:.2f} x (goal >= 0.9)\n", ours / one);
-  fmt::print("target metrics_overhead: {:.1f} % (goal <= 1)\n", 100 * (plain - scraped) / plain);
-  fmt::print("target trace_overhead: {:.1f} % (goal <= 5)\n", 100 * (plain - traced) / plain);
+  bench::print_target({"training_vs_single_process", fmt::format("{:.2f}", ours / one), "x", ">= 0.9"});
+  bench::print_target({"metrics_overhead", fmt::format("{:.1f}", 100 * (plain - scraped) / plain), "%", "<= 1"});
+  bench::print_target({"trace_overhead", fmt::format("{:.1f}", 100 * (plain - traced) / plain), "%", "<= 5"});
   return 0;
 }
 
