@@ -27,9 +27,9 @@ const char* const kPreamble =
     "\n"
     "Written by `actorps bench NAME --record` (apps/bench_record.cpp), not by hand:\n"
     "one row per target, from the `target` lines the run printed; a run replaces\n"
-    "the rows of its targets and keeps the others. Figures vary by 10-20% between\n"
-    "runs on a shared 2-core VM. The hand-written figures with their context:\n"
-    "[README.md](README.md#measured).\n"
+    "the rows of its targets and keeps the others. Each figure is one run's, on\n"
+    "the machine and at the commit of its row. The hand-written figures with\n"
+    "their context: [README.md](README.md#measured).\n"
     "\n";
 
 std::string_view trim(std::string_view s) {

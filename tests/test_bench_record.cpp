@@ -1,6 +1,7 @@
 // The benchmarks' `target` lines and `--record`'s update of apps/MEASURED.md
 // (apps/bench_record.hpp): lines parse back to what was printed, a run's rows
-// replace those of the same targets and keep the others sorted.
+// replace those of the same targets and keep the others sorted, and the
+// file in the tree is as the recorder writes it.
 #define BOOST_TEST_MODULE bench_record
 #include <boost/test/unit_test.hpp>
 
@@ -134,4 +135,14 @@ BOOST_AUTO_TEST_CASE(record_writes_the_printed_targets_with_date_commit_and_comm
   const auto commit = parse_measured(read_text(path), path)->at(0).commit;
   BOOST_TEST((commit == "unknown" || commit.find_first_not_of("0123456789abcdef") == std::string::npos), commit);
   std::filesystem::remove_all(std::filesystem::path(path).parent_path());
+}
+
+BOOST_AUTO_TEST_CASE(the_measured_file_in_the_tree_is_as_the_recorder_writes_it) {
+  const auto path = std::string(ACTORPS_SOURCE_DIR) + "/apps/MEASURED.md";
+  const auto text = read_text(path);
+  BOOST_REQUIRE_MESSAGE(!text.empty(), path << " is missing");
+  auto same = update_measured(text, path, {});
+  BOOST_REQUIRE_MESSAGE(same, (same ? "" : describe(same.error())));
+  BOOST_TEST(*same == text, "rows out of order or not in the recorder's form (actorps bench NAME --record writes it)");
+  BOOST_TEST(!names_in(text).empty());
 }
