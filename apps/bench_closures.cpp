@@ -8,6 +8,7 @@
 #include "actors/coordinator/cluster_coordinator.hpp"
 #include "actors/net/system_config.hpp"
 #include "apps/bench_cluster.hpp"
+#include "apps/bench_record.hpp"
 #include "apps/bench_util.hpp"
 #include "apps/commands.hpp"
 
@@ -69,7 +70,7 @@ int run_bench_closures(const closures_bench_options& opts) {
   fmt::print("{:<40} {:>12}\n", "", "closures/s");
   fmt::print("{:<40} {:>12.0f}\n", "no result wanted", median(quiet));
   fmt::print("{:<40} {:>12.0f}\n", "result fetched", median(answered));
-  fmt::print("target closures_per_s: {:.0f} closures/s (goal >= 20000)\n", median(quiet));
+  bench::print_target({"closures_per_s", fmt::format("{:.0f}", median(quiet)), "closures/s", ">= 20000"});
   return 0;
 }
 

@@ -13,6 +13,7 @@
 #include "actors/net/request_now.hpp"
 #include "actors/net/system_config.hpp"
 #include "apps/bench_cluster.hpp"
+#include "apps/bench_record.hpp"
 #include "apps/bench_util.hpp"
 #include "apps/commands.hpp"
 
@@ -107,7 +108,7 @@ int run_bench_data(const data_bench_options& opts) {
   fmt::print("{:<44} {:>12}\n", "", "batches/s");
   fmt::print("{:<44} {:>12.0f}\n", "dataset actor delivers", data_rate);
   fmt::print("{:<44} {:>12.0f}\n", fmt::format("seed CNN train step consumes ({} threads)", threads), cnn_rate);
-  fmt::print("target data_vs_cnn: {:.1f} x (goal >= 10)\n", data_rate / cnn_rate);
+  bench::print_target({"data_vs_cnn", fmt::format("{:.1f}", data_rate / cnn_rate), "x", ">= 10"});
   return 0;
 }
 

@@ -19,6 +19,7 @@
 #include "actors/training/fit.hpp"
 #include "actors/worker/worker_functions.hpp"
 #include "apps/bench_cluster.hpp"
+#include "apps/bench_record.hpp"
 #include "apps/bench_util.hpp"
 #include "apps/commands.hpp"
 
@@ -164,9 +165,9 @@ int run_bench_failover(const failover_bench_options& opts) {
     fmt::print("  ps:{}: {} examples applied of the {} acknowledged\n", i, f.applied[i], f.acknowledged);
     lost = std::max(lost, f.acknowledged - f.applied[i]);
   }
-  fmt::print("target replicas2_vs_1: {:.2f} x (goal >= 0.8)\n", median(rates[1]) / median(rates[0]));
-  fmt::print("target failover_s: {:.3f} s (goal <= 1)\n", f.seconds);
-  fmt::print("target failover_lost_updates: {} (goal = 0)\n", lost);
+  bench::print_target({"replicas2_vs_1", fmt::format("{:.2f}", median(rates[1]) / median(rates[0])), "x", ">= 0.8"});
+  bench::print_target({"failover_s", fmt::format("{:.3f}", f.seconds), "s", "<= 1"});
+  bench::print_target({"failover_lost_updates", fmt::format("{}", lost), "", "= 0"});
   return 0;
 }
 

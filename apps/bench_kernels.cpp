@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "actors/launch/subprocess.hpp"
+#include "apps/bench_record.hpp"
 #include "apps/bench_util.hpp"
 #include "apps/commands.hpp"
 #include "kernels/device_memory.hpp"
@@ -110,7 +111,7 @@ int run_bench_kernels(const kernels_bench_options& opts) {
   fmt::print("seed CNN forward+backward, samples/s (median of {} x {} steps); both on OpenBLAS's {} kernels\n",
              opts.repetitions, opts.iterations, kernels::blas_core());
   fmt::print("{:>6} {:>8} {:>12} {:>12} {:>14}\n", "batch", "threads", "actorps", "pytorch", "time vs torch");
-  std::vector<std::string> targets;
+  std::vector<bench::target> targets;
   double cpu_best = 0;
   for (int batch : {32, 256})
     for (int threads : {1, 2}) {
@@ -123,10 +124,11 @@ int run_bench_kernels(const kernels_bench_options& opts) {
       }
       double ratio = *torch / ours;  // our time per sample / torch's
       fmt::print("{:>6} {:>8} {:>12.0f} {:>12.0f} {:>13.2f}x\n", batch, threads, ours, *torch, ratio);
-      targets.push_back(fmt::format("target cnn_b{}_t{}_vs_torch: {:.2f} x (goal <= 0.8)", batch, threads, ratio));
+      targets.push_back(
+          {fmt::format("cnn_b{}_t{}_vs_torch", batch, threads), fmt::format("{:.2f}", ratio), "x", "<= 0.8"});
     }
   print_cuda_rows(opts, cpu_best);
-  for (auto& t : targets) fmt::print("{}\n", t);
+  for (auto& t : targets) bench::print_target(t);
   return 0;
 }
 

@@ -22,6 +22,7 @@
 #include "actors/training/rebalance.hpp"
 #include "actors/worker/worker_functions.hpp"
 #include "apps/bench_cluster.hpp"
+#include "apps/bench_record.hpp"
 #include "apps/bench_util.hpp"
 #include "apps/commands.hpp"
 
@@ -211,9 +212,9 @@ int run_bench_placement(const placement_bench_options& o) {
   print_row(fmt::format("load, after {} s of looks", o.warmup_s), *balanced);
   fmt::print("migration: {:.0f} MiB moved in parts, {} move(s) refused or failed; longest pause {:.3f} s\n",
              double(balanced->migrated) / (1 << 20), balanced->failed_moves, balanced->longest_pause_s);
-  fmt::print("target placement_max_over_mean: {:.2f} (goal <= 1.3)\n", balanced->ratio);
-  fmt::print("target migration_pause_s: {:.3f} s (goal <= 1)\n", balanced->longest_pause_s);
-  fmt::print("target migration_lost_updates: {} (goal = 0)\n", balanced->diverged);
+  bench::print_target({"placement_max_over_mean", fmt::format("{:.2f}", balanced->ratio), "", "<= 1.3"});
+  bench::print_target({"migration_pause_s", fmt::format("{:.3f}", balanced->longest_pause_s), "s", "<= 1"});
+  bench::print_target({"migration_lost_updates", fmt::format("{}", balanced->diverged), "", "= 0"});
   return 0;
 }
 

@@ -20,6 +20,7 @@
 #include "actors/worker/bulk_link.hpp"
 #include "actors/worker/param_buffers.hpp"
 #include "apps/bench_cluster.hpp"
+#include "apps/bench_record.hpp"
 #include "apps/bench_util.hpp"
 #include "apps/commands.hpp"
 
@@ -405,10 +406,11 @@ int run_bench_ps(const ps_bench_options& opts) {
   };
   // Targets: dense tensors go over the lane in training; a small pull is a CAF round trip (sparse rows, control).
   auto pp16 = find("lane", op::pushpull, 16 * MiB);
-  fmt::print("target pushpull_16MiB_vs_tcp: {:.0f} % (goal >= 70)\n", 100.0 * pp16.tcp_s / pp16.ours_s);
-  fmt::print("target pull_4KiB_rtt_us: {:.0f} us (goal <= 60)\n", find("caf", op::pull, 4 * KiB).ours_s * 1e6);
-  fmt::print("target inflight4_vs_1: {:.2f} x (goal >= 0.9)\n", rate4 / rate1);
-  fmt::print("target sparse_push_rows_per_s: {:.0f} /s (goal >= 200000)\n", rows_per_s);
+  bench::print_target({"pushpull_16MiB_vs_tcp", fmt::format("{:.0f}", 100.0 * pp16.tcp_s / pp16.ours_s), "%", ">= 70"});
+  bench::print_target(
+      {"pull_4KiB_rtt_us", fmt::format("{:.0f}", find("caf", op::pull, 4 * KiB).ours_s * 1e6), "us", "<= 60"});
+  bench::print_target({"inflight4_vs_1", fmt::format("{:.2f}", rate4 / rate1), "x", ">= 0.9"});
+  bench::print_target({"sparse_push_rows_per_s", fmt::format("{:.0f}", rows_per_s), "/s", ">= 200000"});
   return 0;
 }
 

@@ -1,7 +1,11 @@
 // `actorps bench rtt`: small request/response round trips per second between
-// this process and a node process, beside raw TCP ping-pong, in one run.
+// this process and a node process, beside raw TCP ping-pong, in one run; and
+// how long dials of a frozen node and of a silent host take.
 #include <algorithm>
+#include <cerrno>
+#include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <future>
 #include <thread>
 
@@ -12,10 +16,13 @@
 #include <caf/send.hpp>
 #include <caf/stateful_actor.hpp>
 
+#include "actors/launch/silent_host.hpp"
 #include "actors/launch/subprocess.hpp"
+#include "actors/net/connect.hpp"
 #include "actors/net/dial.hpp"
 #include "actors/net/system_config.hpp"
 #include "apps/bench_cluster.hpp"
+#include "apps/bench_record.hpp"
 #include "apps/bench_util.hpp"
 #include "apps/commands.hpp"
 
@@ -145,6 +152,74 @@ runtime_options caf_defaults() {
   return rt;
 }
 
+// Dials that end at their deadline (actors/net/connect.hpp; tests/test_connect.cpp
+// checks that they end): seconds a dial of a node process SIGSTOPped before
+// it takes (the kernel accepts, the handshake goes unanswered), from its
+// SIGCONT until a dial reaches it, and a dial of a silent host (its SYNs
+// unanswered) while another dial of it waits 5 deadlines.
+struct dial_figures {
+  std::vector<double> frozen_s, after_sigcont_s, beside_silent_s;
+};
+
+caf::error measure_dial(const cluster_spec& spec, child_process& node, caf::scoped_actor& self, dial_figures& out) {
+  auto dial = [&] { return dial_node_now(self, spec, task_id{pb::CLIENT, 0}, 0); };
+  auto seconds_since = [](clock_type::time_point t) {
+    return std::chrono::duration<double>(clock_type::now() - t).count();
+  };
+  node.signal(SIGSTOP);
+  auto at = clock_type::now();
+  auto frozen = dial();
+  out.frozen_s.push_back(seconds_since(at));
+  node.signal(SIGCONT);
+  if (frozen) return make_error(errc::internal, "a dial reached a SIGSTOPped node");
+  at = clock_type::now();
+  caf::expected<node_actor> reached = caf::sec::request_timeout;
+  while (!reached && clock_type::now() - at < kStartTimeout) reached = dial();
+  if (!reached) return reached.error();
+  out.after_sigcont_s.push_back(seconds_since(at));
+  silent_host silent;
+  if (silent.port() == 0) return make_error(errc::io_error, std::string("a silent host: ") + std::strerror(errno));
+  const auto deadline = std::chrono::milliseconds(spec.runtime.connect_timeout_ms);
+  auto stuck = std::async(std::launch::async, [&] {
+    caf::scoped_actor other(self->home_system());
+    return connect_now(other, "127.0.0.1", silent.port(), 5 * deadline);
+  });
+  (void)stuck.wait_for(deadline / 2);  // its connect under way
+  at = clock_type::now();
+  if (connect_now(self, "127.0.0.1", silent.port(), deadline))
+    return make_error(errc::internal, "a connect to a silent host succeeded");
+  out.beside_silent_s.push_back(seconds_since(at));
+  return stuck.get() ? make_error(errc::internal, "a connect to a silent host succeeded") : caf::none;
+}
+
+caf::expected<dial_figures> measure_dials(const rtt_bench_options& opts) {
+  bench_cluster cluster({"coordinator"}, fmt::format("connect_timeout_ms = {}\n", opts.runtime.connect_timeout_ms));
+  if (auto err = cluster.start(opts.self_exe, {"coordinator:0"})) return err;
+  const cluster_spec spec = cluster.spec();
+  dial_figures figures;
+  {
+    system_config cfg(spec.runtime);
+    caf::actor_system sys(cfg);
+    caf::scoped_actor self(sys);
+    for (uint32_t rep = 0; rep < opts.repetitions; ++rep)
+      if (auto err = measure_dial(spec, cluster.node(0), self, figures)) return err;
+  }
+  if (auto err = cluster.stop()) return err;
+  return figures;
+}
+
+void print_dials(const dial_figures& f, const runtime_options& rt) {
+  const double deadline = rt.connect_timeout_ms / 1000.0;
+  fmt::print("dials, connect_timeout_ms = {} (medians)                 seconds\n", rt.connect_timeout_ms);
+  fmt::print("{:<52} {:>9.3f}\n", "  of a SIGSTOPped node, until the dial gives up", median(f.frozen_s));
+  fmt::print("{:<52} {:>9.3f}\n", "  from its SIGCONT until a dial reaches it", median(f.after_sigcont_s));
+  fmt::print("{:<52} {:>9.3f}\n", "  of a silent host while another dial of it waits", median(f.beside_silent_s));
+  const auto goal = fmt::format("<= {:g}", deadline + 1);
+  bench::print_target({"dial_frozen_s", fmt::format("{:.3f}", median(f.frozen_s)), "s", goal});
+  bench::print_target({"dial_after_sigcont_s", fmt::format("{:.3f}", median(f.after_sigcont_s)), "s", goal});
+  bench::print_target({"dial_beside_silent_s", fmt::format("{:.3f}", median(f.beside_silent_s)), "s", goal});
+}
+
 }  // namespace
 
 int run_tcp_echo(uint16_t port) {
@@ -189,9 +264,15 @@ int run_bench_rtt(const rtt_bench_options& opts) {
                r.name + " [" + r.rt.scheduler + "," + std::to_string(r.rt.threads) + "t]", rate, 1e6 / rate,
                100.0 * rate / tcp_rate);
   }
+  auto dials = measure_dials(opts);
+  if (!dials) {
+    fmt::print(stderr, "bench rtt: dials: {}\n", describe(dials.error()));
+    return 1;
+  }
+  print_dials(*dials, opts.runtime);
   auto ours = median(rows.back().rates);
-  fmt::print("target rtt_per_s: {:.0f} /s (goal >= 20000)\n", ours);
-  fmt::print("target rtt_vs_tcp: {:.0f} % (goal >= 60)\n", 100.0 * ours / tcp_rate);
+  bench::print_target({"rtt_per_s", fmt::format("{:.0f}", ours), "/s", ">= 20000"});
+  bench::print_target({"rtt_vs_tcp", fmt::format("{:.0f}", 100.0 * ours / tcp_rate), "%", ">= 60"});
   return 0;
 }
 

@@ -28,6 +28,7 @@
 #include "actors/launch/subprocess.hpp"
 #include "actors/net/system_config.hpp"
 #include "actors/training/fit.hpp"
+#include "apps/bench_record.hpp"
 #include "apps/bench_util.hpp"
 #include "apps/commands.hpp"
 
@@ -424,10 +425,10 @@ int run_bench_scale(const scale_bench_options& opts) {
     dips.push_back(j.dip());
   }
   const auto big = rows.rbegin()->second;  // the most workers, the most PS
-  fmt::print("target scale{}_ready_s: {:.2f} s (goal <= 10)\n", big.workers, big.ready_s);
-  fmt::print("target join_first_step_s: {:.2f} s (goal <= 2)\n", median(first));
-  fmt::print("target join_others_dip: {:.1f} % (goal <= 5)\n", median(dips));
-  fmt::print("target kill10pct_replaced_s: {:.2f} s (goal <= 2)\n", big.replaced_s);
+  bench::print_target({fmt::format("scale{}_ready_s", big.workers), fmt::format("{:.2f}", big.ready_s), "s", "<= 10"});
+  bench::print_target({"join_first_step_s", fmt::format("{:.2f}", median(first)), "s", "<= 2"});
+  bench::print_target({"join_others_dip", fmt::format("{:.1f}", median(dips)), "%", "<= 5"});
+  bench::print_target({"kill10pct_replaced_s", fmt::format("{:.2f}", big.replaced_s), "s", "<= 2"});
   return 0;
 }
 

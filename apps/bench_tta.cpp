@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "actors/launch/subprocess.hpp"
+#include "apps/bench_record.hpp"
 #include "apps/bench_util.hpp"
 #include "apps/commands.hpp"
 #include "apps/job_text.hpp"
@@ -250,9 +251,11 @@ int run_bench_tta(const tta_bench_options& opts) {
   for (auto& r : cluster) reached += r.first_at_goal().has_value();
   // Never reaching 90% counts as infinitely slow (and never/never as not met).
   const double ours = median_of(cluster, to_goal), theirs = median_of(torch, to_goal);
-  fmt::print("target tta90_vs_torch_single: {:.2f} x (goal <= 0.6)\n", std::isinf(ours) ? INFINITY : ours / theirs);
-  fmt::print("target tta90_seeds_reached: {} (goal = {})\n", reached, opts.seeds);
-  fmt::print("target cluster_vs_torch_rpc: {:.2f} x (goal >= 2.5)\n", median_of(cluster, rate) / median_of(rpc, rate));
+  bench::print_target(
+      {"tta90_vs_torch_single", fmt::format("{:.2f}", std::isinf(ours) ? INFINITY : ours / theirs), "x", "<= 0.6"});
+  bench::print_target({"tta90_seeds_reached", fmt::format("{}", reached), "", fmt::format("= {}", opts.seeds)});
+  bench::print_target(
+      {"cluster_vs_torch_rpc", fmt::format("{:.2f}", median_of(cluster, rate) / median_of(rpc, rate)), "x", ">= 2.5"});
   std::filesystem::remove_all(dir);
   return 0;
 }

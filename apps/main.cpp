@@ -14,6 +14,7 @@
 #include "actors/launch/netns.hpp"
 #include "actors/node/serve_node.hpp"
 #include "actors/training/run_job.hpp"
+#include "apps/bench_record.hpp"
 #include "apps/commands.hpp"
 #include "messages/errors.hpp"
 
@@ -253,8 +254,20 @@ int main(int argc, char** argv) {  // NOLINT(bugprone-exception-escape)
                    "0.5, 1 and 2 x the job's)")
       ->delimiter(',');
 
+  bool record = false;
+  for (auto* sub : bench->get_subcommands([](CLI::App* s) { return !s->get_group().empty(); }))
+    sub->add_flag("--record", record, "write this run's targets into apps/MEASURED.md (one row per target)");
+
   CLI11_PARSE(app, argc, argv);
   setup_logging("info");
+  // With --record, a benchmark that ran to its end writes its targets (apps/bench_record.hpp).
+  auto recorded = [&](int rc) {
+    if (rc != 0 || !record) return rc;
+    std::string command = "actorps";
+    for (int i = 1; i < argc; ++i) command += std::string(" ") + argv[i];
+    auto err = bench::record_targets(ACTORPS_MEASURED_FILE, command, ACTORPS_SOURCE_DIR);
+    return err ? fail(err) : 0;
+  };
 
   if (*bench_rtt) {
     rtt.self_exe = self_exe();
@@ -263,7 +276,7 @@ int main(int argc, char** argv) {  // NOLINT(bugprone-exception-escape)
       if (!spec) return fail(spec.error());
       rtt.runtime = spec->runtime;
     }
-    return run_bench_rtt(rtt);
+    return recorded(run_bench_rtt(rtt));
   }
   if (*prepare) return run_data_prepare(prep);
   if (*categorical) return run_data_categorical(cat);
@@ -271,37 +284,37 @@ int main(int argc, char** argv) {  // NOLINT(bugprone-exception-escape)
   if (*tcp_bulk) return run_tcp_bulk(bulk_port);
   if (*bench_data) {
     data_opts.self_exe = self_exe();
-    return run_bench_data(data_opts);
+    return recorded(run_bench_data(data_opts));
   }
   if (*bench_ps) {
     ps_opts.self_exe = self_exe();
-    return run_bench_ps(ps_opts);
+    return recorded(run_bench_ps(ps_opts));
   }
-  if (*bench_kernels) return run_bench_kernels(kern);
+  if (*bench_kernels) return recorded(run_bench_kernels(kern));
   if (*bench_closures) {
     closures_opts.self_exe = self_exe();
-    return run_bench_closures(closures_opts);
+    return recorded(run_bench_closures(closures_opts));
   }
   if (*bench_scale) {
     scale_opts.self_exe = self_exe();
-    return run_bench_scale(scale_opts);
+    return recorded(run_bench_scale(scale_opts));
   }
   if (*bench_tta) {
     tta_opts.self_exe = self_exe();
     tta_opts.tools_dir = ACTORPS_TOOLS_DIR;
-    return run_bench_tta(tta_opts);
+    return recorded(run_bench_tta(tta_opts));
   }
   if (*bench_placement) {
     place_opts.self_exe = self_exe();
-    return run_bench_placement(place_opts);
+    return recorded(run_bench_placement(place_opts));
   }
   if (*bench_failover) {
     failover_opts.self_exe = self_exe();
-    return run_bench_failover(failover_opts);
+    return recorded(run_bench_failover(failover_opts));
   }
   if (*bench_training) {
     training_opts.self_exe = self_exe();
-    return run_bench_training(training_opts);
+    return recorded(run_bench_training(training_opts));
   }
 
   if (*train) {

