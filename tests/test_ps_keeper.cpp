@@ -63,7 +63,15 @@ struct keeper_fixture : deterministic_system {
     shard_list handles, backup_handles;
     for (auto& s : shards) handles.push_back(caf::actor_cast<ps_shard_actor>(s));
     for (auto& b : backups) backup_handles.push_back(caf::actor_cast<ps_shard_actor>(b));
-    return spawn_ps_keeper(sys(), {spec, c, handles, backup_handles, vars, {proxy}, queue, checkpoint_dir},
+    return spawn_ps_keeper(sys(),
+                           {spec,
+                            c,
+                            handles,
+                            backup_handles,
+                            vars,
+                            {proxy},
+                            [q = queue](caf::error why) { q->abort(why); },
+                            checkpoint_dir},
                            nodes.get());
   }
 
