@@ -12,6 +12,7 @@
 #include <vector>
 
 #include <boost/test/unit_test.hpp>
+#include <caf/make_message.hpp>  // before messages/errors.hpp: CAF_ERROR_CODE_ENUM's factory calls it
 
 #include "actors/checkpoint/checkpoint.hpp"
 #include "actors/launch/subprocess.hpp"
