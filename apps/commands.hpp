@@ -21,11 +21,12 @@ namespace actorps {
 /// With `chaos_seed`, also carries out the job's [[faults]] (`actorps chaos`).
 /// With `netns`, each host runs in its own network namespace when this
 /// machine allows it (actors/launch/netns.hpp), else on the topology's addresses.
-/// With `trace_path`, the job's trace goes there (run_job's job_trace).
+/// With `trace_path`, the job's trace goes there (run_job's job_trace);
+/// the job report to `report_path` (empty: train::default_report_path).
 int run_local(const std::string& config_path, const cluster_spec& spec, std::optional<job_spec> job,
               const std::string& self_exe, const std::string& log_path,
-              std::optional<uint64_t> chaos_seed = std::nullopt, bool netns = false,
-              const std::string& trace_path = "");
+              std::optional<uint64_t> chaos_seed = std::nullopt, bool netns = false, const std::string& trace_path = "",
+              const std::string& report_path = "");
 
 /// `actorps chaos JOB --soak SECONDS`: a fault-free run of the job, then
 /// rounds of it under drawn faults until `seconds` have passed, each
@@ -80,8 +81,10 @@ int run_top(const cluster_spec& spec, double interval_s, bool once);
 /// command and TF_CONFIG's task (`tf_config`, may be empty) says what it
 /// is: `worker` and `ps` serve their node, `evaluator` runs run_evaluator,
 /// `chief` (or no task) trains as the coordinator and ends the nodes.
+/// The coordinator writes the job report to `report_path` (empty:
+/// train::default_report_path).
 int run_train(const std::string& job_path, std::string_view tf_config, int metrics_port = -1,
-              const std::string& trace_path = "");
+              const std::string& trace_path = "", const std::string& report_path = "");
 
 /// `actorps status`: one probe round over every node, printed as a table
 /// (exit 1 when any node is down); with `watch`, prints every change until

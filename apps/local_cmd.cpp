@@ -19,6 +19,7 @@
 #include "actors/launch/local_nodes.hpp"
 #include "actors/launch/netns.hpp"
 #include "actors/net/system_config.hpp"
+#include "actors/training/job_report.hpp"
 #include "actors/training/run_job.hpp"
 #include "actors/training/trace_file.hpp"
 #include "apps/commands.hpp"
@@ -47,12 +48,13 @@ class local_hands : public fault_hands {
 
 // Runs `job` (a status round without one) while the fault plan of `chaos_seed` is carried out.
 int run_job_with_chaos(const cluster_spec& spec, const std::optional<job_spec>& job, local_nodes& nodes,
-                       host_namespaces* hosts, std::optional<uint64_t> chaos_seed, job_trace trace) {
+                       host_namespaces* hosts, std::optional<uint64_t> chaos_seed, job_trace trace,
+                       const std::string& report) {
   if (!job) return run_status(spec, false);
-  if (job->faults.empty()) return run_job(*job, {}, false, trace);
+  if (job->faults.empty()) return run_job(*job, report, {}, false, trace);
   if (!chaos_seed) {
     spdlog::warn("local: the job's [[faults]] run only under `actorps chaos`");
-    return run_job(*job, {}, false, trace);
+    return run_job(*job, report, {}, false, trace);
   }
   auto plan = plan_faults(job->faults, *chaos_seed);
   for (auto& f : plan) spdlog::warn("chaos: seed {}: plan: {}", *chaos_seed, to_string(f));
@@ -66,7 +68,7 @@ int run_job_with_chaos(const cluster_spec& spec, const std::optional<job_spec>& 
   }
   auto chaos = spawn_chaos(sys, spec, network_dialer(spec, coordinator), hands, std::move(plan));
   const int rc = run_job(
-      *job, [chaos](int64_t steps) { caf::anon_send(chaos, chaos_step_atom_v, steps); }, false, trace);
+      *job, report, [chaos](int64_t steps) { caf::anon_send(chaos, chaos_step_atom_v, steps); }, false, trace);
   caf::scoped_actor self(sys);
   self->request(chaos, caf::infinite, chaos_end_atom_v).receive([](bool) {}, [](caf::error&) {});
   self->send_exit(chaos, caf::exit_reason::user_shutdown);
@@ -77,7 +79,7 @@ int run_job_with_chaos(const cluster_spec& spec, const std::optional<job_spec>& 
 
 int run_local(const std::string& config_path, const cluster_spec& file_spec, std::optional<job_spec> job,
               const std::string& self_exe, const std::string& log_path, std::optional<uint64_t> chaos_seed, bool netns,
-              const std::string& trace_path) {
+              const std::string& trace_path, const std::string& report_path) {
   // Signals wait for the thread below (blocked before any other thread starts;
   // the nodes inherit the mask and take them with sigwait themselves).
   sigset_t stop_signals;
@@ -126,7 +128,9 @@ int run_local(const std::string& config_path, const cluster_spec& file_spec, std
     std::_Exit(130);
   }).detach();
   std::thread supervisor([&nodes] { nodes.supervise(); });
-  int rc = run_job_with_chaos(spec, job, nodes, hosts.get(), chaos_seed, job_trace{trace_path, {}});
+  int rc = run_job_with_chaos(
+      spec, job, nodes, hosts.get(), chaos_seed, job_trace{trace_path, {}},
+      report_path.empty() && job ? train::default_report_path(config_path, job->training.log_dir) : report_path);
   int stop_rc = nodes.stop();
   supervisor.join();
   spdlog::info("local: {} nodes stopped; their logs are in {}", nodes.size(), log_path);

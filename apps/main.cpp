@@ -86,6 +86,11 @@ int main(int argc, char** argv) {  // NOLINT(bugprone-exception-escape)
   local->add_flag("--netns", netns, "run each host in its own network namespace (root, iproute2), else say why not");
   std::string trace_path;
   local->add_option("--trace", trace_path, "write the whole cluster's trace there (Chrome trace-event JSON: Perfetto)");
+  std::string report_path;  // "": train::default_report_path
+  const std::string report_help =
+      "write the job report there at the end (JSON, actors/training/job_report.hpp); default: log_dir/report.json, "
+      "or JOB.report.json beside the job file when the job has no log_dir";
+  local->add_option("--report", report_path, report_help);
 
   auto* chaos = app.add_subcommand("chaos", "like local, and carry out the job's [[faults]] (failure injection)");
   std::string chaos_job;
@@ -98,6 +103,7 @@ int main(int argc, char** argv) {  // NOLINT(bugprone-exception-escape)
   chaos->add_flag("--plan-only", plan_only, "print the plan and exit");
   chaos->add_flag("--netns", netns, "run each host in its own network namespace (partitions cut every packet)");
   chaos->add_option("--trace", trace_path, "write the whole cluster's trace there, injected faults included");
+  chaos->add_option("--report", report_path, report_help);
   soak_options soak;
   chaos
       ->add_option("--soak", soak.seconds,
@@ -119,6 +125,7 @@ int main(int argc, char** argv) {  // NOLINT(bugprone-exception-escape)
                    "serve this task's Prometheus metrics on this port (0: off); default: the topology's metrics_port")
       ->check(CLI::Range(0, 65535));
   train->add_option("--trace", trace_path, "as the coordinator: write the whole cluster's trace there");
+  train->add_option("--report", report_path, report_help);
 
   auto* eval = app.add_subcommand("eval", "evaluate a job's newest checkpoint on its eval dataset (sidecar evaluator)");
   std::string checkpoint_dir;
@@ -319,7 +326,7 @@ int main(int argc, char** argv) {  // NOLINT(bugprone-exception-escape)
 
   if (*train) {
     const char* tf_config = std::getenv("TF_CONFIG");
-    return run_train(job_path, tf_config == nullptr ? "" : tf_config, train_metrics_port, trace_path);
+    return run_train(job_path, tf_config == nullptr ? "" : tf_config, train_metrics_port, trace_path, report_path);
   }
   if (*eval || *export_cmd) {  // they read checkpoints: no cluster needed
     auto job = load_job_file(job_path, {}, cluster_use::optional);
@@ -343,7 +350,8 @@ int main(int argc, char** argv) {  // NOLINT(bugprone-exception-escape)
       return 0;
     }
     spdlog::set_level(spdlog::level::from_str((*job)->cluster.runtime.log_level));
-    return run_local(chaos_job, (*job)->cluster, *job, self_exe(), log_path, chaos_seed, netns, trace_path);
+    return run_local(chaos_job, (*job)->cluster, *job, self_exe(), log_path, chaos_seed, netns, trace_path,
+                     report_path);
   }
   auto spec = load_cluster(config_path, std::getenv("TF_CONFIG"));
   if (!spec) return fail(spec.error());
@@ -362,7 +370,7 @@ int main(int argc, char** argv) {  // NOLINT(bugprone-exception-escape)
   if (*local) {
     auto job = load_job_file(config_path);  // checked before any node starts
     if (!job) return fail(job.error());
-    return run_local(config_path, *spec, *job, self_exe(), log_path, std::nullopt, netns, trace_path);
+    return run_local(config_path, *spec, *job, self_exe(), log_path, std::nullopt, netns, trace_path, report_path);
   }
   return run_node(std::move(*spec), node_opts);
 }

@@ -33,6 +33,7 @@
 #include "actors/launch/local_nodes.hpp"
 #include "actors/launch/netns.hpp"
 #include "actors/launch/subprocess.hpp"
+#include "actors/training/job_report.hpp"
 #include "apps/commands.hpp"
 #include "apps/job_text.hpp"
 #include "config/toml_reader.hpp"
@@ -193,8 +194,9 @@ caf::expected<round_report> run_round(soak_run& s, int r) {
   if (draw.coordinator_kill_at >= 0)
     fmt::print("  plan: SIGKILL the coordinator at {:.2f} s, then the same command again\n", draw.coordinator_kill_at);
   std::fflush(stdout);
-  std::vector<std::string> argv{
-      s.opts.self_exe, "chaos", job, "--seed", std::to_string(s.opts.seed + uint64_t(r)), "--log", dir + "/nodes.log"};
+  const std::string report_path = dir + "/report.json";  // the last run's (a killed one writes none)
+  std::vector<std::string> argv{s.opts.self_exe, "chaos", job, "--seed", std::to_string(s.opts.seed + uint64_t(r))};
+  argv.insert(argv.end(), {"--log", dir + "/nodes.log", "--report", report_path});
   if (s.opts.netns) argv.push_back("--netns");
   const auto start = clock_type::now();
   const auto deadline = start + std::chrono::seconds(int64_t(4 * s.ref.train_seconds + 120));
@@ -214,9 +216,12 @@ caf::expected<round_report> run_round(soak_run& s, int r) {
   rep.coordinator_killed = first->killed;
   rep.seconds = std::chrono::duration<double>(clock_type::now() - start).count();
   auto final = train::restore_latest(dir + "/ckpt").latest;
-  check_round(soak_outcome{last.rc, last.hung, last.out, read_log(dir + (first->killed ? "/cli-2.log" : "/cli-1.log")),
-                           logs, final ? &*final : nullptr},
-              s.ref, rep);
+  auto report = train::read_report(report_path);
+  if (!report && fs::exists(report_path)) rep.failures.push_back(describe(report.error()));
+  check_round(
+      soak_outcome{last.rc, last.hung, report ? &*report : nullptr,
+                   read_log(dir + (first->killed ? "/cli-2.log" : "/cli-1.log")), logs, final ? &*final : nullptr},
+      s.ref, rep);
   for (auto& e : events_of(logs)) {
     fmt::print("  {}\n", e);
     if (e.find("chaos: t=") != std::string::npos && e.find(" failed: ") != std::string::npos) ++rep.injections_failed;
@@ -246,8 +251,9 @@ caf::expected<soak_reference> reference_run(soak_run& s) {
   fs::create_directories(dir);
   const std::string job = dir + "/job.toml";
   std::ofstream(job) << round_job(s.text, dir, "");
-  auto r = run_command({s.opts.self_exe, "local", job, "--log", dir + "/nodes.log"}, std::chrono::minutes(30),
-                       dir + "/cli.log");
+  const std::string report_path = dir + "/report.json";
+  auto r = run_command({s.opts.self_exe, "local", job, "--log", dir + "/nodes.log", "--report", report_path},
+                       std::chrono::minutes(30), dir + "/cli.log");
   if (!r) return r.error();
   soak_reference ref;
   ref.epochs = s.job.training.epochs;
@@ -255,14 +261,14 @@ caf::expected<soak_reference> reference_run(soak_run& s) {
   round_report rep;
   const std::string log = read_log(dir + "/cli.log");
   auto final = train::restore_latest(dir + "/ckpt").latest;
-  check_round(soak_outcome{r->exit_code, false, r->out, log, log, final ? &*final : nullptr}, ref, rep);
-  static const std::regex trained(R"(trained epochs \d+\.\.\d+ in ([\d.]+) s)");
-  std::smatch m;
-  if (!rep.failures.empty() || !std::regex_search(r->out, m, trained))
+  auto report = train::read_report(report_path);
+  if (!report) return make_error(errc::internal, "the fault-free run: " + describe(report.error()) + ": " + log);
+  check_round(soak_outcome{r->exit_code, false, &*report, log, log, final ? &*final : nullptr}, ref, rep);
+  if (!rep.failures.empty() || report->history.empty())
     return make_error(errc::internal, fmt::format("the fault-free run failed ({}): {}",
                                                   rep.failures.empty() ? "no training" : rep.failures.front(), log));
   ref.accuracy = rep.accuracy;
-  ref.train_seconds = std::stod(m[1]);
+  ref.train_seconds = report->train_seconds();
   fmt::print("soak: fault-free run: {:.1f} s of training, accuracy {:.2f}%, examples {}\n", ref.train_seconds,
              ref.accuracy, rep.examples);
   return ref;

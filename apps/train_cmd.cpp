@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include "actors/launch/subprocess.hpp"
+#include "actors/training/job_report.hpp"
 #include "actors/training/run_job.hpp"
 #include "apps/commands.hpp"
 #include "messages/errors.hpp"
@@ -17,8 +18,8 @@ int fail(const caf::error& err) {
 
 }  // namespace
 
-int run_train(const std::string& job_path, std::string_view tf_config, int metrics_port,
-              const std::string& trace_path) {
+int run_train(const std::string& job_path, std::string_view tf_config, int metrics_port, const std::string& trace_path,
+              const std::string& report_path) {
   auto loaded = load_job_file(job_path, tf_config);
   if (!loaded) return fail(loaded.error());
   if (!*loaded) return fail(make_error(errc::invalid_config, job_path + ": no [training] table: not a job file"));
@@ -38,7 +39,8 @@ int run_train(const std::string& job_path, std::string_view tf_config, int metri
     spdlog::info("train: the cluster has no chief: coordinating from {}", job.cluster.nodes.back().address());
   }
   if (auto err = set_metrics_port(job.cluster, task_id{pb::COORDINATOR, 0}, metrics_port)) return fail(err);
-  return run_job(job, {}, true, job_trace{trace_path, {}});
+  const auto report = report_path.empty() ? train::default_report_path(job_path, job.training.log_dir) : report_path;
+  return run_job(job, report, {}, true, job_trace{trace_path, {}});
 }
 
 }  // namespace actorps

@@ -1,6 +1,7 @@
 // Job files for the multi-process tests that run `actorps local`.
 #pragma once
 
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -14,10 +15,14 @@
 
 #include <fmt/format.h>
 #include <boost/test/unit_test.hpp>
+#include <caf/make_message.hpp>  // before messages/errors.hpp: CAF_ERROR_CODE_ENUM's factory calls it
 
 #include "actors/checkpoint/checkpoint.hpp"
 #include "actors/launch/subprocess.hpp"
+#include "actors/training/job_report.hpp"
 #include "config/cluster_spec.hpp"
+#include "config/job_config.hpp"
+#include "messages/errors.hpp"
 
 namespace actorps::test {
 
@@ -197,30 +202,44 @@ inline uint16_t port_of(const std::string& path, const std::string& task) {
   return node->port;
 }
 
-// The "examples applied: ps:0 A, ps:1 B (this run's splits hold C)" line of
-// an exactly_once job: {A, B, C}.
-inline std::vector<int64_t> examples_applied(const std::string& out) {
-  auto at = out.find("examples applied: ");
-  BOOST_REQUIRE_MESSAGE(at != std::string::npos, out);
-  std::vector<int64_t> n;
-  for (auto key : {"ps:0 ", "ps:1 ", "splits hold "}) {
-    at = out.find(key, at);
-    BOOST_REQUIRE(at != std::string::npos);
-    at += std::string(key).size();
-    n.push_back(std::stoll(out.substr(at)));
-  }
-  return n;
+/// Where a run of the job file `job` writes its report by default (its
+/// log_dir, else beside the job file).
+inline std::string report_path_of(const std::string& job) {
+  auto spec = load_job_file(job);
+  BOOST_REQUIRE_MESSAGE(spec && *spec, job << ": not a job file");
+  return train::default_report_path(job, (*spec)->training.log_dir);
+}
+
+/// The job report of the last run of the job file `job`.
+inline train::job_report report_of(const std::string& job) {
+  auto report = train::read_report(report_path_of(job));
+  BOOST_REQUIRE_MESSAGE(report, (report ? "" : describe(report.error())));
+  return *report;
+}
+
+/// The epochs a run trained, as "first..last" ("" when none).
+inline std::string epochs_trained(const train::job_report& r) {
+  return r.history.empty() ? "" : std::to_string(r.first_epoch) + ".." + std::to_string(r.last_epoch());
+}
+
+/// The examples each shard of an exactly_once job applied, and the examples
+/// this run's splits hold: {ps:0, ps:1, splits}.
+inline std::vector<int64_t> examples_applied(const train::job_report& r) {
+  BOOST_REQUIRE_MESSAGE(r.shards.size() == 2u, "the report holds " << r.shards.size() << " shards' counts");
+  return {r.shards[0].examples_applied, r.shards[1].examples_applied, r.split_examples};
 }
 
 // `actorps chaos JOB`, its nodes logging to DIR/nodes.log: it must exit 0.
 struct chaos_run {
-  std::string out, log;  // its output, and DIR/chaos.log
+  std::string out, log;      // its output, and DIR/chaos.log
+  train::job_report report;  // the run's job report
 };
 inline chaos_run run_chaos(const std::string& dir, const std::string& job) {
+  std::remove(report_path_of(job).c_str());  // a report read afterwards is this run's
   auto res = run_command({ACTORPS_BIN, "chaos", job, "--log", dir + "/nodes.log"}, std::chrono::seconds(180),
                          dir + "/chaos.log");
   BOOST_REQUIRE(res);
-  chaos_run r{res->out, read_file(dir + "/chaos.log")};
+  chaos_run r{res->out, read_file(dir + "/chaos.log"), report_of(job)};
   BOOST_TEST(res->exit_code == 0, r.out << r.log);
   return r;
 }

@@ -5,6 +5,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <csignal>
+#include <cstdio>
 #include <functional>
 #include <sstream>
 #include <string>
@@ -19,7 +20,8 @@ namespace actorps::test {
 struct run_result {
   int exit_code = -1;
   std::string out, log;
-  double accuracy = 0;
+  train::job_report report;  // the run's
+  double accuracy = 0;       // percent, the report's
 };
 
 // Waits until `needle` shows in the file; false after `timeout`.
@@ -36,6 +38,7 @@ inline bool wait_for_text(const std::string& path, const std::string& needle, st
 inline run_result run_job(const std::string& dir, const std::string& job, const std::string& victims = "",
                           std::function<void(pid_t, const std::string&)> inject = {}) {
   const std::string log = dir + "/cli-" + std::to_string(std::rand()) + ".log";
+  std::remove(report_path_of(job).c_str());  // a report read afterwards is this run's
   auto local = child_process::spawn({ACTORPS_BIN, "local", job, "--log", dir + "/nodes.log"}, log);
   BOOST_REQUIRE(local);
   run_result r;
@@ -60,9 +63,9 @@ inline run_result run_job(const std::string& dir, const std::string& job, const 
   BOOST_REQUIRE(code);
   r.exit_code = *code;
   r.log = read_file(log);
-  auto at = r.out.rfind("test accuracy ");
-  BOOST_REQUIRE_MESSAGE(at != std::string::npos, r.out << r.log);
-  r.accuracy = std::stod(r.out.substr(at + 14));
+  r.report = report_of(job);
+  BOOST_REQUIRE_MESSAGE(r.report.test_accuracy, r.out << r.log);
+  r.accuracy = 100 * *r.report.test_accuracy;
   return r;
 }
 

@@ -74,8 +74,11 @@ std::string train_as_chief(const tf_job& j, const std::string& tf, const std::st
   auto code = chief.wait(30s);
   BOOST_REQUIRE(code);
   BOOST_TEST(*code == 0, *out << read_file(j.dir + "/chief.log"));
-  BOOST_TEST(out->find("trained epochs " + trained) != std::string::npos, *out);
-  BOOST_TEST(out->find("test accuracy") != std::string::npos, *out);
+  auto report = train::read_report(j.dir + "/logs/report.json");  // in the job's log_dir
+  BOOST_REQUIRE_MESSAGE(report, (report ? "" : describe(report.error())));
+  BOOST_TEST(report->exit_cause == "completed");
+  BOOST_TEST(epochs_trained(*report) == trained, *out);
+  BOOST_TEST(bool(report->test_accuracy), *out);
   return *out;
 }
 
@@ -150,6 +153,10 @@ BOOST_AUTO_TEST_CASE(a_sigtermed_chief_checkpoints_exits_143_and_its_restart_res
   auto code = chief.wait(10s);
   BOOST_REQUIRE_MESSAGE(code, "the chief still runs 10 s after SIGTERM");
   BOOST_TEST(*code == 128 + SIGTERM);
+  auto report = train::read_report(j.dir + "/logs/report.json");  // written on the way out
+  BOOST_REQUIRE_MESSAGE(report, (report ? "" : describe(report.error())));
+  BOOST_TEST(report->exit_cause == "preempted");
+  BOOST_TEST(report->exit_code == 128 + SIGTERM);
   BOOST_TEST_MESSAGE("exited " << std::chrono::duration<double>(std::chrono::steady_clock::now() - sent).count()
                                << " s after SIGTERM");
   const auto log = read_file(j.dir + "/chief.log");

@@ -66,9 +66,10 @@ child_process start_training(job_nodes& n) {
 struct finished {
   int code = -1;
   std::string out, log;
+  train::job_report report;  // the job's (beside `job`)
 };
 
-finished finish(child_process& train, const std::string& dir) {
+finished finish(child_process& train, const std::string& dir, const std::string& job) {
   finished f;
   auto out = train.read_all(240s);
   BOOST_REQUIRE(out);
@@ -77,21 +78,8 @@ finished finish(child_process& train, const std::string& dir) {
   BOOST_REQUIRE(code);
   f.code = *code;
   f.log = read_file(dir + "/train.log");
+  f.report = report_of(job);
   return f;
-}
-
-// "closures by worker: worker:0 A, worker:1 B, ..." as {index: count}.
-std::map<uint32_t, int64_t> closures_by_worker(const std::string& out) {
-  std::map<uint32_t, int64_t> n;
-  auto at = out.find("closures by worker: ");
-  BOOST_REQUIRE_MESSAGE(at != std::string::npos, out);
-  const auto end = out.find('\n', at);
-  at += std::string("closures by worker:").size();
-  while ((at = out.find("worker:", at + 1)) < end) {
-    auto space = out.find(' ', at);
-    n[uint32_t(std::stoul(out.substr(at + 7)))] = std::stoll(out.substr(space + 1));
-  }
-  return n;
 }
 
 }  // namespace
@@ -104,14 +92,14 @@ BOOST_AUTO_TEST_CASE(training_starts_with_two_of_four_workers_and_the_others_joi
   std::this_thread::sleep_for(3s);
   n.start("worker:2");
   n.start("worker:3");
-  auto f = finish(train, dir);
+  auto f = finish(train, dir, n.job);
   BOOST_TEST(f.code == 0, f.out << f.log);
   BOOST_TEST(f.log.find("worker:2 joined") != std::string::npos, f.log);
   BOOST_TEST(f.log.find("worker:3 joined") != std::string::npos, f.log);
-  auto by = closures_by_worker(f.out);
+  auto by = f.report.closures_by_worker;
   BOOST_TEST(by[2] > 0, f.out);  // the late ones took splits
   BOOST_TEST(by[3] > 0, f.out);
-  BOOST_TEST(examples_applied(f.out) == std::vector<int64_t>(3, kEpochs * 2000LL), f.out);
+  BOOST_TEST(examples_applied(f.report) == std::vector<int64_t>(3, kEpochs * 2000LL), f.out);
 }
 
 BOOST_AUTO_TEST_CASE(the_coordinator_waits_for_ps_nodes_that_start_after_it) {
@@ -124,10 +112,10 @@ BOOST_AUTO_TEST_CASE(the_coordinator_waits_for_ps_nodes_that_start_after_it) {
   std::this_thread::sleep_for(2s);
   n.start("ps:0");
   n.start("ps:1");
-  auto f = finish(*train, dir);
+  auto f = finish(*train, dir, n.job);
   BOOST_TEST(f.code == 0, f.out << f.log);
   BOOST_TEST(f.log.find("coordinator: ps:0's node exited (the port refuses connections)") != std::string::npos, f.log);
-  BOOST_TEST(examples_applied(f.out) == std::vector<int64_t>(3, 20 * 2000LL), f.out);
+  BOOST_TEST(examples_applied(f.report) == std::vector<int64_t>(3, 20 * 2000LL), f.out);
 }
 
 BOOST_AUTO_TEST_CASE(a_worker_sigtermed_mid_epoch_drains_and_exits_0) {
@@ -140,13 +128,13 @@ BOOST_AUTO_TEST_CASE(a_worker_sigtermed_mid_epoch_drains_and_exits_0) {
   auto code = leaving.wait(30s);
   BOOST_REQUIRE(code);
   BOOST_TEST(*code == 0);
-  auto f = finish(train, dir);
+  auto f = finish(train, dir, n.job);
   BOOST_TEST(f.code == 0, f.out << f.log);
   BOOST_TEST(f.log.find("worker:1 leaves the job (SIGTERM on its node)") != std::string::npos, f.log);
   BOOST_TEST(f.log.find("worker:1 drained") != std::string::npos, f.log);
   BOOST_TEST(f.log.find("worker:1 lost") == std::string::npos, f.log);  // it left; nothing was re-run
   BOOST_TEST(read_file(dir + "/nodes.log").find("worker:1: drained") != std::string::npos);
-  BOOST_TEST(examples_applied(f.out) == std::vector<int64_t>(3, kEpochs * 2000LL), f.out);
+  BOOST_TEST(examples_applied(f.report) == std::vector<int64_t>(3, kEpochs * 2000LL), f.out);
 }
 
 BOOST_AUTO_TEST_CASE(a_new_worker_joins_by_join_and_bad_joins_are_refused) {
@@ -176,13 +164,13 @@ BOOST_AUTO_TEST_CASE(a_new_worker_joins_by_join_and_bad_joins_are_refused) {
   BOOST_TEST(stranger->exit_code == 2);
   BOOST_TEST(read_file(dir + "/stranger.log").find("belongs to cluster \"other\"") != std::string::npos,
              read_file(dir + "/stranger.log"));
-  auto f = finish(train, dir);
+  auto f = finish(train, dir, n.job);
   BOOST_TEST(f.code == 0, f.out << f.log);
   BOOST_TEST(f.log.find("worker:2 at 127.0.0.1") != std::string::npos, f.log);
   BOOST_TEST(f.log.find("refused the join of worker:2") != std::string::npos, f.log);  // logged on both sides
   BOOST_TEST(f.log.find("refused a join from worker:5") != std::string::npos, f.log);
-  BOOST_TEST(closures_by_worker(f.out)[2] > 0, f.out);
-  BOOST_TEST(examples_applied(f.out) == std::vector<int64_t>(3, kEpochs * 2000LL), f.out);
+  BOOST_TEST(f.report.closures_by_worker[2] > 0, f.out);
+  BOOST_TEST(examples_applied(f.report) == std::vector<int64_t>(3, kEpochs * 2000LL), f.out);
 }
 
 BOOST_AUTO_TEST_CASE(remove_worker_drains_it_and_its_node_exits_0) {
@@ -226,7 +214,7 @@ BOOST_AUTO_TEST_CASE(a_job_of_32_workers_starts_with_default_settings) {
   auto res = run_command({ACTORPS_BIN, "local", job, "--log", dir + "/nodes.log"}, 300s, dir + "/cli.log");
   BOOST_REQUIRE(res);
   BOOST_TEST(res->exit_code == 0, res->out << read_file(dir + "/cli.log"));
-  BOOST_TEST(examples_applied(res->out) == std::vector<int64_t>(3, 2 * 2000LL), res->out);
+  BOOST_TEST(examples_applied(report_of(job)) == std::vector<int64_t>(3, 2 * 2000LL), res->out);
   const auto log = read_file(dir + "/cli.log");
   size_t joined = 0;
   for (size_t at = 0; (at = log.find(" joined after ", at)) != std::string::npos; ++at) ++joined;

@@ -26,7 +26,7 @@ BOOST_AUTO_TEST_CASE(a_killed_worker_is_respawned_and_the_job_completes) {
   auto job = write_exactly_once_job(dir, epochs, 100);
   auto clean = run_job(dir, job);
   BOOST_REQUIRE_MESSAGE(clean.exit_code == 0, clean.out << clean.log);
-  BOOST_TEST(examples_applied(clean.out) == std::vector<int64_t>(3, epochs * 2000LL), clean.out);
+  BOOST_TEST(examples_applied(clean.report) == std::vector<int64_t>(3, epochs * 2000LL), clean.out);
   for (unsigned seed : {1u, 2u, 3u}) {
     std::mt19937 gen(seed);
     const auto after = std::chrono::milliseconds(std::uniform_int_distribution<int>(300, 1500)(gen));
@@ -43,9 +43,9 @@ BOOST_AUTO_TEST_CASE(a_killed_worker_is_respawned_and_the_job_completes) {
                 faulty.log.find("worker:1's node restarting") != std::string::npos ||
                 faulty.log.find("worker:1's node hung or cut off") != std::string::npos),
                faulty.log);
-    BOOST_TEST(faulty.out.find("trained epochs 1..150") != std::string::npos, faulty.out);
+    BOOST_TEST(epochs_trained(faulty.report) == "1..150", faulty.out);
     // The lost worker's splits ran again elsewhere; each shard applied every example once.
-    BOOST_TEST(examples_applied(faulty.out) == std::vector<int64_t>(3, epochs * 2000LL), faulty.out);
+    BOOST_TEST(examples_applied(faulty.report) == std::vector<int64_t>(3, epochs * 2000LL), faulty.out);
     BOOST_TEST_MESSAGE("accuracy " << faulty.accuracy << "% vs " << clean.accuracy << "% fault-free");
     BOOST_TEST(faulty.accuracy >= clean.accuracy - 1.0);
   }
@@ -63,8 +63,8 @@ BOOST_AUTO_TEST_CASE(killed_nodes_cut_bulk_lanes_and_every_example_is_still_appl
   auto faulty = run_job(dir, job, "worker:1", sigkill_after(700ms));
   BOOST_TEST(faulty.exit_code == 0, faulty.out << faulty.log);
   BOOST_TEST(faulty.log.find("coordinator: worker:1 respawned after") != std::string::npos, faulty.log);
-  BOOST_TEST(faulty.out.find("trained epochs 1..40") != std::string::npos, faulty.out);
-  BOOST_TEST(examples_applied(faulty.out) == std::vector<int64_t>(3, epochs * 2000LL), faulty.out);
+  BOOST_TEST(epochs_trained(faulty.report) == "1..40", faulty.out);
+  BOOST_TEST(examples_applied(faulty.report) == std::vector<int64_t>(3, epochs * 2000LL), faulty.out);
   // A killed PS node cuts every worker's lane to it: their batches fail like
   // any lost link, the shard is restored from the checkpoint, workers redial.
   auto ps_dir = make_temp_dir("test");
@@ -73,7 +73,7 @@ BOOST_AUTO_TEST_CASE(killed_nodes_cut_bulk_lanes_and_every_example_is_still_appl
   auto r = run_job(ps_dir, ps_job, "ps:0", sigkill_after_checkpoint(ps_dir + "/ckpt"));
   BOOST_TEST(r.exit_code == 0, r.out << r.log);
   BOOST_TEST(r.log.find("coordinator: ps:0 restored from the checkpoint of step ") != std::string::npos, r.log);
-  BOOST_TEST(r.out.find("trained epochs 1..2") != std::string::npos, r.out);
+  BOOST_TEST(epochs_trained(r.report) == "1..2", r.out);
 }
 
 BOOST_AUTO_TEST_CASE(a_killed_worker_of_a_sync_or_bounded_staleness_job_is_respawned_and_the_job_completes) {
@@ -91,7 +91,7 @@ BOOST_AUTO_TEST_CASE(a_killed_worker_of_a_sync_or_bounded_staleness_job_is_respa
     auto r = run_job(dir, job, "worker:1", sigkill_after(500ms));
     BOOST_TEST(r.exit_code == 0, r.out << r.log);
     BOOST_TEST(r.log.find("coordinator: worker:1 respawned after") != std::string::npos, r.log);
-    BOOST_TEST(r.out.find("trained epochs 1..2") != std::string::npos, r.out);
+    BOOST_TEST(epochs_trained(r.report) == "1..2", r.out);
     BOOST_TEST(r.accuracy >= 85.0);
   }
 }
@@ -116,7 +116,7 @@ BOOST_AUTO_TEST_CASE(a_stopped_worker_is_detected_and_rejoins_after_sigcont) {
   BOOST_TEST_MESSAGE("SIGSTOP detected after " << detected_s << " s");
   BOOST_TEST(r.log.find("coordinator: worker:1's node hung or cut off (no answer)") != std::string::npos, r.log);
   BOOST_TEST(r.exit_code == 0, r.out << r.log);
-  BOOST_TEST(r.out.find("trained epochs 1..2") != std::string::npos, r.out);
+  BOOST_TEST(epochs_trained(r.report) == "1..2", r.out);
 }
 
 namespace {
@@ -176,9 +176,8 @@ BOOST_AUTO_TEST_CASE(a_killed_coordinator_reruns_from_its_latest_checkpoint_mid_
     BOOST_TEST(rerun.exit_code == 0, rerun.out << rerun.log);
     BOOST_TEST(rerun.out.find("restored the checkpoint of step " + std::to_string(ckpt.step)) != std::string::npos,
                rerun.out);
-    BOOST_TEST(rerun.out.find("trained epochs " + std::to_string(ckpt.epoch + 1) + "..30") != std::string::npos,
-               rerun.out);
-    BOOST_TEST(examples_applied(rerun.out) == std::vector<int64_t>(3, 30 * 2000 - done), rerun.out);
+    BOOST_TEST(epochs_trained(rerun.report) == std::to_string(ckpt.epoch + 1) + "..30", rerun.out);
+    BOOST_TEST(examples_applied(rerun.report) == std::vector<int64_t>(3, 30 * 2000 - done), rerun.out);
     each_step_applied_once(dir + "/ckpt");
   }
   BOOST_TEST(mid_epoch, "no try was killed after a mid-epoch checkpoint");
@@ -228,7 +227,7 @@ BOOST_AUTO_TEST_CASE(a_killed_ps_is_restored_from_the_latest_checkpoint_and_the_
     auto restored = r.log.find("coordinator: ps:0 restored from the checkpoint of step ");
     BOOST_REQUIRE_MESSAGE(restored != std::string::npos, r.log);
     BOOST_TEST_MESSAGE(r.log.substr(restored, r.log.find('\n', restored) - restored));
-    BOOST_TEST(r.out.find("trained epochs 1.." + std::to_string(v.epochs)) != std::string::npos, r.out);
+    BOOST_TEST(epochs_trained(r.report) == "1.." + std::to_string(v.epochs), r.out);
     BOOST_TEST(r.accuracy >= 85.0);
   }
 }
@@ -265,7 +264,7 @@ BOOST_AUTO_TEST_CASE(actorps_chaos_carries_out_a_seeded_fault_plan) {
                     "coordinator: worker:1 respawned", ": SIGSTOP ps:1 (pid ", ": SIGCONT ps:1 (pid ",
                     "coordinator: ps:1 lost", "coordinator: ps:1 restored from the checkpoint of step "})
     BOOST_TEST(log.find(line) != std::string::npos, line << "\n" << log);
-  BOOST_TEST(res->out.find("trained epochs 1..8") != std::string::npos, res->out);
+  BOOST_TEST(epochs_trained(report_of(job)) == "1..8", res->out);
 }
 
 // A fault the plan cannot carry out is refused before any node starts, naming the field.
@@ -356,6 +355,7 @@ BOOST_AUTO_TEST_CASE(a_partition_between_a_worker_host_and_a_ps_host_is_survived
     BOOST_TEST(log.find("partition the hosts of worker:1 and ps:0 at 0.50 s for 3.00 s") != std::string::npos, log);
     BOOST_TEST(log.find("packet drops need --netns") != std::string::npos, log);
   }
-  BOOST_TEST(res->out.find("trained epochs 1..150") != std::string::npos, res->out);
-  BOOST_TEST(examples_applied(res->out) == std::vector<int64_t>(3, 150 * 2000LL), res->out);
+  const auto report = report_of(job);
+  BOOST_TEST(epochs_trained(report) == "1..150", res->out);
+  BOOST_TEST(examples_applied(report) == std::vector<int64_t>(3, 150 * 2000LL), res->out);
 }

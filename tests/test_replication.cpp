@@ -202,9 +202,9 @@ BOOST_AUTO_TEST_CASE(a_job_fails_over_twice_without_a_checkpoint_and_applies_eac
   BOOST_TEST(count_of(r.log, "coordinator: ps:0 failed over to its backup on " + ps0_node) == 1u, r.log);
   BOOST_TEST(count_of(r.log, "coordinator: ps:1 failed over to its backup on " + ps0_node) == 1u, r.log);
   BOOST_TEST(count_of(r.log, "restored from the checkpoint") == 0u, r.log);
-  BOOST_TEST(r.out.find("trained epochs 1..150") != std::string::npos, r.out);
+  BOOST_TEST(epochs_trained(r.report) == "1..150", r.out);
   // Each shard applied every example exactly once, across both failovers.
-  BOOST_TEST(examples_applied(r.out) == std::vector<int64_t>(3, epochs * 2000LL), r.out);
+  BOOST_TEST(examples_applied(r.report) == std::vector<int64_t>(3, epochs * 2000LL), r.out);
   const auto nodes = read_file(dir + "/nodes.log");
   BOOST_TEST(count_of(nodes, "promoted its backup of ps:0 to the shard") == 2u, nodes);
   BOOST_TEST(count_of(nodes, "promoted its backup of ps:1 to the shard") == 1u, nodes);
@@ -234,5 +234,5 @@ BOOST_AUTO_TEST_CASE(both_replicas_of_a_shard_killed_restore_it_from_the_checkpo
   }
   BOOST_TEST(count_of(r.log, "coordinator: ps:0 restored from the checkpoint of step ") == 1u, r.log);
   BOOST_TEST(count_of(r.log, "coordinator: ps:1 restored from the checkpoint of step ") == 1u, r.log);
-  BOOST_TEST(r.out.find("trained epochs 1..150") != std::string::npos, r.out);
+  BOOST_TEST(epochs_trained(r.report) == "1..150", r.out);
 }

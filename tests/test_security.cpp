@@ -122,7 +122,7 @@ BOOST_AUTO_TEST_CASE(a_job_trains_over_mutual_tls) {
   auto res = run_command({ACTORPS_BIN, "local", job, "--log", dir + "/nodes.log"}, 120s, dir + "/cli.log");
   BOOST_REQUIRE(res);
   BOOST_TEST(res->exit_code == 0, res->out << read_file(dir + "/cli.log") << read_file(dir + "/nodes.log"));
-  BOOST_TEST(res->out.find("trained epochs 1..2") != std::string::npos, res->out);
+  BOOST_TEST(epochs_trained(report_of(job)) == "1..2", res->out);
 }
 
 BOOST_AUTO_TEST_CASE(a_missing_certificate_is_named_before_any_node_starts) {
@@ -283,8 +283,9 @@ BOOST_AUTO_TEST_CASE(garbage_at_every_node_port_leaves_a_job_training) {
       BOOST_REQUIRE(out);
       auto code = local->wait(10s);
       BOOST_TEST((code && *code == 0), *out << read_file(dir + "/cli.log") << read_file(dir + "/nodes.log"));
-      BOOST_TEST(out->find("trained epochs 1..100") != std::string::npos, *out);
-      BOOST_TEST(examples_applied(*out) == std::vector<int64_t>(3, 100 * 2000LL), *out);
+      const auto report = report_of(job);
+      BOOST_TEST(epochs_trained(report) == "1..100", *out);
+      BOOST_TEST(examples_applied(report) == std::vector<int64_t>(3, 100 * 2000LL), *out);
       const auto nodes = read_file(dir + "/nodes.log");
       for (auto task : {"worker:0", "worker:1", "ps:0", "ps:1"})
         BOOST_TEST(nodes.find(std::string("coordinator: ") + task + " lost") == std::string::npos, task << " was lost");
@@ -321,5 +322,5 @@ BOOST_AUTO_TEST_CASE(a_worker_of_another_ca_cannot_join_and_both_sides_log_why) 
   // The coordinator logged it too (the peer's address is "?:0" when the
   // stranger closed its side before the coordinator's handshake failed).
   BOOST_TEST(log.find("TLS: refused a peer: handshake with ") != std::string::npos, log);
-  BOOST_TEST(examples_applied(*out) == std::vector<int64_t>(3, 300 * 2000LL), *out);
+  BOOST_TEST(examples_applied(report_of(job)) == std::vector<int64_t>(3, 300 * 2000LL), *out);
 }

@@ -11,6 +11,7 @@
 #include "actors/checkpoint/checkpoint.hpp"
 #include "actors/launch/local_host.hpp"
 #include "actors/training/event_log.hpp"
+#include "actors/training/job_report.hpp"
 #include "messages/errors.hpp"
 #include "tests/job_files.hpp"
 
@@ -118,4 +119,50 @@ BOOST_AUTO_TEST_CASE(a_checkpoint_that_never_comes_fails_the_wait_saying_what_wh
   BOOST_REQUIRE(!save_checkpoint(dir, at_step(10), 3));
   test::wait_for_checkpoint(dir, std::chrono::milliseconds(0));  // there: no wait, no failure
   fs::remove_all(fs::path(dir).parent_path());
+}
+
+BOOST_AUTO_TEST_CASE(job_reports_round_trip_and_name_what_is_wrong) {
+  const std::string dir = make_temp_dir("test");
+  job_report rep;
+  rep.exit_cause = "completed";
+  rep.exit_code = 0;
+  rep.epochs = 3;
+  rep.first_epoch = 2;
+  rep.history.push_back({2, 40, 1.5, 0.5, 0.8, 0.45, 0.82});
+  rep.history.push_back({3, 60, 1.25, 0.25, 0.9, std::nullopt, std::nullopt});
+  rep.test_accuracy = 0.875;
+  rep.test_examples = 2000;
+  rep.closures_by_worker = {{0, 7}, {1, 5}};
+  rep.shards = {{0, 2000, 3}, {1, 1999, 0}};
+  rep.split_examples = 2000;
+  rep.worker_respawns = 2;
+  rep.ps_restores = 1;
+  rep.closures_retried = 4;
+  const std::string path = dir + "/job.report.json";
+  BOOST_REQUIRE(!write_report(rep, path));
+  auto back = read_report(path);
+  BOOST_REQUIRE_MESSAGE(back, (back ? "" : describe(back.error())));
+  BOOST_TEST(back->exit_cause == "completed");
+  BOOST_TEST(back->last_epoch() == 3u);
+  BOOST_TEST(back->train_seconds() == 2.75);
+  BOOST_REQUIRE(back->history.size() == 2u);
+  BOOST_TEST(*back->history[0].test_accuracy == 0.82);
+  BOOST_TEST(!back->history[1].test_loss);
+  BOOST_TEST(*back->test_accuracy == 0.875);
+  BOOST_TEST(back->closures() == 12u);
+  BOOST_TEST(back->closures_by_worker.at(1) == 5u);
+  BOOST_REQUIRE(back->shards.size() == 2u);
+  BOOST_TEST(back->shards[1].examples_applied == 1999);
+  BOOST_TEST(back->shards[0].duplicates == 3u);
+  BOOST_TEST(back->worker_respawns == 2u);
+  BOOST_TEST(back->ps_restores == 1u);
+  BOOST_TEST(back->closures_retried == 4u);
+  BOOST_TEST(fs::directory_iterator(dir)->path().filename() == "job.report.json");  // no temp file left
+  BOOST_TEST(default_report_path("/a/job.toml", "") == "/a/job.report.json");
+  BOOST_TEST(default_report_path("/a/job.toml", "/b/logs") == "/b/logs/report.json");
+  std::ofstream(path) << R"({"exit": {"cause": "completed"}})";
+  auto bad = read_report(path);
+  BOOST_REQUIRE(!bad);
+  BOOST_TEST(describe(bad.error()).find(path + ": not a job report") != std::string::npos, describe(bad.error()));
+  BOOST_TEST(!read_report(dir + "/none.json"));
 }

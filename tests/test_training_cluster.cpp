@@ -6,6 +6,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <algorithm>
+#include <cstdio>
 
 #include <fstream>
 #include <random>
@@ -252,7 +253,7 @@ BOOST_AUTO_TEST_CASE(the_embedding_job_trains_sparse_rows_over_two_ps_processes)
       run_command({ACTORPS_BIN, "local", dir + "/job.toml", "--log", dir + "/nodes.log"}, 120s, dir + "/cli.log");
   BOOST_REQUIRE(res);
   BOOST_TEST(res->exit_code == 0, res->out);  // 0: the test accuracy reached 85%
-  BOOST_TEST(res->out.find("(2000 examples)") != std::string::npos, res->out);
+  BOOST_TEST(report_of(dir + "/job.toml").test_examples == 2000);
 }
 
 BOOST_AUTO_TEST_CASE(actorps_local_trains_a_job_end_to_end) {
@@ -271,9 +272,23 @@ BOOST_AUTO_TEST_CASE(actorps_local_trains_a_job_end_to_end) {
     return std::stod(res->out.substr(at + 11));
   };
   BOOST_TEST(loss_of("epoch 2/2") < loss_of("epoch 1/2"));
-  BOOST_TEST(res->out.find("trained epochs 1..2") != std::string::npos);
-  BOOST_TEST(res->out.find("test accuracy") != std::string::npos);
-  BOOST_TEST(res->out.find("(2000 examples)") != std::string::npos);  // evaluated on the workers, each example once
+  // The job report holds the same: both epochs, their falling loss, the
+  // accuracy over every test example once (evaluated on the workers), and
+  // every closure: 2 epochs of 100 steps, 5 per closure, and 4 evaluation
+  // parts (2 per worker) after each.
+  const auto report = report_of(job);
+  BOOST_TEST(report.exit_cause == "completed");
+  BOOST_TEST(report.exit_code == 0);
+  BOOST_TEST(epochs_trained(report) == "1..2");
+  BOOST_REQUIRE(report.history.size() == 2u);
+  BOOST_TEST(report.history[1].train_loss < report.history[0].train_loss);
+  BOOST_TEST(report.history[1].step == 200);
+  BOOST_REQUIRE(report.test_accuracy);
+  BOOST_TEST(*report.test_accuracy >= 0.85);
+  BOOST_TEST(report.test_examples == 2000);
+  BOOST_TEST(report.closures() == 2 * (100 / 5 + 4u));
+  BOOST_TEST(report.closures_by_worker.size() == 2u);  // both workers took closures
+  BOOST_TEST(report.worker_respawns == 0u);
 }
 
 BOOST_AUTO_TEST_CASE(a_bad_job_fails_before_any_node_starts) {
@@ -325,7 +340,9 @@ BOOST_AUTO_TEST_CASE(early_stopping_ends_training_and_eval_needs_a_checkpoint) {
   BOOST_TEST(
       res->out.find("early stopping: train_loss has not improved by more than 10 for 1 epoch(s)") != std::string::npos,
       res->out);
-  BOOST_TEST(res->out.find("trained epochs 1..2 in") != std::string::npos, res->out);
+  const auto report = report_of(job);
+  BOOST_TEST(epochs_trained(report) == "1..2", res->out);
+  BOOST_TEST(report.stopped_early);
   BOOST_TEST(res->out.find("epoch 3/5") == std::string::npos, res->out);
   // The sidecar evaluator without a checkpoint to read: a clear error.
   auto eval = run_command({ACTORPS_BIN, "eval", job, "--checkpoint", dir + "/none"}, 30s, dir + "/eval.log");
@@ -410,9 +427,10 @@ BOOST_AUTO_TEST_CASE(checkpoints_restore_and_metrics_are_written) {
   auto eval = run_command({ACTORPS_BIN, "eval", dir + "/job.toml"}, 60s, dir + "/cli.log");
   BOOST_REQUIRE(eval);
   BOOST_TEST(eval->exit_code == 0);
-  auto reported = second.find("test accuracy ", second.find("trained epochs"));
-  BOOST_REQUIRE(reported != std::string::npos);
-  const auto accuracy = second.substr(reported, second.find('%', reported) - reported + 1);
+  const auto report = report_of(dir + "/job.toml");  // the second run's, in its log_dir
+  BOOST_REQUIRE(report.test_accuracy);
+  char accuracy[48];
+  std::snprintf(accuracy, sizeof accuracy, "test accuracy %.2f%%", 100 * *report.test_accuracy);
   BOOST_TEST(eval->out.find("checkpoint of step 200 (epoch 2)") != std::string::npos, eval->out);
   BOOST_TEST(eval->out.find(accuracy) != std::string::npos, eval->out << " vs " << accuracy);
 }

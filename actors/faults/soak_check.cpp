@@ -14,13 +14,6 @@
 namespace actorps {
 namespace {
 
-// The last match of `re` in `text`, if any.
-std::optional<std::smatch> last_match(const std::string& text, const std::regex& re) {
-  std::optional<std::smatch> last;
-  for (std::sregex_iterator m(text.begin(), text.end(), re), end; m != end; ++m) last = *m;
-  return last;
-}
-
 // The PS indices the coordinator's log says were restored (or started over).
 std::set<int> restored_shards(const std::string& log) {
   static const std::regex restored(R"(coordinator: ps:(\d+) (?:restored from|back with))");
@@ -37,24 +30,20 @@ std::string shards(const std::set<int>& ps) {
 
 // Each shard's examples against its splits' (a restored shard counts only since its restore).
 void check_examples(const soak_outcome& o, round_report& rep) {
-  static const std::regex applied(R"(examples applied: ([^\n]*) \(this run's splits hold (\d+)\))");
-  static const std::regex shard(R"(ps:(\d+) (\d+))");
-  auto line = last_match(o.out, applied);
-  if (!line) {
-    rep.examples = "none printed";
-    return rep.failures.push_back("printed no examples applied");
+  if (o.report->shards.empty()) {
+    rep.examples = "none reported";
+    return rep.failures.push_back("reported no examples applied");
   }
-  const std::string counts = (*line)[1];
-  const int64_t hold = std::stoll((*line)[2]);
+  const int64_t hold = o.report->split_examples;
   const auto restored = restored_shards(o.log);
   rep.examples = "exact";
-  for (std::sregex_iterator m(counts.begin(), counts.end(), shard), end; m != end; ++m) {
-    const int ps = std::stoi((*m)[1]);
-    const int64_t n = std::stoll((*m)[2]);
-    if (n == hold) continue;
-    rep.examples = fmt::format("ps:{} {}/{}", ps, n, hold);
+  for (auto& shard : o.report->shards) {
+    const auto ps = int(shard.ps);
+    if (shard.examples_applied == hold) continue;
+    rep.examples = fmt::format("ps:{} {}/{}", ps, shard.examples_applied, hold);
     if (restored.count(ps) == 0)
-      rep.failures.push_back(fmt::format("ps:{} applied {} examples, its splits hold {}", ps, n, hold));
+      rep.failures.push_back(
+          fmt::format("ps:{} applied {} examples, its splits hold {}", ps, shard.examples_applied, hold));
   }
 }
 
@@ -118,21 +107,19 @@ void check_round(const soak_outcome& o, const soak_reference& ref, round_report&
   if (o.hung) return rep.failures.push_back("did not end by the round's deadline (a hang)");
   if (o.exit_code != 0 && o.exit_code != 1)  // 1: below the job's target accuracy, judged below
     rep.failures.push_back(fmt::format("exited {}", o.exit_code));
-  static const std::regex accuracy(R"(test accuracy ([\d.]+)%)");
-  static const std::regex trained(R"(trained epochs \d+\.\.(\d+)|all (\d+) epochs were trained before)");
   check_recoveries(o.log, rep);
-  if (auto m = last_match(o.out, accuracy)) {
-    rep.accuracy = std::stod((*m)[1]);
+  if (o.report == nullptr) return rep.failures.push_back("wrote no job report");
+  if (o.report->test_accuracy) {
+    rep.accuracy = 100 * *o.report->test_accuracy;
     if (ref.accuracy > 0 && std::abs(rep.accuracy - ref.accuracy) > 1.0)
       rep.failures.push_back(
           fmt::format("accuracy {:.2f}% is more than 1 point from the fault-free {:.2f}%", rep.accuracy, ref.accuracy));
   } else {
-    rep.failures.push_back("printed no test accuracy");
+    rep.failures.push_back("reported no test accuracy");
   }
-  auto epochs = last_match(o.out, trained);
-  const std::string last = !epochs ? "" : (*epochs)[1].matched ? (*epochs)[1].str() : (*epochs)[2].str();
-  if (last != std::to_string(ref.epochs))
-    rep.failures.push_back(fmt::format("trained to epoch {} of {}", last.empty() ? "none" : last, ref.epochs));
+  if (const auto last = o.report->last_epoch(); last != ref.epochs)
+    rep.failures.push_back(
+        fmt::format("trained to epoch {} of {}", last == 0 ? "none" : std::to_string(last), ref.epochs));
   if (!ref.exactly_once) {
     rep.examples = rep.steps = "not counted";
     return;

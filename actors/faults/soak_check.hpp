@@ -1,15 +1,17 @@
 // What a soak (`actorps chaos JOB --soak`, apps/soak_cmd.cpp) checks after
 // each round: the run ended, trained every epoch, got every lost worker
 // back, ended within a point of the fault-free accuracy and, for an
-// exactly_once job, applied every example once -- from what the job
-// printed (run_job's summary lines), the coordinator's log and the final
-// checkpoint.
+// exactly_once job, applied every example once -- from the run's job
+// report (actors/training/job_report.hpp), the final checkpoint and, for
+// what the report does not hold (which worker was lost and came back,
+// which shard was restored), the coordinator's log.
 #pragma once
 
 #include <string>
 #include <vector>
 
 #include "actors/checkpoint/checkpoint.hpp"
+#include "actors/training/job_report.hpp"
 #include "config/fault_plan.hpp"
 
 namespace actorps {
@@ -26,9 +28,9 @@ struct soak_reference {
 struct soak_outcome {
   int exit_code = -1;
   bool hung = false;                                    // killed at the round's deadline
-  std::string out;                                      // its stdout
-  std::string log;                                      // its stderr (the coordinator's log)
-  std::string round_logs;                               // every run of the round's stderr (a killed coordinator's too)
+  const train::job_report* report = nullptr;            // its job report, or none (it wrote none)
+  std::string log;                                      // its stderr (the coordinator's log): workers lost and back
+  std::string round_logs;                               // every run of the round's stderr: shards restored
   const train::checkpoint* final_checkpoint = nullptr;  // the round's newest, or none
 };
 
@@ -38,7 +40,7 @@ struct round_report {
   size_t injections_failed = 0;  // faults the chaos executor could not carry out (logged with why)
   bool coordinator_killed = false;
   double seconds = 0;
-  double accuracy = -1;               // percent; < 0: none printed
+  double accuracy = -1;               // percent; < 0: none reported
   std::string examples;               // "exact", "not counted" (not exactly_once), or what differs
   std::string steps;                  // "exact", "N lost (ps:X restored)", or what differs
   std::vector<std::string> failures;  // empty: passed

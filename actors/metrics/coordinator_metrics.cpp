@@ -50,4 +50,6 @@ void coordinator_metrics::recovered(const char* kind, double seconds) {
   recovery_seconds_.with({kind}).observe(seconds);
 }
 
+uint64_t coordinator_metrics::recoveries(const char* kind) { return recoveries_.with({kind}).value(); }
+
 }  // namespace actorps

@@ -15,6 +15,8 @@ struct coordinator_metrics {
   /// A worker respawned or a PS shard restored (`kind`: "worker", "ps"),
   /// `seconds` after it was lost.
   void recovered(const char* kind, double seconds);
+  /// How many recoveries of `kind` this process counted (for the job report).
+  uint64_t recoveries(const char* kind);
 
   metrics::gauge &queued, &running, &workers_alive;
   metrics::counter &done, &failed, &cancelled, &retried;

@@ -24,7 +24,8 @@ struct preemption::shared {
 
 namespace {
 
-[[noreturn]] void exit_on_sigterm() {
+[[noreturn]] void exit_on_sigterm(const std::function<void()>& before_exit) {
+  if (before_exit) before_exit();
   spdlog::default_logger()->flush();
   std::fflush(stdout);
   std::_Exit(128 + SIGTERM);
@@ -32,22 +33,23 @@ namespace {
 
 }  // namespace
 
-preemption::preemption(backup_and_restore* backup) : state_(std::make_shared<shared>()), backup_(backup) {
+preemption::preemption(backup_and_restore* backup, std::function<void()> before_exit)
+    : state_(std::make_shared<shared>()), backup_(backup) {
   sigset_t term;
   sigemptyset(&term);
   sigaddset(&term, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &term, nullptr);
-  std::thread([state = state_, term, with_checkpoint = backup != nullptr] {
+  std::thread([state = state_, term, with_checkpoint = backup != nullptr, before_exit = std::move(before_exit)] {
     int sig = 0;
     sigwait(&term, &sig);
     std::unique_lock<std::mutex> lock(state->m);
     state->requested = true;
-    if (!state->training || state->finished || !with_checkpoint) exit_on_sigterm();
+    if (!state->training || state->finished || !with_checkpoint) exit_on_sigterm(before_exit);
     spdlog::warn("coordinator: SIGTERM: a checkpoint after the next closure, then exit");
     if (!state->cv.wait_for(lock, kPreemptionGrace, [&] { return state->saved; }))
       spdlog::error("coordinator: SIGTERM: no closure finished in {} s; the newest checkpoint stands",
                     kPreemptionGrace.count());
-    exit_on_sigterm();
+    exit_on_sigterm(before_exit);
   }).detach();
 }
 
@@ -76,6 +78,11 @@ caf::error preemption::on_steps(cluster_coordinator& c, const step_progress& p) 
 void preemption::finished() {
   std::lock_guard<std::mutex> guard(state_->m);
   state_->finished = true;
+}
+
+bool preemption::requested() const {
+  std::lock_guard<std::mutex> guard(state_->m);
+  return state_->requested;
 }
 
 }  // namespace actorps::train

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 
 #include "actors/training/callbacks.hpp"
@@ -19,12 +20,16 @@ class preemption : public fit_callback {
  public:
   /// Blocks SIGTERM in this thread and the threads it starts (call before
   /// the actor system exists) and waits for it on its own thread.
-  /// `backup`: the job's checkpoints (nullptr: none, exit at once).
-  explicit preemption(backup_and_restore* backup);
+  /// `backup`: the job's checkpoints (nullptr: none, exit at once);
+  /// `before_exit`, when given, runs on that thread just before the exit
+  /// (run_job writes the job report there).
+  explicit preemption(backup_and_restore* backup, std::function<void()> before_exit = {});
   caf::error on_train_begin(cluster_coordinator& c, fit_start& start) override;
   caf::error on_steps(cluster_coordinator& c, const step_progress& p) override;
   /// Training is over: a SIGTERM from now on exits at once.
   void finished();
+  /// Whether a SIGTERM came (training then ends with its error).
+  [[nodiscard]] bool requested() const;
 
   struct shared;
 

@@ -2,7 +2,8 @@
 // train JOB`; `actorps local JOB` starts the nodes first): connect_job
 // builds the cluster state, fit trains with the job's callbacks
 // (checkpoints, metrics, progress, early stopping), and the result is
-// printed: epochs, examples applied per shard (exactly_once), test accuracy.
+// printed (epochs, examples applied per shard (exactly_once), test
+// accuracy) and written as the job report.
 #pragma once
 
 #include <cstdint>
@@ -29,8 +30,10 @@ struct job_trace {
 /// (train::preemption), and a job that trained to its end stops every node
 /// (cluster_coordinator::end_job): no node outlives its job. With
 /// `trace.path`, every node records from set-up until training ends, and
-/// the trace is written then (a failed write fails the run).
-int run_job(const job_spec& job, std::function<void(int64_t)> on_step = {}, bool deployed = false,
-            const job_trace& trace = {});
+/// the trace is written then (a failed write fails the run). At its end,
+/// completed, preempted or failed, the job report (job_report.hpp) is
+/// written to `report_path` (empty: none; a failed write fails the run).
+int run_job(const job_spec& job, const std::string& report_path, std::function<void(int64_t)> on_step = {},
+            bool deployed = false, const job_trace& trace = {});
 
 }  // namespace actorps
