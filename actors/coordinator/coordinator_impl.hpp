@@ -95,9 +95,7 @@ struct cluster_coordinator::impl {
       if (!current) return current.error();
       const auto shard = (*current)[ps];
       auto got = request_now<Reply>(self, shard, deadline, msg);
-      if (got || got.error().category() == caf::atom("actorps") || !keeper ||
-          std::chrono::steady_clock::now() > give_up)
-        return got;
+      if (got || is_actorps_error(got.error()) || !keeper || std::chrono::steady_clock::now() > give_up) return got;
       spdlog::warn("coordinator: ps:{} did not answer ({}); asking again", ps, describe(got.error()));
       current = shards(uint32_t(ps), shard);
     }

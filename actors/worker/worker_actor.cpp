@@ -92,8 +92,7 @@ void answer_finished(worker_ptr self);
 // A request that lost its shard (CAF's errors: a receiver down, a deadline
 // passed; a bulk lane cut), not one the shard or the function refused.
 bool lost_link(const caf::error& err) {
-  return err.category() != caf::atom("actorps") || err == errc::unreachable || err == errc::timeout ||
-         err == errc::stale_routing;
+  return !is_actorps_error(err) || err == errc::unreachable || err == errc::timeout || err == errc::stale_routing;
 }
 
 // Sends the gradients and returns at once; the running batch waits for
