@@ -34,11 +34,16 @@ class reader {
  public:
   explicit reader(std::string_view source) : source_(source) {}
 
-  caf::error fail(const toml::node& at, const std::string& path, const std::string& what) const {
+  /// "file:line:column: path", where `at` is: what every error starts with.
+  std::string where(const toml::node& at, const std::string& path) const {
     auto& pos = at.source().begin;
     std::ostringstream out;
-    out << source_ << ":" << pos.line << ":" << pos.column << ": " << path << ": " << what;
-    return make_error(errc::invalid_config, out.str());
+    out << source_ << ":" << pos.line << ":" << pos.column << ": " << path;
+    return out.str();
+  }
+
+  caf::error fail(const toml::node& at, const std::string& path, const std::string& what) const {
+    return make_error(errc::invalid_config, where(at, path) + ": " + what);
   }
 
   // Rejects keys of `table` not in `known` (typos must not pass silently).

@@ -15,6 +15,7 @@
 #include "actors/net/system_config.hpp"
 #include "actors/node/node_actor.hpp"
 #include "actors/variables/wire_forms.hpp"
+#include "config/model_config.hpp"
 
 namespace actorps {
 
@@ -47,7 +48,7 @@ caf::expected<std::unique_ptr<cluster_coordinator>> cluster_coordinator::connect
 
 caf::error cluster_coordinator::create_variables(const kernels::model_spec& model, uint64_t seed,
                                                  const pb::Optimizer& optimizer, const partitioner& split) {
-  if (auto problem = model.check(); !problem.empty()) return make_error(errc::invalid_config, "model: " + problem);
+  if (auto err = check_model(model)) return in_context(err, "model");
   kernels::sequential_model probe(model, kernels::reference_ops());
   p_->input_size = probe.input_size();
   auto shards = p_->shards();

@@ -20,6 +20,7 @@
 #include "actors/worker/param_buffers.hpp"
 #include "actors/worker/transport.hpp"
 #include "actors/worker/worker_functions.hpp"
+#include "config/model_config.hpp"
 #include "kernels/device_memory.hpp"
 #include "kernels/device_model.hpp"
 
@@ -391,8 +392,7 @@ caf::expected<worker_actor> spawn_worker(caf::actor_system& sys, const pb::Spawn
                                          const cluster_spec& cluster, peer_table_ptr peers,
                                          std::vector<caf::actor_addr> stoppers) {
   auto model = train::from_proto(spec.model());
-  auto problem = model.check();
-  if (!problem.empty()) return make_error(errc::invalid_config, "worker model: " + problem);
+  if (auto err = check_model(model)) return in_context(err, "worker model");
   kernels::sequential_model probe(model, kernels::reference_ops());
   auto& params = probe.parameters();
   if (size_t(spec.variables_size()) != params.size())
