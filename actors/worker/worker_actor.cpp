@@ -268,10 +268,7 @@ void dial_ps_nodes(worker_ptr self, const cluster_spec& cluster,
 
 // Who may send a worker what (actors/net/peer_table.hpp): closures and injected
 // faults come from the coordinator.
-template <class Msg>
-caf::error check(worker_ptr self, const Msg& msg, const char* what) {
-  return check_request(self, *self->state.peers, msg, {pb::COORDINATOR, pb::CLIENT}, self->state.where, what);
-}
+constexpr std::initializer_list<Role> kCommanders = {pb::COORDINATOR, pb::CLIENT};
 
 // What closures' functions use (worker_functions.hpp), wired to the parts.
 void wire_context(worker_ptr self) {
@@ -305,7 +302,8 @@ void wire_context(worker_ptr self) {
 caf::result<pb::ClosuresDone> on_run_closures(worker_ptr self, pb::RunClosures& req,
                                               std::vector<dataset_actor>& datasets) {
   auto& st = self->state;
-  if (auto err = check(self, req, "RunClosures")) return err;  // before the promise takes the sender
+  // Checked before the promise takes the sender out of the request.
+  if (auto err = check_request(self, req, kCommanders, "RunClosures")) return err;
   if (size_t(req.datasets_size()) != datasets.size())
     return make_error(errc::invalid_argument,
                       fmt::format("RunClosures names {} datasets, {} sent", req.datasets_size(), datasets.size()));
@@ -367,13 +365,13 @@ worker_actor::behavior_type worker_behavior(worker_ptr self, pb::SpawnWorker spe
         return on_run_closures(self, req, datasets);
       },
       [self](const pb::InjectFault& req) -> caf::result<pb::FaultInjected> {
-        if (auto err = check(self, req, "InjectFault")) return err;
+        if (auto err = check_request(self, req, kCommanders, "InjectFault")) return err;
         self->state.net->inject(req);
         return pb::FaultInjected{};
       },
       [self](worker_timer_atom, uint64_t id) { self->state.net->on_timer(id); },
       [self](const pb::Reroute& req) {
-        if (auto err = check(self, req, "Reroute")) return;
+        if (auto err = check_request(self, req, kCommanders, "Reroute")) return;
         if (auto err = self->state.params->reroute(req))
           spdlog::error("{}a Reroute not taken: {}", self->state.where, describe(err));
       },
