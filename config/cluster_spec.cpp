@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 
+#include <cassert>
 #include <charconv>
 
 #include "config/validate.hpp"
@@ -81,10 +82,15 @@ const node_spec* cluster_spec::node_of(const task_id& task) const {
   return nullptr;
 }
 
+size_t cluster_spec::index_of(const node_spec& node) const {
+  assert(&node >= nodes.data() && &node < nodes.data() + nodes.size());
+  return size_t(&node - nodes.data());
+}
+
 task_id backup_task_of(const cluster_spec& spec, uint32_t ps) { return {pb::PS, (ps + 1) % spec.count(pb::PS)}; }
 
 size_t backup_node_of(const cluster_spec& spec, uint32_t ps) {
-  return size_t(spec.node_of(backup_task_of(spec, ps)) - spec.nodes.data());
+  return spec.index_of(*spec.node_of(backup_task_of(spec, ps)));
 }
 
 uint32_t cluster_spec::count(Role role) const {

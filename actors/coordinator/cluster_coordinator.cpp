@@ -140,7 +140,7 @@ caf::expected<uint16_t> cluster_coordinator::accept_joins() {
   const auto* node = p_->spec.node_of(task_id{pb::COORDINATOR, 0});
   if (node == nullptr) return make_error(errc::invalid_config, "accept_joins: the topology has no coordinator node");
   auto& sys = p_->self->home_system();
-  p_->node = spawn_node(sys, p_->spec, size_t(node - p_->spec.nodes.data()), {nullptr, {}, p_->membership});
+  p_->node = spawn_node(sys, p_->spec, p_->spec.index_of(*node), {nullptr, {}, p_->membership});
   auto port = publish_on(sys, p_->node, *node);
   if (!port) {
     p_->self->send_exit(p_->node, caf::exit_reason::user_shutdown);

@@ -57,7 +57,7 @@ struct cluster_coordinator::impl {
     const auto give_up = std::chrono::steady_clock::now() + kJoinTimeout;
     auto backoff = kFirstRetry;
     for (bool logged = false;;) {
-      auto got = dial_node_now(self, spec, task_id{pb::COORDINATOR, 0}, size_t(node - spec.nodes.data()));
+      auto got = dial_node_now(self, spec, task_id{pb::COORDINATOR, 0}, spec.index_of(*node));
       if (got) return got;
       const auto& err = got.error();
       if (!transient(err) || std::chrono::steady_clock::now() + backoff > give_up)
