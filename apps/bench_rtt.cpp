@@ -18,6 +18,7 @@
 #include "apps/bench_cluster.hpp"
 #include "apps/bench_util.hpp"
 #include "apps/commands.hpp"
+#include "messages/fd_io.hpp"
 
 namespace actorps {
 namespace {
