@@ -33,7 +33,8 @@ class step_probe : public train::fit_callback {
 
 }  // namespace
 
-int run_job(const job_spec& job, std::function<void(int64_t)> on_step, bool deployed, const job_trace& trace) {
+int run_job(const job_spec& job, std::function<void(int64_t)> on_step, std::optional<deployment> deployed,
+            const job_trace& trace) {
   auto fail = [](const std::string& what, const caf::error& err) {
     spdlog::error("train: {}: {}", what, describe(err));
     return exit_code(err);
@@ -47,7 +48,7 @@ int run_job(const job_spec& job, std::function<void(int64_t)> on_step, bool depl
     backup = std::make_unique<train::backup_and_restore>(t.checkpoint_dir, t.checkpoint_keep, t.checkpoint_steps);
   }
   std::optional<train::preemption> preempted;
-  if (deployed) preempted.emplace(backup.get());  // before the actor system starts its threads
+  if (deployed) preempted.emplace(backup.get(), deployed->exit);  // before the actor system starts its threads
   system_config cfg(job.cluster.runtime, job.cluster.tls_for(task_id{pb::COORDINATOR, 0}));
   caf::actor_system sys(cfg);
   // The coordinator's metrics, on its node's metrics_port when that node
