@@ -2,6 +2,7 @@
 // error naming file:line:column, the key path and what was expected.
 #pragma once
 
+#include <algorithm>
 #include <fstream>
 #include <initializer_list>
 #include <sstream>
@@ -9,6 +10,7 @@
 #include <string_view>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include <toml++/toml.h>
 
@@ -48,13 +50,11 @@ class reader {
 
   // Rejects keys of `table` not in `known` (typos must not pass silently).
   caf::error only_keys(const toml::table& table, const std::string& path,
-                       std::initializer_list<const char*> known) const {
+                       const std::vector<std::string_view>& known) const {
     for (auto&& [key, value] : table) {
-      bool ok = false;
-      for (auto k : known) ok = ok || key.str() == k;
-      if (!ok) {
+      if (std::find(known.begin(), known.end(), key.str()) == known.end()) {
         std::string list;
-        for (auto k : known) list += std::string(list.empty() ? "" : ", ") + k;
+        for (auto k : known) list += std::string(list.empty() ? "" : ", ") + std::string(k);
         return fail(value, path + "." + std::string(key.str()), "unknown key (expected one of: " + list + ")");
       }
     }
