@@ -23,6 +23,7 @@
 #include "apps/bench_record.hpp"
 #include "apps/bench_util.hpp"
 #include "apps/commands.hpp"
+#include "messages/fd_io.hpp"
 
 namespace actorps {
 namespace {

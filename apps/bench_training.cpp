@@ -169,7 +169,7 @@ caf::error delay_worker1(caf::actor_system& sys, const cluster_spec& spec) {
   caf::scoped_actor self(sys);
   const auto* node = spec.node_of(task_id{pb::WORKER, 1});
   if (node == nullptr) return make_error(errc::invalid_config, "the job has no worker:1 to delay");
-  auto worker1 = dial_node_now(self, spec, task_id{pb::CLIENT, 0}, size_t(node - spec.nodes.data()));
+  auto worker1 = dial_node_now(self, spec, task_id{pb::CLIENT, 0}, spec.index_of(*node));
   if (!worker1) return worker1.error();
   for (uint32_t ps = 0; ps < spec.count(pb::PS); ++ps) {
     pb::InjectFault req;

@@ -51,10 +51,10 @@ int run_job_with_chaos(const cluster_spec& spec, const std::optional<job_spec>& 
                        host_namespaces* hosts, std::optional<uint64_t> chaos_seed, job_trace trace,
                        const std::string& report) {
   if (!job) return run_status(spec, false);
-  if (job->faults.empty()) return run_job(*job, report, {}, false, trace);
+  if (job->faults.empty()) return run_job(*job, report, {}, std::nullopt, trace);
   if (!chaos_seed) {
     spdlog::warn("local: the job's [[faults]] run only under `actorps chaos`");
-    return run_job(*job, report, {}, false, trace);
+    return run_job(*job, report, {}, std::nullopt, trace);
   }
   auto plan = plan_faults(job->faults, *chaos_seed);
   for (auto& f : plan) spdlog::warn("chaos: seed {}: plan: {}", *chaos_seed, to_string(f));
@@ -68,7 +68,7 @@ int run_job_with_chaos(const cluster_spec& spec, const std::optional<job_spec>& 
   }
   auto chaos = spawn_chaos(sys, spec, network_dialer(spec, coordinator), hands, std::move(plan));
   const int rc = run_job(
-      *job, report, [chaos](int64_t steps) { caf::anon_send(chaos, chaos_step_atom_v, steps); }, false, trace);
+      *job, report, [chaos](int64_t steps) { caf::anon_send(chaos, chaos_step_atom_v, steps); }, std::nullopt, trace);
   caf::scoped_actor self(sys);
   self->request(chaos, caf::infinite, chaos_end_atom_v).receive([](bool) {}, [](caf::error&) {});
   self->send_exit(chaos, caf::exit_reason::user_shutdown);

@@ -1,5 +1,8 @@
 // `actorps train JOB`: one command for every task of a job, as in TF's
 // chief/worker/ps recipe, where only TF_CONFIG differs between processes.
+#include <cstdio>
+#include <cstdlib>
+
 #include <spdlog/spdlog.h>
 
 #include "actors/launch/subprocess.hpp"
@@ -14,6 +17,15 @@ namespace {
 int fail(const caf::error& err) {
   spdlog::error("train: {}", describe(err));
   return exit_code(err);
+}
+
+// A preemption (SIGTERM, its checkpoint written) ends the process here, not
+// in the library. _Exit, not exit: the actor system's threads still run,
+// and static destructors under them could hang.
+[[noreturn]] void exit_preempted(int code) {
+  spdlog::default_logger()->flush();
+  std::fflush(stdout);
+  std::_Exit(code);
 }
 
 }  // namespace
@@ -40,7 +52,7 @@ int run_train(const std::string& job_path, std::string_view tf_config, int metri
   }
   if (auto err = set_metrics_port(job.cluster, task_id{pb::COORDINATOR, 0}, metrics_port)) return fail(err);
   const auto report = report_path.empty() ? train::default_report_path(job_path, job.training.log_dir) : report_path;
-  return run_job(job, report, {}, true, job_trace{trace_path, {}});
+  return run_job(job, report, {}, deployment{exit_preempted}, job_trace{trace_path, {}});
 }
 
 }  // namespace actorps

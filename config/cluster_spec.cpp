@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 
+#include <cassert>
 #include <charconv>
 
 #include "config/validate.hpp"
@@ -81,10 +82,15 @@ const node_spec* cluster_spec::node_of(const task_id& task) const {
   return nullptr;
 }
 
+size_t cluster_spec::index_of(const node_spec& node) const {
+  assert(&node >= nodes.data() && &node < nodes.data() + nodes.size());
+  return size_t(&node - nodes.data());
+}
+
 task_id backup_task_of(const cluster_spec& spec, uint32_t ps) { return {pb::PS, (ps + 1) % spec.count(pb::PS)}; }
 
 size_t backup_node_of(const cluster_spec& spec, uint32_t ps) {
-  return size_t(spec.node_of(backup_task_of(spec, ps)) - spec.nodes.data());
+  return spec.index_of(*spec.node_of(backup_task_of(spec, ps)));
 }
 
 uint32_t cluster_spec::count(Role role) const {
@@ -99,38 +105,42 @@ bool cluster_spec::may_connect(Role from, const node_spec& to) const {
   return to.hosts(pb::COORDINATOR) || to.hosts(pb::PS) || to.hosts(pb::STANDBY);
 }
 
-std::string check_host(const std::string& host) {
-  if (host.empty()) return "expected a host name or IP address, got an empty string";
+caf::error check_host(const std::string& host) {
+  auto bad = [](const std::string& got) {
+    return make_error(errc::invalid_config, "expected a host name or IP address, got " + got);
+  };
+  if (host.empty()) return bad("an empty string");
   unsigned char v6[sizeof(in6_addr)];
-  if (host.find(':') != std::string::npos && inet_pton(AF_INET6, host.c_str(), v6) == 1) return {};
+  if (host.find(':') != std::string::npos && inet_pton(AF_INET6, host.c_str(), v6) == 1) return caf::none;
   for (char c : host)
-    if (c == ' ' || c == '\t' || c == ':' || c == '/')
-      return "expected a host name or IP address, got \"" + host + "\"";
-  return {};
+    if (c == ' ' || c == '\t' || c == ':' || c == '/') return bad("\"" + host + "\"");
+  return caf::none;
 }
 
-std::string check_runtime(const runtime_options& rt) {
+caf::error check_runtime(const runtime_options& rt) {
+  auto bad = [](std::string what) { return make_error(errc::invalid_config, std::move(what)); };
   if (rt.scheduler != "sharing" && rt.scheduler != "stealing")
-    return "scheduler: expected \"sharing\" or \"stealing\", got \"" + rt.scheduler + "\"";
+    return bad("scheduler: expected \"sharing\" or \"stealing\", got \"" + rt.scheduler + "\"");
   const char* levels[] = {"trace", "debug", "info", "warn", "error", "off"};
   bool level_ok = false;
   for (auto l : levels) level_ok = level_ok || rt.log_level == l;
-  if (!level_ok) return "log_level: expected trace, debug, info, warn, error or off, got \"" + rt.log_level + "\"";
+  if (!level_ok) return bad("log_level: expected trace, debug, info, warn, error or off, got \"" + rt.log_level + "\"");
   if (rt.connection_timeout_ms != 0 && rt.connection_timeout_ms <= rt.heartbeat_interval_ms)
-    return "connection_timeout_ms (" + std::to_string(rt.connection_timeout_ms) +
-           ") must exceed heartbeat_interval_ms (" + std::to_string(rt.heartbeat_interval_ms) + ")";
+    return bad("connection_timeout_ms (" + std::to_string(rt.connection_timeout_ms) +
+               ") must exceed heartbeat_interval_ms (" + std::to_string(rt.heartbeat_interval_ms) + ")");
   if (rt.connection_timeout_ms != 0 && rt.heartbeat_interval_ms == 0)
-    return "connection_timeout_ms needs heartbeat_interval_ms > 0 (idle links would be dropped)";
-  return {};
+    return bad("connection_timeout_ms needs heartbeat_interval_ms > 0 (idle links would be dropped)");
+  return caf::none;
 }
 
-std::string check_cluster(const cluster_spec& spec, bool needs_coordinator) {
-  if (spec.nodes.empty()) return "empty cluster: no nodes";
+caf::error check_cluster(const cluster_spec& spec, bool needs_coordinator) {
+  auto bad = [](std::string what) { return make_error(errc::invalid_config, std::move(what)); };
+  if (spec.nodes.empty()) return bad("empty cluster: no nodes");
   auto coordinators = spec.count(pb::COORDINATOR);
   if (coordinators == 0 && needs_coordinator)
-    return "missing coordinator: exactly one node needs role \"coordinator\" (or \"chief\")";
-  if (coordinators > 1) return "found " + std::to_string(coordinators) + " coordinators, expected exactly one";
-  return {};
+    return bad("missing coordinator: exactly one node needs role \"coordinator\" (or \"chief\")");
+  if (coordinators > 1) return bad("found " + std::to_string(coordinators) + " coordinators, expected exactly one");
+  return caf::none;
 }
 
 std::optional<tls_files> cluster_spec::tls_for(const task_id& task) const {

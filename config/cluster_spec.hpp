@@ -81,6 +81,10 @@ struct cluster_spec {
   /// The node hosting `task`, or nullptr.
   const node_spec* node_of(const task_id& task) const;
 
+  /// The index in `nodes` of `node`, which must be one of them (e.g.
+  /// node_of's answer): what a node is known by on the wire and in spawn_node.
+  size_t index_of(const node_spec& node) const;
+
   /// Number of tasks with `role`.
   uint32_t count(Role role) const;
 

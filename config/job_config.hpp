@@ -18,6 +18,13 @@
 
 namespace actorps {
 
+/// [training]'s optimizer before its keys: SGD, learning_rate 0.01,
+/// momentum 0.9 (used by "momentum").
+pb::Optimizer default_optimizer();
+
+/// [training]: the defaults here are those of a job file without the key
+/// (config/training_config.cpp lists each key with its default; test_config
+/// checks they agree). A job file's reader sets what depends on the cluster.
 struct training_options {
   uint32_t epochs = 1;
   uint32_t steps_per_epoch = 0;  // required, as in TF (exactly_once: the data's batches, set by fit)
@@ -34,10 +41,10 @@ struct training_options {
   // schedules on whichever workers are available), every worker under sync
   // and bounded_staleness (their steps are pinned to workers: fixed membership).
   uint32_t min_workers = 1;
-  uint32_t steps_per_execution = 10;  // steps per closure
-  pb::Optimizer optimizer;            // kind, learning_rate, momentum, ...
+  uint32_t steps_per_execution = 10;              // steps per closure
+  pb::Optimizer optimizer = default_optimizer();  // kind, learning_rate, momentum, ...
   float learning_rate_decay = 1;  // epoch e trains with learning_rate * decay^(e-1) (Keras ExponentialDecay per epoch)
-  pb::Consistency consistency;    // async by default
+  pb::Consistency consistency;    // async by default; num_workers and replicas_to_aggregate from the cluster
   partitioner variable_partitioner;  // TF's variable_partitioner; none by default
   // partitioner = "load": every rebalance_interval_s the coordinator moves
   // parts off the busiest PS tasks until max/mean load <= max_load_ratio

@@ -102,8 +102,10 @@ caf::expected<model_spec> parse_model_toml(std::string_view text, std::string_vi
     if (auto err = read_layer(r, *arr->get(i), "model.layers[" + std::to_string(i) + "]", l)) return err;
     m.layers.push_back(l);
   }
-  auto problem = m.check();
-  if (!problem.empty()) return r.fail(*layers, "model.layers", problem);
+  if (auto bad = m.check()) {
+    if (!bad->layer) return r.fail(*layers, "model.layers", bad->what);
+    return r.fail(*arr->get(*bad->layer), "model.layers[" + std::to_string(*bad->layer) + "]", bad->what);
+  }
   return m;
 }
 
@@ -111,6 +113,11 @@ caf::expected<model_spec> load_model_file(const std::string& path) {
   auto text = read_text_file(path);
   if (!text) return text.error();
   return parse_model_toml(*text, path);
+}
+
+caf::error check_model(const model_spec& m) {
+  if (auto bad = m.check()) return make_error(errc::invalid_config, bad->message());
+  return caf::none;
 }
 
 }  // namespace actorps

@@ -6,6 +6,7 @@
 #include <string>
 #include <string_view>
 
+#include <caf/error.hpp>
 #include <caf/expected.hpp>
 
 #include "kernels/model.hpp"
@@ -14,5 +15,10 @@ namespace actorps {
 
 [[nodiscard]] caf::expected<kernels::model_spec> parse_model_toml(std::string_view text, std::string_view source);
 [[nodiscard]] caf::expected<kernels::model_spec> load_model_file(const std::string& path);
+
+/// model_spec::check() as an actorps error (errc::invalid_config, "layer 2:
+/// dense needs a flat input ..."), for models that come from elsewhere than
+/// a TOML file (the wire, code).
+[[nodiscard]] caf::error check_model(const kernels::model_spec& m);
 
 }  // namespace actorps

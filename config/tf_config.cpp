@@ -32,8 +32,7 @@ caf::error parse_address(const json& j, const std::string& path, node_spec& node
   auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), port);
   if (digits.empty() || ec != std::errc{} || end != digits.data() + digits.size() || port == 0 || port > 65535)
     return fail(path, "expected a port in 1..65535 after ':', got \"" + digits + "\"");
-  auto problem = check_host(host);
-  if (!problem.empty()) return fail(path, problem);
+  if (auto err = check_host(host)) return in_context(err, "TF_CONFIG: " + path);
   node.host = host;
   node.port = static_cast<uint16_t>(port);
   return caf::none;
@@ -106,8 +105,8 @@ caf::expected<cluster_spec> parse_tf_config(std::string_view text) {
   }
   for (auto& [key, value] : cluster.items())
     if (!parse_role(key)) return fail("$.cluster." + key, "unknown role (expected chief, worker, ps, evaluator)");
-  auto problem = check_cluster(spec, false);  // no chief: `actorps train` coordinates from outside, as TF does
-  if (!problem.empty()) return fail("$.cluster", problem);
+  // No chief is fine: `actorps train` then coordinates from outside, as TF does.
+  if (auto err = check_cluster(spec, false)) return in_context(err, "TF_CONFIG: $.cluster");
   if (doc.contains("task")) {
     task_id self;
     if (auto err = parse_task_field(doc["task"], spec, self)) return err;

@@ -34,8 +34,7 @@ caf::error read_runtime(const reader& r, const toml::table& t, runtime_options& 
       (err = r.get(t, p, "standby_after_ms", rt.standby_after_ms, 0, max_ms)) ||
       (err = r.get(t, p, "log_level", rt.log_level));
   if (err) return err;
-  auto problem = check_runtime(rt);
-  if (!problem.empty()) return r.fail(t, p, problem);
+  if (auto err = check_runtime(rt)) return in_context(err, r.where(t, p));
   return caf::none;
 }
 
@@ -56,8 +55,7 @@ caf::error read_node(const reader& r, const toml::node& n, const std::string& p,
   if (node.metrics_port != 0 && node.metrics_port == node.port)
     return r.fail(*t->get("metrics_port"), p + ".metrics_port",
                   "must differ from the node's port " + std::to_string(port) + " (or be 0: off)");
-  auto problem = check_host(node.host);
-  if (!problem.empty()) return r.fail(*t->get("host"), p + ".host", problem);
+  if (auto err = check_host(node.host)) return in_context(err, r.where(*t->get("host"), p + ".host"));
   auto& roles_node = *t->get("roles");
   auto* arr = roles_node.as_array();
   if (arr == nullptr || arr->empty())
@@ -164,8 +162,7 @@ caf::expected<cluster_spec> parse_toml(std::string_view text, std::string_view s
     }
     spec.nodes.push_back(std::move(node));
   }
-  auto problem = check_cluster(spec);
-  if (!problem.empty()) return r.fail(*nodes, "cluster.nodes", problem);
+  if (auto err = check_cluster(spec)) return in_context(err, r.where(*nodes, "cluster.nodes"));
   if (auto err = read_settings(r, doc, spec)) return err;
   return spec;
 }

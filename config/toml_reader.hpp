@@ -2,6 +2,7 @@
 // error naming file:line:column, the key path and what was expected.
 #pragma once
 
+#include <algorithm>
 #include <fstream>
 #include <initializer_list>
 #include <sstream>
@@ -9,6 +10,7 @@
 #include <string_view>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include <toml++/toml.h>
 
@@ -34,22 +36,25 @@ class reader {
  public:
   explicit reader(std::string_view source) : source_(source) {}
 
-  caf::error fail(const toml::node& at, const std::string& path, const std::string& what) const {
+  /// "file:line:column: path", where `at` is: what every error starts with.
+  std::string where(const toml::node& at, const std::string& path) const {
     auto& pos = at.source().begin;
     std::ostringstream out;
-    out << source_ << ":" << pos.line << ":" << pos.column << ": " << path << ": " << what;
-    return make_error(errc::invalid_config, out.str());
+    out << source_ << ":" << pos.line << ":" << pos.column << ": " << path;
+    return out.str();
+  }
+
+  caf::error fail(const toml::node& at, const std::string& path, const std::string& what) const {
+    return make_error(errc::invalid_config, where(at, path) + ": " + what);
   }
 
   // Rejects keys of `table` not in `known` (typos must not pass silently).
   caf::error only_keys(const toml::table& table, const std::string& path,
-                       std::initializer_list<const char*> known) const {
+                       const std::vector<std::string_view>& known) const {
     for (auto&& [key, value] : table) {
-      bool ok = false;
-      for (auto k : known) ok = ok || key.str() == k;
-      if (!ok) {
+      if (std::find(known.begin(), known.end(), key.str()) == known.end()) {
         std::string list;
-        for (auto k : known) list += std::string(list.empty() ? "" : ", ") + k;
+        for (auto k : known) list += std::string(list.empty() ? "" : ", ") + std::string(k);
         return fail(value, path + "." + std::string(key.str()), "unknown key (expected one of: " + list + ")");
       }
     }

@@ -1,22 +1,24 @@
-// Checks shared by the TOML and TF_CONFIG loaders. Each returns an empty
-// string when the input is fine, else what is wrong, for the caller to
-// prefix with where it was found.
+// Checks shared by the TOML and TF_CONFIG loaders. Each returns none when
+// the input is fine, else errc::invalid_config saying what is wrong, for
+// the caller to put where it was found in front (in_context).
 #pragma once
 
 #include <string>
+
+#include <caf/error.hpp>
 
 #include "config/cluster_spec.hpp"
 
 namespace actorps {
 
 /// A host name, an IPv4 literal or an IPv6 literal (bracketed in TF_CONFIG addresses).
-std::string check_host(const std::string& host);
+[[nodiscard]] caf::error check_host(const std::string& host);
 
 /// Cross-field rules of runtime_options.
-std::string check_runtime(const runtime_options& rt);
+[[nodiscard]] caf::error check_runtime(const runtime_options& rt);
 
 /// Whole-cluster rules: non-empty, at most one coordinator (exactly one
 /// with `needs_coordinator`).
-std::string check_cluster(const cluster_spec& spec, bool needs_coordinator = true);
+[[nodiscard]] caf::error check_cluster(const cluster_spec& spec, bool needs_coordinator = true);
 
 }  // namespace actorps

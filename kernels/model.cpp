@@ -55,47 +55,51 @@ model_spec model_spec::seed_cnn() {
   return m;
 }
 
-std::string model_spec::check() const {
-  if (height <= 0 || width <= 0 || channels <= 0) return "input shape must be positive";
-  if (layers.empty()) return "a model needs at least one layer";
+std::string spec_error::message() const { return layer ? "layer " + std::to_string(*layer) + ": " + what : what; }
+
+std::optional<spec_error> model_spec::check() const {
+  auto whole = [](std::string what) { return spec_error{std::nullopt, std::move(what)}; };
+  if (height <= 0 || width <= 0 || channels <= 0) return whole("input shape must be positive");
+  if (layers.empty()) return whole("a model needs at least one layer");
   dims d{height, width, channels};
   for (size_t i = 0; i < layers.size(); ++i) {
     auto& l = layers[i];
-    auto where = "layer " + std::to_string(i) + ": ";
+    auto at = [i](std::string what) { return spec_error{i, std::move(what)}; };
     auto shape = "[" + std::to_string(d.h) + ", " + std::to_string(d.w) + ", " + std::to_string(d.c) + "]";
     switch (l.kind) {
       case layer_kind::conv2d:
-        if (l.units <= 0 || l.kernel <= 0) return where + "conv2d needs filters > 0 and kernel > 0";
+        if (l.units <= 0 || l.kernel <= 0) return at("conv2d needs filters > 0 and kernel > 0");
         if (d.h == 1 && d.w == 1 && i > 0 && layers[i - 1].kind != layer_kind::conv2d &&
             layers[i - 1].kind != layer_kind::maxpool2d)
-          return where + "conv2d after flatten/dense: its input is no longer an image";
+          return at("conv2d after flatten/dense: its input is no longer an image");
         if (l.pad == padding::valid && (d.h < l.kernel || d.w < l.kernel))
-          return where + "conv2d kernel " + std::to_string(l.kernel) + " larger than its input " + shape;
+          return at("conv2d kernel " + std::to_string(l.kernel) + " larger than its input " + shape);
         break;
       case layer_kind::maxpool2d:
         if (l.pool <= 0 || d.h < l.pool || d.w < l.pool)
-          return where + "maxpool2d window " + std::to_string(l.pool) + " does not fit its input " + shape;
+          return at("maxpool2d window " + std::to_string(l.pool) + " does not fit its input " + shape);
         break;
       case layer_kind::flatten: break;
       case layer_kind::embedding:
-        if (i != 0) return where + "embedding must be the first layer (it reads the example's ids)";
+        if (i != 0) return at("embedding must be the first layer (it reads the example's ids)");
         if (l.vocabulary <= 0 || l.units <= 0 || l.inputs <= 0)
-          return where + "embedding needs vocabulary > 0, dim > 0 and inputs > 0";
+          return at("embedding needs vocabulary > 0, dim > 0 and inputs > 0");
         break;
       case layer_kind::dense:
-        if (l.units <= 0) return where + "dense needs units > 0";
-        if (d.h != 1 || d.w != 1) return where + "dense needs a flat input (add a flatten layer), got " + shape;
+        if (l.units <= 0) return at("dense needs units > 0");
+        if (d.h != 1 || d.w != 1) return at("dense needs a flat input (add a flatten layer), got " + shape);
         break;
     }
     d = output_of(l, d);
   }
-  if (layers.back().kind != layer_kind::dense) return "the last layer must be dense (it gives the logits)";
-  if (layers.back().act != activation::none) return "the last layer must have no activation (it gives the logits)";
+  if (layers.back().kind != layer_kind::dense) return whole("the last layer must be dense (it gives the logits)");
+  if (layers.back().act != activation::none)
+    return whole("the last layer must have no activation (it gives the logits)");
   if (loss == loss_kind::sigmoid_bce && layers.back().units != 1)
-    return "loss sigmoid_bce needs a last layer of 1 unit, got " + std::to_string(layers.back().units);
+    return whole("loss sigmoid_bce needs a last layer of 1 unit, got " + std::to_string(layers.back().units));
   if (loss == loss_kind::softmax_xent && layers.back().units < 2)
-    return "loss softmax_xent needs a last layer of at least 2 units (one per class)";
-  return {};
+    return whole("loss softmax_xent needs a last layer of at least 2 units (one per class)");
+  return std::nullopt;
 }
 
 bool model_spec::takes_ids() const { return !layers.empty() && layers[0].kind == layer_kind::embedding; }

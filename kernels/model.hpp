@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,15 @@ struct layer_spec {
   combiner comb = combiner::mean;  // embedding
 };
 
+/// Why a model_spec cannot be built (kernels/ knows no caf::error: config/
+/// turns it into one, pointing at the layer's own table).
+struct spec_error {
+  std::optional<size_t> layer;  // the layer at fault; none: the input shape or the model as a whole
+  std::string what;             // e.g. "dense needs a flat input (add a flatten layer), got [26, 26, 32]"
+  /// "layer 2: " + what, or what alone.
+  std::string message() const;
+};
+
 struct model_spec {
   int height = 28, width = 28, channels = 1;  // one input example, HWC (unused when layer 0 is an embedding)
   std::vector<layer_spec> layers;             // the last one's output = logits
@@ -39,8 +49,8 @@ struct model_spec {
 
   /// The seed CNN: Conv2D(32, 3, relu) -> MaxPool(2) -> Flatten -> Dense(64, relu) -> Dense(10).
   static model_spec seed_cnn();
-  /// "" when the layers fit the input, else what does not (layer index, shapes).
-  std::string check() const;
+  /// None when the layers fit the input, else what does not (layer, shapes).
+  [[nodiscard]] std::optional<spec_error> check() const;
   /// True when examples are ids (layer 0 is an embedding), not images.
   bool takes_ids() const;
   /// What one example's train step must at least do (a floor for

@@ -4,6 +4,11 @@
 #include <caf/sec.hpp>
 
 namespace actorps {
+namespace {
+
+constexpr caf::atom_value kCategory = caf::atom("actorps");  // CAF_ERROR_CODE_ENUM's, in errors.hpp
+
+}  // namespace
 
 std::string to_string(errc code) {
   switch (code) {
@@ -37,7 +42,7 @@ std::string to_string(errc code) {
 }
 
 caf::error make_error(errc code, std::string message) {
-  return caf::error{static_cast<uint8_t>(code), caf::atom("actorps"), caf::make_message(std::move(message))};
+  return caf::error{static_cast<uint8_t>(code), kCategory, caf::make_message(std::move(message))};
 }
 
 std::string describe(const caf::error& err) {
@@ -45,7 +50,7 @@ std::string describe(const caf::error& err) {
   const auto& ctx = err.context();
   if (ctx.size() == 1 && ctx.match_element<std::string>(0)) {
     auto text = ctx.get_as<std::string>(0);
-    if (err.category() == caf::atom("actorps")) return text;
+    if (is_actorps_error(err)) return text;
     return to_string(static_cast<caf::sec>(err.code())) + ": " + text;
   }
   if (err.category() == caf::atom("system"))
@@ -53,8 +58,10 @@ std::string describe(const caf::error& err) {
   return to_string(err);
 }
 
+bool is_actorps_error(const caf::error& err) { return err.category() == kCategory; }
+
 errc code_of(const caf::error& err) {
-  if (err.category() == caf::atom("actorps")) return static_cast<errc>(err.code());
+  if (is_actorps_error(err)) return static_cast<errc>(err.code());
   const bool timed_out = err == caf::sec::request_timeout || err == caf::sec::connection_timeout;
   return timed_out ? errc::timeout : errc::unreachable;
 }

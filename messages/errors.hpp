@@ -49,6 +49,11 @@ std::string to_string(errc code);
 /// for actorps errors, CAF's rendering for the rest.
 [[nodiscard]] std::string describe(const caf::error& err);
 
+/// Whether `err` is one of our own errc codes: an actorps peer (or this
+/// process) answered and refused, as opposed to CAF reporting a lost link,
+/// a receiver that is down or a deadline that passed.
+[[nodiscard]] bool is_actorps_error(const caf::error& err);
+
 /// An error's code in our vocabulary: an actorps error's own; a CAF
 /// request or connection timeout is errc::timeout; any other CAF error
 /// (a lost link, a receiver that is down) errc::unreachable.

@@ -110,7 +110,7 @@ struct cluster_client {
 
   caf::expected<node_actor> dial(const std::string& task, task_id as, pb::Welcome* welcome = nullptr) {
     auto* node = spec.node_of(*parse_task(task));
-    return dial_node_now(self, spec, as, size_t(node - spec.nodes.data()), welcome);
+    return dial_node_now(self, spec, as, spec.index_of(*node), welcome);
   }
 
   /// Dials `task` as the coordinator; the test stops when that fails.
@@ -186,7 +186,7 @@ struct two_shards {
 
 // The cluster.nodes index of the node hosting `task`.
 inline uint32_t node_index(const cluster_spec& spec, const std::string& task) {
-  return uint32_t(spec.node_of(*parse_task(task)) - spec.nodes.data());
+  return uint32_t(spec.index_of(*spec.node_of(*parse_task(task))));
 }
 
 // Spawns ps task `ps`'s backup on `node` (the node of `on`) and gives it to

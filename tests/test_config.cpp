@@ -9,6 +9,7 @@
 #include <caf/sec.hpp>
 #include "config/cluster_spec.hpp"
 #include "config/job_config.hpp"
+#include "config/training_config.hpp"
 #include "messages/errors.hpp"
 
 using namespace actorps;
@@ -365,6 +366,66 @@ caf::expected<std::optional<job_spec>> training_job(int ps_nodes, const std::str
       "\"synthetic\"\n[eval_dataset]\nsource = \"synthetic\"\n[training]\nsteps_per_epoch = 10\n" +
       training;
   return parse_job_toml(text, "job.toml");
+}
+
+// Every field of `o`, named: options compared whole.
+std::string dump(const training_options& o) {
+  const auto& p = o.variable_partitioner;
+  std::ostringstream out;
+  out << "epochs=" << o.epochs << " steps_per_epoch=" << o.steps_per_epoch << " exactly_once=" << o.exactly_once
+      << " split_size=" << o.split_size << " min_workers=" << o.min_workers
+      << " steps_per_execution=" << o.steps_per_execution << " optimizer={" << o.optimizer.ShortDebugString()
+      << "} learning_rate_decay=" << o.learning_rate_decay << " consistency={" << o.consistency.ShortDebugString()
+      << "} partitioner=" << int(p.type) << " num_shards=" << p.num_shards << " min_shard_bytes=" << p.min_shard_bytes
+      << " max_shard_bytes=" << p.max_shard_bytes << " max_shards=" << p.max_shards
+      << " rebalance_interval_s=" << o.rebalance_interval_s << " max_load_ratio=" << o.max_load_ratio
+      << " ps_replicas=" << o.ps_replicas << " seed=" << o.seed << " threads_per_worker=" << o.threads_per_worker
+      << " device=" << int(o.device) << " devices_per_worker=" << o.devices_per_worker
+      << " target_accuracy=" << o.target_accuracy << " checkpoint_dir=\"" << o.checkpoint_dir
+      << "\" checkpoint_keep=" << o.checkpoint_keep << " checkpoint_steps=" << o.checkpoint_steps << " log_dir=\""
+      << o.log_dir << "\" early_stopping_patience=" << o.early_stopping_patience
+      << " early_stopping_monitor=" << o.early_stopping_monitor
+      << " early_stopping_min_delta=" << o.early_stopping_min_delta;
+  return out.str();
+}
+
+BOOST_AUTO_TEST_CASE(a_training_table_without_keys_gives_the_documented_defaults) {
+  auto job = training_job(1, "");  // steps_per_epoch = 10 only: it is required
+  BOOST_REQUIRE_MESSAGE(job && job->has_value(), why(job));
+  BOOST_TEST(dump((*job)->training) ==
+             "epochs=1 steps_per_epoch=10 exactly_once=0 split_size=0 min_workers=1 steps_per_execution=10 "
+             "optimizer={learning_rate: 0.01 momentum: 0.9} learning_rate_decay=1 "
+             "consistency={replicas_to_aggregate: 1 num_workers: 1} partitioner=0 num_shards=1 "
+             "min_shard_bytes=262144 max_shard_bytes=0 max_shards=0 rebalance_interval_s=10 max_load_ratio=1.3 "
+             "ps_replicas=1 seed=1 threads_per_worker=0 device=0 devices_per_worker=1 target_accuracy=0 "
+             "checkpoint_dir=\"\" checkpoint_keep=3 checkpoint_steps=0 log_dir=\"\" early_stopping_patience=0 "
+             "early_stopping_monitor=test_loss early_stopping_min_delta=0");
+  // Jobs built in code start from the same defaults.
+  training_options in_code;
+  in_code.steps_per_epoch = 10;
+  in_code.consistency.set_num_workers(1);
+  in_code.consistency.set_replicas_to_aggregate(1);
+  BOOST_TEST(dump(in_code) == dump((*job)->training));
+  // Each key's documented default is what the table gives without it.
+  for (auto& key : training_keys()) {
+    BOOST_TEST(std::string(key.doc).size() > 10u, key.name);
+    if (key.fallback == nullptr) continue;  // decided by other keys or the cluster: its doc says how
+    const bool load = std::string(key.name) == "rebalance_interval_s" || std::string(key.name) == "max_load_ratio";
+    const std::string context = load ? "partitioner = \"load\"\n" : "";
+    auto without = training_job(1, context);
+    auto with = training_job(1, context + key.name + " = " + key.fallback + "\n");
+    BOOST_REQUIRE_MESSAGE(with && with->has_value(), key.name << ": " << why(with));
+    BOOST_TEST(dump((*with)->training) == dump((*without)->training), key.name);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(an_unknown_training_key_names_file_line_and_key) {
+  auto typo = training_job(1, "epoch = 3\n");
+  BOOST_REQUIRE(!typo);
+  BOOST_TEST(exit_code(typo.error()) == 2);
+  BOOST_TEST(contains(describe(typo.error()),
+                      "job.toml:26:9: training.epoch: unknown key (expected one of: epochs, steps_per_epoch, "),
+             describe(typo.error()));
 }
 
 BOOST_AUTO_TEST_CASE(ps_replicas_is_read_and_checked_against_the_ps_tasks_and_consistency) {

@@ -107,7 +107,7 @@ BOOST_AUTO_TEST_CASE(sparse_gradients_are_merged_over_the_devices) {
   model_spec spec;
   spec.layers = {{layer_kind::embedding, 4, 3, padding::valid, 2, activation::none, 50, 3, combiner::mean},
                  {layer_kind::dense, 3, 3, padding::valid, 2, activation::none}};
-  BOOST_TEST_REQUIRE(spec.check() == "");
+  BOOST_TEST_REQUIRE(!spec.check());
   const int n = 11;
   std::vector<int64_t> ids(size_t(n) * 3);
   for (size_t i = 0; i < ids.size(); ++i) ids[i] = i % 5 == 4 ? -1 : int64_t((i * 13) % 50);  // repeats, padding

@@ -81,9 +81,9 @@ BOOST_AUTO_TEST_CASE(bad_models_name_line_key_and_expectation) {
        "model.layers[0].activation: expected one of \"none\", \"relu\""},
       {kHead + conv("stride = 2\n") + kLogits, "model.layers[0].stride: unknown key (expected one of: type, filters"},
       {kHead + conv("") + "[[model.layers]]\ntype = \"dense\"\nunits = 10\n",
-       "model.layers: layer 1: dense needs a flat input (add a flatten layer), got [6, 6, 4]"},
+       "model.layers[1]: dense needs a flat input (add a flatten layer), got [6, 6, 4]"},
       {kHead + "[[model.layers]]\ntype = \"conv2d\"\nfilters = 4\nkernel = 9\n" + kLogits,
-       "layer 0: conv2d kernel 9 larger than its input [8, 8, 1]"},
+       "model.layers[0]: conv2d kernel 9 larger than its input [8, 8, 1]"},
       {kHead + "[[model.layers]]\ntype = \"dense\"\nunits = 0\n", "model.layers[0].units: expected an integer in 1.."},
       {"[model]\ninput = [28, 28]\n" + kLogits, "bad.toml:2:9: model.input: expected [height, width, channels]"},
       {"[model]\ninput = [28, -1, 1]\n" + kLogits, "model.input[1]: expected an integer in 1..65536"},
@@ -95,7 +95,7 @@ BOOST_AUTO_TEST_CASE(bad_models_name_line_key_and_expectation) {
       {"[model]\n[[model.layers]]\ntype = \"embedding\"\nvocabulary = 9\ndim = 4\ncombiner = \"max\"\n" + kLogits,
        "model.layers[0].combiner: expected one of \"sum\", \"mean\""},
       {"[model]\ninput = [1, 1, 8]\n" + kLogits + "[[model.layers]]\ntype = \"embedding\"\nvocabulary = 9\ndim = 4\n",
-       "layer 1: embedding must be the first layer"},
+       "model.layers[1]: embedding must be the first layer"},
       {"[model\n", "bad.toml:1:7: TOML syntax error"},
   };
   for (auto& c : cases) {

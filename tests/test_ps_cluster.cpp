@@ -12,6 +12,7 @@
 #include "actors/net/system_config.hpp"
 #include "actors/shard/bulk_lane.hpp"
 #include "actors/variables/ps_client.hpp"
+#include "messages/fd_io.hpp"
 #include "tests/cluster_harness.hpp"
 #include "tests/ps_check.hpp"
 

@@ -15,6 +15,7 @@
 #include "actors/net/system_config.hpp"
 #include "actors/node/node_actor.hpp"
 #include "actors/variables/wire_forms.hpp"
+#include "config/model_config.hpp"
 
 namespace actorps {
 
@@ -64,7 +65,7 @@ caf::expected<std::unique_ptr<cluster_coordinator>> cluster_coordinator::connect
 
 caf::error cluster_coordinator::create_variables(const kernels::model_spec& model, uint64_t seed,
                                                  const pb::Optimizer& optimizer, const partitioner& split) {
-  if (auto problem = model.check(); !problem.empty()) return make_error(errc::invalid_config, "model: " + problem);
+  if (auto err = check_model(model)) return in_context(err, "model");
   kernels::sequential_model probe(model, kernels::reference_ops());
   p_->input_size = probe.input_size();
   return p_->ps->create_variables(probe.parameters(), seed, optimizer, split);
@@ -150,7 +151,7 @@ caf::expected<uint16_t> cluster_coordinator::accept_joins() {
   const auto* node = p_->spec.node_of(task_id{pb::COORDINATOR, 0});
   if (node == nullptr) return make_error(errc::invalid_config, "accept_joins: the topology has no coordinator node");
   auto& sys = p_->self->home_system();
-  p_->node = spawn_node(sys, p_->spec, size_t(node - p_->spec.nodes.data()), {nullptr, {}, p_->membership});
+  p_->node = spawn_node(sys, p_->spec, p_->spec.index_of(*node), {nullptr, {}, p_->membership});
   auto port = publish_on(sys, p_->node, *node);
   if (!port) {
     p_->self->send_exit(p_->node, caf::exit_reason::user_shutdown);

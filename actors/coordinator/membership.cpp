@@ -152,7 +152,7 @@ caf::behavior membership_behavior(membership_ptr self, membership_setup setup) {
   st.declared = st.s.spec.count(pb::WORKER);
   for (uint32_t w = 0; w < st.declared; ++w) {
     const auto* node = st.s.spec.node_of(task_id{pb::WORKER, w});
-    add_proxy(self, w, st.s.spec, size_t(node - st.s.spec.nodes.data()));
+    add_proxy(self, w, st.s.spec, st.s.spec.index_of(*node));
   }
   self->set_exit_handler([self](const caf::exit_msg& msg) {  // the proxies stop with it
     for (auto& [w, proxy] : self->state.proxies) self->send_exit(proxy, msg.reason);

@@ -47,7 +47,7 @@ caf::error ensure_built(dataset_ptr self) {
 // The first check of every request, then the pipeline.
 template <class Msg>
 caf::error ready(dataset_ptr self, const Msg& msg, const char* what) {
-  if (auto err = check_request(self, *self->state.peers, msg, kAsking, self->state.where, what)) return err;
+  if (auto err = check_request(self, msg, kAsking, what)) return err;
   return ensure_built(self);
 }
 

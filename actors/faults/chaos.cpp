@@ -113,13 +113,12 @@ void inject(chaos_ptr self, planned_fault f, int attempt) {
   auto& spec = self->state.spec;
   const bool coordinators = req.peer() == pb::InjectFault::COORDINATOR || req.peer() == pb::InjectFault::COORDINATOR_PS;
   const auto* node = spec.node_of(coordinators ? task_id{pb::COORDINATOR, 0} : task_id{pb::WORKER, req.worker()});
-  self->state.dial(self, size_t(node - spec.nodes.data()),
-                   [self, req, f, what, attempt](caf::expected<node_actor> node) {
-                     if (!node) return inject_failed(self, f, attempt, node.error());
-                     self->request(*node, std::chrono::seconds(5), req)
-                         .then([self, what](const pb::FaultInjected&) { log_fault(self, what, caf::none); },
-                               [self, f, attempt](caf::error& err) { inject_failed(self, f, attempt, err); });
-                   });
+  self->state.dial(self, spec.index_of(*node), [self, req, f, what, attempt](caf::expected<node_actor> node) {
+    if (!node) return inject_failed(self, f, attempt, node.error());
+    self->request(*node, std::chrono::seconds(5), req)
+        .then([self, what](const pb::FaultInjected&) { log_fault(self, what, caf::none); },
+              [self, f, attempt](caf::error& err) { inject_failed(self, f, attempt, err); });
+  });
 }
 
 // The fault as an instant on the trace's faults track (actorps chaos --trace).

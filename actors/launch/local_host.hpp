@@ -1,5 +1,5 @@
 // What tools, benchmarks and tests do on this host: loopback TCP sockets
-// with full reads and writes, temporary directories.
+// (read and written whole with messages/fd_io.hpp), temporary directories.
 #pragma once
 
 #include <netinet/in.h>
@@ -10,6 +10,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+
+#include "messages/fd_io.hpp"
 
 namespace actorps {
 
@@ -61,24 +63,6 @@ inline int accept_one(uint16_t port, const char* who) {
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
   ::close(srv);
   return fd;
-}
-
-inline bool read_full(int fd, char* buf, size_t n) {
-  for (size_t got = 0; got < n;) {
-    auto r = ::read(fd, buf + got, n - got);
-    if (r <= 0) return false;
-    got += size_t(r);
-  }
-  return true;
-}
-
-inline bool write_full(int fd, const char* buf, size_t n) {
-  for (size_t put = 0; put < n;) {
-    auto w = ::write(fd, buf + put, n - put);
-    if (w <= 0) return false;
-    put += size_t(w);
-  }
-  return true;
 }
 
 /// A fresh, uniquely named directory /tmp/actorps-<what>-<6 random characters>.

@@ -24,7 +24,7 @@ using monitor_ptr = caf::stateful_actor<monitor_state>*;
 std::string cause_of(const caf::error& err) {
   if (err == caf::sec::request_timeout || err == caf::sec::connection_timeout) return "timed out (hung or overloaded)";
   if (err == caf::sec::cannot_connect_to_node) return "refused (nothing listens there)";
-  if (err.category() == caf::atom("actorps")) return "rejected: " + describe(err);
+  if (is_actorps_error(err)) return "rejected: " + describe(err);
   return "unreachable: " + describe(err);
 }
 

@@ -40,8 +40,7 @@ std::string peer_table::peer_name(const caf::strong_actor_ptr& sender, const caf
 }
 
 void peer_table::count_locked(const std::string& peer, const caf::error& err) {
-  const auto kind =
-      err.category() == caf::atom("actorps") ? to_string(static_cast<errc>(err.code())) : caf::to_string(err);
+  const auto kind = is_actorps_error(err) ? to_string(static_cast<errc>(err.code())) : caf::to_string(err);
   const auto n = ++refused_[peer][kind];
   if (refused_by_kind_ != nullptr) refused_by_kind_->with({kind}).inc();
   if ((n & (n - 1)) == 0)  // the 1st, 2nd, 4th, 8th, ... of a kind: a flood does not flood the log

@@ -75,10 +75,13 @@ class peer_table {
 using peer_table_ptr = std::shared_ptr<peer_table>;
 
 /// The check of `msg`, the request `self` is handling (see peer_table::check).
+/// Every actor that serves other processes holds the table as
+/// `state.peers` and the prefix of its errors as `state.where`.
 template <class Self, class Msg>
-caf::error check_request(Self* self, peer_table& peers, const Msg& msg, std::initializer_list<Role> roles,
-                         std::string_view where, std::string_view what) {
-  return peers.check(self->current_sender(), self->node(), roles, msg.ByteSizeLong(), where, what);
+[[nodiscard]] caf::error check_request(Self* self, const Msg& msg, std::initializer_list<Role> roles,
+                                       std::string_view what) {
+  const auto& st = self->state;
+  return st.peers->check(self->current_sender(), self->node(), roles, msg.ByteSizeLong(), st.where, what);
 }
 
 }  // namespace actorps

@@ -56,7 +56,7 @@ void try_join(caf::event_based_actor* self, std::shared_ptr<const join_plan> pla
               self->quit();
             },
             [=](caf::error& err) {
-              if (err.category() != caf::atom("actorps")) return again(self, plan, backoff, give_up, err);
+              if (!is_actorps_error(err)) return again(self, plan, backoff, give_up, err);
               spdlog::error("node {}: cannot join the job at {}: {}", to_string(plan->task), plan->coordinator,
                             describe(err));
               plan->stop(2);

@@ -64,13 +64,6 @@ struct broker_of<caf::typed_actor<Sigs...>> {
 using node_broker = broker_of<node_actor>::type;
 using node_ptr = caf::stateful_actor<node_state, node_broker>*;
 
-// The check of every request but Hello: the sender's process said Hello as
-// one of `roles`.
-template <class Msg>
-caf::error check_peer(node_ptr self, const Msg& msg, std::initializer_list<Role> roles, std::string_view what) {
-  return check_request(self, *self->state.peers, msg, roles, self->state.where, what);
-}
-
 constexpr std::initializer_list<Role> kAnyRole = {pb::COORDINATOR, pb::WORKER, pb::PS,
                                                   pb::EVALUATOR,   pb::CLIENT, pb::STANDBY};
 
@@ -120,7 +113,7 @@ bool forget_child(node_state& st, Map& children, const caf::exit_msg& msg) {
 template <class Msg>
 caf::error check_spawn(node_ptr self, const Msg& msg, const task_id& task, const char* what, bool backup = false) {
   auto& st = self->state;
-  if (auto err = check_peer(self, msg, {pb::COORDINATOR, pb::CLIENT}, std::string("spawning ") + what)) return err;
+  if (auto err = check_request(self, msg, {pb::COORDINATOR, pb::CLIENT}, std::string("spawning ") + what)) return err;
   auto& tasks = st.self().tasks;
   if (task.role == pb::PS && st.self().hosts(pb::STANDBY)) return caf::none;
   if (task.role == pb::PS && ((backup && st.self().hosts(pb::PS)) || st.backups.count(task.index) != 0))
@@ -257,11 +250,11 @@ caf::result<pb::LeftJob> on_leave(node_ptr self, const pb::LeaveJob& req) {
     return rp;
   }
   if (req.has_ps()) {  // a PS node's SIGTERM, to the coordinator's node: its membership drains the task
-    if (auto err = check_peer(self, req, {pb::PS}, "LeaveJob")) return err;
+    if (auto err = check_request(self, req, {pb::PS}, "LeaveJob")) return err;
     if (!st.membership) return make_error(errc::invalid_argument, st.where + "runs no job's coordinator");
     return self->delegate(caf::actor_cast<leave_actor>(st.membership), req);
   }
-  if (auto err = check_peer(self, req, {pb::COORDINATOR}, "LeaveJob")) return err;
+  if (auto err = check_request(self, req, {pb::COORDINATOR}, "LeaveJob")) return err;
   spdlog::info("{}worker:{} left the job ({})", st.where, req.worker(), req.reason());
   st.proxies.erase(req.worker());
   if (auto w = st.workers.find(req.worker()); w != st.workers.end()) {
@@ -279,7 +272,7 @@ caf::result<pb::LeftJob> on_leave(node_ptr self, const pb::LeaveJob& req) {
 // EndJob from the coordinator: answered, then the node stops (on_done).
 caf::result<pb::JobEnded> on_end_job(node_ptr self, const pb::EndJob& req) {
   auto& st = self->state;
-  if (auto err = check_peer(self, req, {pb::COORDINATOR}, "EndJob")) return err;
+  if (auto err = check_request(self, req, {pb::COORDINATOR}, "EndJob")) return err;
   spdlog::info("{}the job ended ({}): stopping", st.where, req.reason());
   if (st.on_done) st.on_done();  // serve_node: SIGTERM to itself, taken on another thread
   return pb::JobEnded{};
@@ -292,7 +285,7 @@ caf::result<pb::JobEnded> on_end_job(node_ptr self, const pb::EndJob& req) {
 caf::result<pb::FaultInjected> on_inject(node_ptr self, const pb::InjectFault& req) {
   auto& st = self->state;
   if (req.peer() == pb::InjectFault::COORDINATOR || req.peer() == pb::InjectFault::COORDINATOR_PS) {
-    if (auto err = check_peer(self, req, {pb::COORDINATOR, pb::CLIENT}, "faults")) return err;
+    if (auto err = check_request(self, req, {pb::COORDINATOR, pb::CLIENT}, "faults")) return err;
     if (!st.membership) return make_error(errc::invalid_argument, st.where + "runs no job's coordinator");
     return self->delegate(caf::actor_cast<fault_gate_actor>(st.membership), req);
   }
@@ -361,13 +354,13 @@ node_broker::behavior_type node_behavior(node_ptr self, cluster_spec spec, size_
   return {
       [self](const pb::Hello& hello) { return on_hello(self, hello); },
       [self](const pb::Ping& ping) -> caf::result<pb::Pong> {
-        if (auto err = check_peer(self, ping, kAnyRole, "Ping")) return err;
+        if (auto err = check_request(self, ping, kAnyRole, "Ping")) return err;
         pb::Pong pong;
         pong.set_seq(ping.seq());
         return pong;
       },
       [self](const pb::StatusRequest& req) -> caf::result<pb::NodeStatus> {
-        if (auto err = check_peer(self, req, kAnyRole, "StatusRequest")) return err;
+        if (auto err = check_request(self, req, kAnyRole, "StatusRequest")) return err;
         auto& st = self->state;
         pb::NodeStatus status;
         for (auto& t : st.self().tasks) *status.add_tasks() = to_proto(t);
@@ -398,14 +391,14 @@ node_broker::behavior_type node_behavior(node_ptr self, cluster_spec spec, size_
       // Tracing (actors/metrics/trace.hpp): the coordinator starts this
       // process's recorder and reads its events back.
       [self](const pb::TraceControl& req) -> caf::result<pb::TraceClock> {
-        if (auto err = check_peer(self, req, {pb::COORDINATOR, pb::CLIENT}, "TraceControl")) return err;
+        if (auto err = check_request(self, req, {pb::COORDINATOR, pb::CLIENT}, "TraceControl")) return err;
         trace::recorder_of(self->home_system()).control(req.record(), req.max_events());
         pb::TraceClock clock;
         clock.set_now_us(trace::now_us());
         return clock;
       },
       [self](const pb::TraceRead& req) -> caf::result<pb::TraceEvents> {
-        if (auto err = check_peer(self, req, {pb::COORDINATOR, pb::CLIENT}, "TraceRead")) return err;
+        if (auto err = check_request(self, req, {pb::COORDINATOR, pb::CLIENT}, "TraceRead")) return err;
         return trace::recorder_of(self->home_system()).read(req.from(), req.max_events());
       },
   };

@@ -67,7 +67,7 @@ void drain_ps(caf::actor_system& sys, const cluster_spec& spec, const node_actor
     if (task.role != pb::PS ||
         std::find(status->actors().begin(), status->actors().end(), serving) == status->actors().end())
       continue;
-    auto at = dial_node_now(me, spec, task, size_t(coordinator - spec.nodes.data()));
+    auto at = dial_node_now(me, spec, task, spec.index_of(*coordinator));
     pb::LeaveJob leave;
     leave.set_ps(task.index);
     leave.set_reason("SIGTERM on its node");
@@ -88,7 +88,7 @@ int serve_node(const cluster_spec& spec, const task_id& task, const serve_option
                   to_string(task.role));
     return 2;
   }
-  size_t index = static_cast<size_t>(node - spec.nodes.data());
+  size_t index = spec.index_of(*node);
   // Signals are taken by sigwait below; block them before CAF starts threads.
   sigset_t stop_signals;
   sigemptyset(&stop_signals);

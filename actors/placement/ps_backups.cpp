@@ -31,7 +31,7 @@ uint32_t rebuild_node(keeper_ptr self, uint32_t ps) {
 void rebuild_later(keeper_ptr self, uint32_t ps, uint32_t node, const caf::error& why) {
   auto& st = self->state;
   st.rebuilding.erase(ps);
-  if (why.category() == caf::atom("actorps") && exit_code(why) != kExitRetryable)
+  if (is_actorps_error(why) && exit_code(why) != kExitRetryable)
     return spdlog::error("coordinator: ps:{} gets no new backup on {}: {}; it serves without one", ps,
                          st.l.spec.nodes[node].address(), describe(why));
   st.rebuild_since.emplace(ps, self->clock().now());

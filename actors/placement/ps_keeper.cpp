@@ -34,7 +34,7 @@ void watch_backup(keeper_ptr self, uint32_t ps, const ps_shard_actor& backup) {
 
 // The node the topology gives ps task `ps`.
 uint32_t home_node(const cluster_spec& spec, uint32_t ps) {
-  return uint32_t(spec.node_of(task_id{pb::PS, ps}) - spec.nodes.data());
+  return uint32_t(spec.index_of(*spec.node_of(task_id{pb::PS, ps})));
 }
 
 namespace {

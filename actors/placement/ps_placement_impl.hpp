@@ -48,7 +48,7 @@ struct ps_placement::impl {
     const auto give_up = std::chrono::steady_clock::now() + kJoinTimeout;
     auto backoff = kFirstRetry;
     for (bool logged = false;;) {
-      auto got = dial_node_now(self, spec, task_id{pb::COORDINATOR, 0}, size_t(node - spec.nodes.data()));
+      auto got = dial_node_now(self, spec, task_id{pb::COORDINATOR, 0}, spec.index_of(*node));
       if (got) return got;
       const auto& err = got.error();
       if (!transient(err) || std::chrono::steady_clock::now() + backoff > give_up)
@@ -86,9 +86,7 @@ struct ps_placement::impl {
       if (!current) return current.error();
       const auto shard = (*current)[ps];
       auto got = request_now<Reply>(self, shard, deadline, msg);
-      if (got || got.error().category() == caf::atom("actorps") || !keeper ||
-          std::chrono::steady_clock::now() > give_up)
-        return got;
+      if (got || is_actorps_error(got.error()) || !keeper || std::chrono::steady_clock::now() > give_up) return got;
       spdlog::warn("coordinator: ps:{} did not answer ({}); asking again", ps, describe(got.error()));
       current = shards(uint32_t(ps), shard);
     }

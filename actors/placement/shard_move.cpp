@@ -128,7 +128,7 @@ void tell_now(caf::scoped_actor& self, const shard_finder& serving, uint32_t ps,
               std::chrono::milliseconds timeout, const Msg& msg, const std::string& what) {
   auto answered = request_now<pb::MoveData>(self, failed, timeout, msg);
   if (answered) return;
-  if (answered.error().category() == caf::atom("actorps"))  // it answered: refused
+  if (is_actorps_error(answered.error()))  // it answered: refused
     return spdlog::warn("coordinator: {}: {}", what, describe(answered.error()));
   auto now = serving(ps, &failed);
   if (now) answered = request_now<pb::MoveData>(self, *now, timeout, msg);

@@ -9,12 +9,15 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
 #include <deque>
 #include <random>
 
 #include <spdlog/spdlog.h>
 #include <caf/scoped_actor.hpp>
+
+#include "messages/fd_io.hpp"
 
 namespace actorps {
 
@@ -27,16 +30,6 @@ int64_t bulk_elements(const pb::BulkRequest& req) {
 namespace {
 
 constexpr uint32_t kMaxHeaderBytes = 1 << 16;
-
-bool read_full(int fd, void* buf, size_t n) {
-  auto* p = static_cast<char*>(buf);
-  for (size_t got = 0; got < n;) {
-    auto r = ::read(fd, p + got, n - got);
-    if (r <= 0) return false;
-    got += size_t(r);
-  }
-  return true;
-}
 
 // Writes [u32 header length][header][payload parts] straight from the
 // caller's memory (one sendmsg while the kernel takes it all; MSG_NOSIGNAL:
@@ -52,6 +45,7 @@ bool write_frame(int fd, const google::protobuf::MessageLite& header, std::vecto
     msg.msg_iov = next;
     msg.msg_iovlen = left_parts;
     auto sent = ::sendmsg(fd, &msg, MSG_NOSIGNAL);
+    if (sent < 0 && errno == EINTR) continue;  // a signal came first: nothing was sent
     if (sent <= 0) return false;
     auto done = size_t(sent);
     while (left_parts > 0 && done >= next->iov_len) done -= next->iov_len, ++next, --left_parts;

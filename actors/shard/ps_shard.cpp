@@ -34,6 +34,7 @@ struct shard_state {
   std::vector<waiting<pb::Pull, pb::Values>> pulls;
   std::vector<waiting<pb::Push, pb::PushAck>> pushes;
   peer_table_ptr peers;
+  std::string where;                      // "ps shard <index>: ", the prefix of its errors (the core's too)
   std::map<caf::node_id, uint32_t> held;  // waiting pulls and pushes per peer process
   caf::actor_addr parent;                 // the node: the one actor whose exit stops this shard
   std::shared_ptr<const cluster_spec> spec;
@@ -103,18 +104,18 @@ size_t tensor_bytes(const google::protobuf::RepeatedPtrField<pb::TensorSlice>& s
   return n;
 }
 
-// The first check of every request: its sender's role and its size. A
-// backup takes requests from its primary only: anyone else followed a
-// stale routing table.
+// The first check of every request: check_request (its sender's role and
+// its size), except on a backup, which takes requests from its primary
+// only: anyone else followed a stale routing table.
 template <class Msg>
 caf::error admit(shard_actor self, const Msg& msg, std::initializer_list<Role> roles, const char* what) {
   auto& st = self->state;
-  if (!st.backup) return check_request(self, *st.peers, msg, roles, st.core->where(), what);
+  if (!st.backup) return check_request(self, msg, roles, what);
   const auto& sender = self->current_sender();
   if (sender != nullptr && sender->address() == st.primary) return caf::none;
   return refuse(self, sender,
                 make_error(errc::stale_routing, fmt::format("{}a backup: its primary serves {} (routing version {})",
-                                                            st.core->where(), what, st.routing_version)));
+                                                            st.where, what, st.routing_version)));
 }
 
 // What stats show: the core's counters and the shard's replication.
@@ -131,7 +132,7 @@ pb::ShardStats stats_of(const shard_state& st) {
 void drop_replica(shard_actor self, const caf::error& why) {
   auto& st = self->state;
   if (!st.replica) return;
-  spdlog::error("{}serving without its backup from now on: {}", st.core->where(), describe(why));
+  spdlog::error("{}serving without its backup from now on: {}", st.where, describe(why));
   pb::ReplicaDropped dropped;
   dropped.set_reason(describe(why));
   self->send(st.replica, std::move(dropped));
@@ -187,7 +188,7 @@ caf::expected<caf::node_id> hold(shard_actor self) {
   auto& held = st.held[from];
   if (held >= limit)
     return refuse(self, sender,
-                  make_error(errc::too_busy, st.core->where() + std::to_string(limit) + " requests of " +
+                  make_error(errc::too_busy, st.where + std::to_string(limit) + " requests of " +
                                                  st.peers->peer_name(sender, self->node()) +
                                                  " wait already (max_in_flight_per_peer)"));
   ++held;
@@ -329,22 +330,21 @@ caf::result<pb::Replicated> on_replicate(shard_actor self, const pb::Replicate& 
   auto& st = self->state;
   if (auto err = admit(self, req, kCoordinator, "Replicate")) return err;
   auto bad = [&](const std::string& why) {
-    return refuse(self, self->current_sender(), make_error(errc::invalid_argument, st.core->where() + why));
+    return refuse(self, self->current_sender(), make_error(errc::invalid_argument, st.where + why));
   };
   if (st.backup) return bad("a backup takes no backup");
   if (st.replica) return bad("has a backup already");
   if (to == nullptr) return bad("no backup given");
   if (const auto held = uint64_t(st.core->stats().bytes()); held > st.peers->limits().max_message_bytes)
-    return refuse(
-        self, self->current_sender(),
-        make_error(errc::too_large, fmt::format("{}its state of {} bytes does not fit one message "
-                                                "([runtime] max_message_bytes = {}) for a new backup",
-                                                st.core->where(), held, st.peers->limits().max_message_bytes)));
+    return refuse(self, self->current_sender(),
+                  make_error(errc::too_large, fmt::format("{}its state of {} bytes does not fit one message "
+                                                          "([runtime] max_message_bytes = {}) for a new backup",
+                                                          st.where, held, st.peers->limits().max_message_bytes)));
   if (st.spec == nullptr || req.backup_node() >= st.spec->nodes.size())
     return bad(fmt::format("no node {} in its topology for the backup", req.backup_node()));
   auto backup = caf::actor_cast<ps_shard_actor>(to);
   auto promise = self->make_response_promise<pb::Replicated>();
-  auto where = fmt::format("{}its backup on {}", st.core->where(), st.spec->nodes[req.backup_node()].address());
+  auto where = fmt::format("{}its backup on {}", st.where, st.spec->nodes[req.backup_node()].address());
   dial_node(self, *st.spec, task_id{pb::PS, st.index}, req.backup_node(),
             [self, backup, promise, where](caf::expected<node_actor> node) mutable {
               if (!node) return void(promise.deliver(in_context(node.error(), where)));
@@ -360,9 +360,9 @@ caf::result<pb::Replicated> on_replicate(shard_actor self, const pb::Replicate& 
 caf::result<pb::Replicated> on_primary(shard_actor self, const pb::Replicate& req, const caf::strong_actor_ptr& from) {
   auto& st = self->state;
   const auto& sender = self->current_sender();
-  if (auto err = check_request(self, *st.peers, req, {pb::PS}, st.core->where(), "Replicate")) return err;
+  if (auto err = check_request(self, req, {pb::PS}, "Replicate")) return err;
   if (from == nullptr || sender == nullptr || from->address() != sender->address() || st.primary)
-    return refuse(self, sender, make_error(errc::forbidden, st.core->where() + "serves one primary, its own"));
+    return refuse(self, sender, make_error(errc::forbidden, st.where + "serves one primary, its own"));
   if (auto err = st.core->restore(req.state())) return refuse(self, sender, err);
   st.primary = sender->address();
   pb::Replicated done;
@@ -374,11 +374,9 @@ caf::result<pb::Replicated> on_primary(shard_actor self, const pb::Replicate& re
 caf::result<pb::ShardStats> on_promote(shard_actor self, const pb::Promote& req) {
   auto& st = self->state;
   if (self->current_sender() == nullptr || self->current_sender()->address() != st.parent)
-    return refuse(self, self->current_sender(),
-                  make_error(errc::forbidden, st.core->where() + "only its node promotes it"));
-  if (st.orphaned)
-    return make_error(errc::stale_routing, st.core->where() + "missed changes of its primary: not promoted");
-  spdlog::warn("{}promoted from backup to primary (routing version {})", st.core->where(), req.routing_version());
+    return refuse(self, self->current_sender(), make_error(errc::forbidden, st.where + "only its node promotes it"));
+  if (st.orphaned) return make_error(errc::stale_routing, st.where + "missed changes of its primary: not promoted");
+  spdlog::warn("{}promoted from backup to primary (routing version {})", st.where, req.routing_version());
   st.backup = false;
   st.primary = caf::actor_addr{};
   st.routing_version = req.routing_version();
@@ -409,6 +407,7 @@ ps_shard_actor::behavior_type shard_behavior(shard_actor self, shard_options opt
   st.core->observe_staleness(&st.metrics->staleness());
   st.core->observe_load(st.metrics->range_requests(), st.metrics->range_bytes(), st.metrics->shard());
   st.peers = std::move(opts.peers);
+  st.where = st.core->where();
   st.parent = opts.parent;
   st.backup = opts.backup;
   st.spec = std::move(opts.spec);
@@ -419,7 +418,7 @@ ps_shard_actor::behavior_type shard_behavior(shard_actor self, shard_options opt
   // Stopping (its node exits): whatever waits for a step gets an error, not
   // silence. (Exits from anyone else never get here: exit_guard.hpp.)
   self->set_exit_handler([self](const caf::exit_msg& msg) {
-    auto err = make_error(errc::unreachable, self->state.core->where() + "stopping");
+    auto err = make_error(errc::unreachable, self->state.where + "stopping");
     for (auto& w : self->state.pulls) w.promise.deliver(err);
     for (auto& w : self->state.pushes) w.promise.deliver(err);
     self->state.pulls.clear();
@@ -446,7 +445,7 @@ ps_shard_actor::behavior_type shard_behavior(shard_actor self, shard_options opt
       },
       [self](const pb::ShardStatsRequest& req) -> caf::result<pb::ShardStats> {
         auto& st = self->state;  // a backup shows its stats too
-        if (auto err = check_request(self, *st.peers, req, kCoordinator, st.core->where(), "ShardStatsRequest"))
+        if (auto err = check_request(self, req, kCoordinator, "ShardStatsRequest"))
           return counted(self, K::stats, caf::result<pb::ShardStats>(err));
         return counted(self, K::stats, caf::result<pb::ShardStats>(stats_of(st)));
       },
@@ -476,7 +475,7 @@ ps_shard_actor::behavior_type shard_behavior(shard_actor self, shard_options opt
       [self](const pb::ReplicaDropped& req) {
         auto& st = self->state;
         if (!st.backup || self->current_sender() == nullptr || self->current_sender()->address() != st.primary) return;
-        spdlog::error("{}its primary stopped forwarding ({}): this backup will not be promoted", st.core->where(),
+        spdlog::error("{}its primary stopped forwarding ({}): this backup will not be promoted", st.where,
                       req.reason());
         st.orphaned = true;
       },

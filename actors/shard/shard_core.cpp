@@ -22,18 +22,23 @@ constexpr int64_t kMaxStep = int64_t(1) << 60;
 // BOUNDED_STALENESS: a lost worker's clock, until its respawn pushes again.
 constexpr int64_t kWorkerGone = INT64_MAX;
 
-std::string check_spec(const pb::VariableSpec& v) {
-  if (v.name().empty()) return "a variable needs a name";
-  if (v.dtype() != pb::FLOAT32) return "variable '" + v.name() + "': dtype must be FLOAT32";
+// errc::bad_tensor, `where` (the shard) and the variable named, when `v`
+// cannot be created.
+caf::error check_spec(const pb::VariableSpec& v, const std::string& where) {
+  auto bad = [&](const std::string& what) {
+    return make_error(errc::bad_tensor, where + (v.name().empty() ? what : "variable '" + v.name() + "': " + what));
+  };
+  if (v.name().empty()) return bad("a variable needs a name");
+  if (v.dtype() != pb::FLOAT32) return bad("dtype must be FLOAT32");
   for (auto d : v.shape())
-    if (d < 1) return "variable '" + v.name() + "': dimensions must be >= 1";
-  if (v.full_shape_size() != v.shape_size()) return "variable '" + v.name() + "': full_shape rank differs from shape";
+    if (d < 1) return bad("dimensions must be >= 1");
+  if (v.full_shape_size() != v.shape_size()) return bad("full_shape rank differs from shape");
   for (int i = 1; i < v.shape_size(); ++i)
-    if (v.full_shape(i) != v.shape(i)) return "variable '" + v.name() + "': only axis 0 may be partitioned";
+    if (v.full_shape(i) != v.shape(i)) return bad("only axis 0 may be partitioned");
   if (v.shape_size() > 0 && (v.first_row() < 0 || v.first_row() + v.shape(0) > v.full_shape(0)))
-    return "variable '" + v.name() + "': rows [first_row, first_row + shape[0]) outside full_shape[0]";
-  if (v.optimizer().learning_rate() <= 0) return "variable '" + v.name() + "': learning_rate must be > 0";
-  return {};
+    return bad("rows [first_row, first_row + shape[0]) outside full_shape[0]");
+  if (v.optimizer().learning_rate() <= 0) return bad("learning_rate must be > 0");
+  return caf::none;
 }
 
 kernels::initializer to_kernels(const pb::Initializer& i) {
@@ -89,8 +94,7 @@ shard_core::variable shard_core::make_variable(const pb::VariableSpec& spec) {
 
 caf::expected<pb::Created> shard_core::create(const pb::CreateVariables& req) {
   for (auto& spec : req.variables()) {
-    auto problem = check_spec(spec);
-    if (!problem.empty()) return error(errc::bad_tensor, problem);
+    if (auto err = check_spec(spec, where_)) return err;
     auto i = vars_.find(spec.name());
     if (i != vars_.end() && !google::protobuf::util::MessageDifferencer::Equals(i->second.spec, spec) &&
         !whole_again(i->second.spec, spec))

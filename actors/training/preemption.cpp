@@ -4,8 +4,6 @@
 
 #include <condition_variable>
 #include <csignal>
-#include <cstdio>
-#include <cstdlib>
 #include <mutex>
 #include <thread>
 
@@ -22,34 +20,26 @@ struct preemption::shared {
   bool finished = false;   // training is over
 };
 
-namespace {
-
-[[noreturn]] void exit_on_sigterm(const std::function<void()>& before_exit) {
-  if (before_exit) before_exit();
-  spdlog::default_logger()->flush();
-  std::fflush(stdout);
-  std::_Exit(128 + SIGTERM);
-}
-
-}  // namespace
-
-preemption::preemption(backup_and_restore* backup, std::function<void()> before_exit)
+preemption::preemption(backup_and_restore* backup, exit_fn exit_process)
     : state_(std::make_shared<shared>()), backup_(backup) {
   sigset_t term;
   sigemptyset(&term);
   sigaddset(&term, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &term, nullptr);
-  std::thread([state = state_, term, with_checkpoint = backup != nullptr, before_exit = std::move(before_exit)] {
+  std::thread([state = state_, term, exit_process = std::move(exit_process), with_checkpoint = backup != nullptr] {
     int sig = 0;
     sigwait(&term, &sig);
-    std::unique_lock<std::mutex> lock(state->m);
-    state->requested = true;
-    if (!state->training || state->finished || !with_checkpoint) exit_on_sigterm(before_exit);
-    spdlog::warn("coordinator: SIGTERM: a checkpoint after the next closure, then exit");
-    if (!state->cv.wait_for(lock, kPreemptionGrace, [&] { return state->saved; }))
-      spdlog::error("coordinator: SIGTERM: no closure finished in {} s; the newest checkpoint stands",
-                    kPreemptionGrace.count());
-    exit_on_sigterm(before_exit);
+    {
+      std::unique_lock<std::mutex> lock(state->m);
+      state->requested = true;
+      if (state->training && !state->finished && with_checkpoint) {
+        spdlog::warn("coordinator: SIGTERM: a checkpoint after the next closure, then exit");
+        if (!state->cv.wait_for(lock, kPreemptionGrace, [&] { return state->saved; }))
+          spdlog::error("coordinator: SIGTERM: no closure finished in {} s; the newest checkpoint stands",
+                        kPreemptionGrace.count());
+      }
+    }
+    exit_process(128 + SIGTERM);
   }).detach();
 }
 

@@ -131,8 +131,8 @@ void write_preempted(const job_spec& job, const std::string& report_path) {
 }
 
 // run_job's work; what it learns goes into `rep` as it goes.
-int train_job(const job_spec& job, std::function<void(int64_t)> on_step, bool deployed, const job_trace& trace,
-              const std::string& report_path, job_report& rep) {
+int train_job(const job_spec& job, std::function<void(int64_t)> on_step, const std::optional<deployment>& deployed,
+              const job_trace& trace, const std::string& report_path, job_report& rep) {
   auto fail = [&rep](const std::string& what, const caf::error& err) {
     rep.error = what + ": " + describe(err);
     spdlog::error("train: {}", rep.error);
@@ -148,7 +148,10 @@ int train_job(const job_spec& job, std::function<void(int64_t)> on_step, bool de
   }
   std::optional<train::preemption> preempted;
   if (deployed)  // before the actor system starts its threads
-    preempted.emplace(backup.get(), [&job, report_path] { write_preempted(job, report_path); });
+    preempted.emplace(backup.get(), [&job, report_path, exit = deployed->exit](int code) {
+      write_preempted(job, report_path);
+      exit(code);
+    });
   system_config cfg(job.cluster.runtime, job.cluster.tls_for(task_id{pb::COORDINATOR, 0}));
   caf::actor_system sys(cfg);
   // The coordinator's metrics, on its node's metrics_port when that node
@@ -208,8 +211,8 @@ int train_job(const job_spec& job, std::function<void(int64_t)> on_step, bool de
 
 }  // namespace
 
-int run_job(const job_spec& job, const std::string& report_path, std::function<void(int64_t)> on_step, bool deployed,
-            const job_trace& trace) {
+int run_job(const job_spec& job, const std::string& report_path, std::function<void(int64_t)> on_step,
+            std::optional<deployment> deployed, const job_trace& trace) {
   job_report rep;
   rep.epochs = job.training.epochs;
   const int rc = train_job(job, std::move(on_step), deployed, trace, report_path, rep);

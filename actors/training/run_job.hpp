@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,17 +24,21 @@ struct job_trace {
   std::vector<const trace::recorder*> also;
 };
 
+/// A job as `actorps train` runs it, where an orchestrator manages the
+/// processes: SIGTERM writes a checkpoint, then `exit(143)` (the binary's;
+/// train::preemption), and a job that trained to its end stops every node
+/// (cluster_coordinator::end_job): no node outlives its job.
+struct deployment {
+  std::function<void(int code)> exit;  // ends the process with `code`
+};
+
 /// Trains `job`; the process exit code (messages/errors.hpp: exit_code).
 /// `on_step`, when given, hears the job's steps so far after each closure.
-/// `deployed`: as `actorps train` runs it, where an orchestrator manages
-/// the processes: SIGTERM writes a checkpoint and exits 143
-/// (train::preemption), and a job that trained to its end stops every node
-/// (cluster_coordinator::end_job): no node outlives its job. With
-/// `trace.path`, every node records from set-up until training ends, and
-/// the trace is written then (a failed write fails the run). At its end,
-/// completed, preempted or failed, the job report (job_report.hpp) is
+/// With `trace.path`, every node records from set-up until training ends,
+/// and the trace is written then (a failed write fails the run). At its
+/// end, completed, preempted or failed, the job report (job_report.hpp) is
 /// written to `report_path` (empty: none; a failed write fails the run).
 int run_job(const job_spec& job, const std::string& report_path, std::function<void(int64_t)> on_step = {},
-            bool deployed = false, const job_trace& trace = {});
+            std::optional<deployment> deployed = std::nullopt, const job_trace& trace = {});
 
 }  // namespace actorps

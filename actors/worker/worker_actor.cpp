@@ -20,6 +20,7 @@
 #include "actors/worker/param_buffers.hpp"
 #include "actors/worker/transport.hpp"
 #include "actors/worker/worker_functions.hpp"
+#include "config/model_config.hpp"
 #include "kernels/device_memory.hpp"
 #include "kernels/device_model.hpp"
 
@@ -92,8 +93,7 @@ void answer_finished(worker_ptr self);
 // A request that lost its shard (CAF's errors: a receiver down, a deadline
 // passed; a bulk lane cut), not one the shard or the function refused.
 bool lost_link(const caf::error& err) {
-  return err.category() != caf::atom("actorps") || err == errc::unreachable || err == errc::timeout ||
-         err == errc::stale_routing;
+  return !is_actorps_error(err) || err == errc::unreachable || err == errc::timeout || err == errc::stale_routing;
 }
 
 // Sends the gradients and returns at once; the running batch waits for
@@ -268,10 +268,7 @@ void dial_ps_nodes(worker_ptr self, const cluster_spec& cluster,
 
 // Who may send a worker what (actors/net/peer_table.hpp): closures and injected
 // faults come from the coordinator.
-template <class Msg>
-caf::error check(worker_ptr self, const Msg& msg, const char* what) {
-  return check_request(self, *self->state.peers, msg, {pb::COORDINATOR, pb::CLIENT}, self->state.where, what);
-}
+constexpr std::initializer_list<Role> kCommanders = {pb::COORDINATOR, pb::CLIENT};
 
 // What closures' functions use (worker_functions.hpp), wired to the parts.
 void wire_context(worker_ptr self) {
@@ -305,7 +302,8 @@ void wire_context(worker_ptr self) {
 caf::result<pb::ClosuresDone> on_run_closures(worker_ptr self, pb::RunClosures& req,
                                               std::vector<dataset_actor>& datasets) {
   auto& st = self->state;
-  if (auto err = check(self, req, "RunClosures")) return err;  // before the promise takes the sender
+  // Checked before the promise takes the sender out of the request.
+  if (auto err = check_request(self, req, kCommanders, "RunClosures")) return err;
   if (size_t(req.datasets_size()) != datasets.size())
     return make_error(errc::invalid_argument,
                       fmt::format("RunClosures names {} datasets, {} sent", req.datasets_size(), datasets.size()));
@@ -367,13 +365,13 @@ worker_actor::behavior_type worker_behavior(worker_ptr self, pb::SpawnWorker spe
         return on_run_closures(self, req, datasets);
       },
       [self](const pb::InjectFault& req) -> caf::result<pb::FaultInjected> {
-        if (auto err = check(self, req, "InjectFault")) return err;
+        if (auto err = check_request(self, req, kCommanders, "InjectFault")) return err;
         self->state.net->inject(req);
         return pb::FaultInjected{};
       },
       [self](worker_timer_atom, uint64_t id) { self->state.net->on_timer(id); },
       [self](const pb::Reroute& req) {
-        if (auto err = check(self, req, "Reroute")) return;
+        if (auto err = check_request(self, req, kCommanders, "Reroute")) return;
         if (auto err = self->state.params->reroute(req))
           spdlog::error("{}a Reroute not taken: {}", self->state.where, describe(err));
       },
@@ -392,8 +390,7 @@ caf::expected<worker_actor> spawn_worker(caf::actor_system& sys, const pb::Spawn
                                          const cluster_spec& cluster, peer_table_ptr peers,
                                          std::vector<caf::actor_addr> stoppers) {
   auto model = train::from_proto(spec.model());
-  auto problem = model.check();
-  if (!problem.empty()) return make_error(errc::invalid_config, "worker model: " + problem);
+  if (auto err = check_model(model)) return in_context(err, "worker model");
   kernels::sequential_model probe(model, kernels::reference_ops());
   auto& params = probe.parameters();
   if (size_t(spec.variables_size()) != params.size())
