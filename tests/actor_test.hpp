@@ -97,8 +97,9 @@ struct fake_dialer {
   caf::error down = make_error(errc::unreachable, "node down (test)");
   std::vector<size_t> dials;
 
-  node_dialer get() {
-    return [this](caf::event_based_actor*, size_t n, dial_callback done) {
+  template <class Self = caf::event_based_actor>
+  dialer_for<Self> get() {
+    return [this](Self*, size_t n, dial_callback done) {
       dials.push_back(n);
       auto i = up.find(n);
       if (i != up.end())

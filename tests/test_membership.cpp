@@ -23,6 +23,14 @@ struct fixture : deterministic_system {
 
   caf::actor node() { return spawn_fake(sys(), fake_node); }
 
+  // A keeper that takes the new proxies and ignores them: the membership
+  // sends it nothing else in these tests (an untyped fake, hence the cast).
+  keeper_actor fake_keeper() {
+    return caf::actor_cast<keeper_actor>(sys().spawn(
+        [](caf::event_based_actor*, int) -> caf::behavior { return {[](keeper_proxy_atom, const caf::actor&) {}}; },
+        0));
+  }
+
   // The delay until the next timer fires, in milliseconds.
   double next_timer_ms() {
     auto& clock = sched.clock();
@@ -216,9 +224,8 @@ BOOST_FIXTURE_TEST_CASE(a_leaving_worker_finishes_its_closures_and_gets_no_new_o
 BOOST_FIXTURE_TEST_CASE(the_membership_admits_new_workers_and_refuses_bad_joins, fixture) {
   auto spec = topology({"coordinator", "worker", "ps"});
   auto n = node();
-  nodes.up[1] = n;            // worker:0's node
-  auto keeper = sys().spawn(  // takes the new proxies and ignores them
-      [](caf::event_based_actor*, int) -> caf::behavior { return {[](keeper_proxy_atom, const caf::actor&) {}}; }, 0);
+  nodes.up[1] = n;  // worker:0's node
+  auto keeper = fake_keeper();
   auto members = spawn_membership(
       sys(), {spec, pb::SpawnWorker{}, shard_list{}, q, keeper, [this](const cluster_spec&) { return nodes.get(); }});
   sched.run();
@@ -273,8 +280,7 @@ BOOST_FIXTURE_TEST_CASE(the_membership_admits_new_workers_and_refuses_bad_joins,
 BOOST_FIXTURE_TEST_CASE(a_ps_leave_is_held_until_the_coordinator_drains_it, fixture) {
   auto spec = topology({"coordinator", "worker", "ps", "ps"});
   nodes.up[1] = node();
-  auto keeper = sys().spawn(
-      [](caf::event_based_actor*, int) -> caf::behavior { return {[](keeper_proxy_atom, const caf::actor&) {}}; }, 0);
+  auto keeper = fake_keeper();
   auto members = spawn_membership(
       sys(), {spec, pb::SpawnWorker{}, shard_list{}, q, keeper, [this](const cluster_spec&) { return nodes.get(); }});
   sched.run();

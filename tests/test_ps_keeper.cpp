@@ -56,23 +56,16 @@ struct keeper_fixture : deterministic_system {
   }
 
   // With `backups` (ps_replicas = 2): each shard's backup, in ps order.
-  caf::actor keeper(pb::Consistency::Mode mode, const std::string& checkpoint_dir = {},
-                    const std::vector<caf::actor>& backups = {}) {
+  keeper_actor keeper(pb::Consistency::Mode mode, const std::string& checkpoint_dir = {},
+                      const std::vector<caf::actor>& backups = {}) {
     pb::Consistency c;
     c.set_mode(mode);
     shard_list handles, backup_handles;
     for (auto& s : shards) handles.push_back(caf::actor_cast<ps_shard_actor>(s));
     for (auto& b : backups) backup_handles.push_back(caf::actor_cast<ps_shard_actor>(b));
-    return spawn_ps_keeper(sys(),
-                           {spec,
-                            c,
-                            handles,
-                            backup_handles,
-                            vars,
-                            {proxy},
-                            [q = queue](caf::error why) { q->abort(why); },
-                            checkpoint_dir},
-                           nodes.get());
+    auto fail_job = [q = queue](caf::error why) { q->abort(std::move(why)); };  // as the coordinator does
+    return spawn_ps_keeper(sys(), {spec, c, handles, backup_handles, vars, {proxy}, fail_job, checkpoint_dir},
+                           nodes.get<keeper_actor::base>());
   }
 
   shard_list last_shards;

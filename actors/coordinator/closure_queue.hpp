@@ -13,6 +13,18 @@
 // finished (a consistent checkpoint). Closures of a round (SYNC: the
 // workers' parts of one step; bounded staleness: one round robin cycle)
 // wait for each other on the shards, so a round begun is handed out whole.
+//
+// Threads. The one object of the coordinator shared between threads: the
+// user's side is called from the user's thread (the facade's; put, hold,
+// join and wait_* block it), the proxies' side from the proxies' actors on
+// CAF's scheduler threads (never blocking: take returns at once), and
+// abort from the PS keeper's. Every public member function takes m_ itself,
+// so any of them may be called from any thread; none may be called with
+// m_ held (private helpers marked "lock held" expect it). A `wake` given
+// to take() is called without m_ held, from whichever thread added the
+// closures (the proxy it wakes must only send itself a message). A
+// remote_value is read from any thread: its state has a mutex of its own,
+// taken after m_ when both are (resolve), never before.
 #pragma once
 
 #include <chrono>
@@ -127,11 +139,12 @@ class closure_queue {
   void update_gauges();  // lock held
   bool quiet_locked();   // lock held
 
-  std::mutex m_;
-  std::condition_variable changed_;
-  const size_t capacity_;
-  std::set<uint32_t> members_, live_;  // workers of the job; those taking closures
-  std::map<uint32_t, uint64_t> answered_;
+  std::mutex m_;                     // guards every member below but capacity_, metrics_ and tracer_
+  std::condition_variable changed_;  // with m_: the user's thread waits on it (put, join, wait_*)
+  const size_t capacity_;            // immutable
+  // Guarded by m_: the members and what they hold.
+  std::set<uint32_t> members_, live_;      // workers of the job; those taking closures
+  std::map<uint32_t, uint64_t> answered_;  // closures settled, by worker
   std::deque<queued_closure> common_;
   std::map<uint32_t, std::deque<queued_closure>> pinned_;
   size_t outstanding_ = 0;  // queued + running
@@ -142,8 +155,9 @@ class closure_queue {
   // microseconds): shards key pushes by closure and take an id below every
   // one they remember for an old one (pb::ClosureStep).
   uint64_t next_id_;
-  caf::error error_;
-  std::vector<std::function<void()>> wakers_;
+  caf::error error_;                           // guarded by m_
+  std::vector<std::function<void()>> wakers_;  // guarded by m_; called after it is released (wake_all)
+  // Thread-safe on their own (updated under m_ so the gauges agree with the queue).
   coordinator_metrics metrics_;
   trace::recorder& tracer_;
 };

@@ -27,7 +27,7 @@ struct cluster_coordinator::impl {
   std::chrono::milliseconds timeout{spec.runtime.connect_timeout_ms};
   std::unique_ptr<ps_placement> ps;  // the shards, and from create_workers on their keeper
   int64_t input_size = 0;            // the model's, once variables exist
-  caf::actor membership;             // from create_workers on: the one owner of the worker set
+  membership_actor membership;       // from create_workers on: the one owner of the worker set
   node_actor node;                   // accept_joins: this process's node actor, published on the coordinator's node
   uint16_t node_port = 0;
   std::shared_ptr<closure_queue> queue;

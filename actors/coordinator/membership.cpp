@@ -31,7 +31,7 @@ struct membership_state {
   bool drains_ps = false;  // the coordinator's thread looks for them (fit's ps_leaves callback)
 };
 
-using membership_ptr = caf::stateful_actor<membership_state>*;
+using membership_ptr = membership_actor::stateful_pointer<membership_state>;
 
 // What worker `w` builds for `name`: the spec behind a leading shard op
 // (worker w of the declared W reads examples w, w+W, ...) unless whole.
@@ -146,7 +146,7 @@ caf::result<pb::JoinAccepted> join(membership_ptr self, uint32_t w, const std::s
   return ok;
 }
 
-caf::behavior membership_behavior(membership_ptr self, membership_setup setup) {
+membership_actor::behavior_type membership_behavior(membership_ptr self, membership_setup setup) {
   auto& st = self->state;
   st.s = std::move(setup);
   st.declared = st.s.spec.count(pb::WORKER);
@@ -192,7 +192,7 @@ caf::behavior membership_behavior(membership_ptr self, membership_setup setup) {
         auto& st = self->state;
         st.s.spawn.set_routing_version(req.routing_version());
         *st.s.spawn.mutable_variables() = req.variables();
-        for (auto& [w, proxy] : st.proxies) self->send(proxy, req);
+        for (auto& [w, proxy] : st.proxies) caf::anon_send(proxy, req);  // untyped proxies: no sender
         return true;
       },
       [self](membership_close_atom) {
@@ -231,7 +231,7 @@ caf::behavior membership_behavior(membership_ptr self, membership_setup setup) {
 
 }  // namespace
 
-caf::actor spawn_membership(caf::actor_system& sys, membership_setup setup) {
+membership_actor spawn_membership(caf::actor_system& sys, membership_setup setup) {
   return sys.spawn(membership_behavior, std::move(setup));
 }
 

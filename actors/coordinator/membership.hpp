@@ -20,12 +20,19 @@
 
 #include <functional>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include <caf/actor.hpp>
 #include <caf/actor_system.hpp>
+#include <caf/replies_to.hpp>
+#include <caf/typed_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
 
 #include "actors/coordinator/closure_queue.hpp"
 #include "actors/net/dial.hpp"
+#include "actors/node/node_actor.hpp"
+#include "actors/placement/ps_placement.hpp"
 #include "config/cluster_spec.hpp"
 #include "messages/wire.hpp"
 
@@ -39,24 +46,33 @@ struct membership_setup {
   pb::SpawnWorker spawn;  // what every worker is spawned with (its index set per worker)
   shard_list shards;
   std::shared_ptr<closure_queue> queue;
-  caf::actor keeper;  // told of every proxy (keeper_proxy_atom)
+  keeper_actor keeper;  // told of every proxy; takes faults on the coordinator's PS requests
   dialer_factory dialer;
 };
 
-/// Requests (from the coordinator's thread):
-///  - (membership_dataset_atom, name, DatasetSpec, whole) -> DatasetInfo: the
-///    dataset on every member (sharded by declared worker unless `whole`),
-///    built now where the worker is up, else when it joins; the first
-///    built's info, or errc::not_up when no worker is up;
-///  - (membership_add_atom, worker, host, port) -> JoinAccepted (add_worker);
-///  - (membership_remove_atom, worker) -> LeftJob (remove_worker: drained);
-///  - membership_close_atom -> bool: the job is finishing, joins are refused.
-///  - LeaveJob with `ps` (from the coordinator's node actor: a PS node's
-///    SIGTERM) -> LeftJob once the coordinator's thread drained it:
-///    membership_ps_leaving_atom -> the ps tasks waiting, then
-///    (membership_ps_left_atom, ps, shards moved, error or ""). Refused at
-///    once while nobody asks for them (no fit drains) or the job is ending.
-///  - JoinJob -> JoinAccepted (from the coordinator's node actor: its Hello checked).
-caf::actor spawn_membership(caf::actor_system& sys, membership_setup setup);
+/// The membership's contract. From the coordinator's node actor
+/// (job_gate_actor): JoinJob (its Hello checked), a PS node's LeaveJob
+/// (its SIGTERM: answered once the coordinator's thread drained the task,
+/// refused at once while nobody drains, no fit, or the job is ending), and
+/// InjectFault on the coordinator's side. From the facade (placement's
+/// layout_sink_actor): a Reroute, passed to every proxy. The rest from the
+/// coordinator's thread.
+using membership_actor = job_gate_actor::extend_with<layout_sink_actor>::extend<
+    // The dataset on every member (sharded by declared worker unless
+    // `whole`), built now where the worker is up, else when it joins: the
+    // first built's info, or errc::not_up when no worker is up.
+    caf::replies_to<membership_dataset_atom, std::string, pb::DatasetSpec, bool>::with<pb::DatasetInfo>,
+    // add_worker(worker, host, port).
+    caf::replies_to<membership_add_atom, uint32_t, std::string, uint16_t>::with<pb::JoinAccepted>,
+    // remove_worker(worker): answered once it is drained.
+    caf::replies_to<membership_remove_atom, uint32_t>::with<pb::LeftJob>,
+    // The job is finishing: joins are refused from now on.
+    caf::replies_to<membership_close_atom>::with<bool>,
+    // The ps tasks waiting to leave (the coordinator's thread drains them).
+    caf::replies_to<membership_ps_leaving_atom>::with<std::vector<uint32_t>>,
+    // (ps, shards moved, error or ""): ps drained, or refused; answers its node.
+    caf::reacts_to<membership_ps_left_atom, uint32_t, uint64_t, std::string>>;
+
+membership_actor spawn_membership(caf::actor_system& sys, membership_setup setup);
 
 }  // namespace actorps

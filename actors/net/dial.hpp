@@ -94,16 +94,19 @@ void dial_node(Self* self, const cluster_spec& spec, task_id from, size_t node, 
              });
 }
 
-/// How an actor reaches node `node` of its topology: dial_node as the
-/// coordinator in the product; tests of the coordinator's actors hand in
-/// their own (fake nodes, no network).
-using node_dialer = std::function<void(caf::event_based_actor* self, size_t node, dial_callback done)>;
+/// How an actor (whose self pointer is a `Self*`: an event-based actor, or
+/// a typed actor's base) reaches node `node` of its topology: dial_node as
+/// the coordinator in the product; tests of the coordinator's actors hand
+/// in their own (fake nodes, no network).
+template <class Self>
+using dialer_for = std::function<void(Self* self, size_t node, dial_callback done)>;
+using node_dialer = dialer_for<caf::event_based_actor>;
 
-/// The product's node_dialer: dial_node as task `from`.
-inline node_dialer network_dialer(const cluster_spec& spec, task_id from) {
-  return [spec, from](caf::event_based_actor* self, size_t node, dial_callback done) {
-    dial_node(self, spec, from, node, std::move(done));
-  };
+/// The product's dialer: dial_node as task `from`.
+template <class Self = caf::event_based_actor>
+dialer_for<Self> network_dialer(const cluster_spec& spec, task_id from) {
+  return
+      [spec, from](Self* self, size_t node, dial_callback done) { dial_node(self, spec, from, node, std::move(done)); };
 }
 
 /// Dials that fail for a while (a node starting, busy or restarting) are

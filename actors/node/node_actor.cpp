@@ -41,7 +41,7 @@ struct node_state {
   std::map<uint32_t, leave_actor> proxies;        // each worker's proxy on the coordinator (it spawned the worker)
   std::map<uint32_t, caf::typed_response_promise<pb::LeftJob>> draining;  // SIGTERM: by worker, until its proxy answers
   std::function<void()> on_done;  // its job ended, or every worker of a worker-only node left it
-  caf::actor membership;          // on the coordinator's process: who takes JoinJob
+  job_gate_actor membership;      // on the coordinator's process: who takes JoinJob, a PS leave, a fault
   bulk_server* bulk = nullptr;
   size_t index = 0;
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
@@ -252,7 +252,7 @@ caf::result<pb::LeftJob> on_leave(node_ptr self, const pb::LeaveJob& req) {
   if (req.has_ps()) {  // a PS node's SIGTERM, to the coordinator's node: its membership drains the task
     if (auto err = check_request(self, req, {pb::PS}, "LeaveJob")) return err;
     if (!st.membership) return make_error(errc::invalid_argument, st.where + "runs no job's coordinator");
-    return self->delegate(caf::actor_cast<leave_actor>(st.membership), req);
+    return self->delegate(st.membership, req);
   }
   if (auto err = check_request(self, req, {pb::COORDINATOR}, "LeaveJob")) return err;
   spdlog::info("{}worker:{} left the job ({})", st.where, req.worker(), req.reason());
@@ -287,7 +287,7 @@ caf::result<pb::FaultInjected> on_inject(node_ptr self, const pb::InjectFault& r
   if (req.peer() == pb::InjectFault::COORDINATOR || req.peer() == pb::InjectFault::COORDINATOR_PS) {
     if (auto err = check_request(self, req, {pb::COORDINATOR, pb::CLIENT}, "faults")) return err;
     if (!st.membership) return make_error(errc::invalid_argument, st.where + "runs no job's coordinator");
-    return self->delegate(caf::actor_cast<fault_gate_actor>(st.membership), req);
+    return self->delegate(st.membership, req);
   }
   if (auto err = check_spawn(self, req, task_id{pb::WORKER, req.worker()}, "faults")) return err;
   auto worker = st.workers.find(req.worker());
@@ -310,7 +310,7 @@ caf::result<pb::JoinAccepted> on_join(node_ptr self, const pb::JoinJob& req) {
                  describe(err));
     return in_context(err, st.where.substr(0, st.where.size() - 2));
   }
-  return self->delegate(caf::actor_cast<join_gate_actor>(st.membership), req);  // it answers JoinJob
+  return self->delegate(st.membership, req);  // it answers JoinJob
 }
 
 node_broker::behavior_type node_behavior(node_ptr self, cluster_spec spec, size_t index, node_extras extras) {

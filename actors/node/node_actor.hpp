@@ -23,13 +23,19 @@ namespace actorps {
 
 class bulk_server;
 
+/// What a node hands on to the running job on the coordinator's own
+/// process: joins, a PS task's leave, faults on the coordinator's side.
+/// The coordinator's membership (actors/coordinator/membership.hpp)
+/// implements it, among its other messages.
+using job_gate_actor = join_gate_actor::extend_with<leave_actor, fault_gate_actor>;
+
 /// What a node actor may have besides its topology.
 struct node_extras {
   bulk_server* bulk = nullptr;  // announced in Welcome, shards registered there (must outlive the work)
   // The node has nothing left to serve: its job ended (EndJob), or the
   // coordinator took every worker of a worker-only node out of its job.
   std::function<void()> on_done;
-  caf::actor membership;  // the coordinator's (actors/coordinator/membership.hpp): JoinJob goes there
+  job_gate_actor membership;  // on the coordinator's process: its job's gate (null elsewhere)
 };
 
 /// How NodeStatus.actors names the shard of ps task `index` a node serves.

@@ -26,7 +26,7 @@ struct shards_wanted {
 struct keeper_state {
   static inline const char* name = "ps_keeper";
   keeper_setup l;
-  node_dialer dial;
+  keeper_dialer dial;
   float learning_rate = 0;                                   // > 0: the schedule's current rate
   std::map<caf::actor_addr, uint32_t> watched;               // shard -> ps task
   std::map<caf::actor_addr, uint32_t> watched_backups;       // backup -> ps task
@@ -51,7 +51,7 @@ struct keeper_state {
   std::map<uint32_t, faulted_link> links;  // by ps task
 };
 
-using keeper_ptr = caf::stateful_actor<keeper_state>*;
+using keeper_ptr = keeper_actor::stateful_pointer<keeper_state>;
 
 void watch(keeper_ptr self, uint32_t ps, const ps_shard_actor& shard);
 void watch_backup(keeper_ptr self, uint32_t ps, const ps_shard_actor& backup);

@@ -54,7 +54,7 @@ bool any_moved(const keeper_state& st) {
 // (empty: the topology's, SpawnWorker.ps_nodes).
 void send_shards(keeper_ptr self, const caf::actor& proxy) {
   auto& st = self->state;
-  self->send(proxy, proxy_shards_atom_v, st.l.shards, any_moved(st) ? st.ps_nodes : std::vector<uint32_t>{});
+  caf::anon_send(proxy, proxy_shards_atom_v, st.l.shards, any_moved(st) ? st.ps_nodes : std::vector<uint32_t>{});
 }
 
 // A standby node serving no shard or backup now, if there is one.
@@ -300,7 +300,7 @@ void on_shard_down(keeper_ptr self, const caf::down_msg& msg) {
   st.watched.erase(i);
   st.lost_at[ps] = st.waiting_since[ps] = self->clock().now();
   st.cause_logged.erase(ps);
-  for (auto& p : st.l.proxies) self->send(p, proxy_pause_atom_v);
+  for (auto& p : st.l.proxies) caf::anon_send(p, proxy_pause_atom_v);  // untyped proxies: no sender
   const bool replicated = ps < st.l.backups.size();
   auto backup = replicated ? std::exchange(st.l.backups[ps], nullptr) : ps_shard_actor{};
   if (backup) {
@@ -314,7 +314,7 @@ void on_shard_down(keeper_ptr self, const caf::down_msg& msg) {
   self->delayed_send(self, kShardRetry, keeper_retry_atom_v, ps);
 }
 
-caf::behavior keeper_behavior(keeper_ptr self, keeper_setup setup, node_dialer dial) {
+keeper_actor::behavior_type keeper_behavior(keeper_ptr self, keeper_setup setup, keeper_dialer dial) {
   auto& st = self->state;
   st.l = std::move(setup);
   st.dial = std::move(dial);
@@ -387,7 +387,7 @@ caf::behavior keeper_behavior(keeper_ptr self, keeper_setup setup, node_dialer d
 
 namespace actorps {
 
-caf::actor spawn_ps_keeper(caf::actor_system& sys, keeper_setup setup, node_dialer dial) {
+keeper_actor spawn_ps_keeper(caf::actor_system& sys, keeper_setup setup, keeper_dialer dial) {
   return sys.spawn(keeper::keeper_behavior, std::move(setup), std::move(dial));
 }
 

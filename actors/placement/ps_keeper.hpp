@@ -41,6 +41,9 @@
 
 #include <caf/actor.hpp>
 #include <caf/actor_system.hpp>
+#include <caf/replies_to.hpp>
+#include <caf/typed_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
 
 #include "actors/net/dial.hpp"
 #include "actors/variables/ps_client.hpp"
@@ -64,21 +67,38 @@ struct keeper_setup {
   std::string checkpoint_dir;                // "": restore initial values
 };
 
-/// A local actor. Requests:
-///   (keeper_shards_atom) -> shard_list: the shards, once none is being restored;
-///   (keeper_shards_atom, ps, stale) -> shard_list: the same, after `stale`
-///     (a shard that did not answer) is replaced, or kShardRetry later if
-///     the keeper still holds it for alive;
-///   Reroute -> uint64_t: the coordinator's new layout (a shard moved or
-///     split; restores follow it): the next routing version;
-///   keeper_add_atom -> uint32_t: a new ps task on a free standby node
-///     (ps_tasks.cpp): its index;
-///   (keeper_retire_atom, ps) -> uint64_t: drained ps task `ps` out of the
-///     job: the next routing version.
-/// Messages: (keeper_proxy_atom, proxy) a worker proxy added to the job (it
-/// is paused and given new shards like the others); (keeper_lr_atom, float) the schedule's current learning rate
-/// (set again on a restored shard); (keeper_ckpt_atom, dir) where restores
-/// read checkpoints from. `dial` reaches a lost shard's node.
-caf::actor spawn_ps_keeper(caf::actor_system& sys, keeper_setup setup, node_dialer dial);
+/// The keeper's contract: what the facade (through ps_placement), the
+/// membership and the coordinator's node send it. A local actor.
+using keeper_actor = caf::typed_actor<
+    // The shards, once none is being restored.
+    caf::replies_to<keeper_shards_atom>::with<shard_list>,
+    // The same, after `stale` of ps task `ps` (a shard that did not answer)
+    // is replaced, or kShardRetry later if the keeper still holds it for alive.
+    caf::replies_to<keeper_shards_atom, uint32_t, ps_shard_actor>::with<shard_list>,
+    // The coordinator's new layout (a shard moved or split; restores follow
+    // it): the next routing version.
+    caf::replies_to<pb::Reroute>::with<uint64_t>,
+    // A new ps task on a free standby node (ps_tasks.cpp): its index.
+    caf::replies_to<keeper_add_atom>::with<uint32_t>,
+    // Drained ps task `ps` out of the job: the next routing version.
+    caf::replies_to<keeper_retire_atom, uint32_t>::with<uint64_t>,
+    // A fault on the coordinator's requests to a PS task (InjectFault's
+    // COORDINATOR_PS, handed on by the membership).
+    caf::replies_to<pb::InjectFault>::with<pb::FaultInjected>,
+    // A worker proxy added to the job: paused and given new shards like the others.
+    caf::reacts_to<keeper_proxy_atom, caf::actor>,
+    // The schedule's current learning rate (set again on a restored shard).
+    caf::reacts_to<keeper_lr_atom, float>,
+    // Where restores read checkpoints from.
+    caf::reacts_to<keeper_ckpt_atom, std::string>,
+    // Timers the keeper sends only itself: answer the waiting requests again,
+    // dial a lost shard's node again, try a new backup again.
+    caf::reacts_to<keeper_tick_atom>, caf::reacts_to<keeper_retry_atom, uint32_t>,
+    caf::reacts_to<keeper_rebuild_atom, uint32_t>>;
+
+/// How the keeper reaches a lost shard's node.
+using keeper_dialer = dialer_for<keeper_actor::base>;
+
+keeper_actor spawn_ps_keeper(caf::actor_system& sys, keeper_setup setup, keeper_dialer dial);
 
 }  // namespace actorps

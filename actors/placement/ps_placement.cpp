@@ -39,7 +39,7 @@ caf::error ps_placement::create_variables(const std::vector<kernels::param_info>
   return caf::none;
 }
 
-caf::actor ps_placement::start_keeper(std::function<void(caf::error)> fail_job) {
+keeper_actor ps_placement::start_keeper(std::function<void(caf::error)> fail_job) {
   const task_id self_task{pb::COORDINATOR, 0};
   p_->keeper = spawn_ps_keeper(p_->self->home_system(),
                                {p_->spec,
@@ -50,11 +50,11 @@ caf::actor ps_placement::start_keeper(std::function<void(caf::error)> fail_job) 
                                 {},
                                 std::move(fail_job),
                                 p_->checkpoint_dir},
-                               network_dialer(p_->spec, self_task));
+                               network_dialer<keeper_actor::base>(p_->spec, self_task));
   return p_->keeper;
 }
 
-void ps_placement::reroute_through(caf::actor workers) { p_->workers = std::move(workers); }
+void ps_placement::reroute_through(layout_sink_actor workers) { p_->workers = std::move(workers); }
 
 caf::expected<shard_list> ps_placement::shards() { return p_->shards(); }
 

@@ -21,12 +21,18 @@
 #include <caf/actor.hpp>
 #include <caf/actor_system.hpp>
 
+#include "actors/placement/ps_keeper.hpp"
 #include "actors/placement/shard_move.hpp"
 #include "actors/variables/ps_client.hpp"
 #include "config/cluster_spec.hpp"
 #include "kernels/model.hpp"
 
 namespace actorps {
+
+/// Where layout changes (a shard moved or split) go: an actor answering a
+/// pb::Reroute with true once every worker has it (the coordinator's
+/// membership, whose interface includes this one).
+using layout_sink_actor = caf::typed_actor<caf::replies_to<pb::Reroute>::with<bool>>;
 
 class ps_placement {
  public:
@@ -48,10 +54,9 @@ class ps_placement {
   /// Hands the shard list to a new PS keeper (the workers' start): from now
   /// on it restores lost shards, and calls `fail_job` when one does not come
   /// back. Returns the keeper, for the coordinator's membership.
-  caf::actor start_keeper(std::function<void(caf::error)> fail_job);
-  /// Where layout changes (a shard moved or split) go: an actor answering a
-  /// pb::Reroute with true once every worker has it (the membership).
-  void reroute_through(caf::actor workers);
+  keeper_actor start_keeper(std::function<void(caf::error)> fail_job);
+  /// Where layout changes go from now on.
+  void reroute_through(layout_sink_actor workers);
   /// The shards by ps task, once none is being restored (a retired task's: null).
   [[nodiscard]] caf::expected<shard_list> shards();
 

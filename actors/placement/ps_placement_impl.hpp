@@ -30,8 +30,8 @@ struct ps_placement::impl {
   std::set<std::string> tables;  // variables read by row (embedding tables): they split
   shard_list setup_shards;       // until start_keeper hands them to the keeper
   shard_list setup_backups;      // ps_replicas = 2: each shard's backup (likewise)
-  caf::actor keeper;             // from start_keeper on: the one owner of the shard list
-  caf::actor workers;            // reroute_through: told of every layout change
+  keeper_actor keeper;           // from start_keeper on: the one owner of the shard list
+  layout_sink_actor workers;     // reroute_through: told of every layout change
   std::string checkpoint_dir;
 
   template <class Reply, class Handle, class... Ts>
