@@ -1,5 +1,5 @@
 // Whole reads and writes of a file descriptor (a socket): the bulk lane's
-// frames (actors/shard/bulk_lane.cpp) and the loopback sockets of the local
+// frames (actors/net/bulk_frames.cpp) and the loopback sockets of the local
 // tools and benchmarks (actors/launch/local_host.hpp). A signal that
 // interrupts the call (EINTR) is not an error: it is retried.
 #pragma once

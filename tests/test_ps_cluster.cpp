@@ -8,9 +8,9 @@
 #include <caf/io/middleman.hpp>
 
 #include "actors/launch/local_host.hpp"
+#include "actors/net/bulk_client.hpp"
 #include "actors/net/dial.hpp"
 #include "actors/net/system_config.hpp"
-#include "actors/shard/bulk_lane.hpp"
 #include "actors/variables/ps_client.hpp"
 #include "messages/fd_io.hpp"
 #include "tests/cluster_harness.hpp"

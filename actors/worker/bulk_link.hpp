@@ -1,4 +1,4 @@
-// A worker's bulk lane to one PS node (actors/shard/bulk_lane.hpp), as an
+// A worker's bulk lane to one PS node (actors/net/bulk_client.hpp), as an
 // actor: the worker sends it requests and gets answers, while a thread of
 // the link's own owns the blocking connection and serves them one at a
 // time, in order. Tensors travel straight from and into the worker's
@@ -25,7 +25,8 @@
 #include <caf/allowed_unsafe_message_type.hpp>
 #include <caf/expected.hpp>
 
-#include "actors/shard/bulk_lane.hpp"
+#include "actors/net/bulk_client.hpp"
+#include "messages/wire.hpp"
 
 namespace actorps {
 
