@@ -26,6 +26,14 @@
 #include "apps/bench_util.hpp"
 #include "apps/commands.hpp"
 #include "messages/fd_io.hpp"
+#include "messages/type_id_blocks.hpp"
+
+// clang-format off
+CAF_BEGIN_TYPE_ID_BLOCK(actorps_bench, ::actorps::type_id_block::bench)
+  // a repetition ran past its deadline
+  CAF_ADD_ATOM(actorps_bench, actorps, watchdog_atom, "watchdog")
+CAF_END_TYPE_ID_BLOCK(actorps_bench)
+// clang-format on
 
 namespace actorps {
 namespace {

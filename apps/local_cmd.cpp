@@ -66,7 +66,7 @@ int run_job_with_chaos(const cluster_spec& spec, const std::optional<job_spec>& 
     trace::recorder_of(sys).control(true, train::kTraceEventsPerNode);
     trace.also.push_back(&trace::recorder_of(sys));
   }
-  auto chaos = spawn_chaos(sys, spec, network_dialer(spec, coordinator), hands, std::move(plan));
+  auto chaos = spawn_chaos(sys, spec, network_dialer<chaos_actor::base>(spec, coordinator), hands, std::move(plan));
   const int rc = run_job(
       *job, report, [chaos](int64_t steps) { caf::anon_send(chaos, chaos_step_atom_v, steps); }, std::nullopt, trace);
   caf::scoped_actor self(sys);

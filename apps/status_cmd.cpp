@@ -93,7 +93,8 @@ int run_status(cluster_spec spec, bool watch, std::optional<task_id> only) {
   // A secured cluster admits no task-less client: status asks as the
   // coordinator, whose certificate and key it holds (cfg above).
   const task_id as = spec.security.enabled() ? task_id{pb::COORDINATOR, 0} : task_id{pb::CLIENT, 0};
-  auto monitor = spawn_cluster_monitor(sys, spec, network_dialer(spec, as), interval, events);
+  auto monitor =
+      spawn_cluster_monitor(sys, spec, network_dialer<cluster_monitor_actor::base>(spec, as), interval, events);
   int rc = 0;
   if (watch) {
     int sig = 0;

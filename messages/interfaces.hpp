@@ -2,11 +2,9 @@
 // schemas in *.proto, the whole contract of what crosses the wire.
 #pragma once
 
-#include <caf/atom.hpp>
 #include <caf/replies_to.hpp>
 #include <caf/typed_actor.hpp>
 
-#include "messages/atoms.hpp"
 #include "messages/cluster.pb.h"
 #include "messages/data.pb.h"
 #include "messages/ps.pb.h"
@@ -34,12 +32,11 @@ using dataset_actor = caf::typed_actor<caf::replies_to<pb::DatasetInfoRequest>::
                                        caf::replies_to<pb::ReadSplit>::with<pb::SplitAccepted>>;
 
 /// A worker (actors/worker/worker_actor.hpp): runs closures, handed its datasets
-/// (named by RunClosures.datasets) with each batch of them.
+/// (named by RunClosures.datasets) with each batch of them. What its own
+/// process sends it besides is worker/worker_actor.hpp's local_worker_actor.
 using worker_actor =
     caf::typed_actor<caf::replies_to<pb::RunClosures, std::vector<dataset_actor>>::with<pb::ClosuresDone>,
-                     caf::replies_to<pb::InjectFault>::with<pb::FaultInjected>,
-                     caf::reacts_to<worker_timer_atom, uint64_t>, caf::replies_to<worker_ready_atom>::with<bool>,
-                     caf::reacts_to<pb::Reroute>>;
+                     caf::replies_to<pb::InjectFault>::with<pb::FaultInjected>, caf::reacts_to<pb::Reroute>>;
 
 /// What a closure's function takes and returns (messages/train.proto).
 using values = std::vector<pb::Value>;
@@ -64,7 +61,5 @@ using leave_actor = caf::typed_actor<caf::replies_to<pb::LeaveJob>::with<pb::Lef
 /// Where `actorps node --join` sends JoinJob: the node actor the coordinator
 /// process publishes on its node (a subset of node_actor).
 using join_gate_actor = caf::typed_actor<caf::replies_to<pb::JoinJob>::with<pb::JoinAccepted>>;
-// What takes the coordinator's side of an InjectFault (its membership actor).
-using fault_gate_actor = caf::typed_actor<caf::replies_to<pb::InjectFault>::with<pb::FaultInjected>>;
 
 }  // namespace actorps

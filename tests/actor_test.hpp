@@ -21,10 +21,11 @@
 #include "actors/metrics/registry.hpp"
 #include "actors/net/dial.hpp"
 #include "config/cluster_spec.hpp"
+#include "messages/type_id_blocks.hpp"
 #include "messages/wire.hpp"
 
 // clang-format off
-CAF_BEGIN_TYPE_ID_BLOCK(actorps_test, caf::first_custom_type_id + 300)
+CAF_BEGIN_TYPE_ID_BLOCK(actorps_test, ::actorps::type_id_block::tests)
   // to a fake worker: answer every batch you hold (tests/test_coordinator_actors.cpp)
   CAF_ADD_ATOM(actorps_test, actorps::testing, answer_atom, "answer")
   // to a fake shard: answer the oldest pull you hold (tests/test_worker_actor.cpp)
@@ -97,7 +98,7 @@ struct fake_dialer {
   caf::error down = make_error(errc::unreachable, "node down (test)");
   std::vector<size_t> dials;
 
-  template <class Self = caf::event_based_actor>
+  template <class Self>
   dialer_for<Self> get() {
     return [this](Self*, size_t n, dial_callback done) {
       dials.push_back(n);

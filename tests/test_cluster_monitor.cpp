@@ -36,7 +36,7 @@ struct monitor_fixture : deterministic_system {
   fake_dialer nodes;
   std::vector<std::string> changes;  // "<node> up" or "<node> down: <cause>", in order
   size_t rounds = 0;
-  caf::actor monitor;
+  cluster_monitor_actor monitor;
 
   monitor_fixture() {
     nodes.down = caf::make_error(caf::sec::cannot_connect_to_node);
@@ -46,7 +46,8 @@ struct monitor_fixture : deterministic_system {
       changes.push_back(std::to_string(r.node) + (r.up ? " up" : " down: " + r.cause));
     };
     events.on_round = [this](const std::vector<node_report>&) { ++rounds; };
-    monitor = spawn_cluster_monitor(sys(), spec, nodes.get(), std::chrono::milliseconds(100), events);
+    monitor = spawn_cluster_monitor(sys(), spec, nodes.get<cluster_monitor_actor::base>(),
+                                    std::chrono::milliseconds(100), events);
     sched.run();
   }
 

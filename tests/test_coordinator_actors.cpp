@@ -30,7 +30,8 @@ struct proxy_fixture : deterministic_system {
   caf::actor node = spawn_fake(sys(), fake_node);  // worker:0's, once it is back
 
   std::shared_ptr<closure_queue> q;
-  std::vector<caf::actor> workers, proxies;  // a fake worker and its proxy per worker task
+  std::vector<caf::actor> workers;          // a fake worker per worker task
+  std::vector<worker_proxy_actor> proxies;  // and its proxy
 
   // A queue holding closures f(0), ..., f(closures - 1) for `n` workers,
   // each with a proxy, all run until they wait.
@@ -39,7 +40,7 @@ struct proxy_fixture : deterministic_system {
     auto results = put_closures(*q, 0, closures);
     for (uint32_t w = 0; w < n; ++w) {
       workers.push_back(spawn_fake(sys(), fake_worker));
-      respawn_plan plan{nodes.get(), 1, pb::SpawnWorker{}, shard_list{}};
+      respawn_plan plan{nodes.get<worker_proxy_actor::base>(), 1, pb::SpawnWorker{}, shard_list{}};
       proxies.push_back(spawn_worker_proxy(sys(), q, w, caf::actor_cast<worker_actor>(workers.back()), plan));
     }
     sched.run();
@@ -202,7 +203,8 @@ BOOST_FIXTURE_TEST_CASE(a_node_lost_mid_spawn_is_dialed_again, proxy_fixture) {
   q = std::make_shared<closure_queue>(100, metrics_registry(), trace_recorder());
   auto dying = spawn_fake(sys(), silent_node);
   nodes.up[1] = dying;
-  auto proxy = spawn_worker_proxy(sys(), q, 0, worker_actor{}, {nodes.get(), 1, pb::SpawnWorker{}, shard_list{}});
+  auto proxy = spawn_worker_proxy(sys(), q, 0, worker_actor{},
+                                  {nodes.get<worker_proxy_actor::base>(), 1, pb::SpawnWorker{}, shard_list{}});
   sched.run();
   BOOST_REQUIRE_EQUAL(state_of<silent_node_state>(dying).pending.size(), 1u);  // spawning there
   nodes.up[1] = node;                                                          // the restarted node
@@ -241,7 +243,7 @@ BOOST_FIXTURE_TEST_CASE(a_held_queue_hands_out_the_rest_of_a_round_begun, proxy_
   for (uint64_t round = 1; round <= 2; ++round)
     for (int w = 0; w < 2; ++w) results.push_back(q->put(closure_of(int64_t(round * 10 + uint64_t(w))), w, round));
   workers.push_back(spawn_fake(sys(), fake_worker));
-  respawn_plan plan{nodes.get(), 1, pb::SpawnWorker{}, shard_list{}};
+  respawn_plan plan{nodes.get<worker_proxy_actor::base>(), 1, pb::SpawnWorker{}, shard_list{}};
   proxies.push_back(spawn_worker_proxy(sys(), q, 0, caf::actor_cast<worker_actor>(workers[0]), plan));
   sched.run();
   BOOST_REQUIRE_EQUAL(closures_held(workers[0]), 2u);  // rounds 1 and 2
@@ -267,7 +269,7 @@ BOOST_FIXTURE_TEST_CASE(a_held_queue_keeps_a_round_not_begun, proxy_fixture) {
   auto second = q->put(closure_of(2), 0, 2);
   q->hold();
   workers.push_back(spawn_fake(sys(), fake_worker));
-  respawn_plan plan{nodes.get(), 1, pb::SpawnWorker{}, shard_list{}};
+  respawn_plan plan{nodes.get<worker_proxy_actor::base>(), 1, pb::SpawnWorker{}, shard_list{}};
   proxies.push_back(spawn_worker_proxy(sys(), q, 0, caf::actor_cast<worker_actor>(workers[0]), plan));
   sched.run();
   BOOST_TEST(closures_held(workers[0]) == 0u);  // no round begun: none handed out
@@ -351,7 +353,8 @@ BOOST_FIXTURE_TEST_CASE(the_fault_plan_runs_on_time_and_at_its_steps, determinis
   std::vector<planned_fault> plan{planned(fault::kind::kill, "worker:0", 1.0, -1, 0),
                                   planned(fault::kind::pause, "ps:1", 0, 5, 2.0),
                                   planned(fault::kind::partition, "worker:0", 4.0, -1, 1.0)};
-  auto chaos = spawn_chaos(sys(), topology({"coordinator", "worker", "ps", "ps"}), nodes.get(), hands, plan);
+  auto chaos =
+      spawn_chaos(sys(), topology({"coordinator", "worker", "ps", "ps"}), nodes.get<chaos_actor::base>(), hands, plan);
   sched.run();
   BOOST_TEST(hands.log.empty());
   sched.advance_time(1001ms);
@@ -385,12 +388,13 @@ namespace {
 struct injection_fixture : deterministic_system {
   recording_hands hands;
   fake_dialer nodes;
-  caf::actor chaos;
+  chaos_actor chaos;
   injection_fixture() {
     nodes.down = make_error(errc::not_up, "worker:0 runs no worker actor (yet)");
     auto drop = planned(fault::kind::drop, "worker:0", 0.5, -1, 1.0);
     drop.fraction = 0.05;
-    chaos = spawn_chaos(sys(), topology({"coordinator", "worker", "ps", "ps"}), nodes.get(), hands, {drop});
+    chaos = spawn_chaos(sys(), topology({"coordinator", "worker", "ps", "ps"}), nodes.get<chaos_actor::base>(), hands,
+                        {drop});
     sched.run();
   }
 };
@@ -444,7 +448,8 @@ BOOST_FIXTURE_TEST_CASE(network_faults_heal_after_their_duration, deterministic_
   drop.packets = true;
   drop.fraction = 0.2;
   std::vector<planned_fault> plan{planned(fault::kind::partition, "worker:0", 0.5, -1, 1.0), drop};
-  auto chaos = spawn_chaos(sys(), topology({"coordinator", "worker", "ps", "ps"}), nodes.get(), hands, plan);
+  auto chaos =
+      spawn_chaos(sys(), topology({"coordinator", "worker", "ps", "ps"}), nodes.get<chaos_actor::base>(), hands, plan);
   sched.run();
   sched.advance_time(501ms);
   sched.run();

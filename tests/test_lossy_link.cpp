@@ -31,6 +31,9 @@ caf::behavior counting_shard(caf::stateful_actor<counter_state>* self) {
   }};
 }
 
+// The link as the keeper hands it out: in the shard's place.
+ps_shard_actor as_shard(const lossy_link_actor& link) { return caf::actor_cast<ps_shard_actor>(link); }
+
 struct link_fixture : deterministic_system {
   caf::actor shard = spawn_fake(sys(), counting_shard);
   caf::actor owner = spawn_fake(sys(), counting_shard);  // stands for the keeper
@@ -38,7 +41,7 @@ struct link_fixture : deterministic_system {
   // A link under `fault` for 1 s; one request through it.
   std::shared_ptr<asked<pb::ShardStats>> ask_through(pb::InjectFault fault) {
     fault.set_duration_ms(1000);
-    auto link = spawn_lossy_link(sys(), owner, shard, fault, "coordinator", "ps:0");
+    auto link = as_shard(spawn_lossy_link(sys(), owner, shard, fault, "coordinator", "ps:0"));
     sched.run();
     auto got = ask<pb::ShardStats>(sys(), link, pb::ShardStatsRequest{});
     sched.run();
@@ -80,7 +83,7 @@ BOOST_FIXTURE_TEST_CASE(a_delayed_request_waits_then_passes_and_the_fault_ends, 
   fault.set_delay_ms(50);
   fault.set_drop(0);
   fault.set_duration_ms(1000);
-  auto link = spawn_lossy_link(sys(), owner, shard, fault, "coordinator", "ps:0");
+  auto link = as_shard(spawn_lossy_link(sys(), owner, shard, fault, "coordinator", "ps:0"));
   sched.run();
   auto late = ask<pb::ShardStats>(sys(), link, pb::ShardStatsRequest{});
   sched.run();
@@ -104,7 +107,7 @@ BOOST_FIXTURE_TEST_CASE(a_faults_seed_decides_which_requests_it_loses, link_fixt
     fault.set_drop(0.5);
     fault.set_seed(seed);
     fault.set_duration_ms(1000);
-    auto link = spawn_lossy_link(sys(), owner, shard, fault, "coordinator", "ps:0");
+    auto link = as_shard(spawn_lossy_link(sys(), owner, shard, fault, "coordinator", "ps:0"));
     sched.run();
     std::vector<bool> answered;
     for (int i = 0; i < 24; ++i) {
@@ -128,7 +131,7 @@ BOOST_FIXTURE_TEST_CASE(a_link_stops_when_its_owner_stops, link_fixture) {
   pb::InjectFault fault;
   fault.set_drop(0);
   fault.set_duration_ms(1000);
-  auto link = spawn_lossy_link(sys(), owner, shard, fault, "coordinator", "ps:0");
+  auto link = as_shard(spawn_lossy_link(sys(), owner, shard, fault, "coordinator", "ps:0"));
   sched.run();
   caf::anon_send_exit(owner, caf::exit_reason::user_shutdown);
   sched.run();

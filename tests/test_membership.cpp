@@ -26,9 +26,10 @@ struct fixture : deterministic_system {
   // A keeper that takes the new proxies and ignores them: the membership
   // sends it nothing else in these tests (an untyped fake, hence the cast).
   keeper_actor fake_keeper() {
-    return caf::actor_cast<keeper_actor>(sys().spawn(
-        [](caf::event_based_actor*, int) -> caf::behavior { return {[](keeper_proxy_atom, const caf::actor&) {}}; },
-        0));
+    return caf::actor_cast<keeper_actor>(
+        sys().spawn([](caf::event_based_actor*,
+                       int) -> caf::behavior { return {[](keeper_proxy_atom, const shard_follower_actor&) {}}; },
+                    0));
   }
 
   // The delay until the next timer fires, in milliseconds.
@@ -73,7 +74,8 @@ pb::LeaveJob leave(uint32_t worker) {
 
 BOOST_FIXTURE_TEST_CASE(a_proxy_brings_its_worker_up_retrying_with_growing_back_off, fixture) {
   auto results = put_closures(*q, 0, 3);
-  auto proxy = spawn_worker_proxy(sys(), q, 0, worker_actor{}, {nodes.get(), 1, pb::SpawnWorker{}, shard_list{}});
+  auto proxy = spawn_worker_proxy(sys(), q, 0, worker_actor{},
+                                  {nodes.get<worker_proxy_actor::base>(), 1, pb::SpawnWorker{}, shard_list{}});
   sched.run();
   BOOST_TEST(nodes.dials.size() == 1u);  // at once
   BOOST_TEST(q->members() == 1u);
@@ -108,7 +110,8 @@ BOOST_FIXTURE_TEST_CASE(a_proxy_brings_its_worker_up_retrying_with_growing_back_
 BOOST_FIXTURE_TEST_CASE(a_worker_whose_node_lacks_the_devices_fails_the_job_without_retrying, fixture) {
   auto results = put_closures(*q, 0, 2);
   nodes.up[1] = spawn_fake(sys(), gpu_less_node);
-  auto proxy = spawn_worker_proxy(sys(), q, 0, worker_actor{}, {nodes.get(), 1, pb::SpawnWorker{}, shard_list{}});
+  auto proxy = spawn_worker_proxy(sys(), q, 0, worker_actor{},
+                                  {nodes.get<worker_proxy_actor::base>(), 1, pb::SpawnWorker{}, shard_list{}});
   sched.run();
   BOOST_TEST(nodes.dials.size() == 1u);
   // No retry brings a GPU: the queue fails with the node's error at once.
@@ -124,8 +127,9 @@ BOOST_FIXTURE_TEST_CASE(a_worker_whose_node_lacks_the_devices_fails_the_job_with
 BOOST_FIXTURE_TEST_CASE(a_lost_worker_is_told_to_each_shard_until_it_answers, fixture) {
   auto shard = spawn_fake(sys(), deaf_shard);
   auto worker = spawn_fake(sys(), fake_worker);
-  auto proxy = spawn_worker_proxy(sys(), q, 0, caf::actor_cast<worker_actor>(worker),
-                                  {nodes.get(), 1, pb::SpawnWorker{}, {caf::actor_cast<ps_shard_actor>(shard)}});
+  auto proxy = spawn_worker_proxy(
+      sys(), q, 0, caf::actor_cast<worker_actor>(worker),
+      {nodes.get<worker_proxy_actor::base>(), 1, pb::SpawnWorker{}, {caf::actor_cast<ps_shard_actor>(shard)}});
   sched.run();
   caf::anon_send_exit(worker, caf::exit_reason::kill);
   sched.run();
@@ -153,7 +157,8 @@ BOOST_FIXTURE_TEST_CASE(a_node_announcing_itself_while_its_worker_is_spawned_get
   auto results = put_closures(*q, 0, 2);
   // The proxy dials at once and asks the node for the worker; before that
   // answer comes, the node announces itself (JoinJob -> proxy_dial).
-  auto proxy = spawn_worker_proxy(sys(), q, 0, worker_actor{}, {nodes.get(), 1, pb::SpawnWorker{}, shard_list{}});
+  auto proxy = spawn_worker_proxy(sys(), q, 0, worker_actor{},
+                                  {nodes.get<worker_proxy_actor::base>(), 1, pb::SpawnWorker{}, shard_list{}});
   auto dialed = ask<bool>(sys(), proxy, proxy_dial_atom_v);
   sched.run();
   BOOST_REQUIRE(dialed->reply && *dialed->reply);
@@ -167,7 +172,8 @@ BOOST_FIXTURE_TEST_CASE(a_node_announcing_itself_while_its_worker_is_spawned_get
 
 BOOST_FIXTURE_TEST_CASE(a_worker_takes_no_closure_before_its_node_has_read_its_data, fixture) {
   auto results = put_closures(*q, 0, 2);
-  auto proxy = spawn_worker_proxy(sys(), q, 0, worker_actor{}, {nodes.get(), 1, pb::SpawnWorker{}, shard_list{}});
+  auto proxy = spawn_worker_proxy(sys(), q, 0, worker_actor{},
+                                  {nodes.get<worker_proxy_actor::base>(), 1, pb::SpawnWorker{}, shard_list{}});
   sched.run();  // its node is not up yet
   auto added = ask<pb::DatasetInfo>(sys(), proxy, proxy_dataset_atom_v, std::string("train"), pb::SpawnDataset{});
   sched.run();
@@ -195,11 +201,12 @@ BOOST_FIXTURE_TEST_CASE(a_worker_takes_no_closure_before_its_node_has_read_its_d
 
 BOOST_FIXTURE_TEST_CASE(a_leaving_worker_finishes_its_closures_and_gets_no_new_ones, fixture) {
   auto results = put_closures(*q, 0, 8);
-  std::vector<caf::actor> workers, proxies;
+  std::vector<caf::actor> workers;
+  std::vector<worker_proxy_actor> proxies;
   for (uint32_t w = 0; w < 2; ++w) {
     workers.push_back(spawn_fake(sys(), fake_worker));
     proxies.push_back(spawn_worker_proxy(sys(), q, w, caf::actor_cast<worker_actor>(workers[w]),
-                                         {nodes.get(), 1, pb::SpawnWorker{}, shard_list{}}));
+                                         {nodes.get<worker_proxy_actor::base>(), 1, pb::SpawnWorker{}, shard_list{}}));
   }
   sched.run();
   const size_t held = closures_held(workers[0]);
@@ -226,8 +233,9 @@ BOOST_FIXTURE_TEST_CASE(the_membership_admits_new_workers_and_refuses_bad_joins,
   auto n = node();
   nodes.up[1] = n;  // worker:0's node
   auto keeper = fake_keeper();
-  auto members = spawn_membership(
-      sys(), {spec, pb::SpawnWorker{}, shard_list{}, q, keeper, [this](const cluster_spec&) { return nodes.get(); }});
+  auto members =
+      spawn_membership(sys(), {spec, pb::SpawnWorker{}, shard_list{}, q, keeper,
+                               [this](const cluster_spec&) { return nodes.get<worker_proxy_actor::base>(); }});
   sched.run();
   BOOST_TEST(q->live_workers() == 1u);
   auto code = [](const auto& r) { return r->reply && !*r->reply ? to_string(code_of(r->reply->error())) : "ok"; };
@@ -281,8 +289,9 @@ BOOST_FIXTURE_TEST_CASE(a_ps_leave_is_held_until_the_coordinator_drains_it, fixt
   auto spec = topology({"coordinator", "worker", "ps", "ps"});
   nodes.up[1] = node();
   auto keeper = fake_keeper();
-  auto members = spawn_membership(
-      sys(), {spec, pb::SpawnWorker{}, shard_list{}, q, keeper, [this](const cluster_spec&) { return nodes.get(); }});
+  auto members =
+      spawn_membership(sys(), {spec, pb::SpawnWorker{}, shard_list{}, q, keeper,
+                               [this](const cluster_spec&) { return nodes.get<worker_proxy_actor::base>(); }});
   sched.run();
   auto leave = [&](uint32_t ps) {
     pb::LeaveJob req;

@@ -28,7 +28,7 @@ struct keeper_fixture : deterministic_system {
   cluster_spec spec = topology({"coordinator", "worker", "ps", "ps"});
   std::shared_ptr<closure_queue> queue = std::make_shared<closure_queue>(10, metrics_registry(), trace_recorder());
   std::vector<caf::actor> shards;
-  caf::actor proxy;  // records what the keeper tells the proxies
+  shard_follower_actor proxy;  // records what the keeper tells the proxies
   std::vector<std::string> proxy_log;
   std::vector<sharded_variable> vars;
 
@@ -37,7 +37,7 @@ struct keeper_fixture : deterministic_system {
   keeper_fixture() {
     for (int i = 0; i < 2; ++i) shards.push_back(spawn_fake(sys(), fake_shard));
     proxy = sys().spawn(
-        [this](caf::event_based_actor*, int) -> caf::behavior {
+        [this](shard_follower_actor::pointer, int) -> shard_follower_actor::behavior_type {
           return {
               [this](proxy_pause_atom) { proxy_log.push_back("pause"); },
               [this](proxy_shards_atom, const shard_list& s, const std::vector<uint32_t>& ps_nodes) {

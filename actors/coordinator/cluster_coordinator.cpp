@@ -97,7 +97,7 @@ caf::error cluster_coordinator::create_workers(const kernels::model_spec& model,
   sw.set_incarnation(uint64_t(
       std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
           .count()));
-  auto dialer = [self_task](const cluster_spec& s) { return network_dialer(s, self_task); };
+  auto dialer = [self_task](const cluster_spec& s) { return network_dialer<worker_proxy_actor::base>(s, self_task); };
   p_->membership = spawn_membership(sys, {spec, sw, *shards, p_->queue, keeper, dialer});
   p_->ps->reroute_through(p_->membership);
   return caf::none;

@@ -4,10 +4,8 @@
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
-#include <caf/event_based_actor.hpp>
 #include <caf/stateful_actor.hpp>
 
-#include "actors/coordinator/worker_proxy.hpp"
 #include "actors/net/countdown.hpp"
 
 namespace actorps {
@@ -22,9 +20,9 @@ struct member_dataset {
 struct membership_state {
   static inline const char* name = "membership";
   membership_setup s;
-  uint32_t declared = 0;                   // workers of the topology
-  std::map<uint32_t, caf::actor> proxies;  // by worker index
-  std::map<uint32_t, std::string> where;   // the address each one's node serves on
+  uint32_t declared = 0;                           // workers of the topology
+  std::map<uint32_t, worker_proxy_actor> proxies;  // by worker index
+  std::map<uint32_t, std::string> where;           // the address each one's node serves on
   std::map<std::string, member_dataset> datasets;
   bool closing = false;
   std::map<uint32_t, caf::response_promise> ps_leaving;  // ps tasks whose node asked to leave, until drained
@@ -61,7 +59,7 @@ void add_proxy(membership_ptr self, uint32_t w, const cluster_spec& spec, size_t
   for (auto& [name, d] : st.datasets)
     self->request(proxy, kRecoveryTimeout, proxy_dataset_atom_v, name, dataset_for(st, w, name, d))
         .then([](const pb::DatasetInfo&) {}, [](caf::error&) {});  // built when it comes up
-  self->send(st.s.keeper, keeper_proxy_atom_v, proxy);
+  self->send(st.s.keeper, keeper_proxy_atom_v, shard_follower_actor{proxy});
   st.proxies[w] = proxy;
   st.where[w] = spec.nodes[node].address();
 }
@@ -175,7 +173,7 @@ membership_actor::behavior_type membership_behavior(membership_ptr self, members
         pb::LeaveJob leave;
         leave.set_worker(w);
         leave.set_reason("remove_worker");
-        return self->delegate(caf::actor_cast<leave_actor>(proxy->second), leave);
+        return self->delegate(proxy->second, leave);
       },
       [self](const pb::InjectFault& req) -> caf::result<pb::FaultInjected> {  // from the coordinator's node
         if (req.peer() == pb::InjectFault::COORDINATOR_PS) {                  // the keeper's, which owns the shard list
@@ -192,7 +190,7 @@ membership_actor::behavior_type membership_behavior(membership_ptr self, members
         auto& st = self->state;
         st.s.spawn.set_routing_version(req.routing_version());
         *st.s.spawn.mutable_variables() = req.variables();
-        for (auto& [w, proxy] : st.proxies) caf::anon_send(proxy, req);  // untyped proxies: no sender
+        for (auto& [w, proxy] : st.proxies) self->send(proxy, req);
         return true;
       },
       [self](membership_close_atom) {

@@ -29,8 +29,9 @@
 #include <caf/typed_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
+#include "actors/coordinator/atoms.hpp"
 #include "actors/coordinator/closure_queue.hpp"
-#include "actors/net/dial.hpp"
+#include "actors/coordinator/worker_proxy.hpp"
 #include "actors/node/node_actor.hpp"
 #include "actors/placement/ps_placement.hpp"
 #include "config/cluster_spec.hpp"
@@ -39,7 +40,7 @@
 namespace actorps {
 
 /// Makes the dialer of a topology's nodes (the product: network_dialer).
-using dialer_factory = std::function<node_dialer(const cluster_spec&)>;
+using dialer_factory = std::function<proxy_dialer(const cluster_spec&)>;
 
 struct membership_setup {
   cluster_spec spec;

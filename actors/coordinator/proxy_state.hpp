@@ -62,7 +62,7 @@ struct proxy_state {
   uint64_t finished_while_leaving = 0;
 };
 
-using proxy_ptr = caf::stateful_actor<proxy_state>*;
+using proxy_ptr = worker_proxy_actor::stateful_pointer<proxy_state>;
 
 inline double seconds_since(proxy_ptr self, clock_point t) {
   return std::chrono::duration<double>(self->clock().now() - t).count();

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include <spdlog/spdlog.h>
-#include <caf/event_based_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
 
 #include "actors/coordinator/proxy_state.hpp"
 #include "messages/wire.hpp"
@@ -185,7 +185,7 @@ void dispatch(proxy_ptr self) {
   auto& st = self->state;
   if (!st.worker || st.paused || st.leaving || st.building > 0 || st.running >= st.window || st.waiting) return;
   auto taken = st.queue->take(st.window - st.running, st.index, [weak = self->address()] {
-    if (auto proxy = caf::actor_cast<caf::actor>(weak)) caf::anon_send(proxy, proxy_wake_atom_v);
+    if (auto proxy = caf::actor_cast<worker_proxy_actor>(weak)) caf::anon_send(proxy, proxy_wake_atom_v);
   });
   if (taken.empty()) {
     st.waiting = true;
@@ -215,8 +215,8 @@ caf::result<pb::LeftJob> on_leave(proxy_ptr self, const pb::LeaveJob& req) {
   return *st.leaving;
 }
 
-caf::behavior proxy_behavior(proxy_ptr self, std::shared_ptr<closure_queue> queue, uint32_t index, worker_actor worker,
-                             respawn_plan plan) {
+worker_proxy_actor::behavior_type proxy_behavior(proxy_ptr self, std::shared_ptr<closure_queue> queue, uint32_t index,
+                                                 worker_actor worker, respawn_plan plan) {
   auto& st = self->state;
   st.queue = std::move(queue);
   st.index = index;
@@ -301,8 +301,8 @@ caf::behavior proxy_behavior(proxy_ptr self, std::shared_ptr<closure_queue> queu
 
 namespace actorps {
 
-caf::actor spawn_worker_proxy(caf::actor_system& sys, std::shared_ptr<closure_queue> queue, uint32_t index,
-                              worker_actor worker, respawn_plan plan) {
+worker_proxy_actor spawn_worker_proxy(caf::actor_system& sys, std::shared_ptr<closure_queue> queue, uint32_t index,
+                                      worker_actor worker, respawn_plan plan) {
   return sys.spawn(proxy::proxy_behavior, std::move(queue), index, std::move(worker), std::move(plan));
 }
 

@@ -8,7 +8,6 @@
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
-#include <caf/event_based_actor.hpp>
 #include <caf/stateful_actor.hpp>
 
 #include "actors/net/timer_table.hpp"
@@ -21,7 +20,7 @@ using clock_type = caf::actor_clock;
 struct chaos_state {
   static inline const char* name = "chaos";
   cluster_spec spec;
-  node_dialer dial;
+  chaos_dialer dial;
   fault_hands* hands = nullptr;
   std::vector<planned_fault> plan;
   size_t next = 0;  // the plan's next fault
@@ -35,7 +34,7 @@ struct chaos_state {
   std::optional<caf::response_promise> end;
 };
 
-using chaos_ptr = caf::stateful_actor<chaos_state>*;
+using chaos_ptr = chaos_actor::stateful_pointer<chaos_state>;
 
 // Seconds since the nodes came up (the executor started), on the actor clock.
 double since(chaos_ptr self) { return std::chrono::duration<double>(self->clock().now() - self->state.start).count(); }
@@ -188,8 +187,8 @@ void fire_due(chaos_ptr self) {
   }
 }
 
-caf::behavior chaos_behavior(chaos_ptr self, cluster_spec spec, node_dialer dial, fault_hands* hands,
-                             std::vector<planned_fault> plan) {
+chaos_actor::behavior_type chaos_behavior(chaos_ptr self, cluster_spec spec, chaos_dialer dial, fault_hands* hands,
+                                          std::vector<planned_fault> plan) {
   auto& st = self->state;
   st.spec = std::move(spec);
   st.dial = std::move(dial);
@@ -221,8 +220,8 @@ caf::behavior chaos_behavior(chaos_ptr self, cluster_spec spec, node_dialer dial
 
 }  // namespace
 
-caf::actor spawn_chaos(caf::actor_system& sys, const cluster_spec& spec, node_dialer dial, fault_hands& hands,
-                       std::vector<planned_fault> plan) {
+chaos_actor spawn_chaos(caf::actor_system& sys, const cluster_spec& spec, chaos_dialer dial, fault_hands& hands,
+                        std::vector<planned_fault> plan) {
   return sys.spawn(chaos_behavior, spec, std::move(dial), &hands, std::move(plan));
 }
 

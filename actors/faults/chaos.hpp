@@ -18,9 +18,12 @@
 #include <string>
 #include <vector>
 
-#include <caf/actor.hpp>
 #include <caf/actor_system.hpp>
+#include <caf/replies_to.hpp>
+#include <caf/typed_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
 
+#include "actors/faults/atoms.hpp"
 #include "actors/net/dial.hpp"
 #include "config/fault_plan.hpp"
 
@@ -43,12 +46,24 @@ class fault_hands {
                                                              bool heal) = 0;
 };
 
-/// A local actor carrying out `plan` (`hands` must outlive it); `dial`
-/// reaches a worker's node for injected drops and delays. Messages:
-/// (chaos_step_atom, int64_t) the job's steps so far; requests:
-/// (chaos_end_atom) -> bool, answered once nothing is pending (pauses
-/// resumed, partitions healed, retries of injections done).
-caf::actor spawn_chaos(caf::actor_system& sys, const cluster_spec& spec, node_dialer dial, fault_hands& hands,
-                       std::vector<planned_fault> plan);
+/// The executor's contract: what the job's runner (actorps local, chaos)
+/// sends it, and its own timers. A local actor.
+using chaos_actor = caf::typed_actor<
+    // The job's steps so far: faults planned at a step fire then.
+    caf::reacts_to<chaos_step_atom, int64_t>,
+    // The job is over: no new fault; answered once nothing is pending
+    // (pauses resumed, partitions healed, retries of injections done).
+    caf::replies_to<chaos_end_atom>::with<bool>,
+    // Timers it sends only itself: the next planned fault's time came; a
+    // pending piece of work (by id: a resume, a heal, a retry) is due.
+    caf::reacts_to<chaos_tick_atom>, caf::reacts_to<chaos_tick_atom, uint64_t>>;
+
+/// How the executor reaches a node to inject a fault there.
+using chaos_dialer = dialer_for<chaos_actor::base>;
+
+/// The executor carrying out `plan` (`hands` must outlive it); `dial`
+/// reaches a worker's node (or the coordinator's) for injected drops and delays.
+chaos_actor spawn_chaos(caf::actor_system& sys, const cluster_spec& spec, chaos_dialer dial, fault_hands& hands,
+                        std::vector<planned_fault> plan);
 
 }  // namespace actorps

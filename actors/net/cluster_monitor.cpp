@@ -1,6 +1,5 @@
 #include "actors/net/cluster_monitor.hpp"
 
-#include <caf/event_based_actor.hpp>
 #include <caf/stateful_actor.hpp>
 
 #include "actors/net/dial.hpp"
@@ -11,7 +10,7 @@ namespace {
 struct monitor_state {
   static inline const char* name = "cluster_monitor";
   cluster_spec spec;
-  node_dialer dial;
+  monitor_dialer dial;
   std::chrono::milliseconds interval{500};
   monitor_events events;
   std::vector<node_report> reports;
@@ -19,7 +18,7 @@ struct monitor_state {
   size_t outstanding = 0;           // probes of this round not yet answered
 };
 
-using monitor_ptr = caf::stateful_actor<monitor_state>*;
+using monitor_ptr = cluster_monitor_actor::stateful_pointer<monitor_state>;
 
 std::string cause_of(const caf::error& err) {
   if (err == caf::sec::request_timeout || err == caf::sec::connection_timeout) return "timed out (hung or overloaded)";
@@ -86,8 +85,8 @@ void probe_all(monitor_ptr self) {
   }
 }
 
-caf::behavior monitor_behavior(monitor_ptr self, cluster_spec spec, node_dialer dial,
-                               std::chrono::milliseconds interval, monitor_events events) {
+cluster_monitor_actor::behavior_type monitor_behavior(monitor_ptr self, cluster_spec spec, monitor_dialer dial,
+                                                      std::chrono::milliseconds interval, monitor_events events) {
   auto& st = self->state;
   st.spec = std::move(spec);
   st.dial = std::move(dial);
@@ -114,8 +113,8 @@ caf::behavior monitor_behavior(monitor_ptr self, cluster_spec spec, node_dialer 
 
 }  // namespace
 
-caf::actor spawn_cluster_monitor(caf::actor_system& sys, cluster_spec spec, node_dialer dial,
-                                 std::chrono::milliseconds interval, monitor_events events) {
+cluster_monitor_actor spawn_cluster_monitor(caf::actor_system& sys, cluster_spec spec, monitor_dialer dial,
+                                            std::chrono::milliseconds interval, monitor_events events) {
   return sys.spawn(monitor_behavior, std::move(spec), std::move(dial), interval, std::move(events));
 }
 

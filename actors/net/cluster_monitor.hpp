@@ -14,9 +14,12 @@
 #include <string>
 #include <vector>
 
-#include <caf/actor.hpp>
 #include <caf/actor_system.hpp>
+#include <caf/replies_to.hpp>
+#include <caf/typed_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
 
+#include "actors/net/atoms.hpp"
 #include "actors/net/dial.hpp"
 #include "config/cluster_spec.hpp"
 #include "messages/wire.hpp"
@@ -38,10 +41,18 @@ struct monitor_events {
   std::function<void(const std::vector<node_report>&)> on_round;
 };
 
+/// The monitor's contract: only its own timer (the next round of probes);
+/// what it learns goes to its monitor_events. Stopped by an exit message.
+using cluster_monitor_actor = caf::typed_actor<caf::reacts_to<probe_atom>>;
+
+/// How the monitor reaches a node.
+using monitor_dialer = dialer_for<cluster_monitor_actor::base>;
+
 /// Spawns the monitor, which reaches every node of `spec` through `dial`
-/// (network_dialer(spec, from): as task `from`, CLIENT for operator tools)
-/// and probes every `interval`; a probe gets spec.runtime.request_timeout_ms.
-caf::actor spawn_cluster_monitor(caf::actor_system& sys, cluster_spec spec, node_dialer dial,
-                                 std::chrono::milliseconds interval, monitor_events events);
+/// (network_dialer<cluster_monitor_actor::base>(spec, from): as task
+/// `from`, CLIENT for operator tools) and probes every `interval`; a probe
+/// gets spec.runtime.request_timeout_ms.
+cluster_monitor_actor spawn_cluster_monitor(caf::actor_system& sys, cluster_spec spec, monitor_dialer dial,
+                                            std::chrono::milliseconds interval, monitor_events events);
 
 }  // namespace actorps

@@ -94,16 +94,15 @@ void dial_node(Self* self, const cluster_spec& spec, task_id from, size_t node, 
              });
 }
 
-/// How an actor (whose self pointer is a `Self*`: an event-based actor, or
-/// a typed actor's base) reaches node `node` of its topology: dial_node as
-/// the coordinator in the product; tests of the coordinator's actors hand
-/// in their own (fake nodes, no network).
+/// How an actor (whose self pointer is a `Self*`: a typed actor's base,
+/// e.g. keeper_actor::base) reaches node `node` of its topology: dial_node
+/// as the coordinator in the product; tests of the coordinator's actors
+/// hand in their own (fake nodes, no network).
 template <class Self>
 using dialer_for = std::function<void(Self* self, size_t node, dial_callback done)>;
-using node_dialer = dialer_for<caf::event_based_actor>;
 
 /// The product's dialer: dial_node as task `from`.
-template <class Self = caf::event_based_actor>
+template <class Self>
 dialer_for<Self> network_dialer(const cluster_spec& spec, task_id from) {
   return
       [spec, from](Self* self, size_t node, dial_callback done) { dial_node(self, spec, from, node, std::move(done)); };

@@ -4,8 +4,8 @@
 #include <memory>
 #include <utility>
 
-#include <caf/event_based_actor.hpp>
 #include <caf/stateful_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
 
 #include "actors/net/fault_injector.hpp"
 #include "actors/net/timer_table.hpp"
@@ -22,7 +22,7 @@ struct link_state {
   std::unique_ptr<fault_injector> fault;  // its one peer (0): the target
 };
 
-using link_ptr = caf::stateful_actor<link_state>*;
+using link_ptr = lossy_link_actor::stateful_pointer<link_state>;
 
 void after(link_ptr self, std::chrono::milliseconds delay, std::function<void()> fn) {
   self->delayed_send(self, delay, link_timer_atom_v, self->state.timers.keep(std::move(fn)));
@@ -32,6 +32,12 @@ void after(link_ptr self, std::chrono::milliseconds delay, std::function<void()>
 void pass_on(link_ptr self, caf::strong_actor_ptr sender, caf::message_id mid, caf::message msg) {
   caf::actor_cast<caf::abstract_actor*>(self->state.target)
       ->enqueue(std::move(sender), mid, std::move(msg), self->context());
+}
+
+// A copy of `msg` to the target from the link itself: the answer comes
+// back to the link, which drops it.
+void send_copy(link_ptr self, caf::message msg) {
+  pass_on(self, caf::strong_actor_ptr{self->ctrl()}, caf::make_message_id(), std::move(msg));
 }
 
 // Every message but its own timers: through the fault. The link answers
@@ -51,17 +57,17 @@ caf::result<caf::message> on_message(link_ptr self, caf::message_view& x) {
             [self, sender, mid, msg]() mutable { pass_on(self, std::move(sender), mid, std::move(msg)); });
       break;
     case act::lose_request: break;
-    case act::lose_reply: self->send(st.target, std::move(msg)); break;  // handled; its answer comes here
+    case act::lose_reply: send_copy(self, std::move(msg)); break;  // handled; its answer comes here
     case act::duplicate:
-      self->send(st.target, msg);
+      send_copy(self, msg);
       pass_on(self, std::move(sender), mid, std::move(msg));
       break;
   }
   return caf::delegated<caf::message>{};
 }
 
-caf::behavior link_behavior(link_ptr self, caf::actor owner, caf::actor target, pb::InjectFault fault, std::string who,
-                            std::string what) {
+lossy_link_actor::behavior_type link_behavior(link_ptr self, caf::actor owner, caf::actor target, pb::InjectFault fault,
+                                              std::string who, std::string what) {
   self->link_to(owner);  // its owner's exit (not a normal one) stops it too
   auto& st = self->state;
   st.target = std::move(target);
@@ -79,8 +85,8 @@ caf::behavior link_behavior(link_ptr self, caf::actor owner, caf::actor target, 
 
 }  // namespace
 
-caf::actor spawn_lossy_link(caf::actor_system& sys, const caf::actor& owner, caf::actor target,
-                            const pb::InjectFault& fault, const std::string& who, const std::string& what) {
+lossy_link_actor spawn_lossy_link(caf::actor_system& sys, const caf::actor& owner, caf::actor target,
+                                  const pb::InjectFault& fault, const std::string& who, const std::string& what) {
   return sys.spawn(link_behavior, owner, std::move(target), fault, who, what);
 }
 

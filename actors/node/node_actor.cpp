@@ -213,7 +213,7 @@ caf::result<worker_actor> on_spawn_worker(node_ptr self, const pb::SpawnWorker& 
   }
   auto rp = self->make_response_promise<worker_actor>();
   self->request(*worker, caf::infinite, worker_ready_atom_v)
-      .then([rp, w = *worker](bool) mutable { rp.deliver(w); },
+      .then([rp, w = worker_actor{*worker}](bool) mutable { rp.deliver(w); },
             [rp](caf::error& err) mutable { rp.deliver(std::move(err)); });
   return rp;
 }

@@ -14,6 +14,7 @@
 #include <string>
 
 #include <caf/actor.hpp>
+#include <caf/replies_to.hpp>
 #include <caf/typed_actor.hpp>
 
 #include "config/cluster_spec.hpp"
@@ -22,6 +23,10 @@
 namespace actorps {
 
 class bulk_server;
+
+/// What takes the coordinator's side of an InjectFault the node got (the
+/// coordinator's membership, on the same process).
+using fault_gate_actor = caf::typed_actor<caf::replies_to<pb::InjectFault>::with<pb::FaultInjected>>;
 
 /// What a node hands on to the running job on the coordinator's own
 /// process: joins, a PS task's leave, faults on the coordinator's side.

@@ -12,6 +12,7 @@
 
 #include <caf/stateful_actor.hpp>
 
+#include "actors/net/lossy_link.hpp"
 #include "actors/placement/ps_keeper.hpp"
 
 namespace actorps::keeper {
@@ -44,7 +45,7 @@ struct keeper_state {
   // An injected fault on the coordinator's requests to a PS task: the link
   // that stands in for its shard in the facade's lists until `until`.
   struct faulted_link {
-    caf::actor link;
+    lossy_link_actor link;  // the facade holds it as the shard (a ps_shard_actor)
     caf::actor_addr shard;  // the shard it leads to (a restored one is reached directly)
     clock_type::time_point until;
   };
@@ -60,7 +61,7 @@ uint32_t home_node(const cluster_spec& spec, uint32_t ps);
 /// A standby node serving no shard or backup now, if there is one.
 std::optional<uint32_t> free_standby(const keeper_state& st);
 /// A worker proxy's new shards, and the node serving each once one moved.
-void send_shards(keeper_ptr self, const caf::actor& proxy);
+void send_shards(keeper_ptr self, const shard_follower_actor& proxy);
 /// Answers the facade's requests for shards that can be answered now.
 void answer_waiting(keeper_ptr self, bool tick);
 

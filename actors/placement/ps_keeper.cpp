@@ -52,9 +52,9 @@ bool any_moved(const keeper_state& st) {
 
 // A worker proxy's new shards, and the node serving each once one moved
 // (empty: the topology's, SpawnWorker.ps_nodes).
-void send_shards(keeper_ptr self, const caf::actor& proxy) {
+void send_shards(keeper_ptr self, const shard_follower_actor& proxy) {
   auto& st = self->state;
-  caf::anon_send(proxy, proxy_shards_atom_v, st.l.shards, any_moved(st) ? st.ps_nodes : std::vector<uint32_t>{});
+  self->send(proxy, proxy_shards_atom_v, st.l.shards, any_moved(st) ? st.ps_nodes : std::vector<uint32_t>{});
 }
 
 // A standby node serving no shard or backup now, if there is one.
@@ -300,7 +300,7 @@ void on_shard_down(keeper_ptr self, const caf::down_msg& msg) {
   st.watched.erase(i);
   st.lost_at[ps] = st.waiting_since[ps] = self->clock().now();
   st.cause_logged.erase(ps);
-  for (auto& p : st.l.proxies) caf::anon_send(p, proxy_pause_atom_v);  // untyped proxies: no sender
+  for (auto& p : st.l.proxies) self->send(p, proxy_pause_atom_v);
   const bool replicated = ps < st.l.backups.size();
   auto backup = replicated ? std::exchange(st.l.backups[ps], nullptr) : ps_shard_actor{};
   if (backup) {
@@ -345,7 +345,7 @@ keeper_actor::behavior_type keeper_behavior(keeper_ptr self, keeper_setup setup,
         self->state.tick_pending = false;
         answer_waiting(self, true);
       },
-      [self](keeper_proxy_atom, const caf::actor& proxy) {
+      [self](keeper_proxy_atom, const shard_follower_actor& proxy) {
         self->state.l.proxies.push_back(proxy);
         if (any_moved(self->state)) send_shards(self, proxy);  // its plan names the topology's PS nodes
       },

@@ -46,6 +46,7 @@
 #include <caf/typed_event_based_actor.hpp>
 
 #include "actors/net/dial.hpp"
+#include "actors/placement/atoms.hpp"
 #include "actors/variables/ps_client.hpp"
 #include "config/cluster_spec.hpp"
 #include "messages/wire.hpp"
@@ -55,6 +56,15 @@ namespace actorps {
 constexpr auto kShardRetry = std::chrono::milliseconds(250);    // a lost shard's node is dialed this often
 constexpr auto kRebuildRetry = std::chrono::milliseconds(500);  // a new backup's node is dialed this often
 
+/// What the keeper tells each worker proxy (the coordinator's
+/// worker_proxy_actor includes it).
+using shard_follower_actor = caf::typed_actor<
+    // A PS shard is being restored: no dispatching, no respawning.
+    caf::reacts_to<proxy_pause_atom>,
+    // The PS shards changed: respawn the worker over them; the node serving
+    // each (SpawnWorker.ps_nodes; empty: the topology's).
+    caf::reacts_to<proxy_shards_atom, shard_list, std::vector<uint32_t>>>;
+
 /// What the keeper starts with; it owns it from then on.
 struct keeper_setup {
   cluster_spec spec;
@@ -62,7 +72,7 @@ struct keeper_setup {
   shard_list shards;   // by ps task
   shard_list backups;  // ps_replicas = 2: each shard's backup, by ps task (empty: none)
   std::vector<sharded_variable> vars;
-  std::vector<caf::actor> proxies;
+  std::vector<shard_follower_actor> proxies;
   std::function<void(caf::error)> fail_job;  // a shard did not come back: the job cannot go on
   std::string checkpoint_dir;                // "": restore initial values
 };
@@ -86,7 +96,7 @@ using keeper_actor = caf::typed_actor<
     // COORDINATOR_PS, handed on by the membership).
     caf::replies_to<pb::InjectFault>::with<pb::FaultInjected>,
     // A worker proxy added to the job: paused and given new shards like the others.
-    caf::reacts_to<keeper_proxy_atom, caf::actor>,
+    caf::reacts_to<keeper_proxy_atom, shard_follower_actor>,
     // The schedule's current learning rate (set again on a restored shard).
     caf::reacts_to<keeper_lr_atom, float>,
     // Where restores read checkpoints from.

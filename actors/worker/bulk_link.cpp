@@ -2,6 +2,8 @@
 
 #include <caf/scoped_actor.hpp>
 
+#include "actors/worker/atoms.hpp"
+
 namespace actorps {
 namespace {
 

@@ -25,13 +25,14 @@
 #include "actors/net/fault_injector.hpp"
 #include "actors/net/timer_table.hpp"
 #include "actors/worker/bulk_link.hpp"
+#include "actors/worker/worker_actor.hpp"
 #include "messages/wire.hpp"
 
 namespace actorps {
 
 class transport {
  public:
-  using actor_ptr = worker_actor::pointer;
+  using actor_ptr = local_worker_actor::pointer;
 
   /// Requests to shards fail when unanswered after `deadline` (none: they wait).
   transport(actor_ptr self, uint32_t worker, shard_list shards, std::optional<std::chrono::milliseconds> deadline);

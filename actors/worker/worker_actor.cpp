@@ -80,7 +80,7 @@ struct worker_state {
   std::vector<caf::typed_response_promise<bool>> awaiting_ready;  // worker_ready_atom asked before that
 };
 
-using worker_ptr = worker_actor::stateful_pointer<worker_state>;
+using worker_ptr = local_worker_actor::stateful_pointer<worker_state>;
 
 batch_run* running_batch(worker_state& st) {
   for (auto& b : st.queue)
@@ -327,9 +327,9 @@ caf::result<pb::ClosuresDone> on_run_closures(worker_ptr self, pb::RunClosures& 
   return promise;
 }
 
-worker_actor::behavior_type worker_behavior(worker_ptr self, pb::SpawnWorker spec, shard_list shards,
-                                            cluster_spec cluster, peer_table_ptr peers,
-                                            std::vector<kernels::compute_device> devices) {
+local_worker_actor::behavior_type worker_behavior(worker_ptr self, pb::SpawnWorker spec, shard_list shards,
+                                                  cluster_spec cluster, peer_table_ptr peers,
+                                                  std::vector<kernels::compute_device> devices) {
   auto& st = self->state;
   st.peers = std::move(peers);
   st.index = spec.worker();
@@ -386,9 +386,9 @@ worker_actor::behavior_type worker_behavior(worker_ptr self, pb::SpawnWorker spe
 
 }  // namespace
 
-caf::expected<worker_actor> spawn_worker(caf::actor_system& sys, const pb::SpawnWorker& spec, shard_list shards,
-                                         const cluster_spec& cluster, peer_table_ptr peers,
-                                         std::vector<caf::actor_addr> stoppers) {
+caf::expected<local_worker_actor> spawn_worker(caf::actor_system& sys, const pb::SpawnWorker& spec, shard_list shards,
+                                               const cluster_spec& cluster, peer_table_ptr peers,
+                                               std::vector<caf::actor_addr> stoppers) {
   auto model = train::from_proto(spec.model());
   if (auto err = check_model(model)) return in_context(err, "worker model");
   kernels::sequential_model probe(model, kernels::reference_ops());
@@ -418,7 +418,7 @@ caf::expected<worker_actor> spawn_worker(caf::actor_system& sys, const pb::Spawn
   // Not detached: CAF 0.17 can hang at shutdown waiting for a detached
   // actor (actor-framework#1196, fixed in 0.18); a step holds one scheduler thread.
   exit_guard guard{std::move(stoppers), peers, fmt::format("worker:{}: ", spec.worker())};
-  return spawn_guarded<worker_state, worker_actor>(
+  return spawn_guarded<worker_state, local_worker_actor>(
       sys, std::move(guard),
       [spec, shards = std::move(shards), cluster, peers, devices = std::move(*devices)](worker_ptr self) mutable {
         return worker_behavior(self, spec, std::move(shards), cluster, std::move(peers), std::move(devices));

@@ -16,12 +16,24 @@
 #include <vector>
 
 #include <caf/actor_system.hpp>
+#include <caf/replies_to.hpp>
+#include <caf/typed_actor.hpp>
 
 #include "actors/net/peer_table.hpp"
+#include "actors/worker/atoms.hpp"
 #include "config/cluster_spec.hpp"
 #include "messages/wire.hpp"
 
 namespace actorps {
+
+/// The worker's whole contract: what other processes send it (worker_actor,
+/// messages/interfaces.hpp) and what its own process does.
+using local_worker_actor = worker_actor::extend<
+    // Its node, which answers SpawnWorker then: true once every PS node
+    // admitted the worker.
+    caf::replies_to<worker_ready_atom>::with<bool>,
+    // Its own timers: an injected fault's held-back request is due (transport.hpp).
+    caf::reacts_to<worker_timer_atom, uint64_t>>;
 
 /// Checks the spec's model and variables; spawns the worker. It dials the
 /// PS nodes of `cluster` itself and runs no closure before each answered
@@ -30,8 +42,8 @@ namespace actorps {
 /// through the coordinator's process, the node the shard handles came from.
 /// Its own requests are checked by `peers` (closures: the coordinator's);
 /// only `stoppers` (its node, its proxy) can stop it (exit_guard.hpp).
-caf::expected<worker_actor> spawn_worker(caf::actor_system& sys, const pb::SpawnWorker& spec, shard_list shards,
-                                         const cluster_spec& cluster, peer_table_ptr peers,
-                                         std::vector<caf::actor_addr> stoppers);
+caf::expected<local_worker_actor> spawn_worker(caf::actor_system& sys, const pb::SpawnWorker& spec, shard_list shards,
+                                               const cluster_spec& cluster, peer_table_ptr peers,
+                                               std::vector<caf::actor_addr> stoppers);
 
 }  // namespace actorps
