@@ -6,6 +6,7 @@
 #include <caf/event_based_actor.hpp>
 
 #include "actors/coordinator/proxy_state.hpp"
+#include "actors/metrics/recovery_log.hpp"
 #include "messages/wire.hpp"
 
 namespace actorps::proxy {
@@ -120,6 +121,7 @@ void lose_worker(proxy_ptr self, const caf::error& why) {
   if (!st.worker) return;
   spdlog::warn("coordinator: worker:{} lost ({}); {} closure(s) go back to the queue", st.index, describe(why),
                st.running);
+  metrics::recovery_log_of(self->home_system()).record("worker", st.index, "lost");
   std::vector<queued_closure> back;
   for (auto& [batch, list] : st.in_flight)
     for (auto& c : list) back.push_back(std::move(c));
