@@ -27,6 +27,7 @@ pb::LeftJob finish_leaving(proxy_ptr self) {
   left.set_closures_finished(st.finished_while_leaving);
   spdlog::info("coordinator: worker:{} drained ({} closure(s) finished) and left the job", st.index,
                st.finished_while_leaving);
+  metrics::recovery_log_of(self->home_system()).record("worker", st.index, "left");
   if (st.worker) self->demonitor(st.worker.address());
   if (st.release_node && st.node) {
     pb::LeaveJob release;

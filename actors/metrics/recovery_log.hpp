@@ -22,7 +22,7 @@ struct recovery_event {
   double at = 0;     // seconds since the log began (its actor system's start)
   std::string role;  // "worker", "ps"
   uint32_t index = 0;
-  std::string what;  // worker: lost, respawned, joined, given up; ps: lost, restored, failed over
+  std::string what;  // worker: joined, lost, respawned, given up, left; ps: lost, restored, failed over
   std::string task() const { return role + ":" + std::to_string(index); }
 };
 

@@ -30,7 +30,7 @@ struct report_epoch {
 struct report_recovery {
   double at = 0;     // seconds since the coordinator started
   std::string task;  // "worker:1", "ps:0"
-  std::string what;  // worker: lost, respawned, joined, given up; ps: lost, restored, failed over
+  std::string what;  // worker: joined, lost, respawned, given up, left; ps: lost, restored, failed over
 };
 
 /// One PS shard's counters at the end (pb::ShardStats; exactly_once jobs).
