@@ -17,8 +17,8 @@
 #include "apps/bench_record.hpp"
 #include "apps/bench_util.hpp"
 #include "apps/commands.hpp"
-#include "apps/job_text.hpp"
 #include "apps/single_process.hpp"
+#include "config/job_text.hpp"
 #include "messages/errors.hpp"
 
 namespace actorps {

@@ -28,19 +28,6 @@ int run_local(const std::string& config_path, const cluster_spec& spec, std::opt
               std::optional<uint64_t> chaos_seed = std::nullopt, bool netns = false, const std::string& trace_path = "",
               const std::string& report_path = "");
 
-/// `actorps chaos JOB --soak SECONDS`: a fault-free run of the job, then
-/// rounds of it under drawn faults until `seconds` have passed, each
-/// checked (apps/soak_cmd.cpp); runs and logs under `dir`. Exit 0 when
-/// every round passed, 1 when one failed, 2 for a job it cannot soak.
-struct soak_options {
-  std::string job_path, self_exe;
-  std::string dir = "build/soak";
-  double seconds = 60;
-  uint64_t seed = 1;
-  bool netns = false;
-};
-int run_soak(const soak_options& opts);
-
 struct node_options {
   std::string task;                   // ROLE:INDEX; "": TF_CONFIG's task
   bool exit_with_parent = false;      // actorps local sets it

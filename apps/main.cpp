@@ -13,6 +13,7 @@
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
 
+#include "actors/faults/soak.hpp"
 #include "apps/cli.hpp"
 #include "apps/commands.hpp"
 #include "messages/errors.hpp"

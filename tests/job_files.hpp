@@ -229,6 +229,15 @@ inline std::vector<int64_t> examples_applied(const train::job_report& r) {
   return {r.shards[0].examples_applied, r.shards[1].examples_applied, r.split_examples};
 }
 
+/// What happened to `task` ("worker:1", "ps:0") in a run, in order, from
+/// its report's recoveries: e.g. "joined lost respawned".
+inline std::string recoveries_of(const train::job_report& r, const std::string& task) {
+  std::string out;
+  for (auto& e : r.recoveries)
+    if (e.task == task) out += (out.empty() ? "" : " ") + e.what;
+  return out;
+}
+
 // `actorps chaos JOB`, its nodes logging to DIR/nodes.log: it must exit 0.
 struct chaos_run {
   std::string out, log;      // its output, and DIR/chaos.log

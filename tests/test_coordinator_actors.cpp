@@ -109,6 +109,11 @@ BOOST_FIXTURE_TEST_CASE(a_lost_workers_closures_run_elsewhere_and_it_is_respawne
   sched.run();
   auto& back = state_of<fake_node_state>(node);
   BOOST_REQUIRE_EQUAL(back.workers.size(), 1u);
+  // The recovery log (the job report's recoveries) names who was lost and came back, in order.
+  std::vector<std::string> said;
+  for (auto& e : metrics::recovery_log_of(sys()).events())
+    if (e.task() == "worker:0") said.push_back(e.what);
+  BOOST_TEST(said == (std::vector<std::string>{"joined", "lost", "respawned"}), boost::test_tools::per_element());
   auto more = put_closures(*q, 10, 14);
   sched.run();
   BOOST_TEST(closures_held(back.workers[0]) > 0u);

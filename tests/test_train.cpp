@@ -29,6 +29,7 @@ checkpoint at_step(int64_t step) {
   c.variables.push_back({"dense_0/bias", {3}, {0.5f, -0.5f, 0}, {{0.1f, 0.2f, 0.3f}, {1, 2, float(step)}}, 0});
   c.splits.add_finished(7);
   c.splits.mutable_plan()->set_split_size(9);
+  c.restored_ps = {1};
   return c;
 }
 
@@ -65,6 +66,7 @@ BOOST_AUTO_TEST_CASE(checkpoints_round_trip_keep_the_newest_and_fall_back_past_d
   BOOST_REQUIRE(r.latest->variables[1].slots.size() == 2u);  // Adam's m and v
   BOOST_TEST((r.latest->variables[1].slots[1] == std::vector<float>{1, 2, 40}));
   BOOST_TEST(r.latest->splits.finished(0) == 7u);
+  BOOST_TEST(r.latest->restored_ps == std::vector<uint32_t>{1}, boost::test_tools::per_element());
   BOOST_TEST(r.skipped.empty());
   // A damaged newest checkpoint: restore names it and takes the one before.
   flip_byte(dir + "/ckpt-40.tfrecord", 6);
@@ -138,6 +140,8 @@ BOOST_AUTO_TEST_CASE(job_reports_round_trip_and_name_what_is_wrong) {
   rep.worker_respawns = 2;
   rep.ps_restores = 1;
   rep.closures_retried = 4;
+  rep.recoveries = {{1.5, "worker:1", "lost"}, {2.25, "worker:1", "respawned"}};
+  rep.ended_at = 9.5;
   const std::string path = dir + "/job.report.json";
   BOOST_REQUIRE(!write_report(rep, path));
   auto back = read_report(path);
@@ -157,6 +161,12 @@ BOOST_AUTO_TEST_CASE(job_reports_round_trip_and_name_what_is_wrong) {
   BOOST_TEST(back->worker_respawns == 2u);
   BOOST_TEST(back->ps_restores == 1u);
   BOOST_TEST(back->closures_retried == 4u);
+  BOOST_REQUIRE(back->recoveries.size() == 2u);
+  BOOST_TEST(back->recoveries[1].at == 2.25);
+  BOOST_TEST(back->recoveries[1].task == "worker:1");
+  BOOST_TEST(back->recoveries[1].what == "respawned");
+  BOOST_TEST(back->tasks_with("lost") == std::vector<std::string>{"worker:1"}, boost::test_tools::per_element());
+  BOOST_TEST(back->ended_at == 9.5);
   BOOST_TEST(fs::directory_iterator(dir)->path().filename() == "job.report.json");  // no temp file left
   BOOST_TEST(default_report_path("/a/job.toml", "") == "/a/job.report.json");
   BOOST_TEST(default_report_path("/a/job.toml", "/b/logs") == "/b/logs/report.json");

@@ -23,7 +23,7 @@ declare -A uses=(
   [actors/placement]="net variables checkpoint"
   [actors/coordinator]="placement node"
   [actors/training]="coordinator checkpoint"
-  [actors/faults]="net checkpoint training"
+  [actors/faults]="net checkpoint training launch"
   [actors/launch]="config"
 )
 

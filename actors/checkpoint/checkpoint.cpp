@@ -64,6 +64,7 @@ caf::expected<checkpoint> load(const fs::path& path) {
   c.step = header.step();
   c.epoch = header.epoch();
   c.splits = header.splits();
+  c.restored_ps.assign(header.restored_ps().begin(), header.restored_ps().end());
   for (size_t i = 1; i < records->size(); ++i) {
     pb::CheckpointVariable v;
     if (!v.ParseFromString((*records)[i])) return bad("record " + std::to_string(i) + ": not a variable");
@@ -127,6 +128,7 @@ caf::error save_checkpoint(const std::string& dir, const checkpoint& c, int keep
   header.set_epoch(c.epoch);
   header.set_variables(uint32_t(c.variables.size()));
   *header.mutable_splits() = c.splits;
+  *header.mutable_restored_ps() = {c.restored_ps.begin(), c.restored_ps.end()};
   const std::string final_path = dir + "/ckpt-" + std::to_string(c.step) + ".tfrecord";
   const std::string tmp = dir + "/.ckpt-" + std::to_string(c.step) + ".tmp";
   {

@@ -30,6 +30,7 @@ struct checkpoint {
   int64_t epoch = 0;
   std::vector<saved_variable> variables;
   pb::SplitStatus splits;
+  std::vector<uint32_t> restored_ps;  // CheckpointHeader.restored_ps: shards that may lack steps
 };
 
 /// The variable `name` of `shape` in `c` (read from `dir`), or an error

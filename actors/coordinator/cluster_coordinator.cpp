@@ -241,4 +241,8 @@ ps_placement& cluster_coordinator::placement() const { return *p_->ps; }
 
 metrics::registry& cluster_coordinator::metrics() const { return metrics::registry_of(p_->self->home_system()); }
 
+const metrics::recovery_log& cluster_coordinator::recoveries() const {
+  return metrics::recovery_log_of(p_->self->home_system());
+}
+
 }  // namespace actorps

@@ -130,6 +130,8 @@ class cluster_coordinator {
   ps_placement& placement() const;
   /// The coordinator process's metrics (actors/metrics/coordinator_metrics.hpp).
   metrics::registry& metrics() const;
+  /// The workers and shards it lost and got back (actors/metrics/recovery_log.hpp).
+  const metrics::recovery_log& recoveries() const;
 
  private:
   struct impl;

@@ -4,6 +4,7 @@
 
 #include "actors/coordinator/proxy_state.hpp"
 #include "actors/metrics/coordinator_metrics.hpp"
+#include "actors/metrics/recovery_log.hpp"
 #include "actors/net/countdown.hpp"
 
 namespace actorps::proxy {
@@ -22,6 +23,7 @@ void retry_later(proxy_ptr self, const caf::error& why) {
   if (st.ever_up && now - st.lost_at > kRecoveryTimeout) {
     spdlog::error("coordinator: worker:{} did not come back in {} s ({}); giving up on it", st.index,
                   std::chrono::duration_cast<std::chrono::seconds>(kRecoveryTimeout).count(), describe(why));
+    metrics::recovery_log_of(self->home_system()).record("worker", st.index, "given up");
     st.queue->worker_gone(st.index, why);
     return;
   }
@@ -38,6 +40,7 @@ void worker_up(proxy_ptr self, node_actor node, worker_actor worker) {
   st.node = std::move(node);
   self->monitor(st.worker);
   st.queue->worker_up(st.index);
+  metrics::recovery_log_of(self->home_system()).record("worker", st.index, st.ever_up ? "respawned" : "joined");
   if (st.ever_up) {
     spdlog::warn("coordinator: worker:{} respawned after {:.2f} s", st.index, seconds_since(self, st.lost_at));
     const double took = seconds_since(self, st.lost_at);

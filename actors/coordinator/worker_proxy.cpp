@@ -6,6 +6,7 @@
 #include <caf/typed_event_based_actor.hpp>
 
 #include "actors/coordinator/proxy_state.hpp"
+#include "actors/metrics/recovery_log.hpp"
 #include "messages/wire.hpp"
 
 namespace actorps::proxy {
@@ -26,6 +27,7 @@ pb::LeftJob finish_leaving(proxy_ptr self) {
   left.set_closures_finished(st.finished_while_leaving);
   spdlog::info("coordinator: worker:{} drained ({} closure(s) finished) and left the job", st.index,
                st.finished_while_leaving);
+  metrics::recovery_log_of(self->home_system()).record("worker", st.index, "left");
   if (st.worker) self->demonitor(st.worker.address());
   if (st.release_node && st.node) {
     pb::LeaveJob release;
@@ -120,6 +122,7 @@ void lose_worker(proxy_ptr self, const caf::error& why) {
   if (!st.worker) return;
   spdlog::warn("coordinator: worker:{} lost ({}); {} closure(s) go back to the queue", st.index, describe(why),
                st.running);
+  metrics::recovery_log_of(self->home_system()).record("worker", st.index, "lost");
   std::vector<queued_closure> back;
   for (auto& [batch, list] : st.in_flight)
     for (auto& c : list) back.push_back(std::move(c));

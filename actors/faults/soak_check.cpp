@@ -2,11 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <map>
-#include <regex>
-#include <set>
-#include <sstream>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -14,40 +10,33 @@
 namespace actorps {
 namespace {
 
-// The PS indices the coordinator's log says were restored (or started over).
-std::set<int> restored_shards(const std::string& log) {
-  static const std::regex restored(R"(coordinator: ps:(\d+) (?:restored from|back with))");
-  std::set<int> out;
-  for (std::sregex_iterator m(log.begin(), log.end(), restored), end; m != end; ++m) out.insert(std::stoi((*m)[1]));
-  return out;
-}
-
-std::string shards(const std::set<int>& ps) {
+std::string shards(const std::vector<uint32_t>& ps) {
   std::vector<std::string> names;
-  for (int i : ps) names.push_back(fmt::format("ps:{}", i));
+  for (auto i : ps) names.push_back(fmt::format("ps:{}", i));
   return fmt::format("{}", fmt::join(names, ", "));
 }
 
-// Each shard's examples against its splits' (a restored shard counts only since its restore).
+// Each shard's examples against its splits' (a shard restored in this run counts only since its restore).
 void check_examples(const soak_outcome& o, round_report& rep) {
   if (o.report->shards.empty()) {
     rep.examples = "none reported";
     return rep.failures.push_back("reported no examples applied");
   }
   const int64_t hold = o.report->split_examples;
-  const auto restored = restored_shards(o.log);
+  const auto restored = o.report->tasks_with("restored");
   rep.examples = "exact";
   for (auto& shard : o.report->shards) {
     const auto ps = int(shard.ps);
     if (shard.examples_applied == hold) continue;
     rep.examples = fmt::format("ps:{} {}/{}", ps, shard.examples_applied, hold);
-    if (restored.count(ps) == 0)
+    if (std::count(restored.begin(), restored.end(), fmt::format("ps:{}", ps)) == 0)
       rep.failures.push_back(
           fmt::format("ps:{} applied {} examples, its splits hold {}", ps, shard.examples_applied, hold));
   }
 }
 
-// Each variable's updates against the job's steps (exactly_once: one update per step).
+// Each variable's updates against the job's steps (exactly_once: one update
+// per step); the checkpoint names the shards restored since the job began.
 void check_steps(const soak_outcome& o, round_report& rep) {
   if (o.final_checkpoint == nullptr || o.final_checkpoint->variables.empty()) {
     rep.steps = "no checkpoint";
@@ -64,40 +53,28 @@ void check_steps(const soak_outcome& o, round_report& rep) {
         fmt::format("{} holds {} updates for {} steps: some applied twice", hi->name, hi->version, step));
   }
   if (lo->version == step) return;
-  const auto restored = restored_shards(o.round_logs);
-  rep.steps = fmt::format("{} lost ({} restored)", step - lo->version, shards(restored));
-  if (restored.empty())
+  rep.steps = fmt::format("{} lost ({} restored)", step - lo->version, shards(c.restored_ps));
+  if (c.restored_ps.empty())
     rep.failures.push_back(fmt::format("{} holds {} updates for {} steps: some lost", lo->name, lo->version, step));
 }
 
-// Seconds since midnight of a log line's "[HH:MM:SS.mmm]" prefix, or < 0.
-double line_time(const std::string& line) {
-  int h = 0, m = 0;
-  double s = 0;
-  return std::sscanf(line.c_str(), "[%d:%d:%lf]", &h, &m, &s) == 3 ? h * 3600.0 + m * 60.0 + s : -1;
-}
-
-// Every worker the log says was lost came back (respawned or joined) unless
-// the run ended within kBackWithin of the loss: a worker that never returns
-// leaves the job short-handed, which no count shows.
+// Every worker the report says was lost came back (respawned or joined)
+// unless the run ended within kBackWithin of the loss: a worker that never
+// returns leaves the job short-handed, which no count shows.
 constexpr double kBackWithin = 10;
-void check_recoveries(const std::string& log, round_report& rep) {
-  static const std::regex event(R"(coordinator: worker:(\d+) (lost|respawned|joined))");
-  std::map<int, double> lost_at;  // workers whose last event is a loss
-  double end = -1;
-  std::istringstream in(log);
-  std::smatch m;
-  for (std::string line; std::getline(in, line);) {
-    if (double t = line_time(line); t >= 0) end = t;
-    if (!std::regex_search(line, m, event)) continue;
-    if (m[2] == "lost")
-      lost_at.emplace(std::stoi(m[1]), end);
+void check_recoveries(const train::job_report& report, round_report& rep) {
+  std::map<std::string, double> lost_at;  // workers whose last event is a loss
+  for (auto& e : report.recoveries) {
+    if (e.task.rfind("worker:", 0) != 0) continue;
+    if (e.what == "lost" || e.what == "given up")
+      lost_at.emplace(e.task, e.at);
     else
-      lost_at.erase(std::stoi(m[1]));
+      lost_at.erase(e.task);
   }
   for (auto& [w, t] : lost_at)
-    if (end - t > kBackWithin)
-      rep.failures.push_back(fmt::format("worker:{} lost and not back in the {:.1f} s the run went on", w, end - t));
+    if (report.ended_at - t > kBackWithin)
+      rep.failures.push_back(
+          fmt::format("{} lost and not back in the {:.1f} s the run went on", w, report.ended_at - t));
 }
 
 }  // namespace
@@ -107,8 +84,8 @@ void check_round(const soak_outcome& o, const soak_reference& ref, round_report&
   if (o.hung) return rep.failures.push_back("did not end by the round's deadline (a hang)");
   if (o.exit_code != 0 && o.exit_code != 1)  // 1: below the job's target accuracy, judged below
     rep.failures.push_back(fmt::format("exited {}", o.exit_code));
-  check_recoveries(o.log, rep);
   if (o.report == nullptr) return rep.failures.push_back("wrote no job report");
+  check_recoveries(*o.report, rep);
   if (o.report->test_accuracy) {
     rep.accuracy = 100 * *o.report->test_accuracy;
     if (ref.accuracy > 0 && std::abs(rep.accuracy - ref.accuracy) > 1.0)

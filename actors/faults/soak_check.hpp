@@ -1,10 +1,10 @@
-// What a soak (`actorps chaos JOB --soak`, apps/soak_cmd.cpp) checks after
+// What a soak (`actorps chaos JOB --soak`, soak.hpp) checks after
 // each round: the run ended, trained every epoch, got every lost worker
 // back, ended within a point of the fault-free accuracy and, for an
 // exactly_once job, applied every example once -- from the run's job
-// report (actors/training/job_report.hpp), the final checkpoint and, for
-// what the report does not hold (which worker was lost and came back,
-// which shard was restored), the coordinator's log.
+// report (actors/training/job_report.hpp: its recoveries name who was
+// lost and came back) and the final checkpoint (which shards were restored
+// since the job began), never from log lines.
 #pragma once
 
 #include <string>
@@ -29,8 +29,6 @@ struct soak_outcome {
   int exit_code = -1;
   bool hung = false;                                    // killed at the round's deadline
   const train::job_report* report = nullptr;            // its job report, or none (it wrote none)
-  std::string log;                                      // its stderr (the coordinator's log): workers lost and back
-  std::string round_logs;                               // every run of the round's stderr: shards restored
   const train::checkpoint* final_checkpoint = nullptr;  // the round's newest, or none
 };
 

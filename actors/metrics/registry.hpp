@@ -25,6 +25,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "actors/metrics/recovery_log.hpp"
 #include "actors/metrics/trace.hpp"
 
 namespace caf {
@@ -138,11 +139,12 @@ class registry {
   std::map<std::string, entry> families_;
 };
 
-/// What an actor_system_config derives from to give its system a registry
-/// and a trace recorder (actorps' system_config does).
+/// What an actor_system_config derives from to give its system a registry,
+/// a trace recorder and a recovery log (actorps' system_config does).
 struct holder {
   mutable registry metrics;
   mutable trace::recorder trace;
+  mutable recovery_log recoveries;
 };
 
 /// The registry of `sys`: its config's when that is a holder, else one

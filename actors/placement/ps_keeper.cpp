@@ -14,6 +14,7 @@
 
 #include "actors/checkpoint/checkpoint.hpp"
 #include "actors/metrics/coordinator_metrics.hpp"
+#include "actors/metrics/recovery_log.hpp"
 #include "actors/net/countdown.hpp"
 #include "actors/net/lossy_link.hpp"
 #include "actors/placement/keeper_state.hpp"
@@ -182,6 +183,7 @@ void resume(keeper_ptr self, uint32_t ps, ps_shard_actor shard, int64_t step) {
   st.lost_at.erase(ps);
   st.waiting_since.erase(ps);
   coordinator_metrics(metrics::registry_of(self->home_system())).recovered("ps", took);
+  metrics::recovery_log_of(self->home_system()).record("ps", ps, step == kPromoted ? "failed over" : "restored");
   trace::recorder_of(self->home_system())
       .span("ps restored", "recovery", trace::coordinator, trace::now_us() - int64_t(took * 1e6), "ps", ps);
   const auto on = st.l.spec.nodes[st.ps_nodes[ps]].address();
@@ -299,6 +301,7 @@ void on_shard_down(keeper_ptr self, const caf::down_msg& msg) {
   const uint32_t ps = i->second;
   st.watched.erase(i);
   st.lost_at[ps] = st.waiting_since[ps] = self->clock().now();
+  metrics::recovery_log_of(self->home_system()).record("ps", ps, "lost");
   st.cause_logged.erase(ps);
   for (auto& p : st.l.proxies) self->send(p, proxy_pause_atom_v);
   const bool replicated = ps < st.l.backups.size();

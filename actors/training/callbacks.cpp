@@ -36,15 +36,26 @@ caf::error backup_and_restore::on_train_begin(cluster_coordinator& c, fit_start&
   start.step = last_saved_ = ckpt.step;
   start.epoch = uint32_t(ckpt.epoch) + 1;
   start.splits = ckpt.splits;
+  restored_before_ = ckpt.restored_ps;
   fmt::print("restored the checkpoint of step {} (epoch {}) from {}\n", ckpt.step, ckpt.epoch, dir_);
   return caf::none;
 }
 
 namespace {
 
-// The variables and their optimizer slots, as the shards hold them now.
+// `before` and the shards this run restored (cluster_coordinator::recoveries), in order.
+std::vector<uint32_t> restored_shards(const cluster_coordinator& c, std::vector<uint32_t> before) {
+  for (auto& e : c.recoveries().events())
+    if (e.role == "ps" && e.what == "restored") before.push_back(e.index);
+  std::sort(before.begin(), before.end());
+  before.erase(std::unique(before.begin(), before.end()), before.end());
+  return before;
+}
+
+// The variables and their optimizer slots, as the shards hold them now;
+// `restored`: the shards restored so far (checkpoint::restored_ps).
 caf::expected<checkpoint> pull_checkpoint(cluster_coordinator& c, int64_t step, uint32_t epochs_done,
-                                          const pb::SplitStatus* splits) {
+                                          const pb::SplitStatus* splits, std::vector<uint32_t> restored) {
   std::vector<uint64_t> versions;
   auto values = c.placement().pull_values(0, &versions);
   if (!values) return values.error();
@@ -52,6 +63,7 @@ caf::expected<checkpoint> pull_checkpoint(cluster_coordinator& c, int64_t step, 
   ckpt.step = step;
   ckpt.epoch = epochs_done;
   if (splits != nullptr) ckpt.splits = *splits;
+  ckpt.restored_ps = std::move(restored);
   auto& vars = c.placement().variables();
   for (size_t i = 0; i < vars.size(); ++i)
     ckpt.variables.push_back({vars[i].name, vars[i].shape, std::move((*values)[i]), {}, versions[i]});
@@ -96,7 +108,7 @@ caf::expected<int64_t> backup_and_restore::save_now(cluster_coordinator& c, cons
     c.resume();
     return last_saved_;
   }
-  auto ckpt = pull_checkpoint(c, at.job_step, at.epoch - 1, at.splits);
+  auto ckpt = pull_checkpoint(c, at.job_step, at.epoch - 1, at.splits, restored_shards(c, restored_before_));
   c.resume();
   coordinator_metrics(c.metrics()).checkpoint_pause_seconds.observe(seconds_since(started));
   if (auto err = write(c, std::move(ckpt), started)) return err;
@@ -106,7 +118,7 @@ caf::expected<int64_t> backup_and_restore::save_now(cluster_coordinator& c, cons
 caf::error backup_and_restore::on_epoch_end(cluster_coordinator& c, const epoch_logs& logs, bool&) {
   if (logs.step == last_saved_) return caf::none;  // every closure of the epoch joined: nothing runs
   const auto started = std::chrono::steady_clock::now();
-  return write(c, pull_checkpoint(c, logs.step, logs.epoch, nullptr), started);
+  return write(c, pull_checkpoint(c, logs.step, logs.epoch, nullptr, restored_shards(c, restored_before_)), started);
 }
 
 caf::expected<log_files> open_log_files(const std::string& dir, const std::string& header) {

@@ -36,6 +36,7 @@ class backup_and_restore : public fit_callback {
   std::string dir_;
   uint32_t keep_, every_steps_;
   int64_t last_saved_ = -1;
+  std::vector<uint32_t> restored_before_;  // the resumed checkpoint's restored_ps
 };
 
 /// A log directory's files: DIR (created) with a new TensorBoard event file

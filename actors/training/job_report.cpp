@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <fstream>
@@ -36,6 +37,8 @@ json to_json(const job_report& r) {
   for (auto& s : r.shards)
     shards.push_back({{"ps", s.ps}, {"examples_applied", s.examples_applied}, {"duplicates", s.duplicates}});
   for (auto& [w, n] : r.closures_by_worker) by_worker["worker:" + std::to_string(w)] = n;
+  json events = json::array();
+  for (auto& e : r.recoveries) events.push_back({{"at", e.at}, {"task", e.task}, {"what", e.what}});
   return {{"exit", {{"cause", r.exit_cause}, {"error", r.error}, {"code", r.exit_code}}},
           {"epochs", r.epochs},
           {"first_epoch", r.first_epoch},
@@ -49,7 +52,9 @@ json to_json(const job_report& r) {
           {"recoveries",
            {{"worker_respawns", r.worker_respawns},
             {"ps_restores", r.ps_restores},
-            {"closures_retried", r.closures_retried}}}};
+            {"closures_retried", r.closures_retried},
+            {"events", events},
+            {"ended_at", r.ended_at}}}};
 }
 
 job_report from_json(const json& j) {
@@ -80,6 +85,10 @@ job_report from_json(const json& j) {
   r.worker_respawns = rec.at("worker_respawns").get<uint64_t>();
   r.ps_restores = rec.at("ps_restores").get<uint64_t>();
   r.closures_retried = rec.at("closures_retried").get<uint64_t>();
+  for (auto& e : rec.at("events"))
+    r.recoveries.push_back(
+        {e.at("at").get<double>(), e.at("task").get<std::string>(), e.at("what").get<std::string>()});
+  r.ended_at = rec.at("ended_at").get<double>();
   return r;
 }
 
@@ -100,6 +109,13 @@ uint64_t job_report::closures() const {
   uint64_t n = 0;
   for (auto& [w, k] : closures_by_worker) n += k;
   return n;
+}
+
+std::vector<std::string> job_report::tasks_with(const std::string& what) const {
+  std::vector<std::string> out;
+  for (auto& e : recoveries)
+    if (e.what == what && std::find(out.begin(), out.end(), e.task) == out.end()) out.push_back(e.task);
+  return out;
 }
 
 std::string default_report_path(const std::string& job_path, const std::string& log_dir) {

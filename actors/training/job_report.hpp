@@ -26,6 +26,13 @@ struct report_epoch {
   std::optional<double> test_loss, test_accuracy;  // when the job has an eval dataset
 };
 
+/// A worker or PS task lost or back (actors/metrics/recovery_log.hpp).
+struct report_recovery {
+  double at = 0;     // seconds since the coordinator started
+  std::string task;  // "worker:1", "ps:0"
+  std::string what;  // worker: joined, lost, respawned, given up, left; ps: lost, restored, failed over
+};
+
 /// One PS shard's counters at the end (pb::ShardStats; exactly_once jobs).
 struct report_shard {
   uint32_t ps = 0;
@@ -50,6 +57,8 @@ struct job_report {
   uint64_t worker_respawns = 0;                     // workers lost and respawned
   uint64_t ps_restores = 0;                         // PS shards lost and restored (or failed over)
   uint64_t closures_retried = 0;                    // put back because their worker was lost
+  std::vector<report_recovery> recoveries;          // every loss and return, oldest first
+  double ended_at = 0;                              // when the report was made, on recoveries' clock
 
   /// The last epoch trained (in this run or before it), 0 when none.
   [[nodiscard]] uint32_t last_epoch() const;
@@ -57,6 +66,8 @@ struct job_report {
   [[nodiscard]] double train_seconds() const;
   /// Closures run, every worker together.
   [[nodiscard]] uint64_t closures() const;
+  /// The tasks ("ps:0", ...) with an event `what` in recoveries.
+  [[nodiscard]] std::vector<std::string> tasks_with(const std::string& what) const;
 };
 
 /// Where a run of the job file `job_path` writes its report by default:

@@ -44,6 +44,8 @@ caf::error record_cluster(cluster_coordinator& c, bool exactly_once, job_report&
   rep.worker_respawns = counters.recoveries("worker");
   rep.ps_restores = counters.recoveries("ps");
   rep.closures_retried = counters.retried.value();
+  for (auto& e : c.recoveries().events()) rep.recoveries.push_back({e.at, e.task(), e.what});
+  rep.ended_at = c.recoveries().now();
   if (!exactly_once) return caf::none;
   auto stats = c.placement().shard_stats();
   if (!stats) return stats.error();
