@@ -64,7 +64,8 @@ caf::expected<double> measure_torch(int batch, int threads, const kernels_bench_
   if (!res) return res.error();
   auto pos = res->out.find("samples_per_s=");
   if (res->exit_code != 0 || pos == std::string::npos)
-    return make_error(errc::internal, "PyTorch benchmark failed (is python3-torch installed? bash tools/setup.sh)");
+    return make_error(errc::internal,
+                      "PyTorch benchmark failed (is python3-torch installed? bash tools/setup.sh --all)");
   return std::stod(res->out.substr(pos + 14));
 }
 

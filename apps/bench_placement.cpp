@@ -33,8 +33,6 @@ using clock_type = std::chrono::steady_clock;
 constexpr int kStepsPerClosure = 10;
 constexpr size_t kWindow = 16;  // closures in flight
 
-double since(clock_type::time_point t) { return std::chrono::duration<double>(clock_type::now() - t).count(); }
-
 // The job: one token per example, the embedding table of `vocabulary` rows
 // in `parts`, a logit; Adagrad, as embeddings usually train.
 caf::expected<job_spec> placement_job(const placement_bench_options& o, const std::string& data, bool load) {
@@ -73,8 +71,8 @@ caf::expected<int64_t> train_for(cluster_coordinator& c, double seconds, const s
   std::deque<remote_value> in_flight;
   int64_t steps = 0;
   const auto start = clock_type::now();
-  while (since(start) < seconds || !in_flight.empty()) {
-    while (since(start) < seconds && in_flight.size() < kWindow)
+  while (seconds_since(start) < seconds || !in_flight.empty()) {
+    while (seconds_since(start) < seconds && in_flight.size() < kWindow)
       in_flight.push_back(c.schedule("train_step", {per_worker_dataset("train"), integer_value(kStepsPerClosure)}));
     auto v = in_flight.front().fetch();
     in_flight.pop_front();
@@ -158,7 +156,7 @@ caf::expected<measured> run(const placement_bench_options& o, const std::string&
   const auto t0 = clock_type::now();
   auto steps = train_for(co, o.seconds, [] {});
   if (!steps) return steps.error();
-  const double took = since(t0);
+  const double took = seconds_since(t0);
   auto bytes1 = task_bytes(co);
   if (!bytes1) return bytes1.error();
   for (uint32_t p = 0; p < o.ps; ++p) {

@@ -38,8 +38,6 @@ namespace {
 using clock_type = std::chrono::steady_clock;
 using namespace std::chrono_literals;
 
-double since(clock_type::time_point t) { return std::chrono::duration<double>(clock_type::now() - t).count(); }
-
 // A job of `workers` declared workers and `ps` PS on free loopback ports:
 // a dense model on a CSV of `examples` rows in exactly-once splits of 100,
 // evaluated on 1,000 rows after each epoch.
@@ -179,7 +177,7 @@ struct scale_cluster {
   template <class Pred>
   double wait_until(Pred pred, std::chrono::seconds timeout, clock_type::time_point from) {
     for (auto end = clock_type::now() + timeout; clock_type::now() < end; std::this_thread::sleep_for(10ms))
-      if (pred()) return since(from);
+      if (pred()) return seconds_since(from);
     return -1;
   }
   ~scale_cluster() {
@@ -232,8 +230,8 @@ caf::expected<scale_row> measure(const scale_bench_options& opts, const std::str
   const auto t1 = clock_type::now();
   const uint64_t c1 = s.closures(0, n), p1 = pushes(*s.c);
   std::this_thread::sleep_for(std::chrono::milliseconds(opts.window_ms));
-  row.closures_per_s = double(s.closures(0, n) - c1) / since(t1);
-  row.pushes_per_s = double(pushes(*s.c) - p1) / since(t1);
+  row.closures_per_s = double(s.closures(0, n) - c1) / seconds_since(t1);
+  row.pushes_per_s = double(pushes(*s.c) - p1) / seconds_since(t1);
   std::vector<double> w_rss, p_rss;
   for (auto& [task, node] : s.nodes) (task[0] == 'w' ? w_rss : p_rss).push_back(rss_mib(node.pid()));
   row.rss_worker = median(w_rss);
@@ -331,8 +329,8 @@ caf::expected<join_row> measure_join(const scale_bench_options& opts, const std:
   for (auto end = t1 + std::chrono::milliseconds(opts.window_ms); clock_type::now() < end;
        std::this_thread::sleep_for(10ms))
     (void)s.c->closures_by_worker();
-  row.before = double(s.closures(0, 8) - c1) / since(t1);
-  row.cpu_before = cores(cpu1, cpu_now(s), since(t1));
+  row.before = double(s.closures(0, 8) - c1) / seconds_since(t1);
+  row.cpu_before = cores(cpu1, cpu_now(s), seconds_since(t1));
   t1 = clock_type::now();
   c1 = s.closures(0, 8);
   cpu1 = cpu_now(s);
@@ -348,10 +346,10 @@ caf::expected<join_row> measure_join(const scale_bench_options& opts, const std:
         auto by = s.c->closures_by_worker();
         for (uint32_t w = 8; w < 16; ++w)
           if (first.count(w) == 0 && by[w] > 0) {
-            first[w] = since(asked[w]);
+            first[w] = seconds_since(asked[w]);
             if (first.size() == 1) {
-              row.during = double(s.closures(0, 8) - c1) / since(t1);
-              row.cpu_during = cores(cpu1, cpu_now(s), since(t1));
+              row.during = double(s.closures(0, 8) - c1) / seconds_since(t1);
+              row.cpu_during = cores(cpu1, cpu_now(s), seconds_since(t1));
             }
           }
         return first.size() == 8;

@@ -26,7 +26,7 @@ namespace {
 
 constexpr double kGoal = 0.90;
 
-struct run_result {
+struct tta_result {
   std::string system;
   double lr = 0;
   int seed = 0;
@@ -59,13 +59,13 @@ std::string seeded_job(const std::string& path, const std::string& dir, int seed
   return out;
 }
 
-caf::expected<run_result> cluster_run(const std::string& exe, const std::string& job, const std::string& dir) {
+caf::expected<tta_result> cluster_run(const std::string& exe, const std::string& job, const std::string& dir) {
   auto r = run_command({exe, "local", job, "--log", dir + "/nodes.log"}, std::chrono::minutes(30), dir + "/cli.log");
   if (!r) return r.error();
   if (r->exit_code != 0 && r->exit_code != 1)  // 1: below the job's target, still a result
     return make_error(errc::internal,
                       fmt::format("actorps local exited {}: {}", r->exit_code, read_log(dir + "/cli.log")));
-  run_result out;
+  tta_result out;
   const std::regex line(R"(epoch \d+/\d+: ([\d.]+) s \((\d+) samples/s\).*test accuracy ([\d.]+)%)");
   double seconds = 0, examples = 0;
   for (std::sregex_iterator m(r->out.begin(), r->out.end(), line), end; m != end; ++m) {
@@ -79,7 +79,7 @@ caf::expected<run_result> cluster_run(const std::string& exe, const std::string&
   return out;
 }
 
-caf::expected<run_result> single_run(const std::string& job_path, uint32_t epochs) {
+caf::expected<tta_result> single_run(const std::string& job_path, uint32_t epochs) {
   auto loaded = load_job_file(job_path);
   if (!loaded) return loaded.error();
   job_spec job = std::move(**loaded);
@@ -90,7 +90,7 @@ caf::expected<run_result> single_run(const std::string& job_path, uint32_t epoch
     if (op.has_shuffle()) op.mutable_shuffle()->set_buffer_size(2 * op.shuffle().buffer_size());
   auto single = single_process::create(job);
   if (!single) return single.error();
-  run_result out;
+  tta_result out;
   double seconds = 0;
   int64_t examples = 0;
   for (uint32_t e = 0; e < epochs; ++e) {
@@ -128,7 +128,7 @@ caf::expected<torch_optimizer> torch_optimizer_of(const job_spec& job) {
   return torch_optimizer{"sgd", o.kind() == pb::Optimizer::MOMENTUM ? o.momentum() : 0.0, decay};
 }
 
-caf::expected<run_result> torch_run(const tta_bench_options& opts, const torch_optimizer& optimizer,
+caf::expected<tta_result> torch_run(const tta_bench_options& opts, const torch_optimizer& optimizer,
                                     const std::string& mode, double lr, int seed, uint32_t epochs,
                                     const std::string& log) {
   const int threads = int(std::thread::hardware_concurrency());
@@ -155,7 +155,7 @@ caf::expected<run_result> torch_run(const tta_bench_options& opts, const torch_o
                         opts.data_dir},
                        std::chrono::minutes(30), log, torch_env(threads));
   if (!r) return r.error();
-  run_result out;
+  tta_result out;
   const std::regex line(R"(epoch \d+ seconds ([\d.]+) accuracy ([\d.]+) samples_per_s (\d+))");
   for (std::sregex_iterator m(r->out.begin(), r->out.end(), line), end; m != end; ++m) {
     out.epochs.emplace_back(std::stod((*m)[1]), std::stod((*m)[2]));
@@ -163,14 +163,14 @@ caf::expected<run_result> torch_run(const tta_bench_options& opts, const torch_o
   }
   if (r->exit_code != 0 || out.epochs.empty())
     return make_error(errc::internal, fmt::format("tools/torch_train.py {} exited {} (python3-torch installed? bash "
-                                                  "tools/setup.sh): {}",
+                                                  "tools/setup.sh --all): {}",
                                                   mode, r->exit_code, read_log(log)));
   return out;
 }
 
 std::string seconds_text(double s) { return std::isinf(s) ? "never" : fmt::format("{:.1f}", s); }
 
-void print_row(const run_result& r) {
+void print_row(const tta_result& r) {
   auto at = r.first_at_goal();
   fmt::print("{:<34} {:>6.3g} {:>5} {:>10} {:>7} {:>10.0f} {:>8.2f}\n", r.system, r.lr, r.seed,
              seconds_text(r.seconds_to_goal()), at ? std::to_string(*at + 1) : "-", r.samples_per_s,
@@ -178,7 +178,7 @@ void print_row(const run_result& r) {
   std::fflush(stdout);  // rows as they come: a full run takes ~20 min
 }
 
-double median_of(const std::vector<run_result>& runs, double (*of)(const run_result&)) {
+double median_of(const std::vector<tta_result>& runs, double (*of)(const tta_result&)) {
   std::vector<double> xs;
   for (auto& r : runs) xs.push_back(of(r));
   return median(xs);
@@ -198,7 +198,7 @@ int run_bench_tta(const tta_bench_options& opts) {
   const double job_lr = (**job).training.optimizer.learning_rate();
   auto optimizer = torch_optimizer_of(**job);
   if (!optimizer) return fail(opts.job, optimizer.error());
-  std::vector<run_result> cluster, single, torch, rpc;
+  std::vector<tta_result> cluster, single, torch, rpc;
   fmt::print("{:<34} {:>6} {:>5} {:>10} {:>7} {:>10} {:>8}\n", "time to 90% test accuracy", "lr", "seed", "seconds",
              "epochs", "samples/s", "final %");
   for (int seed = 1; seed <= int(opts.seeds); ++seed) {
@@ -216,7 +216,7 @@ int run_bench_tta(const tta_bench_options& opts) {
   }
   // PyTorch single process: the learning rates of the grid on seed 1, then
   // the fastest of them (to 90%, else by final accuracy) on the other seeds.
-  std::vector<run_result> grid;
+  std::vector<tta_result> grid;
   auto lrs = opts.torch_lrs;
   if (lrs.empty()) lrs = {job_lr / 2, job_lr, job_lr * 2};
   for (double lr : lrs) {
@@ -242,8 +242,8 @@ int run_bench_tta(const tta_bench_options& opts) {
     t->system = "pytorch rpc PS (1 PS + 2 trainers)", t->lr = best.lr, t->seed = seed;
     print_row(rpc.emplace_back(std::move(*t)));
   }
-  auto to_goal = [](const run_result& r) { return r.seconds_to_goal(); };
-  auto rate = [](const run_result& r) { return r.samples_per_s; };
+  auto to_goal = [](const tta_result& r) { return r.seconds_to_goal(); };
+  auto rate = [](const tta_result& r) { return r.samples_per_s; };
   fmt::print("medians over {} seeds: seconds to 90%: cluster {}, single {}, pytorch {}, pytorch rpc {}\n", opts.seeds,
              seconds_text(median_of(cluster, to_goal)), seconds_text(median_of(single, to_goal)),
              seconds_text(median_of(torch, to_goal)), seconds_text(median_of(rpc, to_goal)));

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -14,6 +15,11 @@
 #include "kernels/ops.hpp"
 
 namespace actorps {
+
+// Seconds from t to now, on the steady clock.
+inline double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
 
 inline double median(std::vector<double> xs) {
   std::sort(xs.begin(), xs.end());

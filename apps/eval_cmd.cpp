@@ -27,7 +27,7 @@ struct eval_result {
   int64_t examples = 0;
 };
 
-int fail(const caf::error& err) {
+int eval_failed(const caf::error& err) {
   spdlog::error("eval: {}", describe(err));
   return exit_code(err);
 }
@@ -130,22 +130,22 @@ class dir_watch {
 
 int run_eval(const job_spec& job, const std::string& checkpoint_dir) {
   auto dir = eval_dir_of(job, checkpoint_dir);
-  if (!dir) return fail(dir.error());
+  if (!dir) return eval_failed(dir.error());
   auto ckpt = train::newest_checkpoint(*dir, "eval");
-  if (!ckpt) return fail(ckpt.error());
+  if (!ckpt) return eval_failed(ckpt.error());
   auto r = evaluate_checkpoint(job, *ckpt, *dir);
-  if (!r) return fail(r.error());
+  if (!r) return eval_failed(r.error());
   print(*ckpt, *dir, *r);
   return 0;
 }
 
 int run_evaluator(const job_spec& job) {
   auto dir = eval_dir_of(job, "");
-  if (!dir) return fail(dir.error());
+  if (!dir) return eval_failed(dir.error());
   std::optional<eval_log> log;
   if (!job.training.log_dir.empty()) {
     auto opened = eval_log::open(job.training.log_dir);
-    if (!opened) return fail(opened.error());
+    if (!opened) return eval_failed(opened.error());
     log.emplace(std::move(*opened));
   }
   std::error_code ec;
@@ -156,10 +156,10 @@ int run_evaluator(const job_spec& job) {
     auto restored = train::restore_latest(*dir);
     if (restored.latest && restored.latest->step > last) {
       auto r = evaluate_checkpoint(job, *restored.latest, *dir);
-      if (!r) return fail(r.error());
+      if (!r) return eval_failed(r.error());
       print(*restored.latest, *dir, *r);
       if (log)
-        if (auto err = log->add(*restored.latest, *r)) return fail(err);
+        if (auto err = log->add(*restored.latest, *r)) return eval_failed(err);
       last = restored.latest->step;
     }
     if (auto final = train::final_step(*dir); final && last >= *final) {

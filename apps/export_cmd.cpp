@@ -21,7 +21,7 @@ namespace {
 
 using nlohmann::json;
 
-int fail(const caf::error& err) {
+int export_failed(const caf::error& err) {
   spdlog::error("export: {}", describe(err));
   return exit_code(err);
 }
@@ -107,13 +107,13 @@ caf::error write_safetensors(const std::string& out, const std::string& header,
 
 int run_export(const job_spec& job, const std::string& checkpoint_dir, const std::string& out) {
   auto dir = train::checkpoint_dir_of(job.training.checkpoint_dir, checkpoint_dir);
-  if (!dir) return fail(dir.error());
+  if (!dir) return export_failed(dir.error());
   auto ckpt = train::newest_checkpoint(*dir, "export");
-  if (!ckpt) return fail(ckpt.error());
+  if (!ckpt) return export_failed(ckpt.error());
   kernels::sequential_model model(job.model, kernels::cpu_ops());
   auto vars = train::model_variables(*ckpt, *dir, model.parameters());
-  if (!vars) return fail(vars.error());
-  if (auto err = write_safetensors(out, header_of(*vars, *ckpt, job), *vars)) return fail(err);
+  if (!vars) return export_failed(vars.error());
+  if (auto err = write_safetensors(out, header_of(*vars, *ckpt, job), *vars)) return export_failed(err);
   fmt::print("exported the checkpoint of step {} (epoch {}) in {}: {} tensors to {}\n", ckpt->step, ckpt->epoch, *dir,
              vars->size(), out);
   return 0;

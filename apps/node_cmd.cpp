@@ -1,20 +1,14 @@
 // `actorps node`: the flags of one node process, checked, then serve_node.
 #include <map>
 
-#include <spdlog/spdlog.h>
-
 #include "actors/launch/netns.hpp"
 #include "actors/node/serve_node.hpp"
+#include "apps/cli.hpp"
 #include "apps/commands.hpp"
 #include "messages/errors.hpp"
 
 namespace actorps {
 namespace {
-
-int fail(const caf::error& err) {
-  spdlog::error("{}", describe(err));
-  return exit_code(err);
-}
 
 // HOST:PORT of --listen.
 caf::expected<node_spec> parse_listen(const std::string& text, const task_id& task) {

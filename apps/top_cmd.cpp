@@ -58,8 +58,8 @@ std::string range_skew(const samples& d) {
 }
 
 // One node's row from two scrapes `seconds` apart (nullopt: it did not answer).
-std::string row(const node_spec& node, const std::optional<samples>& now, const std::optional<samples>& before,
-                double seconds) {
+std::string node_row(const node_spec& node, const std::optional<samples>& now, const std::optional<samples>& before,
+                     double seconds) {
   const auto line = "{:<28} {:<6} {:>9} {:>11} {:>10} {:>13} {:>8} {:>10} {:>10}\n";
   const std::string tasks = node.task_names();
   if (node.metrics_port == 0) return fmt::format(line, tasks, "-", "-", "-", "-", "-", "-", "-", "no metrics_port");
@@ -109,7 +109,7 @@ int run_top(const cluster_spec& spec, double interval_s, bool once) {
                        interval_s, once ? "" : " (Ctrl-C quits)");
     out += fmt::format("{:<28} {:<6} {:>9} {:>11} {:>10} {:>13} {:>8} {:>10} {:>10}\n", "TASKS", "STATE", "STEPS/S",
                        "CLOSURES/S", "REQUESTS/S", "P99 APPLY MS", "WAITING", "STALENESS", "HOT RANGE");
-    for (size_t n = 0; n < spec.nodes.size(); ++n) out += row(spec.nodes[n], now[n], before[n], interval_s);
+    for (size_t n = 0; n < spec.nodes.size(); ++n) out += node_row(spec.nodes[n], now[n], before[n], interval_s);
     std::fputs(out.c_str(), stdout);
     std::fflush(stdout);
     if (once) return 0;

@@ -14,7 +14,7 @@
 namespace actorps {
 namespace {
 
-int fail(const caf::error& err) {
+int train_failed(const caf::error& err) {
   spdlog::error("train: {}", describe(err));
   return exit_code(err);
 }
@@ -33,8 +33,9 @@ int fail(const caf::error& err) {
 int run_train(const std::string& job_path, std::string_view tf_config, int metrics_port, const std::string& trace_path,
               const std::string& report_path) {
   auto loaded = load_job_file(job_path, tf_config);
-  if (!loaded) return fail(loaded.error());
-  if (!*loaded) return fail(make_error(errc::invalid_config, job_path + ": no [training] table: not a job file"));
+  if (!loaded) return train_failed(loaded.error());
+  if (!*loaded)
+    return train_failed(make_error(errc::invalid_config, job_path + ": no [training] table: not a job file"));
   auto& job = **loaded;
   spdlog::set_level(spdlog::level::from_str(job.cluster.runtime.log_level));
   const auto task = job.cluster.self;  // TF_CONFIG's
@@ -50,7 +51,7 @@ int run_train(const std::string& job_path, std::string_view tf_config, int metri
     job.cluster.nodes.push_back(node_spec{"127.0.0.1", free_port(), {task_id{pb::COORDINATOR, 0}}, 0, 0});
     spdlog::info("train: the cluster has no chief: coordinating from {}", job.cluster.nodes.back().address());
   }
-  if (auto err = set_metrics_port(job.cluster, task_id{pb::COORDINATOR, 0}, metrics_port)) return fail(err);
+  if (auto err = set_metrics_port(job.cluster, task_id{pb::COORDINATOR, 0}, metrics_port)) return train_failed(err);
   const auto report = report_path.empty() ? train::default_report_path(job_path, job.training.log_dir) : report_path;
   return run_job(job, report, {}, deployment{exit_preempted}, job_trace{trace_path, {}});
 }

@@ -8,6 +8,7 @@
 
 #include <caf/error.hpp>
 #include <caf/expected.hpp>
+#include <caf/make_message.hpp>  // CAF_ERROR_CODE_ENUM's context() calls make_message unqualified
 #include <caf/message.hpp>
 
 namespace actorps {

@@ -20,7 +20,7 @@ inline std::pair<int, std::string> promtool_check(const std::string& text) {
   std::ofstream(dir + "/m.txt") << text;
   auto res =
       run_command({"/bin/sh", "-c", "promtool check metrics < " + dir + "/m.txt 2>&1"}, std::chrono::seconds(30));
-  BOOST_REQUIRE_MESSAGE(res, "cannot run promtool (tools/setup.sh installs Debian's prometheus package)");
+  BOOST_REQUIRE_MESSAGE(res, "cannot run promtool (tools/setup.sh --all installs Debian's prometheus package)");
   return {res->exit_code, res->out};
 }
 

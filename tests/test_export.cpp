@@ -109,7 +109,8 @@ BOOST_AUTO_TEST_CASE(an_exported_cnn_reproduces_its_accuracy_in_pytorch) {
   // 6 tensors: the conv kernel and bias, each dense layer's kernel and bias.
   BOOST_TEST(exported.out.find("6 tensors to " + dir + "/m.safetensors") != std::string::npos, exported.out);
   if (!have_torch()) {
-    BOOST_TEST_MESSAGE("SKIPPED the PyTorch half: python3-torch is not installed (bash tools/setup.sh installs it)");
+    BOOST_TEST_MESSAGE(
+        "SKIPPED the PyTorch half: python3-torch is not installed (bash tools/setup.sh --all installs it)");
     return;
   }
   auto torch = run(dir,

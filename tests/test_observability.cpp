@@ -119,7 +119,7 @@ struct prometheus_server {
         {"/usr/bin/prometheus", "--config.file=" + dir + "/prometheus.yml", "--storage.tsdb.path=" + dir + "/tsdb",
          "--web.listen-address=127.0.0.1:" + std::to_string(port)},
         dir + "/prometheus.log");
-    BOOST_REQUIRE_MESSAGE(p, "cannot start /usr/bin/prometheus (tools/setup.sh installs Debian's prometheus)");
+    BOOST_REQUIRE_MESSAGE(p, "cannot start /usr/bin/prometheus (tools/setup.sh --all installs Debian's prometheus)");
     process.emplace(std::move(*p));
     const auto deadline = std::chrono::steady_clock::now() + 30s;
     while (!metrics::http_get("127.0.0.1", port, "/-/ready", 1s)) {

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The GPU check, for a machine with an NVIDIA GPU, its driver, and what
-# tools/setup.sh installs plus the CUDA toolkit and cuDNN at /usr/local/cuda.
+# tools/setup.sh --all installs plus the CUDA toolkit and cuDNN at /usr/local/cuda.
 # Builds with CUDA for this GPU (build-gpu/), runs the CUDA kernel, model and
 # device tests (each CUDA kernel against the reference), `actorps bench
 # kernels` with its CUDA rows, and the main job with device = "cuda" on its

@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
-# What both README commands and the image (config/k8s/Containerfile) install:
-# the Debian packages, the build, the data sets. Idempotent.
+# The install of the README's two commands: the Debian packages, the build,
+# the data sets. Idempotent.
+# Usage: tools/install.sh [--all]
+#   (none)  what the main command needs (tools/main.sh): the packages to build
+#           and run actorps, the actorps program, the data
+#   --all   everything (tools/test.sh, CI, the image config/k8s/Containerfile):
+#           every package, every target, the data
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash tools/setup.sh
-bash tools/build.sh
+bash tools/setup.sh "$@"
+bash tools/build.sh "$@"
 bash tools/fetch_data.sh

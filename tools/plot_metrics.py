@@ -3,7 +3,7 @@
 log_dir) as a PNG: loss and accuracy per epoch, train and test.
 
 Usage: python3 tools/plot_metrics.py LOG_DIR/metrics.csv OUT.png
-Needs python3-matplotlib (tools/setup.sh installs it)."""
+Needs python3-matplotlib (tools/setup.sh --all installs it)."""
 import csv
 import sys
 

@@ -4,7 +4,7 @@
 # then each fuzzer briefly.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash tools/install.sh
+bash tools/install.sh --all
 bash tools/check_format.sh
 bash tools/check_layers.sh
 ctest --test-dir build --output-on-failure -j "$(nproc)" --timeout 600
