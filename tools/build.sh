@@ -5,7 +5,7 @@
 #   (none)  what the main command runs: the actorps program, and the CUDA
 #           module (libactorps_cuda.so, loaded at run time) only where a GPU
 #           is, as nvidia-smi sees it; the tests are left unconfigured so
-#           that Boost need not be installed (-DACTORPS_TESTS=OFF)
+#           that Boost.Test need not be installed (-DACTORPS_TESTS=OFF)
 #   --all   every target: tests, CUDA module where nvcc is (the test command)
 set -euo pipefail
 cd "$(dirname "$0")/.."

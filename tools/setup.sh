@@ -3,7 +3,7 @@
 # every package is present it does nothing (no apt-get update).
 # Usage: tools/setup.sh [--all]
 #   (none)  what building and running the actorps program needs: the main
-#           command (tools/main.sh): 100 packages, 115 MB, on a bare Debian 12
+#           command (tools/main.sh): 102 packages, 125 MB, on a bare Debian 12
 #   --all   and what the tests, benchmarks and tools need: the test command
 #           (tools/test.sh) and the image: 509 packages, 481 MB
 set -euo pipefail
@@ -16,6 +16,7 @@ packages=(
   libcli11-dev libspdlog-dev libfmt-dev # CLI parsing, logging, formatting
   libcpp-httplib-dev                    # every node's /metrics (Prometheus text format); actorps top scrapes them
   libopenblas-openmp-dev                # GEMM for the CPU kernels (OpenMP-threaded OpenBLAS)
+  libboost-dev                          # Boost.CRC (header-only): TFRecord's CRC-32C
   curl ca-certificates                  # tools/fetch_data.sh: the data sets' npm tarballs over HTTPS (libcurl4 comes with cmake)
 )
 if [[ ${1:-} == --all ]]; then

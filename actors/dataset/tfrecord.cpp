@@ -1,10 +1,11 @@
 #include "actors/dataset/tfrecord.hpp"
 
-#include <array>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <iterator>
+
+#include <boost/crc.hpp>
 
 #include "messages/errors.hpp"
 
@@ -29,22 +30,10 @@ T load(const char* p) {
 
 }  // namespace
 
-// CRC-32C (Castagnoli), reflected, one table lookup per byte: what
-// boost::crc_optimal computed, without Boost in the main program's build
-// (Boost is the tests' alone: tools/setup.sh).
 uint32_t crc32c(const char* data, size_t n) {
-  static const std::array<uint32_t, 256> table = [] {
-    std::array<uint32_t, 256> t{};
-    for (uint32_t i = 0; i < 256; ++i) {
-      uint32_t c = i;
-      for (int bit = 0; bit < 8; ++bit) c = (c & 1u) != 0 ? (c >> 1) ^ 0x82F63B78u : c >> 1;  // 0x1EDC6F41 reflected
-      t[i] = c;
-    }
-    return t;
-  }();
-  uint32_t crc = 0xFFFFFFFFu;
-  for (size_t i = 0; i < n; ++i) crc = table[(crc ^ uint8_t(data[i])) & 0xFFu] ^ (crc >> 8);
-  return crc ^ 0xFFFFFFFFu;
+  boost::crc_optimal<32, 0x1EDC6F41, 0xFFFFFFFF, 0xFFFFFFFF, true, true> crc;
+  crc.process_bytes(data, n);
+  return crc.checksum();
 }
 
 caf::expected<std::vector<std::string>> read_tfrecords(const std::string& path) {

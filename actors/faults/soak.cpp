@@ -36,7 +36,7 @@
 namespace actorps {
 namespace {
 
-using clock_type = std::chrono::steady_clock;
+using soak_clock = std::chrono::steady_clock;
 namespace fs = std::filesystem;
 
 int fail_with(const caf::error& err) {
@@ -44,9 +44,9 @@ int fail_with(const caf::error& err) {
   return exit_code(err);
 }
 
-std::chrono::milliseconds until(clock_type::time_point t) {
+std::chrono::milliseconds until(soak_clock::time_point t) {
   return std::max(std::chrono::milliseconds(0),
-                  std::chrono::duration_cast<std::chrono::milliseconds>(t - clock_type::now()));
+                  std::chrono::duration_cast<std::chrono::milliseconds>(t - soak_clock::now()));
 }
 
 // The job's text for a run in `dir`: its output directories there, its
@@ -72,7 +72,7 @@ struct attempt {
 enum class read_end { matched, time, closed };
 
 // Appends the child's stdout lines to `out` until `done(line)`, time `t` or the end of stdout.
-read_end read_until(child_process& c, std::string& out, clock_type::time_point t,
+read_end read_until(child_process& c, std::string& out, soak_clock::time_point t,
                     const std::function<bool(const std::string&)>& done) {
   for (;;) {
     auto line = c.read_line(until(t));
@@ -113,7 +113,7 @@ std::vector<pid_t> node_pids(const std::string& out) {
 // Runs `argv` (stderr to `log`) until it exits or `deadline`; with
 // `kill_at` >= 0, SIGKILLs it that many seconds after its `nodes` are up.
 caf::expected<attempt> run_once(const std::vector<std::string>& argv, const std::string& log, size_t nodes,
-                                double kill_at, clock_type::time_point deadline) {
+                                double kill_at, soak_clock::time_point deadline) {
   auto child = child_process::spawn(argv, log);
   if (!child) return child.error();
   attempt a;
@@ -132,7 +132,7 @@ caf::expected<attempt> run_once(const std::vector<std::string>& argv, const std:
   auto never = [](const std::string&) { return false; };
   auto end = nodes == 0 ? read_end::matched : read_until(*child, a.out, deadline, ready);
   if (end == read_end::matched && kill_at >= 0) {
-    auto at = std::min(deadline, clock_type::now() + std::chrono::milliseconds(int64_t(kill_at * 1000)));
+    auto at = std::min(deadline, soak_clock::now() + std::chrono::milliseconds(int64_t(kill_at * 1000)));
     if (read_until(*child, a.out, at, never) == read_end::time) return stop(at == deadline);
   }
   if (end != read_end::closed && read_until(*child, a.out, deadline, never) == read_end::time) return stop(true);
@@ -192,7 +192,7 @@ caf::expected<round_report> run_round(soak_run& s, int r) {
   std::vector<std::string> argv{s.opts.self_exe, "chaos", job, "--seed", std::to_string(s.opts.seed + uint64_t(r))};
   argv.insert(argv.end(), {"--log", dir + "/nodes.log", "--report", report_path});
   if (s.opts.netns) argv.push_back("--netns");
-  const auto start = clock_type::now();
+  const auto start = soak_clock::now();
   const auto deadline = start + std::chrono::seconds(int64_t(4 * s.ref.train_seconds + 120));
   auto first = run_once(argv, dir + "/cli-1.log", s.nodes, draw.coordinator_kill_at, deadline);
   if (!first) return first.error();
@@ -208,7 +208,7 @@ caf::expected<round_report> run_round(soak_run& s, int r) {
   rep.round = r;
   rep.faults = draw.faults.size() + (draw.coordinator_kill_at >= 0 ? 1 : 0);
   rep.coordinator_killed = first->killed;
-  rep.seconds = std::chrono::duration<double>(clock_type::now() - start).count();
+  rep.seconds = std::chrono::duration<double>(soak_clock::now() - start).count();
   auto final = train::restore_latest(dir + "/ckpt").latest;
   auto report = train::read_report(report_path);
   if (!report && fs::exists(report_path)) rep.failures.push_back(describe(report.error()));
@@ -299,12 +299,12 @@ int run_soak(const soak_options& opts) {
                                                           "mid-epoch checkpoints; set both"));
   soak_run s{opts, **job, *text, started_nodes((*job)->cluster), {}, {}, false};
   s.packets = opts.netns && packets_droppable(s.job.cluster);
-  const auto start = clock_type::now();
+  const auto start = soak_clock::now();
   auto ref = reference_run(s);
   if (!ref) return fail_with(ref.error());
   s.ref = *ref;
   std::vector<round_report> rounds;
-  auto elapsed = [&] { return std::chrono::duration<double>(clock_type::now() - start).count(); };
+  auto elapsed = [&] { return std::chrono::duration<double>(soak_clock::now() - start).count(); };
   for (int r = 1; elapsed() < opts.seconds || r <= soak_rounds_for_every_kind(); ++r) {
     auto rep = run_round(s, r);
     if (!rep) return fail_with(rep.error());
