@@ -59,9 +59,9 @@ function(actorps_speed_up_build)
     list(LENGTH sources files)
     if(ACTORPS_UNITY AND files GREATER 1 AND NOT t IN_LIST ACTORPS_SEPARATE_TARGETS)
       set(batch ${ACTORPS_UNITY_BATCH})
-      if(type STREQUAL "EXECUTABLE" AND batch EQUAL 0)
-        # The program's unit is what ninja runs last, on one core while the
-        # other idles: two units, so that two cores share it.
+      if((type STREQUAL "EXECUTABLE" OR t STREQUAL "actorps_cli") AND batch EQUAL 0)
+        # The program's commands are what ninja compiles last, on one core
+        # while the other idles: two units, so that two cores share them.
         math(EXPR batch "(${files} + 1) / 2")
       endif()
       set_target_properties(${t} PROPERTIES UNITY_BUILD ON UNITY_BUILD_BATCH_SIZE ${batch})
