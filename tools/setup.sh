@@ -19,7 +19,7 @@ packages=(
   libboost-dev                          # Boost.CRC (header-only): TFRecord's CRC-32C
   curl ca-certificates                  # tools/fetch_data.sh: the data sets' npm tarballs over HTTPS (libcurl4 comes with cmake)
 )
-if [[ ${1:-} == --all ]]; then
+if [[ $# -eq 1 && $1 == --all ]]; then
   packages+=(
     libboost-test-dev                   # Boost.Test (the tests: -DACTORPS_TESTS=ON, tools/build.sh --all)
     openssl iproute2 nftables           # tools/make_certs.sh ([security]); actorps local --netns (nft: partitions, packet drops)
