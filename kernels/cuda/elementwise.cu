@@ -84,8 +84,10 @@ __global__ void sigmoid_bce_k(int m, const float* logits, const int32_t* labels,
 
 // Per-row losses and hits come back to the host, summed there in double.
 float finish_loss(int m, const double* row_loss, const int32_t* row_right, int64_t* correct) {
-  static std::vector<double> loss;  // grow once, reused: no allocation per step
-  static std::vector<int32_t> right;
+  // Grown once, reused: no allocation per step; one per host thread, as
+  // each device runs its replica on a thread of its own.
+  thread_local std::vector<double> loss;
+  thread_local std::vector<int32_t> right;
   loss.resize(size_t(m));
   right.resize(size_t(m));
   check(cudaMemcpy(loss.data(), row_loss, size_t(m) * sizeof(double), cudaMemcpyDeviceToHost), "loss to host");
