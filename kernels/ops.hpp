@@ -171,8 +171,8 @@ using tanh_backward = void(int64_t count, const float* y, float* dy);
 using gelu_forward = void(int64_t count, const float* x, float* y);
 /// dx[count] (overwritten) = dy * (Phi(x) + x * phi(x)), phi the normal density.
 using gelu_backward = void(int64_t count, const float* x, const float* dy, float* dx);
-/// y[m, n] (overwritten) = softmax of each row of x[m, n] (the last axis),
-/// the row's max subtracted first: no overflow for any x.
+/// y[m, n] (overwritten) = softmax of each row of x[m, n] (the last axis,
+/// n >= 1), the row's max subtracted first: no overflow for any x.
 using softmax_forward = void(int m, int n, const float* x, float* y);
 /// dx[m, n] (overwritten) = y * (dy - sum_j dy_j * y_j) per row, y the forward output.
 using softmax_backward = void(int m, int n, const float* y, const float* dy, float* dx);
