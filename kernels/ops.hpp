@@ -156,6 +156,47 @@ using apply_dense = void(optimizer_kind kind, const optimizer_params& p, int64_t
 /// ids must be unique (merge_rows() makes them so).
 using apply_sparse = void(optimizer_kind kind, const optimizer_params& p, int64_t rows, int dim, const int64_t* ids,
                           float* param, float* const* slots, const float* grad);
+
+// ---- activations and elementwise (graphs): PyTorch 1.13's formulas ----
+/// y = 1 / (1 + e^-y) in place over `count` floats; no overflow for any y.
+using sigmoid_forward = void(int64_t count, float* y);
+/// dy *= y * (1 - y), with y the forward output.
+using sigmoid_backward = void(int64_t count, const float* y, float* dy);
+/// y = tanh(y) in place over `count` floats.
+using tanh_forward = void(int64_t count, float* y);
+/// dy *= 1 - y^2, with y the forward output.
+using tanh_backward = void(int64_t count, const float* y, float* dy);
+/// y[count] (overwritten) = x * Phi(x) = 0.5 x (1 + erf(x / sqrt 2)): the
+/// exact GELU, PyTorch's nn.GELU() default (approximate='none').
+using gelu_forward = void(int64_t count, const float* x, float* y);
+/// dx[count] (overwritten) = dy * (Phi(x) + x * phi(x)), phi the normal density.
+using gelu_backward = void(int64_t count, const float* x, const float* dy, float* dx);
+/// y[m, n] (overwritten) = softmax of each row of x[m, n] (the last axis,
+/// n >= 1), the row's max subtracted first: no overflow for any x.
+using softmax_forward = void(int m, int n, const float* x, float* y);
+/// dx[m, n] (overwritten) = y * (dy - sum_j dy_j * y_j) per row, y the forward output.
+using softmax_backward = void(int m, int n, const float* y, const float* dy, float* dx);
+/// y[count] (overwritten) = a * b, elementwise over two tensors of one shape.
+using multiply_forward = void(int64_t count, const float* a, const float* b, float* y);
+/// da = dy * b and db = dy * a (both [count], overwritten); a null da or db
+/// is not computed.
+using multiply_backward = void(int64_t count, const float* a, const float* b, const float* dy, float* da, float* db);
+/// y[count] (overwritten) = a + b. Its backward needs no op: da = db = dy,
+/// a copy (copy_on_device, kernels/device_memory.hpp; memcpy on the host) or
+/// dy itself.
+using add = void(int64_t count, const float* a, const float* b, float* y);
+/// y[count] (overwritten) = x * keep / (1 - rate), rate in [0, 1] (1: all
+/// zeros, 0: a copy). keep of element i is a pure function of (seed, step,
+/// i) (kernels/pointwise.hpp): every table draws the same mask, bit for
+/// bit, and nothing stores it.
+using dropout_forward = void(int64_t count, float rate, uint64_t seed, int64_t step, const float* x, float* y);
+/// dx[count] (overwritten) = dy * keep / (1 - rate), the forward's mask
+/// recomputed: the forward's own function serves.
+using dropout_backward = dropout_forward;
+/// PyTorch's MSELoss(reduction='mean') of pred[m, n] against target[m, n]:
+/// returns the mean of (pred - target)^2 over all m * n elements; writes
+/// dpred[m, n] (overwritten) = 2 (pred - target) / (m * n).
+using mse = float(int m, int n, const float* pred, const float* target, float* dpred);
 }  // namespace op
 
 struct ops_table {
@@ -179,6 +220,21 @@ struct ops_table {
   op::split* split;
   op::apply_dense* apply_dense;
   op::apply_sparse* apply_sparse;
+  // ---- activations and elementwise (graphs) ----
+  op::sigmoid_forward* sigmoid_forward;
+  op::sigmoid_backward* sigmoid_backward;
+  op::tanh_forward* tanh_forward;
+  op::tanh_backward* tanh_backward;
+  op::gelu_forward* gelu_forward;
+  op::gelu_backward* gelu_backward;
+  op::softmax_forward* softmax_forward;
+  op::softmax_backward* softmax_backward;
+  op::multiply_forward* multiply_forward;
+  op::multiply_backward* multiply_backward;
+  op::add* add;
+  op::dropout_forward* dropout_forward;
+  op::dropout_backward* dropout_backward;
+  op::mse* mse;
 };
 
 /// Plain loops: the oracle every other table is tested against.

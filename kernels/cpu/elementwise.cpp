@@ -1,7 +1,5 @@
 // The reference's elementwise bodies, compiled inside AVX2 clones; the
 // activations (large, per step) also split over the threads.
-#include <omp.h>
-
 #include "kernels/cpu/cpu.hpp"
 #include "kernels/cpu/denormals.hpp"
 #include "kernels/cpu/simd.hpp"
@@ -19,17 +17,6 @@ ACTORPS_SIMD void relu_backward_range(int64_t count, const float* y, float* dy) 
 
 ACTORPS_SIMD void scale_add_range(int64_t count, float a, const float* x, float b, float* y) {
   reference::scale_add(count, a, x, b, y);
-}
-
-// Splits [0, count) over the OpenMP threads.
-template <class F>
-void parallel_ranges(int64_t count, F f) {
-#pragma omp parallel num_threads(threads())
-  {
-    int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
-    int64_t first = count * t / nt, last = count * (t + 1) / nt;
-    f(first, last - first);
-  }
 }
 
 }  // namespace

@@ -9,7 +9,8 @@
 namespace actorps::kernels {
 
 const ops_table& cpu_ops() {
-  // Losses (batch x classes) and concat (a copy per row) are small: the reference serves.
+  // Losses (batch x classes or outputs) and concat (a copy per row) are small:
+  // the reference serves.
   static const ops_table table{"cpu",
                                device::host,
                                cpu::conv2d_forward,
@@ -29,7 +30,21 @@ const ops_table& cpu_ops() {
                                reference::concat,
                                reference::split,
                                cpu::apply_dense,
-                               cpu::apply_sparse};
+                               cpu::apply_sparse,
+                               cpu::sigmoid_forward,
+                               cpu::sigmoid_backward,
+                               cpu::tanh_forward,
+                               cpu::tanh_backward,
+                               cpu::gelu_forward,
+                               cpu::gelu_backward,
+                               cpu::softmax_forward,
+                               cpu::softmax_backward,
+                               cpu::multiply_forward,
+                               cpu::multiply_backward,
+                               cpu::add,
+                               cpu::dropout,
+                               cpu::dropout,
+                               reference::mse};
   return table;
 }
 

@@ -25,6 +25,20 @@ op::concat concat;
 op::split split;
 op::apply_dense apply_dense;
 op::apply_sparse apply_sparse;
+// activations.cu
+op::sigmoid_forward sigmoid_forward;
+op::sigmoid_backward sigmoid_backward;
+op::tanh_forward tanh_forward;
+op::tanh_backward tanh_backward;
+op::gelu_forward gelu_forward;
+op::gelu_backward gelu_backward;
+op::softmax_forward softmax_forward;
+op::softmax_backward softmax_backward;
+op::multiply_forward multiply_forward;
+op::multiply_backward multiply_backward;
+op::add add;
+op::dropout_forward dropout;  // forward and backward: the same mask times dy
+op::mse mse;
 
 // ---- helpers ----
 /// out[cols] = sum over rows of a[rows, cols].

@@ -24,7 +24,21 @@ const ops_table* cuda_ops() {
                                concat,
                                split,
                                apply_dense,
-                               apply_sparse};
+                               apply_sparse,
+                               sigmoid_forward,
+                               sigmoid_backward,
+                               tanh_forward,
+                               tanh_backward,
+                               gelu_forward,
+                               gelu_backward,
+                               softmax_forward,
+                               softmax_backward,
+                               multiply_forward,
+                               multiply_backward,
+                               add,
+                               dropout,
+                               dropout,
+                               mse};
   return cuda_device_count() > 0 ? &table : nullptr;
 }
 

@@ -18,5 +18,19 @@ op::embedding_forward embedding_forward;
 op::embedding_backward embedding_backward;
 op::concat concat;
 op::split split;
+// activations.cpp
+op::sigmoid_forward sigmoid_forward;
+op::sigmoid_backward sigmoid_backward;
+op::tanh_forward tanh_forward;
+op::tanh_backward tanh_backward;
+op::gelu_forward gelu_forward;
+op::gelu_backward gelu_backward;
+op::softmax_forward softmax_forward;
+op::softmax_backward softmax_backward;
+op::multiply_forward multiply_forward;
+op::multiply_backward multiply_backward;
+op::add add;
+op::dropout_forward dropout;  // forward and backward: the same mask times dy
+op::mse mse;
 
 }  // namespace actorps::kernels::reference

@@ -10,7 +10,12 @@ const ops_table& reference_ops() {
                                relu_forward,       relu_backward,      scale_add,              softmax_xent,
                                sigmoid_bce,
                                embedding_forward,  embedding_backward, concat,
-                               split,              apply_dense,        apply_sparse};
+                               split,              apply_dense,        apply_sparse,
+                               // activations and elementwise (graphs)
+                               sigmoid_forward,    sigmoid_backward,   tanh_forward,           tanh_backward,
+                               gelu_forward,       gelu_backward,      softmax_forward,        softmax_backward,
+                               multiply_forward,   multiply_backward,  add,
+                               dropout,            dropout,            mse};
   // clang-format on
   return table;
 }
