@@ -25,6 +25,16 @@ op::concat concat;
 op::split split;
 op::apply_dense apply_dense;
 op::apply_sparse apply_sparse;
+op::batchnorm_forward_training batchnorm_forward_training;
+op::batchnorm_forward_inference batchnorm_forward_inference;
+op::batchnorm_moving_update batchnorm_moving_update;
+op::batchnorm_backward batchnorm_backward;
+op::layernorm_forward layernorm_forward;
+op::layernorm_backward layernorm_backward;
+op::avgpool_forward avgpool_forward;
+op::avgpool_backward avgpool_backward;
+op::global_avgpool_forward global_avgpool_forward;
+op::global_avgpool_backward global_avgpool_backward;
 
 // ---- helpers ----
 /// out[cols] = sum over rows of a[rows, cols].

@@ -5,6 +5,8 @@ namespace actorps::kernels {
 
 const ops_table* cuda_ops() {
   using namespace cuda;
+  // One entry per line, so that branches adding ops merge.
+  // clang-format off
   static const ops_table table{"cuda",
                                device::cuda,
                                conv2d_forward,
@@ -24,7 +26,19 @@ const ops_table* cuda_ops() {
                                concat,
                                split,
                                apply_dense,
-                               apply_sparse};
+                               apply_sparse,
+                               // ---- normalization and average pooling (graphs) ----
+                               batchnorm_forward_training,
+                               batchnorm_forward_inference,
+                               batchnorm_moving_update,
+                               batchnorm_backward,
+                               layernorm_forward,
+                               layernorm_backward,
+                               avgpool_forward,
+                               avgpool_backward,
+                               global_avgpool_forward,
+                               global_avgpool_backward};
+  // clang-format on
   return cuda_device_count() > 0 ? &table : nullptr;
 }
 

@@ -10,7 +10,18 @@ const ops_table& reference_ops() {
                                relu_forward,       relu_backward,      scale_add,              softmax_xent,
                                sigmoid_bce,
                                embedding_forward,  embedding_backward, concat,
-                               split,              apply_dense,        apply_sparse};
+                               split,              apply_dense,        apply_sparse,
+                               // ---- normalization and average pooling (graphs) ----
+                               batchnorm_forward_training,
+                               batchnorm_forward_inference,
+                               batchnorm_moving_update,
+                               batchnorm_backward,
+                               layernorm_forward,
+                               layernorm_backward,
+                               avgpool_forward,
+                               avgpool_backward,
+                               global_avgpool_forward,
+                               global_avgpool_backward};
   // clang-format on
   return table;
 }
