@@ -55,11 +55,11 @@ const char* mode(const avgpool_shape& s) { return s.count_include_pad ? "incl" :
 std::vector<avgpool_shape> avgpool_cases() {
   std::vector<avgpool_shape> out;
   for (bool incl : {true, false}) {
-    out.push_back({2, 7, 6, 3, 3, 3, 2, 2, 1, 1, 1, 1, incl});     // ResNet-style 3x3/2, pad 1
-    out.push_back({1, 5, 5, 17, 2, 2, 2, 2, 0, 0, 0, 0, incl});    // trailing row/column dropped
-    out.push_back({3, 6, 7, 1, 3, 2, 1, 2, 1, 0, 0, 1, incl});     // asymmetric ONNX pads
-    out.push_back({2, 9, 8, 3, 3, 3, 3, 3, 1, 1, 1, 1, incl});     // stride = window with padding
-    out.push_back({2, 8, 8, 32, 3, 3, 1, 1, 1, 1, 1, 1, incl});    // overlapping windows, c a vector multiple
+    out.push_back({2, 7, 6, 3, 3, 3, 2, 2, 1, 1, 1, 1, incl});   // ResNet-style 3x3/2, pad 1
+    out.push_back({1, 5, 5, 17, 2, 2, 2, 2, 0, 0, 0, 0, incl});  // trailing row/column dropped
+    out.push_back({3, 6, 7, 1, 3, 2, 1, 2, 1, 0, 0, 1, incl});   // asymmetric ONNX pads
+    out.push_back({2, 9, 8, 3, 3, 3, 3, 3, 1, 1, 1, 1, incl});   // stride = window with padding
+    out.push_back({2, 8, 8, 32, 3, 3, 1, 1, 1, 1, 1, 1, incl});  // overlapping windows, c a vector multiple
   }
   return out;
 }
@@ -80,8 +80,8 @@ BOOST_AUTO_TEST_CASE(batchnorm_matches_reference) {
         reference_ops().batchnorm_backward(rows, c, x.data(), gamma.data(), mean_ref.data(), inv_ref.data(), dy.data(),
                                            dx_ref.data(), dg_ref.data(), db_ref.data());
         buffer yi_ref(size), yi(size);
-        reference_ops().batchnorm_forward_inference(rows, c, kEps, x.data(), gamma.data(), beta.data(),
-                                                    run_mean.data(), run_var.data(), yi_ref.data());
+        reference_ops().batchnorm_forward_inference(rows, c, kEps, x.data(), gamma.data(), beta.data(), run_mean.data(),
+                                                    run_var.data(), yi_ref.data());
         buffer rm_ref(c), rv_ref(c), rm(c), rv(c);
         std::copy(run_mean.begin(), run_mean.end(), rm_ref.begin());
         std::copy(run_var.begin(), run_var.end(), rv_ref.begin());
@@ -92,8 +92,8 @@ BOOST_AUTO_TEST_CASE(batchnorm_matches_reference) {
                                        d.out(inv));
           t.batchnorm_backward(rows, c, d.in(x), d.in(gamma), d.in(mean_ref), d.in(inv_ref), d.in(dy), d.out(dx),
                                d.out(dg), d.out(db));
-          t.batchnorm_forward_inference(rows, c, kEps, d.in(x), d.in(gamma), d.in(beta), d.in(run_mean),
-                                        d.in(run_var), d.out(yi));
+          t.batchnorm_forward_inference(rows, c, kEps, d.in(x), d.in(gamma), d.in(beta), d.in(run_mean), d.in(run_var),
+                                        d.out(yi));
           t.batchnorm_moving_update(c, 0.1f, rows, d.in(mean_ref), d.in(inv_ref), kEps, d.inout(run_mean, rm),
                                     d.inout(run_var, rv));
         });
@@ -265,8 +265,8 @@ BOOST_AUTO_TEST_CASE(avgpool_by_hand) {
 
 BOOST_AUTO_TEST_CASE(global_avgpool_matches_reference) {
   for (auto* ops : fast_tables())
-    for (auto [n, h, w, c] : {std::tuple{2, 7, 7, 64}, std::tuple{3, 5, 3, 17}, std::tuple{1, 1, 1, 3},
-                              std::tuple{2, 4, 6, 1}}) {
+    for (auto [n, h, w, c] :
+         {std::tuple{2, 7, 7, 64}, std::tuple{3, 5, 3, 17}, std::tuple{1, 1, 1, 3}, std::tuple{2, 4, 6, 1}}) {
       BOOST_TEST_CONTEXT(ops->name << " global avgpool n" << n << " h" << h << " w" << w << " c" << c) {
         const int64_t xs = int64_t(n) * h * w * c;
         auto x = random_vector(xs, 20), dy = random_vector(int64_t(n) * c, 21);

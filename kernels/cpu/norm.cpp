@@ -174,13 +174,11 @@ ACTORPS_SIMD void spread_image(int64_t hw, int c, const float* __restrict dy, fl
 void batchnorm_forward_training(int64_t rows, int c, float eps, const float* x, const float* gamma, const float* beta,
                                 float* y, float* mean, float* inv_std) {
   std::vector<double> sums(static_cast<size_t>(c));
-  blocked_sums(rows, c, sums.data(), [&](int64_t first, int64_t n, float* part) {
-    add_rows(n, c, x + first * c, nullptr, part);
-  });
+  blocked_sums(rows, c, sums.data(),
+               [&](int64_t first, int64_t n, float* part) { add_rows(n, c, x + first * c, nullptr, part); });
   for (int j = 0; j < c; ++j) mean[j] = float(sums[size_t(j)] / double(rows));
-  blocked_sums(rows, c, sums.data(), [&](int64_t first, int64_t n, float* part) {
-    add_rows(n, c, x + first * c, mean, part);
-  });
+  blocked_sums(rows, c, sums.data(),
+               [&](int64_t first, int64_t n, float* part) { add_rows(n, c, x + first * c, mean, part); });
   std::vector<float> scale(static_cast<size_t>(c));
   for (int j = 0; j < c; ++j) {
     inv_std[j] = float(1 / std::sqrt(sums[size_t(j)] / double(rows) + eps));
@@ -191,8 +189,8 @@ void batchnorm_forward_training(int64_t rows, int c, float eps, const float* x, 
   });
 }
 
-void batchnorm_forward_inference(int64_t rows, int c, float eps, const float* x, const float* gamma,
-                                 const float* beta, const float* running_mean, const float* running_var, float* y) {
+void batchnorm_forward_inference(int64_t rows, int c, float eps, const float* x, const float* gamma, const float* beta,
+                                 const float* running_mean, const float* running_var, float* y) {
   std::vector<float> scale(static_cast<size_t>(c));
   for (int j = 0; j < c; ++j) scale[size_t(j)] = float(gamma[j] / std::sqrt(double(running_var[j]) + eps));
   row_blocks(rows, [&](int64_t first, int64_t n) {

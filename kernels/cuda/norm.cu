@@ -42,7 +42,10 @@ __global__ void channel_sums_k(int64_t rows, int c, int64_t chunk, bool per_row,
   second_sum[threadIdx.y][threadIdx.x] = b;
   __syncthreads();
   if (threadIdx.y != 0 || j >= c) return;
-  for (int k = 1; k < kStrips; ++k) a += first_sum[k][threadIdx.x], b += second_sum[k][threadIdx.x];
+  for (int k = 1; k < kStrips; ++k) {
+    a += first_sum[k][threadIdx.x];
+    b += second_sum[k][threadIdx.x];
+  }
   partial[blockIdx.y * 2 * int64_t(c) + j] = a;
   partial[blockIdx.y * 2 * int64_t(c) + c + j] = b;
 }
@@ -50,7 +53,10 @@ __global__ void channel_sums_k(int64_t rows, int c, int64_t chunk, bool per_row,
 // The chunks' sums in chunk order: first[c] and second[c].
 __device__ void total(int chunks, int c, int j, const double* partial, double& first, double& second) {
   first = second = 0;
-  for (int k = 0; k < chunks; ++k) first += partial[k * 2 * int64_t(c) + j], second += partial[k * 2 * int64_t(c) + c + j];
+  for (int k = 0; k < chunks; ++k) {
+    first += partial[k * 2 * int64_t(c) + j];
+    second += partial[k * 2 * int64_t(c) + c + j];
+  }
 }
 
 __global__ void batchnorm_stats_k(int64_t rows, int c, int chunks, float eps, const double* partial, float* mean,
@@ -94,8 +100,8 @@ __global__ void batchnorm_dx_k(int64_t count, int c, int64_t rows, const float* 
   dx[t] = gamma[j] * inv_std[j] * (dy[t] - (dbeta[j] + xhat * dgamma[j]) / float(rows));
 }
 
-__global__ void moving_update_k(int c, float momentum, int64_t rows, const float* mean, const float* inv_std,
-                                float eps, float* running_mean, float* running_var) {
+__global__ void moving_update_k(int c, float momentum, int64_t rows, const float* mean, const float* inv_std, float eps,
+                                float* running_mean, float* running_var) {
   const int j = int(item_index());
   if (j >= c) return;
   const double var = 1 / (double(inv_std[j]) * inv_std[j]) - eps;
@@ -220,10 +226,10 @@ void batchnorm_forward_training(int64_t rows, int c, float eps, const float* x, 
   check_launch("batchnorm_forward_training");
 }
 
-void batchnorm_forward_inference(int64_t rows, int c, float eps, const float* x, const float* gamma,
-                                 const float* beta, const float* running_mean, const float* running_var, float* y) {
+void batchnorm_forward_inference(int64_t rows, int c, float eps, const float* x, const float* gamma, const float* beta,
+                                 const float* running_mean, const float* running_var, float* y) {
   batchnorm_apply_k<<<blocks_for(rows * c), kThreads>>>(rows * c, c, x, gamma, beta, running_mean, running_var, true,
-                                                         eps, y);
+                                                        eps, y);
   check_launch("batchnorm_forward_inference");
 }
 
@@ -239,8 +245,7 @@ void batchnorm_backward(int64_t rows, int c, const float* x, const float* gamma,
   const double* partial = channel_sums(rows, c, false, x, dy, mean, inv_std, chunks);
   param_grads_k<<<blocks_for(c), kThreads>>>(c, chunks, partial, dgamma, dbeta);
   check_launch("batchnorm_backward sums");
-  batchnorm_dx_k<<<blocks_for(rows * c), kThreads>>>(rows * c, c, rows, x, gamma, mean, inv_std, dy, dgamma, dbeta,
-                                                      dx);
+  batchnorm_dx_k<<<blocks_for(rows * c), kThreads>>>(rows * c, c, rows, x, gamma, mean, inv_std, dy, dgamma, dbeta, dx);
   check_launch("batchnorm_backward");
 }
 

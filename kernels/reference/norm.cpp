@@ -22,8 +22,8 @@ void batchnorm_forward_training(int64_t rows, int c, float eps, const float* x, 
   }
 }
 
-void batchnorm_forward_inference(int64_t rows, int c, float eps, const float* x, const float* gamma,
-                                 const float* beta, const float* running_mean, const float* running_var, float* y) {
+void batchnorm_forward_inference(int64_t rows, int c, float eps, const float* x, const float* gamma, const float* beta,
+                                 const float* running_mean, const float* running_var, float* y) {
   for (int j = 0; j < c; ++j) {
     const double inv = 1 / std::sqrt(double(running_var[j]) + eps);
     for (int64_t i = 0; i < rows; ++i)
@@ -126,7 +126,8 @@ void avgpool_backward(const avgpool_shape& s, const float* dy, float* dx) {
           const double g = double(dy[((int64_t(n) * oh + i) * ow + j) * s.c + c]) / s.divisor(i, j);
           for (int a = s.top(i); a < s.top(i) + s.kh; ++a)
             for (int b = s.left(j); b < s.left(j) + s.kw; ++b)
-              if (a >= 0 && a < s.h && b >= 0 && b < s.w) sum[size_t(((int64_t(n) * s.h + a) * s.w + b) * s.c + c)] += g;
+              if (a >= 0 && a < s.h && b >= 0 && b < s.w)
+                sum[size_t(((int64_t(n) * s.h + a) * s.w + b) * s.c + c)] += g;
         }
   for (size_t i = 0; i < sum.size(); ++i) dx[i] = float(sum[i]);
 }
