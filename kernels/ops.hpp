@@ -11,6 +11,13 @@
 #include <cstdint>
 #include <string>
 
+// Shape helpers that CUDA kernels call too.
+#ifdef __CUDACC__
+#define ACTORPS_HOST_DEVICE __host__ __device__
+#else
+#define ACTORPS_HOST_DEVICE
+#endif
+
 namespace actorps::kernels {
 
 enum class padding { valid, same };
@@ -40,6 +47,33 @@ struct pool_shape {
   int p = 2;                       // window and stride
   int out_h() const { return h / p; }
   int out_w() const { return w / p; }
+};
+
+/// Shapes of a 2-D average pooling as ONNX AveragePool and PyTorch
+/// nn.AvgPool2d compute it (floor mode: ceil_mode = 0). Zero padding on each
+/// side, each pad smaller than its window (so every window holds an input).
+struct avgpool_shape {
+  int n = 0, h = 0, w = 0, c = 0;  // input [n, h, w, c]
+  int kh = 2, kw = 2;              // window
+  int sh = 2, sw = 2;              // stride
+  int pad_top = 0, pad_left = 0, pad_bottom = 0, pad_right = 0;
+  /// Divide by the whole window, padding included (PyTorch's default), or
+  /// by the inputs inside it only (ONNX's default, count_include_pad = 0).
+  bool count_include_pad = true;
+
+  ACTORPS_HOST_DEVICE int out_h() const { return (h + pad_top + pad_bottom - kh) / sh + 1; }
+  ACTORPS_HOST_DEVICE int out_w() const { return (w + pad_left + pad_right - kw) / sw + 1; }
+  /// Input row of output row i's first window row (negative: in the padding).
+  ACTORPS_HOST_DEVICE int top(int i) const { return i * sh - pad_top; }
+  ACTORPS_HOST_DEVICE int left(int j) const { return j * sw - pad_left; }
+  /// What output (i, j) divides its window's sum by.
+  ACTORPS_HOST_DEVICE int divisor(int i, int j) const {
+    if (count_include_pad) return kh * kw;
+    const int t = top(i), l = left(j);
+    const int rows = (t + kh < h ? t + kh : h) - (t > 0 ? t : 0);
+    const int cols = (l + kw < w ? l + kw : w) - (l > 0 ? l : 0);
+    return rows * cols;
+  }
 };
 
 /// The optimizers a variable may use; each keeps slot_count(kind) slot
@@ -197,6 +231,54 @@ using dropout_backward = dropout_forward;
 /// returns the mean of (pred - target)^2 over all m * n elements; writes
 /// dpred[m, n] (overwritten) = 2 (pred - target) / (m * n).
 using mse = float(int m, int n, const float* pred, const float* target, float* dpred);
+// ---- batch normalization over the channel (last) axis ----
+// x is an NHWC tensor viewed as [rows, c] (rows = n * h * w; a dense
+// [m, features] input is rows = m). gamma, beta, mean, inv_std, running_*: [c].
+/// Training (PyTorch's nn.BatchNorm2d in train()): per channel the batch
+/// mean and biased variance var; inv_std = 1 / sqrt(var + eps);
+/// y = gamma * (x - mean) * inv_std + beta. y, mean, inv_std overwritten
+/// (mean and inv_std are what the backward and the moving update need).
+using batchnorm_forward_training = void(int64_t rows, int c, float eps, const float* x, const float* gamma,
+                                        const float* beta, float* y, float* mean, float* inv_std);
+/// Inference: y = gamma * (x - running_mean) / sqrt(running_var + eps) + beta.
+using batchnorm_forward_inference = void(int64_t rows, int c, float eps, const float* x, const float* gamma,
+                                         const float* beta, const float* running_mean, const float* running_var,
+                                         float* y);
+/// The moving averages after a training step, as PyTorch updates them
+/// (momentum 0.1 there): running = (1 - momentum) * running + momentum * batch,
+/// where running_var takes the UNBIASED batch variance var * rows / (rows - 1),
+/// var = 1 / inv_std^2 - eps from the training forward's outputs. rows > 1
+/// (PyTorch refuses to train on one value per channel).
+using batchnorm_moving_update = void(int c, float momentum, int64_t rows, const float* mean, const float* inv_std,
+                                     float eps, float* running_mean, float* running_var);
+/// The training forward's gradients through the batch statistics, with
+/// xhat = (x - mean) * inv_std: dbeta = sum dy, dgamma = sum dy * xhat
+/// (sums over rows), dx = gamma * inv_std * (dy - (dbeta + xhat * dgamma) / rows).
+/// dx[rows, c], dgamma[c], dbeta[c] overwritten.
+using batchnorm_backward = void(int64_t rows, int c, const float* x, const float* gamma, const float* mean,
+                                const float* inv_std, const float* dy, float* dx, float* dgamma, float* dbeta);
+
+// ---- layer normalization over the last axis (PyTorch nn.LayerNorm) ----
+/// x[m, n], gamma[n], beta[n]: per row the mean and biased variance var,
+/// inv_std = 1 / sqrt(var + eps), y = gamma * (x - mean) * inv_std + beta.
+/// y[m, n], mean[m], inv_std[m] overwritten.
+using layernorm_forward = void(int m, int n, float eps, const float* x, const float* gamma, const float* beta, float* y,
+                               float* mean, float* inv_std);
+/// With g = dy * gamma and xhat as above, per row:
+/// dx = inv_std * (g - mean_n(g) - xhat * mean_n(g * xhat)); dgamma = sum over
+/// rows of dy * xhat, dbeta = sum of dy. dx[m, n], dgamma[n], dbeta[n] overwritten.
+using layernorm_backward = void(int m, int n, const float* x, const float* gamma, const float* mean,
+                                const float* inv_std, const float* dy, float* dx, float* dgamma, float* dbeta);
+
+// ---- average pooling ----
+/// y[n, oh, ow, c] = the sum of output (i, j)'s window / s.divisor(i, j).
+using avgpool_forward = void(const avgpool_shape& s, const float* x, float* y);
+/// dx[n, h, w, c] (overwritten): each input gets dy / divisor of every window it lies in.
+using avgpool_backward = void(const avgpool_shape& s, const float* dy, float* dx);
+/// Global: y[n, c] = the mean of x[n, h, w, c] over h and w.
+using global_avgpool_forward = void(int n, int h, int w, int c, const float* x, float* y);
+/// dx[n, h, w, c] (overwritten) = dy[n, c] / (h * w).
+using global_avgpool_backward = void(int n, int h, int w, int c, const float* dy, float* dx);
 }  // namespace op
 
 struct ops_table {
@@ -235,6 +317,17 @@ struct ops_table {
   op::dropout_forward* dropout_forward;
   op::dropout_backward* dropout_backward;
   op::mse* mse;
+  // ---- normalization and average pooling (graphs) ----
+  op::batchnorm_forward_training* batchnorm_forward_training;
+  op::batchnorm_forward_inference* batchnorm_forward_inference;
+  op::batchnorm_moving_update* batchnorm_moving_update;
+  op::batchnorm_backward* batchnorm_backward;
+  op::layernorm_forward* layernorm_forward;
+  op::layernorm_backward* layernorm_backward;
+  op::avgpool_forward* avgpool_forward;
+  op::avgpool_backward* avgpool_backward;
+  op::global_avgpool_forward* global_avgpool_forward;
+  op::global_avgpool_backward* global_avgpool_backward;
 };
 
 /// Plain loops: the oracle every other table is tested against.

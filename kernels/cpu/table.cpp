@@ -9,8 +9,10 @@
 namespace actorps::kernels {
 
 const ops_table& cpu_ops() {
-  // Losses (batch x classes or outputs) and concat (a copy per row) are small:
-  // the reference serves.
+  // Losses (batch x classes or outputs), concat (a copy per row) and batch norm's
+  // moving update (one step per channel) are small: the reference serves.
+  // One entry per line, so that branches adding ops merge.
+  // clang-format off
   static const ops_table table{"cpu",
                                device::host,
                                cpu::conv2d_forward,
@@ -31,6 +33,7 @@ const ops_table& cpu_ops() {
                                reference::split,
                                cpu::apply_dense,
                                cpu::apply_sparse,
+                               // ---- activations and elementwise (graphs) ----
                                cpu::sigmoid_forward,
                                cpu::sigmoid_backward,
                                cpu::tanh_forward,
@@ -44,7 +47,19 @@ const ops_table& cpu_ops() {
                                cpu::add,
                                cpu::dropout,
                                cpu::dropout,
-                               reference::mse};
+                               reference::mse,
+                               // ---- normalization and average pooling (graphs) ----
+                               cpu::batchnorm_forward_training,
+                               cpu::batchnorm_forward_inference,
+                               reference::batchnorm_moving_update,
+                               cpu::batchnorm_backward,
+                               cpu::layernorm_forward,
+                               cpu::layernorm_backward,
+                               cpu::avgpool_forward,
+                               cpu::avgpool_backward,
+                               cpu::global_avgpool_forward,
+                               cpu::global_avgpool_backward};
+  // clang-format on
   return table;
 }
 

@@ -39,6 +39,16 @@ op::multiply_backward multiply_backward;
 op::add add;
 op::dropout_forward dropout;  // forward and backward: the same mask times dy
 op::mse mse;
+op::batchnorm_forward_training batchnorm_forward_training;
+op::batchnorm_forward_inference batchnorm_forward_inference;
+op::batchnorm_moving_update batchnorm_moving_update;
+op::batchnorm_backward batchnorm_backward;
+op::layernorm_forward layernorm_forward;
+op::layernorm_backward layernorm_backward;
+op::avgpool_forward avgpool_forward;
+op::avgpool_backward avgpool_backward;
+op::global_avgpool_forward global_avgpool_forward;
+op::global_avgpool_backward global_avgpool_backward;
 
 // ---- helpers ----
 /// out[cols] = sum over rows of a[rows, cols].

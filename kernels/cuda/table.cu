@@ -5,6 +5,8 @@ namespace actorps::kernels {
 
 const ops_table* cuda_ops() {
   using namespace cuda;
+  // One entry per line, so that branches adding ops merge.
+  // clang-format off
   static const ops_table table{"cuda",
                                device::cuda,
                                conv2d_forward,
@@ -25,6 +27,7 @@ const ops_table* cuda_ops() {
                                split,
                                apply_dense,
                                apply_sparse,
+                               // ---- activations and elementwise (graphs) ----
                                sigmoid_forward,
                                sigmoid_backward,
                                tanh_forward,
@@ -38,7 +41,19 @@ const ops_table* cuda_ops() {
                                add,
                                dropout,
                                dropout,
-                               mse};
+                               mse,
+                               // ---- normalization and average pooling (graphs) ----
+                               batchnorm_forward_training,
+                               batchnorm_forward_inference,
+                               batchnorm_moving_update,
+                               batchnorm_backward,
+                               layernorm_forward,
+                               layernorm_backward,
+                               avgpool_forward,
+                               avgpool_backward,
+                               global_avgpool_forward,
+                               global_avgpool_backward};
+  // clang-format on
   return cuda_device_count() > 0 ? &table : nullptr;
 }
 

@@ -11,11 +11,22 @@ const ops_table& reference_ops() {
                                sigmoid_bce,
                                embedding_forward,  embedding_backward, concat,
                                split,              apply_dense,        apply_sparse,
-                               // activations and elementwise (graphs)
+                               // ---- activations and elementwise (graphs) ----
                                sigmoid_forward,    sigmoid_backward,   tanh_forward,           tanh_backward,
                                gelu_forward,       gelu_backward,      softmax_forward,        softmax_backward,
                                multiply_forward,   multiply_backward,  add,
-                               dropout,            dropout,            mse};
+                               dropout,            dropout,            mse,
+                               // ---- normalization and average pooling (graphs) ----
+                               batchnorm_forward_training,
+                               batchnorm_forward_inference,
+                               batchnorm_moving_update,
+                               batchnorm_backward,
+                               layernorm_forward,
+                               layernorm_backward,
+                               avgpool_forward,
+                               avgpool_backward,
+                               global_avgpool_forward,
+                               global_avgpool_backward};
   // clang-format on
   return table;
 }
