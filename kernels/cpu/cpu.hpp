@@ -19,6 +19,10 @@ op::apply_dense apply_dense;
 op::apply_sparse apply_sparse;
 op::embedding_forward embedding_forward;
 op::embedding_backward embedding_backward;
+op::dot_interaction_forward dot_interaction_forward;
+op::dot_interaction_backward dot_interaction_backward;
+op::fm_interaction_forward fm_interaction_forward;
+op::fm_interaction_backward fm_interaction_backward;
 
 /// out[cols] = sum over rows of a[rows, cols].
 void column_sums(int64_t rows, int cols, const float* a, float* out);

@@ -10,6 +10,7 @@ namespace actorps::kernels {
 
 const ops_table& cpu_ops() {
   // Losses (batch x classes) and concat (a copy per row) are small: the reference serves.
+  // clang-format off
   static const ops_table table{"cpu",
                                device::host,
                                cpu::conv2d_forward,
@@ -29,7 +30,13 @@ const ops_table& cpu_ops() {
                                reference::concat,
                                reference::split,
                                cpu::apply_dense,
-                               cpu::apply_sparse};
+                               cpu::apply_sparse,
+                               // strides and interactions (graphs)
+                               cpu::dot_interaction_forward,
+                               cpu::dot_interaction_backward,
+                               cpu::fm_interaction_forward,
+                               cpu::fm_interaction_backward};
+  // clang-format on
   return table;
 }
 

@@ -25,6 +25,10 @@ op::concat concat;
 op::split split;
 op::apply_dense apply_dense;
 op::apply_sparse apply_sparse;
+op::dot_interaction_forward dot_interaction_forward;
+op::dot_interaction_backward dot_interaction_backward;
+op::fm_interaction_forward fm_interaction_forward;
+op::fm_interaction_backward fm_interaction_backward;
 
 // ---- helpers ----
 /// out[cols] = sum over rows of a[rows, cols].

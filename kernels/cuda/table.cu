@@ -5,6 +5,7 @@ namespace actorps::kernels {
 
 const ops_table* cuda_ops() {
   using namespace cuda;
+  // clang-format off
   static const ops_table table{"cuda",
                                device::cuda,
                                conv2d_forward,
@@ -24,7 +25,13 @@ const ops_table* cuda_ops() {
                                concat,
                                split,
                                apply_dense,
-                               apply_sparse};
+                               apply_sparse,
+                               // strides and interactions (graphs)
+                               dot_interaction_forward,
+                               dot_interaction_backward,
+                               fm_interaction_forward,
+                               fm_interaction_backward};
+  // clang-format on
   return cuda_device_count() > 0 ? &table : nullptr;
 }
 

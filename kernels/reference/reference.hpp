@@ -18,5 +18,9 @@ op::embedding_forward embedding_forward;
 op::embedding_backward embedding_backward;
 op::concat concat;
 op::split split;
+op::dot_interaction_forward dot_interaction_forward;
+op::dot_interaction_backward dot_interaction_backward;
+op::fm_interaction_forward fm_interaction_forward;
+op::fm_interaction_backward fm_interaction_backward;
 
 }  // namespace actorps::kernels::reference

@@ -10,7 +10,10 @@ const ops_table& reference_ops() {
                                relu_forward,       relu_backward,      scale_add,              softmax_xent,
                                sigmoid_bce,
                                embedding_forward,  embedding_backward, concat,
-                               split,              apply_dense,        apply_sparse};
+                               split,              apply_dense,        apply_sparse,
+                               // strides and interactions (graphs)
+                               dot_interaction_forward, dot_interaction_backward,
+                               fm_interaction_forward,  fm_interaction_backward};
   // clang-format on
   return table;
 }
