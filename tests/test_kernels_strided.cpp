@@ -31,20 +31,19 @@ conv2d_shape conv(int n, int h, int w, int c, int k, int r, int s, int stride_h,
   return conv2d_shape{n, h, w, c, k, r, s, padding::valid, stride_h, stride_w, {top, left, bottom, right}};
 }
 
-pool_shape pool(int n, int h, int w, int c, int kh, int kw, int sh, int sw, int top, int left, int bottom,
-                int right) {
+pool_shape pool(int n, int h, int w, int c, int kh, int kw, int sh, int sw, int top, int left, int bottom, int right) {
   return pool_shape{n, h, w, c, 0, kh, kw, sh, sw, {top, left, bottom, right}};
 }
 
 std::vector<conv2d_shape> conv_cases() {
   return {
-      conv(2, 9, 8, 3, 5, 3, 3, 2, 2, 0, 0, 0, 0),     // strided, unpadded (im2col)
-      conv(2, 11, 9, 1, 8, 3, 3, 2, 2, 1, 0, 2, 1),    // few taps but strided: not the direct path
-      conv(2, 6, 5, 1, 16, 3, 3, 1, 1, 0, 2, 1, 0),    // stride 1, asymmetric pads: the direct path
-      conv(1, 7, 7, 2, 3, 5, 5, 3, 2, 2, 2, 2, 2),     // stride 3 leaves input rows no window reads
-      conv(1, 16, 16, 3, 8, 7, 7, 2, 2, 3, 3, 3, 3),   // a ResNet stem, small
-      conv(3, 10, 6, 4, 7, 2, 4, 2, 3, 1, 0, 0, 3),    // even kernel, asymmetric everything
-      {2, 8, 7, 3, 4, 3, 2, padding::same, 2, 2},  // the enum's pads, with strides
+      conv(2, 9, 8, 3, 5, 3, 3, 2, 2, 0, 0, 0, 0),    // strided, unpadded (im2col)
+      conv(2, 11, 9, 1, 8, 3, 3, 2, 2, 1, 0, 2, 1),   // few taps but strided: not the direct path
+      conv(2, 6, 5, 1, 16, 3, 3, 1, 1, 0, 2, 1, 0),   // stride 1, asymmetric pads: the direct path
+      conv(1, 8, 7, 2, 3, 2, 5, 3, 2, 0, 2, 0, 2),    // stride 3 > kernel 2: rows 2 and 5 feed no output
+      conv(1, 16, 16, 3, 8, 7, 7, 2, 2, 3, 3, 3, 3),  // a ResNet stem, small
+      conv(3, 10, 6, 4, 7, 2, 4, 2, 3, 1, 0, 0, 3),   // even kernel, asymmetric everything
+      {2, 8, 7, 3, 4, 3, 2, padding::same, 2, 2},     // the enum's pads, with strides
   };
 }
 
@@ -62,7 +61,7 @@ BOOST_AUTO_TEST_CASE(shapes_follow_onnx_and_keep_the_old_defaults) {
   BOOST_TEST((stem.out_h() == 112 && stem.out_w() == 112));
   BOOST_TEST(conv(1, 7, 7, 1, 1, 3, 3, 2, 2, 0, 0, 0, 0).out_h() == 3);  // floor((7 - 3) / 2) + 1
   BOOST_TEST(conv(1, 8, 8, 1, 1, 3, 3, 2, 2, 0, 0, 0, 0).out_h() == 3);  // floor((8 - 3) / 2) + 1
-  auto after_stem = pool(1, 112, 112, 64, 3, 3, 2, 2, 1, 1, 1, 1);      // ResNet's max pool: 56 x 56
+  auto after_stem = pool(1, 112, 112, 64, 3, 3, 2, 2, 1, 1, 1, 1);       // ResNet's max pool: 56 x 56
   BOOST_TEST((after_stem.out_h() == 56 && after_stem.out_w() == 56 && !after_stem.tiled()));
   pool_shape old{1, 7, 5, 3, 2};  // window = stride = p, dropping the remainder
   BOOST_TEST((old.out_h() == 3 && old.out_w() == 2 && old.tiled()));
@@ -140,13 +139,13 @@ BOOST_AUTO_TEST_CASE(padding_never_wins_a_max_pool) {
 
 BOOST_AUTO_TEST_CASE(strided_maxpool_matches_reference) {
   for (auto* ops : fast_tables()) {
-    for (auto s : {pool(2, 9, 9, 5, 3, 3, 2, 2, 1, 1, 1, 1),     // overlapping windows (ResNet's)
-                   pool(1, 8, 7, 16, 3, 2, 1, 2, 0, 1, 2, 0),    // stride 1, asymmetric pads
-                   pool(2, 6, 8, 11, 2, 2, 2, 2, 1, 0, 0, 1),    // window = stride but padded
-                   pool(2, 7, 9, 11, 3, 2, 3, 2, 0, 0, 0, 0),    // tiled, not square: the fast path
+    for (auto s : {pool(2, 9, 9, 5, 3, 3, 2, 2, 1, 1, 1, 1),      // overlapping windows (ResNet's)
+                   pool(1, 8, 7, 16, 3, 2, 1, 2, 0, 1, 2, 0),     // stride 1, asymmetric pads
+                   pool(2, 6, 8, 11, 2, 2, 2, 2, 1, 0, 0, 1),     // window = stride but padded
+                   pool(2, 7, 9, 11, 3, 2, 3, 2, 0, 0, 0, 0),     // tiled, not square: the fast path
                    pool(1, 9, 10, 3, 2, 2, 3, 3, 0, 0, 0, 0)}) {  // stride > window: inputs no window reads
-      BOOST_TEST_CONTEXT(ops->name << " pool h" << s.h << " w" << s.w << " c" << s.c << " window " << s.win_h()
-                                   << "x" << s.win_w() << " stride " << s.step_h() << "x" << s.step_w()) {
+      BOOST_TEST_CONTEXT(ops->name << " pool h" << s.h << " w" << s.w << " c" << s.c << " window " << s.win_h() << "x"
+                                   << s.win_w() << " stride " << s.step_h() << "x" << s.step_w()) {
         const int64_t xs = int64_t(s.n) * s.h * s.w * s.c, ys = int64_t(s.n) * s.out_h() * s.out_w() * s.c;
         auto x = random_vector(xs, 9), dy = random_vector(ys, 10);
         buffer y_ref(ys), y(ys), dx_ref(xs), dx(xs);
@@ -191,7 +190,7 @@ BOOST_AUTO_TEST_CASE(interactions_by_hand) {
   // dx_0 = dy(1,0) x_1 + dy(2,0) x_2 = 2 + 30; dx_1 = dy(1,0) x_0 + dy(2,1) x_2 = 1 + 300;
   // dx_2 = dy(2,0) x_0 + dy(2,1) x_1 = 10 + 200.
   const buffer want_ddot(std::vector<float>{32, 301, 210});
-  const buffer want_fm(std::vector<float>{11});          // 1*2 + 1*3 + 2*3
+  const buffer want_fm(std::vector<float>{11});         // 1*2 + 1*3 + 2*3
   const buffer want_dfm(std::vector<float>{10, 8, 6});  // dy * (sum - x) = 2 * (6 - x)
   for (auto* ops : all_tables()) {
     BOOST_TEST_CONTEXT(ops->name) {
