@@ -25,28 +25,57 @@ enum class padding { valid, same };
 /// Where a table computes, and so where its pointers point.
 enum class device { host, cuda };
 
-/// Shapes of one stride-1 2-D convolution. `same` pads (k-1)/2 before and
-/// k/2 after, as TensorFlow does.
+/// Output length of a window sliding with `stride` over `in` values padded
+/// by `pads` in all (ONNX and PyTorch: floor); 0 when no window fits.
+constexpr int sliding_out(int in, int pads, int window, int stride) {
+  return in + pads < window ? 0 : (in + pads - window) / stride + 1;
+}
+
+/// Shapes of one 2-D convolution (no dilation). Padding per side: an
+/// explicit pad (`pads`, ONNX's order: top, left, bottom, right) where it
+/// is >= 0, else from `pad`: `valid` 0, `same` (k-1)/2 before and k/2
+/// after, as TensorFlow does at stride 1 (TF's "SAME" at larger strides
+/// depends on the input size: give those pads explicitly).
 struct conv2d_shape {
   int n = 0, h = 0, w = 0, c = 0;  // input  [n, h, w, c]
   int k = 0, r = 0, s = 0;         // kernel [r, s, c, k]: k filters of r x s
   padding pad = padding::valid;
+  int stride_h = 1, stride_w = 1;
+  int pads[4] = {-1, -1, -1, -1};  // top, left, bottom, right; -1: from `pad`
 
-  int out_h() const { return pad == padding::valid ? h - r + 1 : h; }
-  int out_w() const { return pad == padding::valid ? w - s + 1 : w; }
-  int pad_top() const { return pad == padding::valid ? 0 : (r - 1) / 2; }
-  int pad_left() const { return pad == padding::valid ? 0 : (s - 1) / 2; }
+  int pad_top() const { return pads[0] >= 0 ? pads[0] : pad == padding::valid ? 0 : (r - 1) / 2; }
+  int pad_left() const { return pads[1] >= 0 ? pads[1] : pad == padding::valid ? 0 : (s - 1) / 2; }
+  int pad_bottom() const { return pads[2] >= 0 ? pads[2] : pad == padding::valid ? 0 : r / 2; }
+  int pad_right() const { return pads[3] >= 0 ? pads[3] : pad == padding::valid ? 0 : s / 2; }
+  int out_h() const { return sliding_out(h, pad_top() + pad_bottom(), r, stride_h); }
+  int out_w() const { return sliding_out(w, pad_left() + pad_right(), s, stride_w); }
   /// Floats of im2col scratch the fast CPU backward/forward need.
   int64_t cols() const { return int64_t(n) * out_h() * out_w() * r * s * c; }
 };
 
-/// Shapes of a 2-D max pooling with window = stride = p (TF's default),
-/// "valid": trailing rows/columns that do not fill a window are dropped.
+/// Shapes of a 2-D max pooling. By default window = stride = p (TF's
+/// default), unpadded: trailing rows/columns that do not fill a window are
+/// dropped. ONNX MaxPool sets the window (kernel_shape), strides and pads
+/// (top, left, bottom, right; padding never wins: -inf). Each pad must be
+/// smaller than its window (PyTorch allows at most half), so that every
+/// window holds at least one input.
 struct pool_shape {
   int n = 0, h = 0, w = 0, c = 0;  // input [n, h, w, c]
-  int p = 2;                       // window and stride
-  int out_h() const { return h / p; }
-  int out_w() const { return w / p; }
+  int p = 2;                       // window and stride, where these are 0
+  int window_h = 0, window_w = 0;
+  int stride_h = 0, stride_w = 0;
+  int pads[4] = {0, 0, 0, 0};  // top, left, bottom, right
+
+  int win_h() const { return window_h > 0 ? window_h : p; }
+  int win_w() const { return window_w > 0 ? window_w : p; }
+  int step_h() const { return stride_h > 0 ? stride_h : p; }
+  int step_w() const { return stride_w > 0 ? stride_w : p; }
+  int out_h() const { return sliding_out(h, pads[0] + pads[2], win_h(), step_h()); }
+  int out_w() const { return sliding_out(w, pads[1] + pads[3], win_w(), step_w()); }
+  /// True when windows tile the input: window = stride, no padding.
+  bool tiled() const {
+    return win_h() == step_h() && win_w() == step_w() && pads[0] == 0 && pads[1] == 0 && pads[2] == 0 && pads[3] == 0;
+  }
 };
 
 /// Shapes of a 2-D average pooling as ONNX AveragePool and PyTorch
@@ -119,7 +148,7 @@ struct embedding_shape {
 /// functions with these types (e.g. `op::relu_forward relu_forward;`), so a
 /// signature is written once, here.
 namespace op {
-// ---- convolution (stride 1) ----
+// ---- convolution ----
 /// y[n, oh, ow, k] = b[k] + sum x * w. cols: scratch of shape.cols() floats (may be unused).
 using conv2d_forward = void(const conv2d_shape& s, const float* x, const float* w, const float* b, float* y,
                             float* cols);
@@ -132,7 +161,8 @@ using conv2d_backward_data = void(const conv2d_shape& s, const float* dy, const 
 // ---- max pooling ----
 /// y[n, oh, ow, c] = window max; argmax[same shape] = flat input index of it.
 using maxpool_forward = void(const pool_shape& s, const float* x, float* y, int32_t* argmax);
-/// dx[n, h, w, c] (overwritten) gets dy at each argmax, 0 elsewhere.
+/// dx[n, h, w, c] (overwritten) gets the sum of dy over the outputs whose
+/// argmax it is, 0 elsewhere.
 using maxpool_backward = void(const pool_shape& s, const float* dy, const int32_t* argmax, float* dx);
 
 // ---- dense: y[m, n] = x[m, k] * w[k, n] + b[n] ----
@@ -279,6 +309,18 @@ using avgpool_backward = void(const avgpool_shape& s, const float* dy, float* dx
 using global_avgpool_forward = void(int n, int h, int w, int c, const float* x, float* y);
 /// dx[n, h, w, c] (overwritten) = dy[n, c] / (h * w).
 using global_avgpool_backward = void(int n, int h, int w, int c, const float* dy, float* dx);
+// ---- feature interactions (recommenders), x [m, f, d]: f vectors of d per example ----
+/// DLRM's dot interaction without self-interaction: y[m, f(f-1)/2]
+/// (overwritten) = x_i . x_j for each pair i > j, row-major lower triangle:
+/// (1,0), (2,0), (2,1), (3,0), ... (the pair (i, j) at i(i-1)/2 + j).
+using dot_interaction_forward = void(int m, int f, int d, const float* x, float* y);
+/// dx[m, f, d] (overwritten): dx_i = sum over j != i of dy[pair(i, j)] x_j.
+using dot_interaction_backward = void(int m, int f, int d, const float* x, const float* dy, float* dx);
+/// A factorization machine's second-order term (DeepFM's FM part): y[m, 1]
+/// (overwritten) = 0.5 * sum over d of ((sum over f of x)^2 - sum over f of x^2).
+using fm_interaction_forward = void(int m, int f, int d, const float* x, float* y);
+/// dx[m, f, d] (overwritten) = dy[m] * (sum over f of x[m, :, d] - x[m, f, d]).
+using fm_interaction_backward = void(int m, int f, int d, const float* x, const float* dy, float* dx);
 }  // namespace op
 
 struct ops_table {
@@ -328,6 +370,11 @@ struct ops_table {
   op::avgpool_backward* avgpool_backward;
   op::global_avgpool_forward* global_avgpool_forward;
   op::global_avgpool_backward* global_avgpool_backward;
+  // ---- strides and interactions (graphs) ----
+  op::dot_interaction_forward* dot_interaction_forward;
+  op::dot_interaction_backward* dot_interaction_backward;
+  op::fm_interaction_forward* fm_interaction_forward;
+  op::fm_interaction_backward* fm_interaction_backward;
 };
 
 /// Plain loops: the oracle every other table is tested against.

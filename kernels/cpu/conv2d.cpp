@@ -1,7 +1,8 @@
-// Fast CPU convolution. Layers with few taps (r*s*c <= 32) use the direct
-// kernels of conv2d_direct.hpp; the rest im2col (one row per output pixel,
-// columns in HWC order, which matches the HWIO kernel) and one OpenBLAS
-// GEMM, whose NHWC output falls out directly: y[pixels, k] = cols * w.
+// Fast CPU convolution. Stride-1 layers with few taps (r*s*c <= 32) use the
+// direct kernels of conv2d_direct.hpp; the rest (any stride and padding)
+// im2col (one row per output pixel, columns in HWC order, which matches the
+// HWIO kernel) and one OpenBLAS GEMM, whose NHWC output falls out directly:
+// y[pixels, k] = cols * w.
 #include <omp.h>
 
 #include <cstring>
@@ -22,9 +23,9 @@ void im2col(const conv2d_shape& s, const float* x, float* cols) {
       for (int j = 0; j < ow; ++j) {
         float* out = cols + ((int64_t(n) * oh + i) * ow + j) * row;
         for (int r = 0; r < s.r; ++r) {
-          int hi = i + r - s.pad_top();
+          int hi = i * s.stride_h + r - s.pad_top();
           for (int q = 0; q < s.s; ++q, out += s.c) {
-            int wi = j + q - s.pad_left();
+            int wi = j * s.stride_w + q - s.pad_left();
             if (hi < 0 || hi >= s.h || wi < 0 || wi >= s.w)
               std::memset(out, 0, sizeof(float) * s.c);
             else
@@ -44,9 +45,9 @@ void col2im(const conv2d_shape& s, const float* cols, float* dx) {
       for (int j = 0; j < ow; ++j) {
         const float* in = cols + ((int64_t(n) * oh + i) * ow + j) * row;
         for (int r = 0; r < s.r; ++r) {
-          int hi = i + r - s.pad_top();
+          int hi = i * s.stride_h + r - s.pad_top();
           for (int q = 0; q < s.s; ++q, in += s.c) {
-            int wi = j + q - s.pad_left();
+            int wi = j * s.stride_w + q - s.pad_left();
             if (hi < 0 || hi >= s.h || wi < 0 || wi >= s.w) continue;
             float* out = dx + ((int64_t(n) * s.h + hi) * s.w + wi) * s.c;
             for (int c = 0; c < s.c; ++c) out[c] += in[c];

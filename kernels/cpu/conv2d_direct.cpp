@@ -112,7 +112,8 @@ ACTORPS_SIMD void backward_filter_k(const conv2d_shape& s, const float* __restri
 }  // namespace
 
 bool direct_conv_fits(const conv2d_shape& s) {
-  return (s.k == 8 || s.k == 16 || s.k == 32 || s.k == 64) && s.r * s.s * s.c <= kMaxTaps;
+  return s.stride_h == 1 && s.stride_w == 1 && (s.k == 8 || s.k == 16 || s.k == 32 || s.k == 64) &&
+         s.r * s.s * s.c <= kMaxTaps;
 }
 
 void direct_conv_forward(const conv2d_shape& s, const float* x, const float* w, const float* b, float* y, int first,

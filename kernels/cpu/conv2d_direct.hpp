@@ -8,7 +8,7 @@
 
 namespace actorps::kernels::cpu {
 
-/// True when the direct kernels handle `s` (k in {8, 16, 32, 64}, r*s*c <= 32).
+/// True when the direct kernels handle `s` (stride 1, any padding; k in {8, 16, 32, 64}, r*s*c <= 32).
 bool direct_conv_fits(const conv2d_shape& s);
 
 /// y = conv(x, w) + b for images [first, last) of the batch.

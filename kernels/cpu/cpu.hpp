@@ -43,6 +43,10 @@ op::avgpool_forward avgpool_forward;
 op::avgpool_backward avgpool_backward;
 op::global_avgpool_forward global_avgpool_forward;
 op::global_avgpool_backward global_avgpool_backward;
+op::dot_interaction_forward dot_interaction_forward;
+op::dot_interaction_backward dot_interaction_backward;
+op::fm_interaction_forward fm_interaction_forward;
+op::fm_interaction_backward fm_interaction_backward;
 
 /// out[cols] = sum over rows of a[rows, cols].
 void column_sums(int64_t rows, int cols, const float* a, float* out);

@@ -1,5 +1,6 @@
 // Fast CPU dense layer (OpenBLAS GEMM) and max pooling (vectorized over
-// channels, the innermost NHWC axis).
+// channels, the innermost NHWC axis): windows that tile the input (window =
+// stride, no padding) in one pass, any others (ONNX MaxPool) in a general one.
 #include <omp.h>
 
 #include <cstring>
@@ -47,23 +48,23 @@ typedef float v8u __attribute__((vector_size(32), aligned(4)));
 typedef int32_t i8 __attribute__((vector_size(32)));
 typedef int32_t i8u __attribute__((vector_size(32), aligned(4)));
 
-// Images [first, last). Channels in blocks of 8 (the window's best value and
+// Tiled windows, images [first, last). Channels in blocks of 8 (the window's best value and
 // its index kept in registers), then the remaining channels one by one.
 ACTORPS_SIMD void maxpool_images(const pool_shape& s, const float* __restrict x, float* __restrict y,
                                  int32_t* __restrict argmax, int first, int last) {
-  const int oh = s.out_h(), ow = s.out_w(), C = s.c, blocks = C / 8;
+  const int oh = s.out_h(), ow = s.out_w(), C = s.c, blocks = C / 8, ph = s.win_h(), pw = s.win_w();
   const i8 lanes = {0, 1, 2, 3, 4, 5, 6, 7};
   for (int n = first; n < last; ++n)
     for (int i = 0; i < oh; ++i)
       for (int j = 0; j < ow; ++j) {
         const int64_t o = ((int64_t(n) * oh + i) * ow + j) * C;
-        const int32_t base = int32_t(((int64_t(n) * s.h + i * s.p) * s.w + j * s.p) * C);
+        const int32_t base = int32_t(((int64_t(n) * s.h + i * ph) * s.w + j * pw) * C);
         for (int blk = 0; blk < blocks; ++blk) {
           const int c = blk * 8;
           v8 best = *reinterpret_cast<const v8u*>(x + base + c);
           i8 where = base + c + lanes;
-          for (int a = 0; a < s.p; ++a)
-            for (int b = (a == 0 ? 1 : 0); b < s.p; ++b) {
+          for (int a = 0; a < ph; ++a)
+            for (int b = (a == 0 ? 1 : 0); b < pw; ++b) {
               const int32_t at = base + int32_t((int64_t(a) * s.w + b) * C) + c;
               v8 v = *reinterpret_cast<const v8u*>(x + at);
               i8 more = v > best;
@@ -76,8 +77,8 @@ ACTORPS_SIMD void maxpool_images(const pool_shape& s, const float* __restrict x,
         for (int c = blocks * 8; c < C; ++c) {
           float best = x[base + c];
           int32_t where = base + c;
-          for (int a = 0; a < s.p; ++a)
-            for (int b = (a == 0 ? 1 : 0); b < s.p; ++b) {
+          for (int a = 0; a < ph; ++a)
+            for (int b = (a == 0 ? 1 : 0); b < pw; ++b) {
               const int32_t at = base + int32_t((int64_t(a) * s.w + b) * C) + c;
               if (x[at] > best) {
                 best = x[at];
@@ -97,15 +98,15 @@ ACTORPS_SIMD void maxpool_images(const pool_shape& s, const float* __restrict x,
 // won is a coin toss).
 ACTORPS_SIMD void maxpool_backward_image(const pool_shape& s, const float* __restrict dy,
                                          const int32_t* __restrict argmax, float* __restrict dx, int n) {
-  const int oh = s.out_h(), ow = s.out_w(), C = s.c, blocks = C / 8;
+  const int oh = s.out_h(), ow = s.out_w(), C = s.c, blocks = C / 8, ph = s.win_h(), pw = s.win_w();
   const i8 lanes = {0, 1, 2, 3, 4, 5, 6, 7};
   const v8 zero = {};
   for (int i = 0; i < oh; ++i)
     for (int j = 0; j < ow; ++j) {
       const int64_t o = ((int64_t(n) * oh + i) * ow + j) * C;
-      const int32_t base = int32_t(((int64_t(n) * s.h + i * s.p) * s.w + j * s.p) * C);
-      for (int a = 0; a < s.p; ++a)
-        for (int b = 0; b < s.p; ++b) {
+      const int32_t base = int32_t(((int64_t(n) * s.h + i * ph) * s.w + j * pw) * C);
+      for (int a = 0; a < ph; ++a)
+        for (int b = 0; b < pw; ++b) {
           const int32_t at = base + int32_t((int64_t(a) * s.w + b) * C);
           for (int blk = 0; blk < blocks; ++blk) {
             const int c = blk * 8;
@@ -117,14 +118,51 @@ ACTORPS_SIMD void maxpool_backward_image(const pool_shape& s, const float* __res
         }
     }
   float* image = dx + int64_t(n) * s.h * s.w * C;
-  const size_t right = sizeof(float) * size_t(s.w - ow * s.p) * C;  // the columns past the last window
-  for (int r = 0; r < oh * s.p && right > 0; ++r) std::memset(image + (int64_t(r) * s.w + ow * s.p) * C, 0, right);
-  std::memset(image + int64_t(oh) * s.p * s.w * C, 0, sizeof(float) * size_t(s.h - oh * s.p) * s.w * C);
+  const size_t right = sizeof(float) * size_t(s.w - ow * pw) * C;  // the columns past the last window
+  for (int r = 0; r < oh * ph && right > 0; ++r) std::memset(image + (int64_t(r) * s.w + ow * pw) * C, 0, right);
+  std::memset(image + int64_t(oh) * ph * s.w * C, 0, sizeof(float) * size_t(s.h - oh * ph) * s.w * C);
+}
+
+// Any window, stride and padding, image n: the window's first input sets
+// each channel's best, later larger ones replace it (padding never wins).
+ACTORPS_SIMD void maxpool_general_image(const pool_shape& s, const float* __restrict x, float* __restrict y,
+                                        int32_t* __restrict argmax, int n) {
+  const int oh = s.out_h(), ow = s.out_w(), C = s.c;
+  for (int i = 0; i < oh; ++i)
+    for (int j = 0; j < ow; ++j) {
+      float* best = y + ((int64_t(n) * oh + i) * ow + j) * C;
+      int32_t* where = argmax + ((int64_t(n) * oh + i) * ow + j) * C;
+      bool first = true;
+      for (int a = 0; a < s.win_h(); ++a)
+        for (int b = 0; b < s.win_w(); ++b) {
+          const int hi = i * s.step_h() + a - s.pads[0], wi = j * s.step_w() + b - s.pads[1];
+          if (hi < 0 || hi >= s.h || wi < 0 || wi >= s.w) continue;
+          const int32_t at = int32_t(((int64_t(n) * s.h + hi) * s.w + wi) * C);
+          for (int c = 0; c < C; ++c) {
+            const bool more = first || x[at + c] > best[c];
+            best[c] = more ? x[at + c] : best[c];
+            where[c] = more ? at + c : where[c];
+          }
+          first = false;
+        }
+    }
+}
+
+// Windows may overlap: image n's dx is zeroed, then each output adds its dy.
+void maxpool_general_backward_image(const pool_shape& s, const float* dy, const int32_t* argmax, float* dx, int n) {
+  const int64_t inputs = int64_t(s.h) * s.w * s.c, outputs = int64_t(s.out_h()) * s.out_w() * s.c;
+  std::memset(dx + n * inputs, 0, sizeof(float) * size_t(inputs));
+  for (int64_t o = n * outputs; o < (n + 1) * outputs; ++o) dx[argmax[o]] += dy[o];
 }
 
 }  // namespace
 
 void maxpool_forward(const pool_shape& s, const float* x, float* y, int32_t* argmax) {
+  if (!s.tiled()) {
+#pragma omp parallel for num_threads(threads())
+    for (int n = 0; n < s.n; ++n) maxpool_general_image(s, x, y, argmax, n);
+    return;
+  }
 #pragma omp parallel num_threads(threads())
   {
     int t = omp_get_thread_num(), nt = omp_get_num_threads();
@@ -135,7 +173,12 @@ void maxpool_forward(const pool_shape& s, const float* x, float* y, int32_t* arg
 void maxpool_backward(const pool_shape& s, const float* dy, const int32_t* argmax, float* dx) {
   // An image's argmax indices point into that image: images are independent.
 #pragma omp parallel for num_threads(threads())
-  for (int n = 0; n < s.n; ++n) maxpool_backward_image(s, dy, argmax, dx, n);
+  for (int n = 0; n < s.n; ++n) {
+    if (s.tiled())
+      maxpool_backward_image(s, dy, argmax, dx, n);
+    else
+      maxpool_general_backward_image(s, dy, argmax, dx, n);
+  }
 }
 
 }  // namespace actorps::kernels::cpu

@@ -12,6 +12,7 @@ const ops_table& cpu_ops() {
   // Losses (batch x classes or outputs), concat (a copy per row) and batch norm's
   // moving update (one step per channel) are small: the reference serves.
   // One entry per line, so that branches adding ops merge.
+  // Losses (batch x classes) and concat (a copy per row) are small: the reference serves.
   // clang-format off
   static const ops_table table{"cpu",
                                device::host,
@@ -58,7 +59,12 @@ const ops_table& cpu_ops() {
                                cpu::avgpool_forward,
                                cpu::avgpool_backward,
                                cpu::global_avgpool_forward,
-                               cpu::global_avgpool_backward};
+                               cpu::global_avgpool_backward,
+                               // ---- strides and interactions (graphs) ----
+                               cpu::dot_interaction_forward,
+                               cpu::dot_interaction_backward,
+                               cpu::fm_interaction_forward,
+                               cpu::fm_interaction_backward};
   // clang-format on
   return table;
 }

@@ -1,12 +1,14 @@
 // Convolution on cuDNN, NHWC. Our kernels are HWIO; cuDNN's NHWC filters
 // are KRSC, so weights are transposed into the workspace on the way in and
-// filter gradients on the way out. cuDNN pads symmetrically; TF's "same"
-// with an even kernel pads one more after than before, so there we pad
-// k/2 on both sides and crop the one extra leading output row/column (and
-// zero-pad dy the same way going back).
+// filter gradients on the way out. cuDNN pads symmetrically; where the two
+// pads of an axis differ (TF's "same" with an even kernel, ONNX's
+// asymmetric pads) cuDNN pads both sides by the smaller one and we copy the
+// input into the workspace with the rest added as zeros (and crop dx out of
+// the padded input's gradient going back). Strides go to cuDNN as they are.
+#include <algorithm>
+#include <array>
 #include <map>
 #include <memory>
-#include <tuple>
 
 #include "kernels/cuda/check.hpp"
 #include "kernels/cuda/cuda.hpp"
@@ -16,26 +18,27 @@ namespace actorps::kernels::cuda {
 namespace {
 
 struct conv_plan {
-  cudnnTensorDescriptor_t x = nullptr, y = nullptr;  // y: the (possibly larger) cuDNN output
+  cudnnTensorDescriptor_t x = nullptr, y = nullptr;  // x: the (possibly padded) input cuDNN sees
   cudnnFilterDescriptor_t w = nullptr;
   cudnnConvolutionDescriptor_t conv = nullptr;
-  int big_h = 0, big_w = 0;  // cuDNN's output size
-  int off_h = 0, off_w = 0;  // TF output (i, j) = cuDNN output (i + off_h, j + off_w)
+  int big_h = 0, big_w = 0;  // the input cuDNN sees
+  int off_h = 0, off_w = 0;  // our input (i, j) is cuDNN's (i + off_h, j + off_w)
 
   explicit conv_plan(const conv2d_shape& s) {
-    const int pad_h = s.pad == padding::valid ? 0 : s.r / 2, pad_w = s.pad == padding::valid ? 0 : s.s / 2;
-    off_h = pad_h - s.pad_top();
-    off_w = pad_w - s.pad_left();
-    big_h = s.h + 2 * pad_h - s.r + 1;
-    big_w = s.w + 2 * pad_w - s.s + 1;
+    const int pad_h = std::min(s.pad_top(), s.pad_bottom()), pad_w = std::min(s.pad_left(), s.pad_right());
+    off_h = s.pad_top() - pad_h;
+    off_w = s.pad_left() - pad_w;
+    big_h = s.h + s.pad_top() + s.pad_bottom() - 2 * pad_h;
+    big_w = s.w + s.pad_left() + s.pad_right() - 2 * pad_w;
     check(cudnnCreateTensorDescriptor(&x), "cudnnCreateTensorDescriptor");
     check(cudnnCreateTensorDescriptor(&y), "cudnnCreateTensorDescriptor");
     check(cudnnCreateFilterDescriptor(&w), "cudnnCreateFilterDescriptor");
     check(cudnnCreateConvolutionDescriptor(&conv), "cudnnCreateConvolutionDescriptor");
-    check(cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, s.n, s.c, s.h, s.w), "conv x");
-    check(cudnnSetTensor4dDescriptor(y, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, s.n, s.k, big_h, big_w), "conv y");
+    check(cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, s.n, s.c, big_h, big_w), "conv x");
+    check(cudnnSetTensor4dDescriptor(y, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, s.n, s.k, s.out_h(), s.out_w()), "conv y");
     check(cudnnSetFilter4dDescriptor(w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NHWC, s.k, s.c, s.r, s.s), "conv w");
-    check(cudnnSetConvolution2dDescriptor(conv, pad_h, pad_w, 1, 1, 1, 1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
+    check(cudnnSetConvolution2dDescriptor(conv, pad_h, pad_w, s.stride_h, s.stride_w, 1, 1, CUDNN_CROSS_CORRELATION,
+                                          CUDNN_DATA_FLOAT),
           "conv descriptor");
     choose_algorithms();
   }
@@ -74,12 +77,13 @@ struct conv_plan {
           "data workspace");
   }
 
-  bool cropped() const { return off_h != 0 || off_w != 0; }
-  int64_t big_size(const conv2d_shape& s) const { return cropped() ? int64_t(s.n) * big_h * big_w * s.k : 0; }
+  bool padded(const conv2d_shape& s) const { return big_h != s.h || big_w != s.w; }
+  int64_t big_size(const conv2d_shape& s) const { return padded(s) ? int64_t(s.n) * big_h * big_w * s.c : 0; }
 };
 
-// The workspace, carved into aligned pieces: filters in KRSC, the large
-// output (or padded dy) when cropping, then cuDNN's own scratch.
+// The workspace, carved into aligned pieces: filters in KRSC, the padded
+// input (or its gradient) where cuDNN's padding falls short, then cuDNN's
+// own scratch.
 struct carve {
   float* filters;
   float* big;
@@ -97,18 +101,20 @@ struct carve {
 // Descriptors and algorithms per shape, made on first use and kept: a
 // training step makes no cuDNN descriptors, queries or host allocations.
 const conv_plan& plan_for(const conv2d_shape& s) {
-  static std::map<std::tuple<int, int, int, int, int, int, int, int>, std::unique_ptr<conv_plan>> plans;
-  auto& slot = plans[{s.n, s.h, s.w, s.c, s.k, s.r, s.s, int(s.pad)}];
+  using key = std::array<int, 13>;
+  static std::map<key, std::unique_ptr<conv_plan>> plans;
+  auto& slot = plans[key{s.n, s.h, s.w, s.c, s.k, s.r, s.s, s.stride_h, s.stride_w, s.pad_top(), s.pad_left(),
+                         s.pad_bottom(), s.pad_right()}];
   if (!slot) slot = std::make_unique<conv_plan>(s);
   return *slot;
 }
 
 const float kOne = 1.0f, kZero = 0.0f;
 
-// dy as cuDNN sees it: dy itself, or zero-padded into `big` when cropping.
-const float* cudnn_dy(const conv2d_shape& s, const conv_plan& plan, const float* dy, float* big) {
-  if (!plan.cropped()) return dy;
-  copy_window(s.n, s.out_h(), s.out_w(), plan.big_h, plan.big_w, s.k, -plan.off_h, -plan.off_w, dy, big);
+// x as cuDNN sees it: x itself, or zero-padded into `big`.
+const float* cudnn_x(const conv2d_shape& s, const conv_plan& plan, const float* x, float* big) {
+  if (!plan.padded(s)) return x;
+  copy_window(s.n, s.h, s.w, plan.big_h, plan.big_w, s.c, -plan.off_h, -plan.off_w, x, big);
   return big;
 }
 
@@ -118,21 +124,17 @@ void conv2d_forward(const conv2d_shape& s, const float* x, const float* w, const
   const conv_plan& plan = plan_for(s);
   carve ws(s, plan, plan.forward_bytes);
   transpose(int64_t(s.r) * s.s * s.c, s.k, w, ws.filters);
-  float* out = plan.cropped() ? ws.big : y;
-  broadcast_rows(int64_t(s.n) * plan.big_h * plan.big_w, s.k, b, out);
-  check(cudnnConvolutionForward(cudnn(), &kOne, plan.x, x, plan.w, ws.filters, plan.conv, plan.forward_algo, ws.scratch,
-                                plan.forward_bytes, &kOne, plan.y, out),
+  broadcast_rows(int64_t(s.n) * s.out_h() * s.out_w(), s.k, b, y);
+  check(cudnnConvolutionForward(cudnn(), &kOne, plan.x, cudnn_x(s, plan, x, ws.big), plan.w, ws.filters, plan.conv,
+                                plan.forward_algo, ws.scratch, plan.forward_bytes, &kOne, plan.y, y),
         "cudnnConvolutionForward");
-  if (plan.cropped())
-    copy_window(s.n, plan.big_h, plan.big_w, s.out_h(), s.out_w(), s.k, plan.off_h, plan.off_w, out, y);
 }
 
 void conv2d_backward_filter(const conv2d_shape& s, const float* x, const float* dy, float* dw, float* db, float*) {
   const conv_plan& plan = plan_for(s);
   carve ws(s, plan, plan.filter_bytes);
-  const float* grad = cudnn_dy(s, plan, dy, ws.big);
-  check(cudnnConvolutionBackwardFilter(cudnn(), &kOne, plan.x, x, plan.y, grad, plan.conv, plan.filter_algo, ws.scratch,
-                                       plan.filter_bytes, &kZero, plan.w, ws.filters),
+  check(cudnnConvolutionBackwardFilter(cudnn(), &kOne, plan.x, cudnn_x(s, plan, x, ws.big), plan.y, dy, plan.conv,
+                                       plan.filter_algo, ws.scratch, plan.filter_bytes, &kZero, plan.w, ws.filters),
         "cudnnConvolutionBackwardFilter");
   transpose(s.k, int64_t(s.r) * s.s * s.c, ws.filters, dw);
   column_sums(int64_t(s.n) * s.out_h() * s.out_w(), s.k, dy, db);
@@ -142,10 +144,11 @@ void conv2d_backward_data(const conv2d_shape& s, const float* dy, const float* w
   const conv_plan& plan = plan_for(s);
   carve ws(s, plan, plan.data_bytes);
   transpose(int64_t(s.r) * s.s * s.c, s.k, w, ws.filters);
-  const float* grad = cudnn_dy(s, plan, dy, ws.big);
-  check(cudnnConvolutionBackwardData(cudnn(), &kOne, plan.w, ws.filters, plan.y, grad, plan.conv, plan.data_algo,
-                                     ws.scratch, plan.data_bytes, &kZero, plan.x, dx),
+  float* grad = plan.padded(s) ? ws.big : dx;
+  check(cudnnConvolutionBackwardData(cudnn(), &kOne, plan.w, ws.filters, plan.y, dy, plan.conv, plan.data_algo,
+                                     ws.scratch, plan.data_bytes, &kZero, plan.x, grad),
         "cudnnConvolutionBackwardData");
+  if (plan.padded(s)) copy_window(s.n, plan.big_h, plan.big_w, s.h, s.w, s.c, plan.off_h, plan.off_w, grad, dx);
 }
 
 }  // namespace actorps::kernels::cuda

@@ -27,17 +27,26 @@ __global__ void scale_add_k(int64_t count, float a, const float* x, float b, flo
   if (i < count) y[i] = a * x[i] + b * y[i];
 }
 
-__global__ void maxpool_forward_k(pool_shape s, int oh, int ow, const float* x, float* y, int32_t* argmax) {
+// pool_shape's derived sizes, computed on the host (its methods are host code).
+struct pool_window {
+  int oh, ow, kh, kw, sh, sw, top, left;
+};
+
+// Any window, stride and padding: the window's first input, then the first
+// larger one (padding never wins).
+__global__ void maxpool_forward_k(pool_shape s, pool_window p, const float* x, float* y, int32_t* argmax) {
   int64_t o = thread_index();
-  if (o >= int64_t(s.n) * oh * ow * s.c) return;
-  const int c = int(o % s.c), j = int(o / s.c % ow), i = int(o / s.c / ow % oh);
-  const int64_t n = o / s.c / ow / oh;
+  if (o >= int64_t(s.n) * p.oh * p.ow * s.c) return;
+  const int c = int(o % s.c), j = int(o / s.c % p.ow), i = int(o / s.c / p.ow % p.oh);
+  const int64_t n = o / s.c / p.ow / p.oh;
   float best = 0;
-  int32_t where = 0;
-  for (int a = 0; a < s.p; ++a)
-    for (int b = 0; b < s.p; ++b) {
-      int64_t idx = ((n * s.h + i * s.p + a) * s.w + j * s.p + b) * s.c + c;
-      if ((a == 0 && b == 0) || x[idx] > best) {
+  int32_t where = -1;
+  for (int a = 0; a < p.kh; ++a)
+    for (int b = 0; b < p.kw; ++b) {
+      const int hi = i * p.sh + a - p.top, wi = j * p.sw + b - p.left;
+      if (hi < 0 || hi >= s.h || wi < 0 || wi >= s.w) continue;
+      int64_t idx = ((n * s.h + hi) * s.w + wi) * s.c + c;
+      if (where < 0 || x[idx] > best) {
         best = x[idx];
         where = int32_t(idx);
       }
@@ -46,10 +55,10 @@ __global__ void maxpool_forward_k(pool_shape s, int oh, int ow, const float* x, 
   argmax[o] = where;
 }
 
-// Windows do not overlap (stride = window): each input gets at most one dy.
+// Windows may overlap (stride < window): several outputs may add to one input.
 __global__ void maxpool_backward_k(int64_t outputs, const float* dy, const int32_t* argmax, float* dx) {
   int64_t o = thread_index();
-  if (o < outputs) dx[argmax[o]] = dy[o];
+  if (o < outputs) atomicAdd(dx + argmax[o], dy[o]);
 }
 
 __global__ void softmax_xent_k(int m, int classes, const float* logits, const int32_t* labels, float* dlogits,
@@ -213,7 +222,8 @@ void scale_add(int64_t count, float a, const float* x, float b, float* y) {
 
 void maxpool_forward(const pool_shape& s, const float* x, float* y, int32_t* argmax) {
   const int64_t outputs = int64_t(s.n) * s.out_h() * s.out_w() * s.c;
-  maxpool_forward_k<<<blocks_for(outputs), kThreads>>>(s, s.out_h(), s.out_w(), x, y, argmax);
+  const pool_window p{s.out_h(), s.out_w(), s.win_h(), s.win_w(), s.step_h(), s.step_w(), s.pads[0], s.pads[1]};
+  maxpool_forward_k<<<blocks_for(outputs), kThreads>>>(s, p, x, y, argmax);
   check_launch("maxpool_forward");
 }
 

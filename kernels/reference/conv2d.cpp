@@ -1,4 +1,4 @@
-// Reference stride-1 convolution, NHWC x HWIO: direct loops.
+// Reference convolution (strides, padding), NHWC x HWIO: direct loops.
 #include "kernels/reference/reference.hpp"
 
 namespace actorps::kernels::reference {
@@ -12,7 +12,7 @@ void conv2d_forward(const conv2d_shape& s, const float* x, const float* w, const
           double acc = b[k];
           for (int r = 0; r < s.r; ++r)
             for (int q = 0; q < s.s; ++q) {
-              int hi = i + r - s.pad_top(), wi = j + q - s.pad_left();
+              int hi = i * s.stride_h + r - s.pad_top(), wi = j * s.stride_w + q - s.pad_left();
               if (hi < 0 || hi >= s.h || wi < 0 || wi >= s.w) continue;
               for (int c = 0; c < s.c; ++c)
                 acc += double(x[((int64_t(n) * s.h + hi) * s.w + wi) * s.c + c]) *
@@ -37,7 +37,7 @@ void conv2d_backward_filter(const conv2d_shape& s, const float* x, const float* 
           for (int n = 0; n < s.n; ++n)
             for (int i = 0; i < oh; ++i)
               for (int j = 0; j < ow; ++j) {
-                int hi = i + r - s.pad_top(), wi = j + q - s.pad_left();
+                int hi = i * s.stride_h + r - s.pad_top(), wi = j * s.stride_w + q - s.pad_left();
                 if (hi < 0 || hi >= s.h || wi < 0 || wi >= s.w) continue;
                 acc += double(x[((int64_t(n) * s.h + hi) * s.w + wi) * s.c + c]) *
                        dy[((int64_t(n) * oh + i) * ow + j) * s.k + k];
@@ -55,8 +55,11 @@ void conv2d_backward_data(const conv2d_shape& s, const float* dy, const float* w
           double acc = 0;
           for (int r = 0; r < s.r; ++r)
             for (int q = 0; q < s.s; ++q) {
-              int i = hi - r + s.pad_top(), j = wi - q + s.pad_left();
-              if (i < 0 || i >= oh || j < 0 || j >= ow) continue;
+              // The output (i, j) whose window puts tap (r, q) on input (hi, wi), if any.
+              const int ti = hi - r + s.pad_top(), tj = wi - q + s.pad_left();
+              if (ti < 0 || tj < 0 || ti % s.stride_h != 0 || tj % s.stride_w != 0) continue;
+              const int i = ti / s.stride_h, j = tj / s.stride_w;
+              if (i >= oh || j >= ow) continue;
               for (int k = 0; k < s.k; ++k)
                 acc += double(dy[((int64_t(n) * oh + i) * ow + j) * s.k + k]) *
                        w[((int64_t(r) * s.s + q) * s.c + c) * s.k + k];

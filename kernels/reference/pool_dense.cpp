@@ -12,11 +12,13 @@ void maxpool_forward(const pool_shape& s, const float* x, float* y, int32_t* arg
       for (int j = 0; j < ow; ++j)
         for (int c = 0; c < s.c; ++c) {
           float best = -std::numeric_limits<float>::infinity();
-          int32_t where = 0;
-          for (int a = 0; a < s.p; ++a)
-            for (int b = 0; b < s.p; ++b) {
-              int64_t idx = ((int64_t(n) * s.h + i * s.p + a) * s.w + j * s.p + b) * s.c + c;
-              if (x[idx] > best || (a == 0 && b == 0)) {
+          int32_t where = -1;  // the first input of the window, then the first larger one
+          for (int a = 0; a < s.win_h(); ++a)
+            for (int b = 0; b < s.win_w(); ++b) {
+              const int hi = i * s.step_h() + a - s.pads[0], wi = j * s.step_w() + b - s.pads[1];
+              if (hi < 0 || hi >= s.h || wi < 0 || wi >= s.w) continue;  // padding: -inf
+              int64_t idx = ((int64_t(n) * s.h + hi) * s.w + wi) * s.c + c;
+              if (where < 0 || x[idx] > best) {
                 best = x[idx];
                 where = int32_t(idx);
               }

@@ -42,5 +42,9 @@ op::avgpool_forward avgpool_forward;
 op::avgpool_backward avgpool_backward;
 op::global_avgpool_forward global_avgpool_forward;
 op::global_avgpool_backward global_avgpool_backward;
+op::dot_interaction_forward dot_interaction_forward;
+op::dot_interaction_backward dot_interaction_backward;
+op::fm_interaction_forward fm_interaction_forward;
+op::fm_interaction_backward fm_interaction_backward;
 
 }  // namespace actorps::kernels::reference

@@ -26,7 +26,10 @@ const ops_table& reference_ops() {
                                avgpool_forward,
                                avgpool_backward,
                                global_avgpool_forward,
-                               global_avgpool_backward};
+                               global_avgpool_backward,
+                               // ---- strides and interactions (graphs) ----
+                               dot_interaction_forward, dot_interaction_backward,
+                               fm_interaction_forward,  fm_interaction_backward};
   // clang-format on
   return table;
 }
