@@ -103,12 +103,15 @@ uint64_t hash(uint64_t seed, uint64_t tag, uint64_t a, uint64_t b) {
   return mix64(seed ^ mix64(tag ^ mix64(a ^ mix64(b + 0x9e3779b97f4a7c15ULL))));
 }
 
-// Mean 0, variance 1, in [-2 sqrt 3, 2 sqrt 3]: the sum of four 16-bit
-// uniforms of one hash (Irwin-Hall), centred and scaled.
+// The sum of four uniforms on [0, 1) (Irwin-Hall) centred and scaled: mean
+// 0, variance 1, within +-2 sqrt 3; a normal draw's stand-in.
+double standardized(double sum_of_four) { return (sum_of_four - 2.0) * std::sqrt(3.0); }
+
+// A normal-ish number from one hash: its four 16-bit quarters as uniforms.
 double normalish(uint64_t h) {
   double sum = 0;
   for (int i = 0; i < 4; ++i, h >>= 16) sum += double(h & 0xffff) / 65536.0;
-  return (sum - 2.0) * std::sqrt(3.0);
+  return standardized(sum);
 }
 
 double uniform(std::mt19937_64& gen) { return double(gen() >> 11) * 0x1.0p-53; }
@@ -146,8 +149,8 @@ example hidden_model::draw(std::mt19937_64& gen) const {
     const bool missing = uniform(gen) < kInteger[j].missing;
     double n = 0;
     for (int i = 0; i < 4; ++i) n += uniform(gen);
-    n = (n - 2.0) * std::sqrt(3.0);
-    e.integers[size_t(j)] = missing ? -1 : int64_t(std::floor(std::exp(kInteger[j].mu + kInteger[j].sigma * n)));
+    const double log_value = kInteger[j].mu + kInteger[j].sigma * standardized(n);
+    e.integers[size_t(j)] = missing ? -1 : int64_t(std::floor(std::exp(log_value)));
   }
   for (int k = 0; k < kCategoricalFields; ++k) {
     const bool missing = uniform(gen) < kCategorical[k].missing;
