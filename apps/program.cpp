@@ -17,6 +17,7 @@
 #include "actors/faults/soak.hpp"
 #include "apps/cli.hpp"
 #include "apps/commands.hpp"
+#include "apps/data_criteo.hpp"
 #include "messages/errors.hpp"
 
 namespace actorps {
@@ -279,6 +280,16 @@ void add_data_categorical(CLI::App& data, command_list& out) {
   out.push_back({sub, [o] { return run_data_categorical(*o); }});
 }
 
+void add_data_criteo(CLI::App& data, command_list& out) {
+  auto o = std::make_shared<criteo::options>();
+  auto* sub = data.add_subcommand("criteo", "generate a Criteo-format data set from a hidden model (known best AUC)");
+  sub->add_option("--out", o->out, "output directory (train.tsv, test.tsv, meta.json)");
+  sub->add_option("--train", o->train, "training examples")->check(CLI::Range(1u, 100000000u));
+  sub->add_option("--test", o->test, "test examples")->check(CLI::Range(1u, 100000000u));
+  sub->add_option("--seed", o->seed, "random seed (the hidden model's and the draws')");
+  out.push_back({sub, [o] { return criteo::run_data_criteo(*o); }});
+}
+
 }  // namespace
 
 // CLI11_PARSE answers bad command lines; any other exception is a bug and
@@ -304,6 +315,7 @@ int run_program(int argc, char** argv, add_commands_fn add_bench) {
   data->require_subcommand(1);
   add_data_prepare(*data, commands);
   add_data_categorical(*data, commands);
+  add_data_criteo(*data, commands);
   add_bench(app, commands);
   CLI11_PARSE(app, argc, argv);
   setup_logging("info");

@@ -210,6 +210,30 @@ pb::CsvSource csv_source(const std::string& file) {
 
 }  // namespace
 
+// Criteo's files leave missing values empty: a numeric one reads as 0, a
+// categorical one as the empty string; an empty label stays an error.
+BOOST_AUTO_TEST_CASE(csv_empty_fields_are_missing_values) {
+  temp_files t;
+  auto file = t.write("m.csv", "age,city,color,tag,id,label\n,,,,,1\n2,rome,,,7,0\n,,red,y,,1\n");
+  pb::DatasetSpec spec;
+  *spec.mutable_csv() = csv_source(file);
+  spec.add_ops()->mutable_batch()->set_size(3);
+  auto p = data::pipeline::build(spec);
+  BOOST_REQUIRE_MESSAGE(p, why(p));
+  data::batch b;
+  BOOST_REQUIRE(p->next(b));
+  BOOST_TEST(b.labels == std::vector<int32_t>({1, 0, 1}));
+  auto row = [&](int r) { return std::vector<float>(b.x.begin() + 6 * r, b.x.begin() + 6 * (r + 1)); };
+  BOOST_TEST(row(0) == std::vector<float>({0, 0, 1, 0, 0, row(0)[5]}));  // age 0, city and color unknown
+  BOOST_TEST(row(1) == std::vector<float>({2, 2, 1, 0, 0, row(0)[5]}));  // the same bucket for every empty tag
+  BOOST_TEST(row(2)[0] == 0.0f);
+  auto no_label = t.write("n.csv", "age,city,color,tag,id,label\n1,rome,red,x,7,\n");
+  *spec.mutable_csv() = csv_source(no_label);
+  auto bad = data::pipeline::build(spec);
+  BOOST_REQUIRE(!bad);
+  BOOST_TEST(describe(bad.error()) == no_label + ":2: column 'label': '' is not a finite number");
+}
+
 BOOST_AUTO_TEST_CASE(csv_columns_become_features) {
   temp_files t;
   auto file = t.write("a.csv", "age,city,color,tag,id,label\n31.5,rome,green,x,7,1\n40,oslo,red,x,8,0\n\n");

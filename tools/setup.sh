@@ -10,7 +10,8 @@ set -euo pipefail
 
 packages=(
   g++ cmake ninja-build pkg-config      # the toolchain (not build-essential: its make, dpkg-dev and perl go unused)
-  libcaf-dev libssl-dev                 # CAF 0.17.6 (core, io, openssl) + headers its openssl module needs
+  libcaf-dev libssl-dev                 # CAF 0.17.6 (core, io, openssl) + headers its openssl module needs;
+                                        # libcrypto: the SHA-256 of `actorps data criteo`'s files
   libprotobuf-dev protobuf-compiler     # wire schemas
   libtomlplusplus-dev nlohmann-json3-dev  # TOML topologies, TF_CONFIG (JSON)
   libcli11-dev libspdlog-dev libfmt-dev # CLI parsing, logging, formatting

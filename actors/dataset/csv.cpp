@@ -77,7 +77,9 @@ caf::error read_csv(const pb::CsvSource& src, std::vector<std::vector<float>>& x
       for (size_t i = 0; i < width; ++i) {
         auto& c = src.columns(int(i));
         auto& value = fields[i];
-        if (c.kind() == pb::CsvColumn::NUMERIC || c.kind() == pb::CsvColumn::LABEL) {
+        if (c.kind() == pb::CsvColumn::NUMERIC && value.empty()) {
+          x.push_back(0.0f);  // a missing value (Criteo's files leave them empty)
+        } else if (c.kind() == pb::CsvColumn::NUMERIC || c.kind() == pb::CsvColumn::LABEL) {
           char* end = nullptr;
           errno = 0;
           const double v = std::strtod(value.c_str(), &end);

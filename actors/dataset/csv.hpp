@@ -1,7 +1,10 @@
 // CSV files into examples: numeric columns as floats, categorical columns
 // through a vocabulary (Keras StringLookup: 1-based, 0 = unknown) or
 // hashing (Keras Hashing's role, FNV-1a 64), as an index or one-hot; one
-// integer label column. Errors name file:line and the column.
+// integer label column. An empty field is a missing value: 0 in a numeric
+// column, the empty string in a categorical one (out of vocabulary, or the
+// one bucket it hashes to); never the label. Errors name file:line and the
+// column.
 #pragma once
 
 #include <cstdint>
