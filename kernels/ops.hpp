@@ -27,7 +27,7 @@ enum class device { host, cuda };
 
 /// Output length of a window sliding with `stride` over `in` values padded
 /// by `pads` in all (ONNX and PyTorch: floor); 0 when no window fits.
-constexpr int sliding_out(int in, int pads, int window, int stride) {
+ACTORPS_HOST_DEVICE constexpr int sliding_out(int in, int pads, int window, int stride) {
   return in + pads < window ? 0 : (in + pads - window) / stride + 1;
 }
 
@@ -53,55 +53,50 @@ struct conv2d_shape {
   int64_t cols() const { return int64_t(n) * out_h() * out_w() * r * s * c; }
 };
 
-/// Shapes of a 2-D max pooling. By default window = stride = p (TF's
-/// default), unpadded: trailing rows/columns that do not fill a window are
-/// dropped. ONNX MaxPool sets the window (kernel_shape), strides and pads
-/// (top, left, bottom, right; padding never wins: -inf). Each pad must be
-/// smaller than its window (PyTorch allows at most half), so that every
-/// window holds at least one input.
+/// Shapes of a 2-D pooling, max or average, as ONNX MaxPool/AveragePool and
+/// PyTorch nn.MaxPool2d/nn.AvgPool2d compute it (floor mode: ceil_mode = 0).
+/// By default window = stride = p (TF's default), unpadded: trailing
+/// rows/columns that do not fill a window are dropped. ONNX sets the window
+/// (kernel_shape), strides and pads (top, left, bottom, right). Each pad
+/// must be smaller than its window (PyTorch allows at most half), so that
+/// every window holds at least one input. Max pooling: padding never wins
+/// (-inf). Average pooling: padding adds zeros, and counts in the divisor
+/// only with count_include_pad.
 struct pool_shape {
   int n = 0, h = 0, w = 0, c = 0;  // input [n, h, w, c]
   int p = 2;                       // window and stride, where these are 0
   int window_h = 0, window_w = 0;
   int stride_h = 0, stride_w = 0;
   int pads[4] = {0, 0, 0, 0};  // top, left, bottom, right
+  /// Average pooling only: divide by the whole window, padding included
+  /// (PyTorch's default), or by the inputs inside it only (ONNX's default,
+  /// count_include_pad = 0).
+  bool count_include_pad = true;
 
-  int win_h() const { return window_h > 0 ? window_h : p; }
-  int win_w() const { return window_w > 0 ? window_w : p; }
-  int step_h() const { return stride_h > 0 ? stride_h : p; }
-  int step_w() const { return stride_w > 0 ? stride_w : p; }
-  int out_h() const { return sliding_out(h, pads[0] + pads[2], win_h(), step_h()); }
-  int out_w() const { return sliding_out(w, pads[1] + pads[3], win_w(), step_w()); }
+  ACTORPS_HOST_DEVICE int win_h() const { return window_h > 0 ? window_h : p; }
+  ACTORPS_HOST_DEVICE int win_w() const { return window_w > 0 ? window_w : p; }
+  ACTORPS_HOST_DEVICE int step_h() const { return stride_h > 0 ? stride_h : p; }
+  ACTORPS_HOST_DEVICE int step_w() const { return stride_w > 0 ? stride_w : p; }
+  ACTORPS_HOST_DEVICE int out_h() const { return sliding_out(h, pads[0] + pads[2], win_h(), step_h()); }
+  ACTORPS_HOST_DEVICE int out_w() const { return sliding_out(w, pads[1] + pads[3], win_w(), step_w()); }
+  /// Output row i's window covers input rows [top(i), top(i) + win_h()),
+  /// columns likewise from left(j); negative: in the padding.
+  ACTORPS_HOST_DEVICE int top(int i) const { return i * step_h() - pads[0]; }
+  ACTORPS_HOST_DEVICE int left(int j) const { return j * step_w() - pads[1]; }
+  /// The inputs inside output (i, j)'s window, padding left out: rows
+  /// [row_begin(i), row_end(i)), columns [col_begin(j), col_end(j)).
+  ACTORPS_HOST_DEVICE int row_begin(int i) const { return top(i) > 0 ? top(i) : 0; }
+  ACTORPS_HOST_DEVICE int row_end(int i) const { return top(i) + win_h() < h ? top(i) + win_h() : h; }
+  ACTORPS_HOST_DEVICE int col_begin(int j) const { return left(j) > 0 ? left(j) : 0; }
+  ACTORPS_HOST_DEVICE int col_end(int j) const { return left(j) + win_w() < w ? left(j) + win_w() : w; }
+  /// What average pooling divides output (i, j)'s window sum by.
+  ACTORPS_HOST_DEVICE int divisor(int i, int j) const {
+    if (count_include_pad) return win_h() * win_w();
+    return (row_end(i) - row_begin(i)) * (col_end(j) - col_begin(j));
+  }
   /// True when windows tile the input: window = stride, no padding.
   bool tiled() const {
     return win_h() == step_h() && win_w() == step_w() && pads[0] == 0 && pads[1] == 0 && pads[2] == 0 && pads[3] == 0;
-  }
-};
-
-/// Shapes of a 2-D average pooling as ONNX AveragePool and PyTorch
-/// nn.AvgPool2d compute it (floor mode: ceil_mode = 0). Zero padding on each
-/// side, each pad smaller than its window (so every window holds an input).
-struct avgpool_shape {
-  int n = 0, h = 0, w = 0, c = 0;  // input [n, h, w, c]
-  int kh = 2, kw = 2;              // window
-  int sh = 2, sw = 2;              // stride
-  int pad_top = 0, pad_left = 0, pad_bottom = 0, pad_right = 0;
-  /// Divide by the whole window, padding included (PyTorch's default), or
-  /// by the inputs inside it only (ONNX's default, count_include_pad = 0).
-  bool count_include_pad = true;
-
-  ACTORPS_HOST_DEVICE int out_h() const { return (h + pad_top + pad_bottom - kh) / sh + 1; }
-  ACTORPS_HOST_DEVICE int out_w() const { return (w + pad_left + pad_right - kw) / sw + 1; }
-  /// Input row of output row i's first window row (negative: in the padding).
-  ACTORPS_HOST_DEVICE int top(int i) const { return i * sh - pad_top; }
-  ACTORPS_HOST_DEVICE int left(int j) const { return j * sw - pad_left; }
-  /// What output (i, j) divides its window's sum by.
-  ACTORPS_HOST_DEVICE int divisor(int i, int j) const {
-    if (count_include_pad) return kh * kw;
-    const int t = top(i), l = left(j);
-    const int rows = (t + kh < h ? t + kh : h) - (t > 0 ? t : 0);
-    const int cols = (l + kw < w ? l + kw : w) - (l > 0 ? l : 0);
-    return rows * cols;
   }
 };
 
@@ -302,9 +297,9 @@ using layernorm_backward = void(int m, int n, const float* x, const float* gamma
 
 // ---- average pooling ----
 /// y[n, oh, ow, c] = the sum of output (i, j)'s window / s.divisor(i, j).
-using avgpool_forward = void(const avgpool_shape& s, const float* x, float* y);
+using avgpool_forward = void(const pool_shape& s, const float* x, float* y);
 /// dx[n, h, w, c] (overwritten): each input gets dy / divisor of every window it lies in.
-using avgpool_backward = void(const avgpool_shape& s, const float* dy, float* dx);
+using avgpool_backward = void(const pool_shape& s, const float* dy, float* dx);
 /// Global: y[n, c] = the mean of x[n, h, w, c] over h and w.
 using global_avgpool_forward = void(int n, int h, int w, int c, const float* x, float* y);
 /// dx[n, h, w, c] (overwritten) = dy[n, c] / (h * w).

@@ -43,6 +43,13 @@ class buffer {
   std::vector<float> v_;
 };
 
+/// A pooling window kh x kw, stride sh x sw and ONNX's pads (top, left,
+/// bottom, right); count_include_pad matters to average pooling only.
+inline pool_shape pool(int n, int h, int w, int c, int kh, int kw, int sh, int sw, int top, int left, int bottom,
+                       int right, bool count_include_pad = true) {
+  return pool_shape{n, h, w, c, 0, kh, kw, sh, sw, {top, left, bottom, right}, count_include_pad};
+}
+
 /// Uniform in [-scale, -0.05*scale] U [0.05*scale, scale]: random, never zero.
 inline std::vector<float> random_vector(int64_t n, unsigned seed, float scale = 1.0f) {
   std::mt19937 gen(seed * 7919u + 17u);

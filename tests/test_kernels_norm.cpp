@@ -50,16 +50,17 @@ double dot(const buffer& y, const std::vector<float>& probe) {
   return l;
 }
 
-const char* mode(const avgpool_shape& s) { return s.count_include_pad ? "incl" : "excl"; }
+const char* mode(const pool_shape& s) { return s.count_include_pad ? "incl" : "excl"; }
 
-std::vector<avgpool_shape> avgpool_cases() {
-  std::vector<avgpool_shape> out;
+std::vector<pool_shape> avgpool_cases() {
+  std::vector<pool_shape> out;
   for (bool incl : {true, false}) {
-    out.push_back({2, 7, 6, 3, 3, 3, 2, 2, 1, 1, 1, 1, incl});   // ResNet-style 3x3/2, pad 1
-    out.push_back({1, 5, 5, 17, 2, 2, 2, 2, 0, 0, 0, 0, incl});  // trailing row/column dropped
-    out.push_back({3, 6, 7, 1, 3, 2, 1, 2, 1, 0, 0, 1, incl});   // asymmetric ONNX pads
-    out.push_back({2, 9, 8, 3, 3, 3, 3, 3, 1, 1, 1, 1, incl});   // stride = window with padding
-    out.push_back({2, 8, 8, 32, 3, 3, 1, 1, 1, 1, 1, 1, incl});  // overlapping windows, c a vector multiple
+    out.push_back(pool(2, 7, 6, 3, 3, 3, 2, 2, 1, 1, 1, 1, incl));   // ResNet-style 3x3/2, pad 1
+    out.push_back(pool(1, 5, 5, 17, 2, 2, 2, 2, 0, 0, 0, 0, incl));  // trailing row/column dropped
+    out.push_back(pool(3, 6, 7, 1, 3, 2, 1, 2, 1, 0, 0, 1, incl));   // asymmetric ONNX pads
+    out.push_back(pool(2, 9, 8, 3, 3, 3, 3, 3, 1, 1, 1, 1, incl));   // stride = window with padding
+    out.push_back(pool(2, 8, 8, 32, 3, 3, 1, 1, 1, 1, 1, 1, incl));  // overlapping windows, c a vector multiple
+    out.push_back({2, 7, 5, 3, 2, 0, 0, 0, 0, {}, incl});            // the default: window = stride = p
   }
   return out;
 }
@@ -219,8 +220,8 @@ BOOST_AUTO_TEST_CASE(layernorm_matches_reference) {
 BOOST_AUTO_TEST_CASE(avgpool_matches_reference) {
   for (auto* ops : fast_tables())
     for (auto s : avgpool_cases()) {
-      BOOST_TEST_CONTEXT(ops->name << " avgpool h" << s.h << " w" << s.w << " c" << s.c << " k" << s.kh << "x" << s.kw
-                                   << " s" << s.sh << "x" << s.sw << " " << mode(s)) {
+      BOOST_TEST_CONTEXT(ops->name << " avgpool h" << s.h << " w" << s.w << " c" << s.c << " k" << s.win_h() << "x"
+                                   << s.win_w() << " s" << s.step_h() << "x" << s.step_w() << " " << mode(s)) {
         const int64_t xs = int64_t(s.n) * s.h * s.w * s.c, ys = int64_t(s.n) * s.out_h() * s.out_w() * s.c;
         auto x = random_vector(xs, 18), dy = random_vector(ys, 19);
         buffer y_ref(ys), y(ys), dx_ref(xs), dx(xs);
@@ -246,7 +247,7 @@ BOOST_AUTO_TEST_CASE(avgpool_by_hand) {
   for (auto* ops : all_tables())
     for (bool include : {true, false}) {
       BOOST_TEST_CONTEXT(ops->name << (include ? " incl" : " excl")) {
-        const avgpool_shape s{1, 2, 2, 1, 2, 2, 1, 1, 1, 1, 1, 1, include};
+        const pool_shape s = pool(1, 2, 2, 1, 2, 2, 1, 1, 1, 1, 1, 1, include);
         BOOST_REQUIRE(s.out_h() == 3 && s.out_w() == 3);
         buffer y(9), dx(4);
         const std::vector<float> ones(9, 1.0f);

@@ -31,10 +31,6 @@ conv2d_shape conv(int n, int h, int w, int c, int k, int r, int s, int stride_h,
   return conv2d_shape{n, h, w, c, k, r, s, padding::valid, stride_h, stride_w, {top, left, bottom, right}};
 }
 
-pool_shape pool(int n, int h, int w, int c, int kh, int kw, int sh, int sw, int top, int left, int bottom, int right) {
-  return pool_shape{n, h, w, c, 0, kh, kw, sh, sw, {top, left, bottom, right}};
-}
-
 std::vector<conv2d_shape> conv_cases() {
   return {
       conv(2, 9, 8, 3, 5, 3, 3, 2, 2, 0, 0, 0, 0),    // strided, unpadded (im2col)
@@ -66,6 +62,12 @@ BOOST_AUTO_TEST_CASE(shapes_follow_onnx_and_keep_the_old_defaults) {
   pool_shape old{1, 7, 5, 3, 2};  // window = stride = p, dropping the remainder
   BOOST_TEST((old.out_h() == 3 && old.out_w() == 2 && old.tiled()));
   BOOST_TEST((pool_shape{1, 1, 1, 1, 2}.out_h() == 0));
+  // Window 3, stride 2, pads 1 over 4 rows: windows over rows [-1, 2), [1, 4).
+  const auto edge = pool(1, 4, 4, 1, 3, 3, 2, 2, 1, 1, 1, 1, false);
+  BOOST_TEST((edge.top(0) == -1 && edge.row_begin(0) == 0 && edge.row_end(0) == 2));
+  BOOST_TEST((edge.left(1) == 1 && edge.col_begin(1) == 1 && edge.col_end(1) == 4));
+  BOOST_TEST((edge.divisor(0, 0) == 4 && edge.divisor(0, 1) == 6 && edge.divisor(1, 1) == 9));
+  BOOST_TEST(pool(1, 4, 4, 1, 3, 3, 2, 2, 1, 1, 1, 1, true).divisor(0, 0) == 9);
 }
 
 BOOST_AUTO_TEST_CASE(strided_conv2d_matches_reference) {

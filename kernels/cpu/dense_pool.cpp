@@ -133,10 +133,8 @@ ACTORPS_SIMD void maxpool_general_image(const pool_shape& s, const float* __rest
       float* best = y + ((int64_t(n) * oh + i) * ow + j) * C;
       int32_t* where = argmax + ((int64_t(n) * oh + i) * ow + j) * C;
       bool first = true;
-      for (int a = 0; a < s.win_h(); ++a)
-        for (int b = 0; b < s.win_w(); ++b) {
-          const int hi = i * s.step_h() + a - s.pads[0], wi = j * s.step_w() + b - s.pads[1];
-          if (hi < 0 || hi >= s.h || wi < 0 || wi >= s.w) continue;
+      for (int hi = s.row_begin(i); hi < s.row_end(i); ++hi)
+        for (int wi = s.col_begin(j); wi < s.col_end(j); ++wi) {
           const int32_t at = int32_t(((int64_t(n) * s.h + hi) * s.w + wi) * C);
           for (int c = 0; c < C; ++c) {
             const bool more = first || x[at + c] > best[c];

@@ -128,15 +128,13 @@ ACTORPS_SIMD void layernorm_dx_rows(int64_t rows, int n, const float* __restrict
 
 // Output row i of image n: each window's sum, channels innermost, over the
 // inputs inside it, times 1 / divisor.
-ACTORPS_SIMD void avgpool_row(const avgpool_shape& s, const float* __restrict x, float* __restrict y, int n, int i) {
+ACTORPS_SIMD void avgpool_row(const pool_shape& s, const float* __restrict x, float* __restrict y, int n, int i) {
   const int ow = s.out_w(), C = s.c;
-  const int a0 = std::max(s.top(i), 0), a1 = std::min(s.top(i) + s.kh, s.h);
   for (int j = 0; j < ow; ++j) {
-    const int b0 = std::max(s.left(j), 0), b1 = std::min(s.left(j) + s.kw, s.w);
     float* out = y + ((int64_t(n) * s.out_h() + i) * ow + j) * C;
     std::fill(out, out + C, 0.0f);
-    for (int a = a0; a < a1; ++a)
-      for (int b = b0; b < b1; ++b) {
+    for (int a = s.row_begin(i); a < s.row_end(i); ++a)
+      for (int b = s.col_begin(j); b < s.col_end(j); ++b) {
         const float* in = x + ((int64_t(n) * s.h + a) * s.w + b) * C;
         for (int c = 0; c < C; ++c) out[c] += in[c];
       }
@@ -147,17 +145,17 @@ ACTORPS_SIMD void avgpool_row(const avgpool_shape& s, const float* __restrict x,
 
 // Input row r of image n gathers from the windows over it (no two rows
 // write the same dx: rows run in parallel without races).
-ACTORPS_SIMD void avgpool_backward_row(const avgpool_shape& s, const float* __restrict dy, float* __restrict dx, int n,
+ACTORPS_SIMD void avgpool_backward_row(const pool_shape& s, const float* __restrict dy, float* __restrict dx, int n,
                                        int r) {
   const int oh = s.out_h(), ow = s.out_w(), C = s.c;
   float* out = dx + (int64_t(n) * s.h + r) * s.w * C;
   std::fill(out, out + int64_t(s.w) * C, 0.0f);
   for (int i = 0; i < oh; ++i) {
-    if (r < s.top(i) || r >= s.top(i) + s.kh) continue;
+    if (r < s.row_begin(i) || r >= s.row_end(i)) continue;
     for (int j = 0; j < ow; ++j) {
       const float* g = dy + ((int64_t(n) * oh + i) * ow + j) * C;
       const float inv = 1.0f / float(s.divisor(i, j));
-      for (int b = std::max(s.left(j), 0); b < std::min(s.left(j) + s.kw, s.w); ++b)
+      for (int b = s.col_begin(j); b < s.col_end(j); ++b)
         for (int c = 0; c < C; ++c) out[int64_t(b) * C + c] += g[c] * inv;
     }
   }
@@ -236,14 +234,14 @@ void layernorm_backward(int m, int n, const float* x, const float* gamma, const 
   }
 }
 
-void avgpool_forward(const avgpool_shape& s, const float* x, float* y) {
+void avgpool_forward(const pool_shape& s, const float* x, float* y) {
   const int oh = s.out_h();
 #pragma omp parallel for collapse(2) num_threads(threads())
   for (int n = 0; n < s.n; ++n)
     for (int i = 0; i < oh; ++i) avgpool_row(s, x, y, n, i);
 }
 
-void avgpool_backward(const avgpool_shape& s, const float* dy, float* dx) {
+void avgpool_backward(const pool_shape& s, const float* dy, float* dx) {
 #pragma omp parallel for collapse(2) num_threads(threads())
   for (int n = 0; n < s.n; ++n)
     for (int r = 0; r < s.h; ++r) avgpool_backward_row(s, dy, dx, n, r);

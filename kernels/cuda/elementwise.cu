@@ -27,24 +27,18 @@ __global__ void scale_add_k(int64_t count, float a, const float* x, float b, flo
   if (i < count) y[i] = a * x[i] + b * y[i];
 }
 
-// pool_shape's derived sizes, computed on the host (its methods are host code).
-struct pool_window {
-  int oh, ow, kh, kw, sh, sw, top, left;
-};
-
 // Any window, stride and padding: the window's first input, then the first
 // larger one (padding never wins).
-__global__ void maxpool_forward_k(pool_shape s, pool_window p, const float* x, float* y, int32_t* argmax) {
+__global__ void maxpool_forward_k(pool_shape s, const float* x, float* y, int32_t* argmax) {
+  const int oh = s.out_h(), ow = s.out_w();
   int64_t o = thread_index();
-  if (o >= int64_t(s.n) * p.oh * p.ow * s.c) return;
-  const int c = int(o % s.c), j = int(o / s.c % p.ow), i = int(o / s.c / p.ow % p.oh);
-  const int64_t n = o / s.c / p.ow / p.oh;
+  if (o >= int64_t(s.n) * oh * ow * s.c) return;
+  const int c = int(o % s.c), j = int(o / s.c % ow), i = int(o / s.c / ow % oh);
+  const int64_t n = o / s.c / ow / oh;
   float best = 0;
   int32_t where = -1;
-  for (int a = 0; a < p.kh; ++a)
-    for (int b = 0; b < p.kw; ++b) {
-      const int hi = i * p.sh + a - p.top, wi = j * p.sw + b - p.left;
-      if (hi < 0 || hi >= s.h || wi < 0 || wi >= s.w) continue;
+  for (int hi = s.row_begin(i); hi < s.row_end(i); ++hi)
+    for (int wi = s.col_begin(j); wi < s.col_end(j); ++wi) {
       int64_t idx = ((n * s.h + hi) * s.w + wi) * s.c + c;
       if (where < 0 || x[idx] > best) {
         best = x[idx];
@@ -222,8 +216,7 @@ void scale_add(int64_t count, float a, const float* x, float b, float* y) {
 
 void maxpool_forward(const pool_shape& s, const float* x, float* y, int32_t* argmax) {
   const int64_t outputs = int64_t(s.n) * s.out_h() * s.out_w() * s.c;
-  const pool_window p{s.out_h(), s.out_w(), s.win_h(), s.win_w(), s.step_h(), s.step_w(), s.pads[0], s.pads[1]};
-  maxpool_forward_k<<<blocks_for(outputs), kThreads>>>(s, p, x, y, argmax);
+  maxpool_forward_k<<<blocks_for(outputs), kThreads>>>(s, x, y, argmax);
   check_launch("maxpool_forward");
 }
 

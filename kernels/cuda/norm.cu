@@ -151,15 +151,15 @@ __global__ void layernorm_dx_k(int m, int n, const float* x, const float* gamma,
     dx[row * n + j] = float(inv * (double(d[j]) * gamma[j] - mean_g - (r[j] - mu) * inv * mean_g_xhat));
 }
 
-__global__ void avgpool_forward_k(avgpool_shape s, const float* x, float* y) {
+__global__ void avgpool_forward_k(pool_shape s, const float* x, float* y) {
   const int oh = s.out_h(), ow = s.out_w();
   const int64_t o = item_index();
   if (o >= int64_t(s.n) * oh * ow * s.c) return;
   const int c = int(o % s.c), j = int(o / s.c % ow), i = int(o / s.c / ow % oh);
   const int64_t n = o / s.c / ow / oh;
   float sum = 0;
-  for (int a = max(s.top(i), 0); a < min(s.top(i) + s.kh, s.h); ++a)
-    for (int b = max(s.left(j), 0); b < min(s.left(j) + s.kw, s.w); ++b) sum += x[((n * s.h + a) * s.w + b) * s.c + c];
+  for (int a = s.row_begin(i); a < s.row_end(i); ++a)
+    for (int b = s.col_begin(j); b < s.col_end(j); ++b) sum += x[((n * s.h + a) * s.w + b) * s.c + c];
   y[o] = sum / float(s.divisor(i, j));
 }
 
@@ -172,15 +172,15 @@ __device__ void covering(int at, int pad, int window, int stride, int outputs, i
 }
 
 // One thread per input: gathers dy / divisor over the windows covering it.
-__global__ void avgpool_backward_k(avgpool_shape s, const float* dy, float* dx) {
+__global__ void avgpool_backward_k(pool_shape s, const float* dy, float* dx) {
   const int oh = s.out_h(), ow = s.out_w();
   const int64_t t = item_index();
   if (t >= int64_t(s.n) * s.h * s.w * s.c) return;
   const int c = int(t % s.c), b = int(t / s.c % s.w), a = int(t / s.c / s.w % s.h);
   const int64_t n = t / s.c / s.w / s.h;
   int i0, i1, j0, j1;
-  covering(a, s.pad_top, s.kh, s.sh, oh, &i0, &i1);
-  covering(b, s.pad_left, s.kw, s.sw, ow, &j0, &j1);
+  covering(a, s.pads[0], s.win_h(), s.step_h(), oh, &i0, &i1);
+  covering(b, s.pads[1], s.win_w(), s.step_w(), ow, &j0, &j1);
   float sum = 0;
   for (int i = i0; i <= i1; ++i)
     for (int j = j0; j <= j1; ++j) sum += dy[((n * oh + i) * ow + j) * s.c + c] / float(s.divisor(i, j));
@@ -265,12 +265,12 @@ void layernorm_backward(int m, int n, const float* x, const float* gamma, const 
   check_launch("layernorm_backward");
 }
 
-void avgpool_forward(const avgpool_shape& s, const float* x, float* y) {
+void avgpool_forward(const pool_shape& s, const float* x, float* y) {
   avgpool_forward_k<<<blocks_for(int64_t(s.n) * s.out_h() * s.out_w() * s.c), kThreads>>>(s, x, y);
   check_launch("avgpool_forward");
 }
 
-void avgpool_backward(const avgpool_shape& s, const float* dy, float* dx) {
+void avgpool_backward(const pool_shape& s, const float* dy, float* dx) {
   avgpool_backward_k<<<blocks_for(int64_t(s.n) * s.h * s.w * s.c), kThreads>>>(s, dy, dx);
   check_launch("avgpool_backward");
 }

@@ -102,21 +102,21 @@ void layernorm_backward(int m, int n, const float* x, const float* gamma, const 
   }
 }
 
-void avgpool_forward(const avgpool_shape& s, const float* x, float* y) {
+void avgpool_forward(const pool_shape& s, const float* x, float* y) {
   const int oh = s.out_h(), ow = s.out_w();
   for (int n = 0; n < s.n; ++n)
     for (int i = 0; i < oh; ++i)
       for (int j = 0; j < ow; ++j)
         for (int c = 0; c < s.c; ++c) {
           double sum = 0;
-          for (int a = s.top(i); a < s.top(i) + s.kh; ++a)
-            for (int b = s.left(j); b < s.left(j) + s.kw; ++b)
+          for (int a = s.top(i); a < s.top(i) + s.win_h(); ++a)
+            for (int b = s.left(j); b < s.left(j) + s.win_w(); ++b)
               if (a >= 0 && a < s.h && b >= 0 && b < s.w) sum += x[((int64_t(n) * s.h + a) * s.w + b) * s.c + c];
           y[((int64_t(n) * oh + i) * ow + j) * s.c + c] = float(sum / s.divisor(i, j));
         }
 }
 
-void avgpool_backward(const avgpool_shape& s, const float* dy, float* dx) {
+void avgpool_backward(const pool_shape& s, const float* dy, float* dx) {
   const int oh = s.out_h(), ow = s.out_w();
   std::vector<double> sum(size_t(s.n) * s.h * s.w * s.c, 0.0);  // windows overlap where stride < window
   for (int n = 0; n < s.n; ++n)
@@ -124,8 +124,8 @@ void avgpool_backward(const avgpool_shape& s, const float* dy, float* dx) {
       for (int j = 0; j < ow; ++j)
         for (int c = 0; c < s.c; ++c) {
           const double g = double(dy[((int64_t(n) * oh + i) * ow + j) * s.c + c]) / s.divisor(i, j);
-          for (int a = s.top(i); a < s.top(i) + s.kh; ++a)
-            for (int b = s.left(j); b < s.left(j) + s.kw; ++b)
+          for (int a = s.top(i); a < s.top(i) + s.win_h(); ++a)
+            for (int b = s.left(j); b < s.left(j) + s.win_w(); ++b)
               if (a >= 0 && a < s.h && b >= 0 && b < s.w)
                 sum[size_t(((int64_t(n) * s.h + a) * s.w + b) * s.c + c)] += g;
         }

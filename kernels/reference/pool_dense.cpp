@@ -15,7 +15,7 @@ void maxpool_forward(const pool_shape& s, const float* x, float* y, int32_t* arg
           int32_t where = -1;  // the first input of the window, then the first larger one
           for (int a = 0; a < s.win_h(); ++a)
             for (int b = 0; b < s.win_w(); ++b) {
-              const int hi = i * s.step_h() + a - s.pads[0], wi = j * s.step_w() + b - s.pads[1];
+              const int hi = s.top(i) + a, wi = s.left(j) + b;
               if (hi < 0 || hi >= s.h || wi < 0 || wi >= s.w) continue;  // padding: -inf
               int64_t idx = ((int64_t(n) * s.h + hi) * s.w + wi) * s.c + c;
               if (where < 0 || x[idx] > best) {
