@@ -120,22 +120,56 @@ caf::error read_source(const reader& r, const toml::table& t, pb::DatasetSpec& s
                 "expected \"idx\", \"tfrecord\", \"csv\" or \"synthetic\"");
 }
 
-caf::error read_op(const reader& r, const toml::node& n, const std::string& p, pb::DatasetOp& op) {
+// The features of each example where the spec alone tells (synthetic, CSV),
+// else 0: an idx or tfrecord source's are known once its files are read.
+uint64_t known_features(const pb::DatasetSpec& spec) {
+  if (spec.has_synthetic()) return spec.synthetic().features();
+  if (!spec.has_csv()) return 0;
+  uint64_t n = 0;
+  for (auto& c : spec.csv().columns())
+    if (c.kind() == pb::CsvColumn::NUMERIC || c.kind() == pb::CsvColumn::CATEGORICAL)
+      n += c.kind() == pb::CsvColumn::CATEGORICAL && c.one_hot() ? csv_categories(c) : 1;
+  return n;
+}
+
+// A map: transform (scale, normalize, log1p), its parameters and the
+// features it applies to, [first, first + count), checked against
+// `features` when known (non-zero).
+caf::error read_map(const reader& r, const toml::table& t, const std::string& p, uint64_t features, pb::Map& m) {
+  pb::Map::Kind kind = pb::Map::SCALE;
+  float factor = 0, mean = 0, stddev = 0;
+  uint32_t first = 0, count = 0;
+  caf::error err;
+  (err = r.only_keys(t, p, {"type", "transform", "factor", "mean", "stddev", "first", "count"})) ||
+      (err = r.choose(t, p, "transform", kind,
+                      {std::pair{"scale", pb::Map::SCALE}, std::pair{"normalize", pb::Map::NORMALIZE},
+                       std::pair{"log1p", pb::Map::LOG1P}})) ||
+      (err = r.get(t, p, "factor", factor)) || (err = r.get(t, p, "mean", mean)) ||
+      (err = r.get(t, p, "stddev", stddev)) || (err = r.get(t, p, "first", first, 0, 1 << 24)) ||
+      (err = r.get(t, p, "count", count, 1, 1 << 24));
+  if (err) return err;
+  m.set_kind(kind), m.set_factor(factor), m.set_mean(mean), m.set_stddev(stddev);
+  m.set_first(first), m.set_count(count);
+  if (features == 0) return caf::none;
+  const std::string n = std::to_string(features);
+  if (first >= features)
+    return r.fail(*t.get("first"), p + ".first",
+                  "expected a feature index below " + n + " (the example's features), got " + std::to_string(first));
+  if (first + count > features)
+    return r.fail(*t.get("count"), p + ".count",
+                  "expected first + count <= " + n + " (the example's features), got " + std::to_string(first) + " + " +
+                      std::to_string(count));
+  return caf::none;
+}
+
+caf::error read_op(const reader& r, const toml::node& n, const std::string& p, uint64_t features, pb::DatasetOp& op) {
   auto* t = n.as_table();
   if (t == nullptr) return r.fail(n, p, std::string("expected a table, got ") + type_name(n));
   std::string type;
   if (auto err = r.get(*t, p, "type", type)) return err;
   caf::error err;
   if (type == "map") {
-    auto* m = op.mutable_map();
-    pb::Map::Kind kind = pb::Map::SCALE;
-    float factor = 0, mean = 0, stddev = 0;
-    (err = r.only_keys(*t, p, {"type", "transform", "factor", "mean", "stddev"})) ||
-        (err = r.choose(*t, p, "transform", kind,
-                        {std::pair{"scale", pb::Map::SCALE}, std::pair{"normalize", pb::Map::NORMALIZE}})) ||
-        (err = r.get(*t, p, "factor", factor)) || (err = r.get(*t, p, "mean", mean)) ||
-        (err = r.get(*t, p, "stddev", stddev));
-    m->set_kind(kind), m->set_factor(factor), m->set_mean(mean), m->set_stddev(stddev);
+    err = read_map(r, *t, p, features, *op.mutable_map());
   } else if (type == "filter") {
     if ((err = r.only_keys(*t, p, {"type", "labels"}))) return err;
     auto* arr = t->get("labels") ? t->get("labels")->as_array() : nullptr;
@@ -185,6 +219,10 @@ caf::error read_op(const reader& r, const toml::node& n, const std::string& p, p
 
 }  // namespace
 
+uint32_t csv_categories(const pb::CsvColumn& c) {
+  return c.vocabulary_size() > 0 ? uint32_t(c.vocabulary_size()) + 1 : c.hash_buckets();
+}
+
 caf::expected<pb::DatasetSpec> parse_dataset_toml(std::string_view text, std::string_view source,
                                                   const std::string& table) {
   auto doc = parse_document(text, source);
@@ -201,7 +239,9 @@ caf::expected<pb::DatasetSpec> parse_dataset_toml(std::string_view text, std::st
     auto* arr = ops->as_array();
     if (arr == nullptr) return r.fail(*ops, "dataset.ops", "expected an array of tables ([[dataset.ops]])");
     for (size_t i = 0; i < arr->size(); ++i)
-      if (auto err = read_op(r, *arr->get(i), "dataset.ops[" + std::to_string(i) + "]", *spec.add_ops())) return err;
+      if (auto err =
+              read_op(r, *arr->get(i), "dataset.ops[" + std::to_string(i) + "]", known_features(spec), *spec.add_ops()))
+        return err;
   }
   return spec;
 }

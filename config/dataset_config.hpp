@@ -5,6 +5,7 @@
 // worker's node (messages/data.proto).
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -19,5 +20,9 @@ namespace actorps {
 [[nodiscard]] caf::expected<pb::DatasetSpec> parse_dataset_toml(std::string_view text, std::string_view source,
                                                                 const std::string& table = "dataset");
 [[nodiscard]] caf::expected<pb::DatasetSpec> load_dataset_file(const std::string& path);
+
+/// Distinct values of a categorical CSV column: its vocabulary + 1 (out of
+/// vocabulary), or its hash buckets; a one-hot column adds that many features.
+uint32_t csv_categories(const pb::CsvColumn& c);
 
 }  // namespace actorps

@@ -8,6 +8,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "config/dataset_config.hpp"
 #include "messages/errors.hpp"
 
 namespace actorps::data {
@@ -17,11 +18,6 @@ uint64_t fnv1a(const std::string& s) {
   uint64_t h = 1469598103934665603ULL;
   for (unsigned char c : s) h = (h ^ c) * 1099511628211ULL;
   return h;
-}
-
-// Distinct values of a categorical column: vocabulary + 1 (out of vocabulary), or buckets.
-uint32_t categories(const pb::CsvColumn& c) {
-  return c.vocabulary_size() > 0 ? uint32_t(c.vocabulary_size()) + 1 : c.hash_buckets();
 }
 
 std::vector<std::string> split(const std::string& line, char delimiter) {
@@ -46,7 +42,7 @@ caf::error read_csv(const pb::CsvSource& src, std::vector<std::vector<float>>& x
   for (int i = 0; i < src.columns_size(); ++i) {
     auto& c = src.columns(i);
     label_columns += c.kind() == pb::CsvColumn::LABEL ? 1 : 0;
-    if (c.kind() == pb::CsvColumn::CATEGORICAL && categories(c) == 0)
+    if (c.kind() == pb::CsvColumn::CATEGORICAL && csv_categories(c) == 0)
       return bad("csv: column '" + c.name() + "': a categorical column needs a vocabulary or hash_buckets");
     for (int v = 0; v < c.vocabulary_size(); ++v) lookup[size_t(i)][c.vocabulary(v)] = uint32_t(v + 1);
   }
@@ -103,7 +99,7 @@ caf::error read_csv(const pb::CsvSource& src, std::vector<std::vector<float>>& x
           }
           if (c.one_hot()) {
             const size_t first = x.size();
-            x.resize(first + categories(c), 0.0f);
+            x.resize(first + csv_categories(c), 0.0f);
             x[first + index] = 1.0f;
           } else {
             x.push_back(float(index));

@@ -1,6 +1,7 @@
 #include "actors/dataset/pipeline.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <random>
 #include <set>
 
@@ -101,15 +102,29 @@ class synthetic_source : public indexed_source {
 
 // ---- stages ----
 
+// Transforms features [first, first + count) of every example, or from first
+// to the last when count is 0 (m's range checked against the source's
+// `features` by check_map; every example has that many).
 class map_stage : public stage {
  public:
-  map_stage(std::unique_ptr<stage> in, pb::Map m) : in_(std::move(in)), m_(std::move(m)) {}
+  map_stage(std::unique_ptr<stage> in, pb::Map m, int features)
+      : in_(std::move(in)),
+        m_(std::move(m)),
+        first_(m_.first()),
+        end_(m_.count() == 0 ? size_t(features) : size_t(m_.first()) + m_.count()) {}
   bool next(example& out) override {
     if (!in_->next(out)) return false;
-    if (m_.kind() == pb::Map::SCALE)
-      for (auto& v : out.x) v *= m_.factor();
-    else
-      for (auto& v : out.x) v = (v - m_.mean()) / m_.stddev();
+    float* x = out.x.data();
+    switch (m_.kind()) {
+      case pb::Map::SCALE:
+        for (size_t i = first_; i < end_; ++i) x[i] *= m_.factor();
+        break;
+      case pb::Map::NORMALIZE:
+        for (size_t i = first_; i < end_; ++i) x[i] = (x[i] - m_.mean()) / m_.stddev();
+        break;
+      default:  // LOG1P; a negative count (Criteo's -1, -2) clamped at 0 first, as DLRM does
+        for (size_t i = first_; i < end_; ++i) x[i] = std::log1p(std::max(x[i], 0.0f));
+    }
     return true;
   }
   void reset() override { in_->reset(); }
@@ -117,7 +132,24 @@ class map_stage : public stage {
  private:
   std::unique_ptr<stage> in_;
   pb::Map m_;
+  size_t first_, end_;
 };
+
+// A map's kind, parameters and feature range against the example's `features`.
+caf::error check_map(const pb::Map& m, int features, const std::string& where) {
+  if (m.kind() != pb::Map::SCALE && m.kind() != pb::Map::NORMALIZE && m.kind() != pb::Map::LOG1P)
+    return bad(where + "map kind " + std::to_string(int(m.kind())) + " unknown (scale, normalize or log1p)");
+  if (m.kind() == pb::Map::NORMALIZE && m.stddev() <= 0) return bad(where + "map normalize needs stddev > 0");
+  const uint64_t n = uint64_t(features);
+  if (m.first() >= n)
+    return bad(where + "map first " + std::to_string(m.first()) + " is outside the example's " + std::to_string(n) +
+               " features (expected first < " + std::to_string(n) + ")");
+  if (uint64_t(m.first()) + m.count() > n)
+    return bad(where + "map features [" + std::to_string(m.first()) + ", " +
+               std::to_string(uint64_t(m.first()) + m.count()) + ") are outside the example's " + std::to_string(n) +
+               " features (expected first + count <= " + std::to_string(n) + ")");
+  return caf::none;
+}
 
 class filter_stage : public stage {
  public:
@@ -300,9 +332,8 @@ caf::expected<pipeline> pipeline::build(const pb::DatasetSpec& spec) {
       return bad(where + "only prefetch and skip may follow batch (per-example ops come before it)");
     switch (op.op_case()) {
       case pb::DatasetOp::kMap:
-        if (op.map().kind() == pb::Map::NORMALIZE && op.map().stddev() <= 0)
-          return bad(where + "map normalize needs stddev > 0");
-        s = std::make_unique<map_stage>(std::move(s), op.map());
+        if (auto err = check_map(op.map(), p.features_, where)) return err;
+        s = std::make_unique<map_stage>(std::move(s), op.map(), p.features_);
         break;
       case pb::DatasetOp::kFilter:
         s = std::make_unique<filter_stage>(std::move(s),
