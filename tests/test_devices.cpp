@@ -47,7 +47,7 @@ void check_near(const std::vector<float>& got, const std::vector<float>& want, c
 struct image_batch {
   std::vector<float> x;
   std::vector<int32_t> labels;
-  batch_view view() const { return {int(labels.size()), x.data(), nullptr, labels.data()}; }
+  batch_view view() const { return {int(labels.size()), x.data(), labels.data()}; }
 };
 
 image_batch images(const model_spec& spec, int n, unsigned seed) {
@@ -60,7 +60,7 @@ image_batch images(const model_spec& spec, int n, unsigned seed) {
 // One device's gradients of the whole batch, and G devices' of the same.
 void check_split(int g, int batch) {
   const auto spec = model_spec::seed_cnn();
-  sequential_model one(spec, cpu_ops());
+  graph_model one(spec, cpu_ops());
   device_model split(spec, cpu_devices(g));
   host_parameters want(one.initial_values(3)), got(one.initial_values(3));
   const auto b = images(spec, batch, 5);
@@ -89,7 +89,7 @@ BOOST_AUTO_TEST_CASE(a_device_that_skips_its_part_of_the_batch_is_caught) {
   // The check above can fail: the gradient of 16 of the 17 examples (what
   // a split that lost a row would give) is outside its tolerance.
   const auto spec = model_spec::seed_cnn();
-  sequential_model one(spec, cpu_ops());
+  graph_model one(spec, cpu_ops());
   host_parameters all(one.initial_values(3)), fewer(one.initial_values(3));
   auto b = images(spec, 17, 5);
   one.train_step(b.view(), all.params, all.grad_ptrs);
@@ -109,12 +109,12 @@ BOOST_AUTO_TEST_CASE(sparse_gradients_are_merged_over_the_devices) {
                  {layer_kind::dense, 3, 3, padding::valid, 2, activation::none}};
   BOOST_TEST_REQUIRE(!spec.check());
   const int n = 11;
-  std::vector<int64_t> ids(size_t(n) * 3);
-  for (size_t i = 0; i < ids.size(); ++i) ids[i] = i % 5 == 4 ? -1 : int64_t((i * 13) % 50);  // repeats, padding
+  std::vector<float> ids(size_t(n) * 3);  // ids as the batch carries them: floats
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = i % 5 == 4 ? -1.0f : float((i * 13) % 50);  // repeats, padding
   std::vector<int32_t> labels(static_cast<size_t>(n));
   for (int i = 0; i < n; ++i) labels[size_t(i)] = i % 3;
-  const batch_view view{n, nullptr, ids.data(), labels.data()};
-  sequential_model one(spec, cpu_ops());
+  const batch_view view{n, ids.data(), labels.data()};
+  graph_model one(spec, cpu_ops());
   host_parameters want(one.initial_values(7)), got(one.initial_values(7));
   const auto r1 = one.train_step(view, want.params, want.grad_ptrs);
   const auto& s1 = one.sparse_gradient(0);
@@ -147,7 +147,7 @@ BOOST_AUTO_TEST_CASE(synchronous_training_on_g_devices_ends_where_one_device_doe
   std::vector<std::vector<float>> ends;
   for (int g : {1, 2, 3}) {
     device_model model(spec, cpu_devices(g));
-    sequential_model probe(spec, reference_ops());
+    graph_model probe(spec, reference_ops());
     host_parameters p(probe.initial_values(11));
     for (int step = 0; step < 30; ++step) {
       const auto b = images(spec, 24, unsigned(100 + step));
@@ -171,7 +171,7 @@ BOOST_AUTO_TEST_CASE(cuda_devices_exist_only_where_a_gpu_does) {
       std::vector<compute_device> gpus;
       for (int i = 0; i < g; ++i) gpus.push_back(compute_device::cuda(i));
       const auto spec = model_spec::seed_cnn();
-      sequential_model one(spec, cpu_ops());
+      graph_model one(spec, cpu_ops());
       device_model split(spec, std::move(gpus));
       host_parameters want(one.initial_values(3)), got(one.initial_values(3));
       const auto b = images(spec, 17, 5);

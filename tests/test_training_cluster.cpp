@@ -197,7 +197,7 @@ BOOST_DATA_TEST_CASE(sync_training_equals_single_process_sgd_on_the_same_batches
   // The same steps in this process: step k averages the gradients of each
   // worker's k-th batch (worker w reads examples w, w+2, ...) and applies SGD.
   kernels::set_cpu_threads(1);
-  kernels::sequential_model model(m, kernels::cpu_ops());
+  kernels::graph_model model(m, kernels::cpu_ops());
   kernels::host_parameters p(model.initial_values(0));
   auto grads = p.grads;
   auto& slices = fixed.slices();

@@ -94,7 +94,7 @@ struct worker_fixture : deterministic_system {
         "[[model.layers]]\ntype = \"dense\"\nunits = 2\n",
         "test");
     BOOST_REQUIRE_MESSAGE(model, (model ? "" : describe(model.error())));
-    kernels::sequential_model probe(*model, kernels::reference_ops());
+    kernels::graph_model probe(*model, kernels::reference_ops());
     pb::Optimizer sgd;
     sgd.set_learning_rate(0.1f);
     auto vars = model_variables(probe.parameters(), 1, {}, 1, sgd);
