@@ -212,7 +212,7 @@ BOOST_DATA_TEST_CASE(sync_training_equals_single_process_sgd_on_the_same_batches
         for (int f = 0; f < 4; ++f) x.push_back(slices.x(example * 4 + f));
         labels.push_back(slices.labels(example));
       }
-      model.train_step({8, x.data(), nullptr, labels.data()}, p.params, p.grad_ptrs);
+      model.train_step({8, x.data(), labels.data()}, p.params, p.grad_ptrs);
       for (size_t i = 0; i < sum.size(); ++i)
         for (size_t e = 0; e < sum[i].size(); ++e) sum[i][e] += p.grads[i][e];
     }
