@@ -131,6 +131,44 @@ BOOST_AUTO_TEST_CASE(sparse_gradients_are_merged_over_the_devices) {
   }
 }
 
+// A graph with floats and two ids inputs, each read by its own table of its
+// own size: each part's rows come from its own ids (lookups()), per table.
+BOOST_AUTO_TEST_CASE(a_graph_of_two_tables_splits_like_one_device) {
+  model_spec spec;
+  spec.inputs = {{"numeric", {2}}, {"user", {2}, input_kind::ids}, {"item", {1}, input_kind::ids}};
+  auto table = [](std::string name, std::string input, int64_t vocabulary) {
+    layer_spec l{layer_kind::embedding, 3};
+    l.name = std::move(name), l.inputs = {std::move(input)}, l.vocabulary = vocabulary;
+    return l;
+  };
+  layer_spec both{layer_kind::concat};
+  both.inputs = {"numeric", "users", "items"};
+  spec.layers = {table("users", "user", 40), table("items", "item", 7), both, {layer_kind::dense, 2}};
+  BOOST_TEST_REQUIRE(!spec.check());
+  const int n = 9;
+  std::vector<float> x(size_t(n) * 5);
+  for (int e = 0; e < n; ++e) {
+    float* row = &x[size_t(e) * 5];
+    row[0] = 0.1f * float(e), row[1] = -0.2f * float(e);
+    row[2] = float(e * 11 % 40), row[3] = e % 4 == 0 ? -1.0f : float(e * 7 % 40), row[4] = float(e % 7);
+  }
+  std::vector<int32_t> labels(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) labels[size_t(i)] = i % 2;
+  const batch_view view{n, x.data(), labels.data()};
+  graph_model one(spec, cpu_ops());
+  host_parameters want(one.initial_values(5)), got(one.initial_values(5));
+  const auto r1 = one.train_step(view, want.params, want.grad_ptrs);
+  device_model split(spec, cpu_devices(2));
+  const auto r2 = split.train_step(view, got.params, got.grad_ptrs);
+  BOOST_TEST(r2.correct == r1.correct);
+  BOOST_TEST(r2.loss == r1.loss, boost::test_tools::tolerance(1e-5f));
+  for (size_t p : {0u, 1u}) {
+    BOOST_TEST(split.sparse_gradient(p).ids == one.sparse_gradient(p).ids);
+    check_near(split.sparse_gradient(p).rows, one.sparse_gradient(p).rows, one.parameters()[p].name);
+  }
+  for (size_t p = 2; p < want.grads.size(); ++p) check_near(got.grads[p], want.grads[p], one.parameters()[p].name);
+}
+
 BOOST_AUTO_TEST_CASE(synchronous_training_on_g_devices_ends_where_one_device_does) {
   // 30 SGD steps, the gradient of each whole batch applied at once (a SYNC
   // job's step): the parameters drift apart only by the rounding above. The
