@@ -3,6 +3,9 @@
 #define BOOST_TEST_MODULE model_config
 #include <boost/test/unit_test.hpp>
 
+#include <fstream>
+#include <iterator>
+
 #include "config/model_config.hpp"
 #include "messages/errors.hpp"
 
@@ -202,4 +205,17 @@ BOOST_AUTO_TEST_CASE(bad_graphs_name_line_and_node) {
     auto message = describe(spec.error());
     BOOST_TEST(message.find(c.part) != std::string::npos, "want \"" << c.part << "\" in: " << message);
   }
+}
+
+// config/README.md's graph example is a model that loads.
+BOOST_AUTO_TEST_CASE(the_readme_graph_example_loads) {
+  std::ifstream in(ACTORPS_SOURCE_DIR "/config/README.md");
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto begin = text.find("```toml\n[model]\n");
+  BOOST_REQUIRE(begin != std::string::npos);
+  const auto body = begin + 8, end = text.find("```", body);
+  auto spec = parse_model_toml(text.substr(body, end - body), "config/README.md");
+  BOOST_REQUIRE_MESSAGE(spec, why(spec));
+  BOOST_TEST(spec->inputs.size() == 2u);
+  BOOST_TEST(graph_model(*spec, reference_ops()).input_size() == 39);
 }
