@@ -32,7 +32,7 @@ double step_rate(int batch, int64_t input_size, const kernels_bench_options& opt
   for (auto& v : x) v = pixel(gen);
   std::vector<int32_t> labels(static_cast<size_t>(batch));
   for (int i = 0; i < batch; ++i) labels[size_t(i)] = i % 10;
-  const kernels::batch_view view{batch, x.data(), nullptr, labels.data()};
+  const kernels::batch_view view{batch, x.data(), labels.data()};
   for (int i = 0; i < 10; ++i) step(view);
   std::vector<double> rates;
   for (uint32_t rep = 0; rep < opts.repetitions; ++rep) {
@@ -48,7 +48,7 @@ double step_rate(int batch, int64_t input_size, const kernels_bench_options& opt
 
 double cnn_samples_per_second(int batch, int threads, const kernels_bench_options& opts) {
   kernels::set_cpu_threads(threads);
-  kernels::sequential_model model(kernels::model_spec::seed_cnn(), kernels::cpu_ops());
+  kernels::graph_model model(kernels::model_spec::seed_cnn(), kernels::cpu_ops());
   kernels::host_parameters p(model.initial_values(1));
   return step_rate(batch, model.input_size(), opts,
                    [&](const kernels::batch_view& b) { model.train_step(b, p.params, p.grad_ptrs); });
@@ -87,7 +87,7 @@ void print_cuda_rows(const kernels_bench_options& opts, double cpu_best) {
   fmt::print("cuda:0 {}: peak {:.1f} TFLOP/s FP32, {:.0f} GB/s\n", gpu.name, gpu.fp32_flops_per_s / 1e12,
              gpu.bytes_per_s / 1e9);
   fmt::print("{:>6} {:>12} {:>12} {:>12} {:>10}\n", "batch", "cuda", "floor", "of floor", "vs cpu");
-  kernels::sequential_model cpu(spec, kernels::cpu_ops());
+  kernels::graph_model cpu(spec, kernels::cpu_ops());
   kernels::host_parameters p(cpu.initial_values(1));
   kernels::device_model model(spec, {kernels::compute_device::cuda(0)});
   double parameters = 0;

@@ -35,7 +35,7 @@ int eval_failed(const caf::error& err) {
 // `ckpt` (read from `dir`) on the job's eval dataset.
 caf::expected<eval_result> evaluate_checkpoint(const job_spec& job, const train::checkpoint& ckpt,
                                                const std::string& dir) {
-  kernels::sequential_model model(job.model, kernels::cpu_ops());
+  kernels::graph_model model(job.model, kernels::cpu_ops());
   auto saved = train::model_variables(ckpt, dir, model.parameters());
   if (!saved) return saved.error();
   std::vector<const float*> params;
@@ -49,7 +49,7 @@ caf::expected<eval_result> evaluate_checkpoint(const job_spec& job, const train:
   eval_result out;
   int64_t correct = 0;
   while (pipeline->next(b)) {
-    auto r = model.evaluate({b.size(), b.x.data(), nullptr, b.labels.data()}, params);
+    auto r = model.evaluate({b.size(), b.x.data(), b.labels.data()}, params);
     out.loss += double(r.loss) * b.size();
     correct += r.correct;
     out.examples += b.size();

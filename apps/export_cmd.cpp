@@ -110,7 +110,7 @@ int run_export(const job_spec& job, const std::string& checkpoint_dir, const std
   if (!dir) return export_failed(dir.error());
   auto ckpt = train::newest_checkpoint(*dir, "export");
   if (!ckpt) return export_failed(ckpt.error());
-  kernels::sequential_model model(job.model, kernels::cpu_ops());
+  kernels::graph_model model(job.model, kernels::cpu_ops());
   auto vars = train::model_variables(*ckpt, *dir, model.parameters());
   if (!vars) return export_failed(vars.error());
   if (auto err = write_safetensors(out, header_of(*vars, *ckpt, job), *vars)) return export_failed(err);

@@ -8,7 +8,7 @@
 namespace actorps {
 
 single_process::single_process(const job_spec& job, data::pipeline train)
-    : job_(job), train_(std::move(train)), model_(new kernels::sequential_model(job.model, kernels::cpu_ops())) {
+    : job_(job), train_(std::move(train)), model_(new kernels::graph_model(job.model, kernels::cpu_ops())) {
   params_ = std::make_unique<kernels::host_parameters>(model_->initial_values(job.training.seed));
   const auto kind = static_cast<kernels::optimizer_kind>(job.training.optimizer.kind());
   for (auto& v : params_->values)
@@ -31,7 +31,7 @@ caf::expected<int64_t> single_process::train(int64_t steps, float learning_rate)
   int64_t examples = 0;
   for (int64_t i = 0; i < steps; ++i) {
     if (!train_.next(b)) return make_error(errc::invalid_config, "the job's dataset ended (add repeat)");
-    model_->train_step({b.size(), b.x.data(), nullptr, b.labels.data()}, p.params, p.grad_ptrs);
+    model_->train_step({b.size(), b.x.data(), b.labels.data()}, p.params, p.grad_ptrs);
     opt.step = ++steps_;  // Adam's bias correction, as a shard's version
     for (size_t v = 0, slot = 0; v < p.values.size(); ++v) {
       float* s[2] = {nullptr, nullptr};
@@ -49,7 +49,7 @@ caf::expected<double> single_process::evaluate() const {
   data::batch b;
   int64_t correct = 0, examples = 0;
   while (eval->next(b)) {
-    correct += model_->evaluate({b.size(), b.x.data(), nullptr, b.labels.data()}, params_->params).correct;
+    correct += model_->evaluate({b.size(), b.x.data(), b.labels.data()}, params_->params).correct;
     examples += b.size();
   }
   if (examples == 0) return make_error(errc::invalid_config, "the eval dataset is empty");

@@ -30,7 +30,7 @@ class single_process {
   single_process(const job_spec& job, data::pipeline train);
   const job_spec& job_;
   data::pipeline train_;
-  std::unique_ptr<kernels::sequential_model> model_;
+  std::unique_ptr<kernels::graph_model> model_;
   std::unique_ptr<kernels::host_parameters> params_;
   std::vector<std::vector<float>> slots_;
   int64_t steps_ = 0;  // updates applied (Adam's step)

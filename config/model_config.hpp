@@ -1,6 +1,7 @@
-// A model declared in TOML: a [model] table with the input shape, the loss
-// and an array of [[model.layers]] (see config/seed_cnn.toml). Errors name
-// file:line:column and the key path; the layers are checked to fit.
+// A model declared in TOML: a [model] table with the input shape (or named
+// [[model.inputs]]), the loss and an array of [[model.layers]], the graph's
+// nodes (see config/seed_cnn.toml, config/README.md). Errors name
+// file:line:column, the key path and the node; the graph is checked to fit.
 #pragma once
 
 #include <string>

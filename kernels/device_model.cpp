@@ -25,29 +25,22 @@ struct device_model::replica {
   // buffers are allocated again only when the part's size changes.
   batch_view upload(const batch_view& batch, int64_t per_example) {
     const int64_t count = int64_t(size) * per_example;
-    const bool images = batch.ids == nullptr;
-    if ((images ? x.size() : ids.size()) != count || labels.size() != size) {
-      x = tensor({images ? count : 0}, dev.kind());
-      ids = id_tensor({images ? 0 : count}, dev.kind());
+    if (x.size() != count || labels.size() != size) {
+      x = tensor({count}, dev.kind());
       labels = int_tensor({size}, dev.kind());
     }
-    const size_t examples = size_t(first) * size_t(per_example);
-    if (images)
-      dev.upload(x.data(), batch.x + examples, size_t(count) * sizeof(float));
-    else
-      dev.upload(ids.data(), batch.ids + examples, size_t(count) * sizeof(int64_t));
+    dev.upload(x.data(), batch.x + size_t(first) * size_t(per_example), size_t(count) * sizeof(float));
     dev.upload(labels.data(), batch.labels + first, size_t(size) * sizeof(int32_t));
-    return batch_view{size, images ? x.data() : nullptr, images ? nullptr : ids.data(), labels.data()};
+    return batch_view{size, x.data(), labels.data()};
   }
 
   compute_device dev;
-  sequential_model model;
+  graph_model model;
   std::vector<tensor> values, grads;  // per parameter (sparse ones: no gradient here)
   std::vector<const float*> value_ptrs;
   std::vector<float*> grad_ptrs;
   tensor x, received;  // received: device 0 only, another device's gradient
   int_tensor labels;
-  id_tensor ids;
   int first = 0, size = 0;  // rows [first, first + size) of the running batch
   step_result result;
 };
@@ -84,7 +77,7 @@ device_model::device_model(model_spec spec, std::vector<compute_device> devices)
       throw std::invalid_argument("device_model: " + d.name() + " beside " + devices_[0].name() +
                                   " (a worker's devices are of one kind)");
   if (devices_.size() == 1 && devices_[0].kind() == device::host) {
-    direct_ = std::make_unique<sequential_model>(spec_, devices_[0].ops());
+    direct_ = std::make_unique<graph_model>(spec_, devices_[0].ops());
     params_ = direct_->parameters();
     return;
   }
@@ -101,6 +94,10 @@ device_model::device_model(model_spec spec, std::vector<compute_device> devices)
 device_model::~device_model() = default;
 
 int64_t device_model::input_size() const { return direct_ ? direct_->input_size() : replicas_[0]->model.input_size(); }
+
+void device_model::lookups(const float* x, int n, std::vector<std::vector<int64_t>>& ids) const {
+  (direct_ ? *direct_ : replicas_[0]->model).lookups(x, n, ids);
+}
 
 const sparse_rows& device_model::sparse_gradient(size_t param) const {
   if (direct_) return direct_->sparse_gradient(param);
@@ -166,13 +163,14 @@ void device_model::load_values(const batch_view& batch, const std::vector<const 
       r.dev.copy_from(r0.dev, r.values[p].data(), r0.values[p].data(), bytes);
     }
   }
-  for (size_t p = 0; p < params_.size(); ++p) {
-    if (!params_[p].sparse) continue;
-    const int64_t dim = params_[p].shape[1], per = spec_.layers[0].inputs;
-    for (auto& r : replicas_) {
-      r->dev.select();
-      for (int64_t k = int64_t(r->first) * per; k < int64_t(r->first + r->size) * per; ++k) {
-        const int64_t id = batch.ids[k];
+  const int64_t per_example = input_size();
+  for (auto& r : replicas_) {
+    r->dev.select();
+    r->model.lookups(batch.x + r->first * per_example, r->size, lookups_);
+    for (size_t p = 0; p < params_.size(); ++p) {
+      if (!params_[p].sparse) continue;
+      const int64_t dim = params_[p].shape[1];
+      for (int64_t id : lookups_[p]) {
         if (id < 0 || id >= params_[p].shape[0]) continue;  // padding; out of range: the model refuses it
         r->dev.upload(r->values[p].data() + id * dim, params[p] + id * dim, size_t(dim) * sizeof(float));
       }

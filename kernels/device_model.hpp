@@ -36,12 +36,14 @@ class device_model {
   int64_t input_size() const;
   const std::vector<compute_device>& devices() const { return devices_; }
 
-  /// As sequential_model::train_step over the whole batch, with the batch,
+  /// As graph_model::train_step over the whole batch, with the batch,
   /// `params` and `grads` in host memory.
   step_result train_step(const batch_view& batch, const std::vector<const float*>& params,
                          const std::vector<float*>& grads);
   /// Forward and loss only (the mean over the whole batch).
   step_result evaluate(const batch_view& batch, const std::vector<const float*>& params);
+  /// As graph_model::lookups (examples x in host memory).
+  void lookups(const float* x, int n, std::vector<std::vector<int64_t>>& ids) const;
   /// The last train_step's gradient of sparse parameter i, over the whole batch.
   const sparse_rows& sparse_gradient(size_t param) const;
 
@@ -55,11 +57,12 @@ class device_model {
   model_spec spec_;
   std::vector<compute_device> devices_;
   std::vector<param_info> params_;
-  std::unique_ptr<sequential_model> direct_;  // one CPU device: no copies
+  std::unique_ptr<graph_model> direct_;  // one CPU device: no copies
   std::vector<std::unique_ptr<replica>> replicas_;
   std::vector<sparse_rows> sparse_;   // merged over the replicas
   std::vector<int64_t> merging_ids_;  // merge_sparse's scratch
   std::vector<float> merging_rows_;
+  std::vector<std::vector<int64_t>> lookups_;  // load_values' scratch: each sparse parameter's ids
 };
 
 }  // namespace actorps::kernels

@@ -1,5 +1,5 @@
-// A sequential model over an ops table: layers in order, parameters exposed
-// by name and shape (so the coordinator can create them as PS variables),
+// A model over an ops table: a DAG of nodes over named inputs, parameters
+// exposed by name and shape (so the coordinator can create them as PS variables),
 // forward + backward over a batch into named gradients, dense or sparse.
 // Activations and their gradients live in tensors on the table's device,
 // allocated once per batch size and reused: no heap traffic per step.
@@ -17,10 +17,25 @@
 
 namespace actorps::kernels {
 
-enum class layer_kind { conv2d, maxpool2d, flatten, dense, embedding };
+/// What a node computes. Each kind's shape rule, parameters, forward and
+/// backward live in one place, kernels/model/nodes.cpp.
+enum class layer_kind { conv2d, maxpool2d, flatten, dense, embedding, add, concat };
 enum class activation { none, relu };
 enum class loss_kind { softmax_xent, sigmoid_bce };
+/// What an input's columns hold: floats, or ids (floats in the batch,
+/// converted to int64 by the model) that only embeddings read.
+enum class input_kind { floats, ids };
 
+/// One named input of the model: `shape` per example ([c], [w, c] or
+/// [h, w, c]), its columns laid out consecutively in the example's flat
+/// float vector, after those of the inputs before it.
+struct input_spec {
+  std::string name;
+  std::vector<int64_t> shape;
+  input_kind kind = input_kind::floats;
+};
+
+/// One node of the graph (a "layer"). A plain struct: fill what its kind uses.
 struct layer_spec {
   layer_kind kind = layer_kind::dense;
   int units = 0;                 // conv2d: filters; dense: output units; embedding: dim
@@ -28,36 +43,45 @@ struct layer_spec {
   padding pad = padding::valid;  // conv2d
   int pool = 2;                  // maxpool2d: window = stride
   activation act = activation::none;
-  int64_t vocabulary = 0;          // embedding: table rows
-  int inputs = 1;                  // embedding: ids per example
-  combiner comb = combiner::mean;  // embedding
+  int64_t vocabulary = 0;             // embedding: table rows
+  int ids_per_example = 1;            // embedding in a model without `inputs`: the ids it reads
+  combiner comb = combiner::mean;     // embedding
+  std::string name{};                 // empty: "<kind>_<k>" (k-th node of its kind), e.g. "dense_1"
+  std::vector<std::string> inputs{};  // model inputs or nodes it reads; empty: the node before
+                                      // (node 0: the model's first input)
 };
 
 /// Why a model_spec cannot be built (kernels/ knows no caf::error: config/
 /// turns it into one, pointing at the layer's own table).
 struct spec_error {
-  std::optional<size_t> layer;  // the layer at fault; none: the input shape or the model as a whole
+  std::optional<size_t> layer;  // the node at fault; none: the inputs or the model as a whole
+  std::string node;             // its name (given or "<kind>_<k>")
   std::string what;             // e.g. "dense needs a flat input (add a flatten layer), got [26, 26, 32]"
-  /// "layer 2: " + what, or what alone.
+  /// "layer 2 (dense_0): " + what, or what alone.
   std::string message() const;
 };
 
+/// A model: named inputs and a DAG of nodes; the last node's output is the
+/// logits. A spec without `inputs` is the sequential form: one input, of
+/// [height, width, channels] floats, or of ids when node 0 is an embedding.
 struct model_spec {
-  int height = 28, width = 28, channels = 1;  // one input example, HWC (unused when layer 0 is an embedding)
+  int height = 28, width = 28, channels = 1;  // the sequential form's input, HWC
+  std::vector<input_spec> inputs;             // empty: the sequential form's one input "x"
   std::vector<layer_spec> layers;             // the last one's output = logits
   loss_kind loss = loss_kind::softmax_xent;   // sigmoid_bce: one logit, labels 0/1
 
   /// The seed CNN: Conv2D(32, 3, relu) -> MaxPool(2) -> Flatten -> Dense(64, relu) -> Dense(10).
   static model_spec seed_cnn();
-  /// None when the layers fit the input, else what does not (layer, shapes).
+  /// None when the graph is sound and its shapes fit, else what does not
+  /// (node, shapes): unknown input names, cycles, unused nodes, mismatches.
   [[nodiscard]] std::optional<spec_error> check() const;
-  /// True when examples are ids (layer 0 is an embedding), not images.
-  bool takes_ids() const;
+  /// `inputs`, or the sequential form's one input.
+  std::vector<input_spec> model_inputs() const;
   /// What one example's train step must at least do (a floor for
   /// benchmarks): FLOPs of its convolutions and dense layers (a multiply-add
-  /// is 2; the backward pass twice the forward, less the first layer's
-  /// input gradient, which is never needed) and the floats of its
-  /// activations, each written once and read once.
+  /// is 2; the backward pass twice the forward, less the input gradient of
+  /// nodes that read only model inputs, which is never needed) and the floats
+  /// of its activations, each written once and read once.
   struct example_cost {
     double flops = 0;
     double activations = 0;
@@ -78,12 +102,12 @@ struct step_result {
   int64_t correct = 0;  // examples predicted right (argmax, or logit > 0 for sigmoid)
 };
 
-/// One batch in the table's memory: x[size, h, w, c] (image models) or
-/// ids[size, inputs] (embedding models; negative = padding), labels[size].
+/// One batch in the table's memory: x[size, input_size()] (the examples'
+/// flat vectors: every input's columns, ids as floats; negative ids are
+/// padding), labels[size].
 struct batch_view {
   int size = 0;
   const float* x = nullptr;
-  const int64_t* ids = nullptr;
   const int32_t* labels = nullptr;
 };
 
@@ -103,24 +127,30 @@ struct host_parameters {
 /// The seed of parameter `index` in a model initialized with `seed`.
 inline uint64_t parameter_seed(uint64_t seed, size_t index) { return seed * 1000003u + index; }
 
-class sequential_model {
+class graph_model {
  public:
-  /// `spec` must pass check(); `ops` must outlive the model.
-  sequential_model(model_spec spec, const ops_table& ops);
-  ~sequential_model();
-  sequential_model(const sequential_model&) = delete;
-  sequential_model& operator=(const sequential_model&) = delete;
+  /// `ops` must outlive the model; throws std::invalid_argument with
+  /// check()'s message when `spec` does not pass it.
+  graph_model(model_spec spec, const ops_table& ops);
+  ~graph_model();
+  graph_model(const graph_model&) = delete;
+  graph_model& operator=(const graph_model&) = delete;
 
   const model_spec& spec() const { return spec_; }
   const std::vector<param_info>& parameters() const { return params_; }
   int classes() const;
-  int64_t input_size() const;  // floats (or ids) per example
+  int64_t input_size() const;  // floats per example: all inputs' columns
 
   /// Every parameter initialized as parameters()[i].init says (glorot-uniform
   /// kernels, zero biases, uniform(-0.05, 0.05) embeddings: Keras'
   /// defaults), parameter i seeded with parameter_seed(seed, i) (host
   /// memory, in parameters() order).
   std::vector<std::vector<float>> initial_values(uint64_t seed) const;
+
+  /// The ids each parameter's rows are looked up by in examples x[n,
+  /// input_size()] (host memory): ids[i] for sparse parameter i (padding
+  /// included), empty for dense ones. What a worker pulls before a step.
+  void lookups(const float* x, int n, std::vector<std::vector<int64_t>>& ids) const;
 
   /// Forward and backward: fills grads[i] (shape of parameters()[i], in the
   /// table's memory) for dense parameters; sparse ones (grads[i] unused) are
@@ -135,16 +165,20 @@ class sequential_model {
   /// their rows, in host memory.
   const sparse_rows& sparse_gradient(size_t param) const;
 
+  struct graph;  // the resolved spec (kernels/model/graph.hpp)
+  struct plan;   // one batch size's buffers (kernels/model/plan.hpp)
+
  private:
-  struct plan;
   void ensure_plan(int batch);
-  std::unique_ptr<plan> build_plan(int batch) const;
   step_result forward(const batch_view& batch, const std::vector<const float*>& params);
+  void backward(const std::vector<const float*>& params, const std::vector<float*>& grads);
 
   model_spec spec_;
   const ops_table& ops_;
+  std::unique_ptr<graph> graph_;
   std::vector<param_info> params_;
-  std::vector<bool> relu_after_;              // per layer: a relu on its output (moved past a following max pool)
+  std::vector<size_t> first_param_;           // per node: its first parameter's index
+  std::vector<bool> relu_after_;              // per node: a relu on its output (moved past a following max pool)
   static constexpr size_t max_plans = 4;      // training, its short last batch, evaluation, one spare
   std::vector<std::unique_ptr<plan>> plans_;  // least recently used first; back() is the current one
 };

@@ -11,12 +11,7 @@
 #include <cstdint>
 #include <string>
 
-// Shape helpers that CUDA kernels call too.
-#ifdef __CUDACC__
-#define ACTORPS_HOST_DEVICE __host__ __device__
-#else
-#define ACTORPS_HOST_DEVICE
-#endif
+#include "kernels/host_device.hpp"
 
 namespace actorps::kernels {
 

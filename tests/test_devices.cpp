@@ -47,7 +47,7 @@ void check_near(const std::vector<float>& got, const std::vector<float>& want, c
 struct image_batch {
   std::vector<float> x;
   std::vector<int32_t> labels;
-  batch_view view() const { return {int(labels.size()), x.data(), nullptr, labels.data()}; }
+  batch_view view() const { return {int(labels.size()), x.data(), labels.data()}; }
 };
 
 image_batch images(const model_spec& spec, int n, unsigned seed) {
@@ -60,7 +60,7 @@ image_batch images(const model_spec& spec, int n, unsigned seed) {
 // One device's gradients of the whole batch, and G devices' of the same.
 void check_split(int g, int batch) {
   const auto spec = model_spec::seed_cnn();
-  sequential_model one(spec, cpu_ops());
+  graph_model one(spec, cpu_ops());
   device_model split(spec, cpu_devices(g));
   host_parameters want(one.initial_values(3)), got(one.initial_values(3));
   const auto b = images(spec, batch, 5);
@@ -89,7 +89,7 @@ BOOST_AUTO_TEST_CASE(a_device_that_skips_its_part_of_the_batch_is_caught) {
   // The check above can fail: the gradient of 16 of the 17 examples (what
   // a split that lost a row would give) is outside its tolerance.
   const auto spec = model_spec::seed_cnn();
-  sequential_model one(spec, cpu_ops());
+  graph_model one(spec, cpu_ops());
   host_parameters all(one.initial_values(3)), fewer(one.initial_values(3));
   auto b = images(spec, 17, 5);
   one.train_step(b.view(), all.params, all.grad_ptrs);
@@ -109,12 +109,12 @@ BOOST_AUTO_TEST_CASE(sparse_gradients_are_merged_over_the_devices) {
                  {layer_kind::dense, 3, 3, padding::valid, 2, activation::none}};
   BOOST_TEST_REQUIRE(!spec.check());
   const int n = 11;
-  std::vector<int64_t> ids(size_t(n) * 3);
-  for (size_t i = 0; i < ids.size(); ++i) ids[i] = i % 5 == 4 ? -1 : int64_t((i * 13) % 50);  // repeats, padding
+  std::vector<float> ids(size_t(n) * 3);  // ids as the batch carries them: floats
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = i % 5 == 4 ? -1.0f : float((i * 13) % 50);  // repeats, padding
   std::vector<int32_t> labels(static_cast<size_t>(n));
   for (int i = 0; i < n; ++i) labels[size_t(i)] = i % 3;
-  const batch_view view{n, nullptr, ids.data(), labels.data()};
-  sequential_model one(spec, cpu_ops());
+  const batch_view view{n, ids.data(), labels.data()};
+  graph_model one(spec, cpu_ops());
   host_parameters want(one.initial_values(7)), got(one.initial_values(7));
   const auto r1 = one.train_step(view, want.params, want.grad_ptrs);
   const auto& s1 = one.sparse_gradient(0);
@@ -129,6 +129,44 @@ BOOST_AUTO_TEST_CASE(sparse_gradients_are_merged_over_the_devices) {
       for (size_t p = 1; p < want.grads.size(); ++p) check_near(got.grads[p], want.grads[p], one.parameters()[p].name);
     }
   }
+}
+
+// A graph with floats and two ids inputs, each read by its own table of its
+// own size: each part's rows come from its own ids (lookups()), per table.
+BOOST_AUTO_TEST_CASE(a_graph_of_two_tables_splits_like_one_device) {
+  model_spec spec;
+  spec.inputs = {{"numeric", {2}}, {"user", {2}, input_kind::ids}, {"item", {1}, input_kind::ids}};
+  auto table = [](std::string name, std::string input, int64_t vocabulary) {
+    layer_spec l{layer_kind::embedding, 3};
+    l.name = std::move(name), l.inputs = {std::move(input)}, l.vocabulary = vocabulary;
+    return l;
+  };
+  layer_spec both{layer_kind::concat};
+  both.inputs = {"numeric", "users", "items"};
+  spec.layers = {table("users", "user", 40), table("items", "item", 7), both, {layer_kind::dense, 2}};
+  BOOST_TEST_REQUIRE(!spec.check());
+  const int n = 9;
+  std::vector<float> x(size_t(n) * 5);
+  for (int e = 0; e < n; ++e) {
+    float* row = &x[size_t(e) * 5];
+    row[0] = 0.1f * float(e), row[1] = -0.2f * float(e);
+    row[2] = float(e * 11 % 40), row[3] = e % 4 == 0 ? -1.0f : float(e * 7 % 40), row[4] = float(e % 7);
+  }
+  std::vector<int32_t> labels(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) labels[size_t(i)] = i % 2;
+  const batch_view view{n, x.data(), labels.data()};
+  graph_model one(spec, cpu_ops());
+  host_parameters want(one.initial_values(5)), got(one.initial_values(5));
+  const auto r1 = one.train_step(view, want.params, want.grad_ptrs);
+  device_model split(spec, cpu_devices(2));
+  const auto r2 = split.train_step(view, got.params, got.grad_ptrs);
+  BOOST_TEST(r2.correct == r1.correct);
+  BOOST_TEST(r2.loss == r1.loss, boost::test_tools::tolerance(1e-5f));
+  for (size_t p : {0u, 1u}) {
+    BOOST_TEST(split.sparse_gradient(p).ids == one.sparse_gradient(p).ids);
+    check_near(split.sparse_gradient(p).rows, one.sparse_gradient(p).rows, one.parameters()[p].name);
+  }
+  for (size_t p = 2; p < want.grads.size(); ++p) check_near(got.grads[p], want.grads[p], one.parameters()[p].name);
 }
 
 BOOST_AUTO_TEST_CASE(synchronous_training_on_g_devices_ends_where_one_device_does) {
@@ -147,7 +185,7 @@ BOOST_AUTO_TEST_CASE(synchronous_training_on_g_devices_ends_where_one_device_doe
   std::vector<std::vector<float>> ends;
   for (int g : {1, 2, 3}) {
     device_model model(spec, cpu_devices(g));
-    sequential_model probe(spec, reference_ops());
+    graph_model probe(spec, reference_ops());
     host_parameters p(probe.initial_values(11));
     for (int step = 0; step < 30; ++step) {
       const auto b = images(spec, 24, unsigned(100 + step));
@@ -171,7 +209,7 @@ BOOST_AUTO_TEST_CASE(cuda_devices_exist_only_where_a_gpu_does) {
       std::vector<compute_device> gpus;
       for (int i = 0; i < g; ++i) gpus.push_back(compute_device::cuda(i));
       const auto spec = model_spec::seed_cnn();
-      sequential_model one(spec, cpu_ops());
+      graph_model one(spec, cpu_ops());
       device_model split(spec, std::move(gpus));
       host_parameters want(one.initial_values(3)), got(one.initial_values(3));
       const auto b = images(spec, 17, 5);

@@ -1,9 +1,10 @@
-// The sequential model: parameters by name and shape, gradients of the
+// graph_model over sequential specs: parameters by name and shape, gradients of the
 // whole seed CNN against finite differences, fast CPU = reference, and a
 // model that learns.
 #define BOOST_TEST_MODULE model
 #include <boost/test/unit_test.hpp>
 
+#include <cstring>
 #include <random>
 
 #include "kernels/model.hpp"
@@ -50,7 +51,7 @@ struct guarded_gradients {
   }
 };
 
-batch_data random_batch(const sequential_model& model, int batch, unsigned seed) {
+batch_data random_batch(const graph_model& model, int batch, unsigned seed) {
   batch_data b{random_vector(batch * model.input_size(), seed), std::vector<int32_t>(size_t(batch))};
   for (int i = 0; i < batch; ++i) b.labels[size_t(i)] = (i * 3 + int(seed)) % model.classes();
   return b;
@@ -59,7 +60,7 @@ batch_data random_batch(const sequential_model& model, int batch, unsigned seed)
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(seed_cnn_parameters) {
-  sequential_model model(model_spec::seed_cnn(), reference_ops());
+  graph_model model(model_spec::seed_cnn(), reference_ops());
   auto& p = model.parameters();
   BOOST_REQUIRE(p.size() == 6u);
   BOOST_TEST(p[0].name == "conv2d_0/kernel");
@@ -93,12 +94,12 @@ BOOST_AUTO_TEST_CASE(spec_errors_name_the_layer) {
   auto bad = m.check();
   BOOST_REQUIRE(bad);
   BOOST_TEST(bad->layer.value_or(99) == 2u);
-  BOOST_TEST(bad->message() == "layer 2: dense needs a flat input (add a flatten layer), got [13, 13, 32]");
+  BOOST_TEST(bad->message() == "layer 2 (dense_0): dense needs a flat input (add a flatten layer), got [13, 13, 32]");
   m = model_spec::seed_cnn();
   m.layers[0].kernel = 40;
   bad = m.check();
   BOOST_REQUIRE(bad);
-  BOOST_TEST(bad->message() == "layer 0: conv2d kernel 40 larger than its input [28, 28, 1]");
+  BOOST_TEST(bad->message() == "layer 0 (conv2d_0): conv2d kernel 40 larger than its input [28, 28, 1]");
   m = model_spec::seed_cnn();
   m.layers.back().act = activation::relu;
   bad = m.check();
@@ -112,17 +113,15 @@ BOOST_AUTO_TEST_CASE(spec_errors_name_the_layer) {
 BOOST_AUTO_TEST_CASE(whole_model_gradients_match_finite_differences) {
   for (const auto& spec : {small_cnn(), model_spec::seed_cnn()}) {
     BOOST_TEST_CONTEXT((spec.height == 28 ? "seed CNN" : "small CNN")) {
-      sequential_model model(spec, reference_ops());
+      graph_model model(spec, reference_ops());
       auto values = model.initial_values(11);
       for (size_t i = 1; i < values.size(); i += 2)  // non-zero biases (kernels stay
         for (auto& x : values[i]) x = 0.05f;         // glorot: loss ~2, float32 noise small)
       const int batch = 3;
       auto data = random_batch(model, batch, 5);
       guarded_gradients g(values);
-      model.train_step({batch, data.x.data(), nullptr, data.labels.data()}, g.params, g.ptrs);
-      auto loss = [&] {
-        return double(model.evaluate({batch, data.x.data(), nullptr, data.labels.data()}, g.params).loss);
-      };
+      model.train_step({batch, data.x.data(), data.labels.data()}, g.params, g.ptrs);
+      auto loss = [&] { return double(model.evaluate({batch, data.x.data(), data.labels.data()}, g.params).loss); };
       // A first-layer weight feeds thousands of ReLUs and pool windows, so some
       // probes straddle a kink (skipped, at most a quarter of them); float32
       // loss noise (~1e-7 * loss / h) stays far below tol.
@@ -135,7 +134,7 @@ BOOST_AUTO_TEST_CASE(whole_model_gradients_match_finite_differences) {
 BOOST_AUTO_TEST_CASE(fast_tables_train_like_the_reference) {
   for (auto* ops : fast_tables()) {
     BOOST_TEST_CONTEXT(ops->name) {
-      sequential_model ref(model_spec::seed_cnn(), reference_ops()), fast(model_spec::seed_cnn(), *ops);
+      graph_model ref(model_spec::seed_cnn(), reference_ops()), fast(model_spec::seed_cnn(), *ops);
       auto values = ref.initial_values(2);
       const int batch = 4;
       auto data = random_batch(ref, batch, 9);
@@ -157,8 +156,8 @@ BOOST_AUTO_TEST_CASE(fast_tables_train_like_the_reference) {
         p_fast.push_back(dev_grads.back().data());
         g_fast.emplace_back(int64_t(v.size()));
       }
-      auto r1 = ref.train_step({batch, data.x.data(), nullptr, data.labels.data()}, ref_grads.params, ref_grads.ptrs);
-      auto r2 = fast.train_step({batch, x.data(), nullptr, labels.data()}, fast_params, p_fast);
+      auto r1 = ref.train_step({batch, data.x.data(), data.labels.data()}, ref_grads.params, ref_grads.ptrs);
+      auto r2 = fast.train_step({batch, x.data(), labels.data()}, fast_params, p_fast);
       BOOST_TEST(r1.loss == r2.loss, boost::test_tools::tolerance(1e-5f));
       BOOST_TEST(r1.correct == r2.correct);
       for (size_t i = 0; i < values.size(); ++i) {
@@ -176,13 +175,13 @@ BOOST_AUTO_TEST_CASE(switching_batch_sizes_matches_a_fresh_model) {
   const auto spec = small_cnn();
   for (auto* ops : {&reference_ops(), fast_tables()[0]}) {
     BOOST_TEST_CONTEXT(ops->name) {
-      sequential_model model(spec, *ops);
+      graph_model model(spec, *ops);
       auto values = model.initial_values(3);
       for (int batch : {4, 7, 4, 3, 5, 6, 2, 4, 7}) {
         BOOST_TEST_CONTEXT("batch " << batch) {
           auto data = random_batch(model, batch, unsigned(batch));
-          const batch_view view{batch, data.x.data(), nullptr, data.labels.data()};
-          sequential_model fresh(spec, *ops);
+          const batch_view view{batch, data.x.data(), data.labels.data()};
+          graph_model fresh(spec, *ops);
           guarded_gradients kept(values), fresh_grads(values);
           auto eval = model.evaluate(view, kept.params);
           auto r1 = model.train_step(view, kept.params, kept.ptrs);
@@ -200,7 +199,7 @@ BOOST_AUTO_TEST_CASE(switching_batch_sizes_matches_a_fresh_model) {
 BOOST_AUTO_TEST_CASE(seed_cnn_learns_a_synthetic_task) {
   // Class c = a bright 6x6 square at one of 10 places on a noisy image.
   set_cpu_threads(1);
-  sequential_model model(model_spec::seed_cnn(), cpu_ops());
+  graph_model model(model_spec::seed_cnn(), cpu_ops());
   host_parameters p(model.initial_values(1));
   std::mt19937 gen(42);
   std::uniform_real_distribution<float> noise(0, 0.3f);
@@ -223,14 +222,14 @@ BOOST_AUTO_TEST_CASE(seed_cnn_learns_a_synthetic_task) {
   float first_loss = 0;
   for (int step = 0; step < 150; ++step) {
     make(32, x, y);
-    auto r = model.train_step({32, x.data(), nullptr, y.data()}, p.params, p.grad_ptrs);
+    auto r = model.train_step({32, x.data(), y.data()}, p.params, p.grad_ptrs);
     if (step == 0) first_loss = r.loss;
     for (size_t i = 0; i < p.values.size(); ++i)
       cpu_ops().apply_dense(optimizer_kind::sgd, sgd, int64_t(p.values[i].size()), p.value_ptrs[i], nullptr,
                             p.grad_views[i]);
   }
   make(500, x, y);
-  auto eval = model.evaluate({500, x.data(), nullptr, y.data()}, p.params);
+  auto eval = model.evaluate({500, x.data(), y.data()}, p.params);
   BOOST_TEST_MESSAGE("loss " << first_loss << " -> " << eval.loss << ", accuracy " << eval.correct / 5.0 << "%");
   BOOST_TEST(eval.loss < first_loss / 4);
   BOOST_TEST(eval.correct >= 475);  // >= 95%
@@ -243,7 +242,7 @@ model_spec embedding_model(int64_t vocabulary) {
   model_spec m;
   layer_spec emb{layer_kind::embedding, 4};
   emb.vocabulary = vocabulary;
-  emb.inputs = 3;
+  emb.ids_per_example = 3;
   emb.comb = combiner::mean;
   m.layers = {emb,
               {layer_kind::dense, 8, 3, padding::valid, 2, activation::relu},
@@ -255,7 +254,7 @@ model_spec embedding_model(int64_t vocabulary) {
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(embedding_model_gradients_are_sparse_and_match_finite_differences) {
-  sequential_model model(embedding_model(20), reference_ops());
+  graph_model model(embedding_model(20), reference_ops());
   BOOST_TEST(!model.spec().check());
   auto& p = model.parameters();
   BOOST_REQUIRE(p.size() == 5u);
@@ -266,12 +265,12 @@ BOOST_AUTO_TEST_CASE(embedding_model_gradients_are_sparse_and_match_finite_diffe
   auto values = model.initial_values(5);
   for (float v : values[0]) BOOST_TEST(std::abs(v) <= 0.05f);
   for (size_t i = 2; i < values.size(); i += 2)
-    for (auto& x : values[i]) x = 0.05f;  // non-zero biases
-  const std::vector<int64_t> ids{3, 7, -1, 3, 3, 11, 0, 19, 7, -1, -1, 5};
+    for (auto& x : values[i]) x = 0.05f;                                  // non-zero biases
+  const std::vector<float> ids{3, 7, -1, 3, 3, 11, 0, 19, 7, -1, -1, 5};  // ids as the batch carries them
   const std::vector<int32_t> labels{1, 0, 1, 0};
   guarded_gradients g(values);
   g.ptrs[0] = nullptr;  // sparse: read through sparse_gradient()
-  batch_view batch{4, nullptr, ids.data(), labels.data()};
+  batch_view batch{4, ids.data(), labels.data()};
   model.train_step(batch, g.params, g.ptrs);
   auto& sparse = model.sparse_gradient(0);
   BOOST_TEST((sparse.ids == std::vector<int64_t>{0, 3, 5, 7, 11, 19}));  // touched rows only
@@ -287,28 +286,28 @@ BOOST_AUTO_TEST_CASE(embedding_model_gradients_are_sparse_and_match_finite_diffe
 
 BOOST_AUTO_TEST_CASE(embedding_model_learns_with_sparse_updates) {
   // Label 1 when any of an example's ids is below 10 (of 100).
-  sequential_model model(embedding_model(100), cpu_ops());
+  graph_model model(embedding_model(100), cpu_ops());
   host_parameters p(model.initial_values(8));
   std::vector<std::vector<float>> slots;  // adagrad accumulators
   for (auto& v : p.values) slots.emplace_back(v.size(), 0.1f);
   std::mt19937 gen(3);
-  auto make = [&](int n, std::vector<int64_t>& ids, std::vector<int32_t>& y) {
+  auto make = [&](int n, std::vector<float>& ids, std::vector<int32_t>& y) {
     ids.resize(size_t(n) * 3);
     y.resize(size_t(n));
     for (int i = 0; i < n; ++i) {
       bool positive = gen() % 2 == 0;
-      for (int j = 0; j < 3; ++j) ids[size_t(i * 3 + j)] = 10 + int64_t(gen() % 90);
-      if (positive) ids[size_t(i * 3 + int(gen() % 3))] = int64_t(gen() % 10);
+      for (int j = 0; j < 3; ++j) ids[size_t(i * 3 + j)] = float(10 + gen() % 90);
+      if (positive) ids[size_t(i * 3 + int(gen() % 3))] = float(gen() % 10);
       y[size_t(i)] = positive ? 1 : 0;
     }
   };
   optimizer_params opt;
   opt.lr = 0.2f;
-  std::vector<int64_t> ids;
+  std::vector<float> ids;
   std::vector<int32_t> y;
   for (int step = 0; step < 300; ++step) {
     make(32, ids, y);
-    model.train_step({32, nullptr, ids.data(), y.data()}, p.params, p.grad_ptrs);
+    model.train_step({32, ids.data(), y.data()}, p.params, p.grad_ptrs);
     auto& g = model.sparse_gradient(0);
     float* table_slots[1] = {slots[0].data()};
     cpu_ops().apply_sparse(optimizer_kind::adagrad, opt, int64_t(g.ids.size()), g.dim, g.ids.data(), p.value_ptrs[0],
@@ -320,7 +319,7 @@ BOOST_AUTO_TEST_CASE(embedding_model_learns_with_sparse_updates) {
     }
   }
   make(1000, ids, y);
-  auto eval = model.evaluate({1000, nullptr, ids.data(), y.data()}, p.params);
+  auto eval = model.evaluate({1000, ids.data(), y.data()}, p.params);
   BOOST_TEST_MESSAGE("embedding model: loss " << eval.loss << ", accuracy " << eval.correct / 10.0 << "%");
   BOOST_TEST(eval.correct >= 950);
 }
@@ -334,17 +333,80 @@ BOOST_AUTO_TEST_CASE(embedding_spec_and_id_errors) {
   BOOST_TEST(m.check().value().message() == "loss sigmoid_bce needs a last layer of 1 unit, got 2");
   m = embedding_model(10);
   m.layers[0].vocabulary = 0;
-  BOOST_TEST(m.check().value().message() == "layer 0: embedding needs vocabulary > 0, dim > 0 and inputs > 0");
-  sequential_model model(embedding_model(10), cpu_ops());
+  BOOST_TEST(m.check().value().message() ==
+             "layer 0 (embedding_0): embedding needs vocabulary > 0, dim > 0 and inputs > 0");
+  graph_model model(embedding_model(10), cpu_ops());
   auto values = model.initial_values(1);
   std::vector<const float*> params;
   for (auto& v : values) params.push_back(v.data());
-  const std::vector<int64_t> ids{1, 2, 3, 4, 10, 5};
+  const std::vector<float> ids{1, 2, 3, 4, 10, 5};
   const std::vector<int32_t> y{0, 1};
   try {
-    model.evaluate({2, nullptr, ids.data(), y.data()}, params);
+    model.evaluate({2, ids.data(), y.data()}, params);
     BOOST_ERROR("an id outside the vocabulary was accepted");
   } catch (const std::out_of_range& e) {
     BOOST_TEST(std::string(e.what()) == "example 1: id 10 outside the vocabulary [0, 10)");
+  }
+}
+
+namespace {
+
+// FNV-1a over the floats' bits: equal hashes, bit-identical gradients.
+uint64_t bits_hash(const float* p, size_t n) {
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t b;
+    std::memcpy(&b, p + i, 4);
+    for (int k = 0; k < 4; ++k) h = (h ^ ((b >> (8 * k)) & 0xff)) * 1099511628211ull;
+  }
+  return h;
+}
+
+struct recorded_step {
+  float loss;
+  int64_t correct;
+  std::vector<uint64_t> grads;  // bits_hash per parameter (sparse: its rows)
+};
+
+}  // namespace
+
+// Sequential specs run as graphs compute bit for bit what the sequential
+// model did before graphs (numbers recorded with main's sequential_model,
+// 2026-12-06, reference table; the CPU table matched too on that machine).
+BOOST_AUTO_TEST_CASE(sequential_specs_compute_what_they_did_before) {
+  const recorded_step want[] = {
+      {0x1.7db12ap+0f,
+       1,
+       {0xb7f9cc6d7ce9970bull, 0x25e22c2b00666ea6ull, 0xc95ed1ef658f69f6ull, 0x05f1b3dde55f220aull,
+        0x4f5dd14944aacff2ull, 0x713615137e5a6c52ull, 0x780a399222de7f6bull, 0x7094c3d2186f2352ull}},
+      {0x1.261d24p+1f,
+       2,
+       {0xc1820afc01510e27ull, 0xc6a6208b6e9dc3afull, 0x86f1ed24e17dc24bull, 0xfbbc64a1be82a69eull,
+        0x73142ab8ce88e160ull, 0x3f16aac38fb1f002ull}},
+      {0x1.633adap-1f,
+       2,
+       {0xdb148271e113f433ull, 0xf09a4c658015dd74ull, 0x604c5804a7633251ull, 0x13eb96193ecf37faull,
+        0xec985ab94b2bc5e9ull}},
+  };
+  const model_spec specs[] = {small_cnn(), model_spec::seed_cnn(), embedding_model(20)};
+  for (size_t s = 0; s < 3; ++s) {
+    BOOST_TEST_CONTEXT("spec " << s) {
+      graph_model m(specs[s], reference_ops());
+      host_parameters p(m.initial_values(11));
+      const int n = 5;
+      const bool ids = s == 2;
+      std::vector<float> x(size_t(n * m.input_size()));
+      for (size_t i = 0; i < x.size(); ++i) x[i] = ids ? float(int(i * 7 % 21) - 1) : float(std::sin(0.37 * double(i)));
+      std::vector<int32_t> labels(n);
+      for (int i = 0; i < n; ++i) labels[size_t(i)] = ids ? i % 2 : (i * 3 + 1) % m.classes();
+      auto r = m.train_step({n, x.data(), labels.data()}, p.params, p.grad_ptrs);
+      BOOST_TEST(r.loss == want[s].loss);
+      BOOST_TEST(r.correct == want[s].correct);
+      for (size_t i = 0; i < p.grads.size(); ++i) {
+        const auto& g = m.parameters()[i].sparse ? m.sparse_gradient(i).rows : p.grads[i];
+        const uint64_t h = bits_hash(g.data(), g.size());
+        BOOST_TEST(h == want[s].grads[i], m.parameters()[i].name);
+      }
+    }
   }
 }

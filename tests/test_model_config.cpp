@@ -3,6 +3,9 @@
 #define BOOST_TEST_MODULE model_config
 #include <boost/test/unit_test.hpp>
 
+#include <fstream>
+#include <iterator>
+
 #include "config/model_config.hpp"
 #include "messages/errors.hpp"
 
@@ -44,7 +47,7 @@ BOOST_AUTO_TEST_CASE(seed_cnn_file_is_the_seed_cnn) {
       if (a.kind == layer_kind::maxpool2d) BOOST_TEST(a.pool == b.pool);
     }
   }
-  sequential_model model(*spec, reference_ops());
+  graph_model model(*spec, reference_ops());
   BOOST_TEST(model.parameters()[2].name == "dense_0/kernel");
   BOOST_TEST((model.parameters()[2].shape == std::vector<int64_t>{5408, 64}));
 }
@@ -52,12 +55,12 @@ BOOST_AUTO_TEST_CASE(seed_cnn_file_is_the_seed_cnn) {
 BOOST_AUTO_TEST_CASE(embedding_model_file_loads) {
   auto spec = load_model_file(ACTORPS_SOURCE_DIR "/config/embedding_model.toml");
   BOOST_REQUIRE_MESSAGE(spec, why(spec));
-  BOOST_TEST(spec->takes_ids());
+  BOOST_TEST(int(spec->model_inputs()[0].kind) == int(input_kind::ids));
   BOOST_TEST(int(spec->loss) == int(loss_kind::sigmoid_bce));
   BOOST_TEST(spec->layers[0].vocabulary == 1000);
-  BOOST_TEST(spec->layers[0].inputs == 3);
+  BOOST_TEST(spec->layers[0].ids_per_example == 3);
   BOOST_TEST(int(spec->layers[0].comb) == int(combiner::mean));
-  sequential_model model(*spec, reference_ops());
+  graph_model model(*spec, reference_ops());
   BOOST_TEST(model.parameters()[0].sparse);
 }
 
@@ -79,11 +82,12 @@ BOOST_AUTO_TEST_CASE(bad_models_name_line_key_and_expectation) {
        "bad.toml:7:11: model.layers[0].padding: expected one of \"valid\", \"same\""},
       {kHead + conv("activation = \"tanh\"\n") + kLogits,
        "model.layers[0].activation: expected one of \"none\", \"relu\""},
-      {kHead + conv("stride = 2\n") + kLogits, "model.layers[0].stride: unknown key (expected one of: type, filters"},
+      {kHead + conv("stride = 2\n") + kLogits,
+       "model.layers[0].stride: unknown key (expected one of: type, name, inputs, filters"},
       {kHead + conv("") + "[[model.layers]]\ntype = \"dense\"\nunits = 10\n",
-       "model.layers[1]: dense needs a flat input (add a flatten layer), got [6, 6, 4]"},
+       "model.layers[1] (dense_0): dense needs a flat input (add a flatten layer), got [6, 6, 4]"},
       {kHead + "[[model.layers]]\ntype = \"conv2d\"\nfilters = 4\nkernel = 9\n" + kLogits,
-       "model.layers[0]: conv2d kernel 9 larger than its input [8, 8, 1]"},
+       "model.layers[0] (conv2d_0): conv2d kernel 9 larger than its input [8, 8, 1]"},
       {kHead + "[[model.layers]]\ntype = \"dense\"\nunits = 0\n", "model.layers[0].units: expected an integer in 1.."},
       {"[model]\ninput = [28, 28]\n" + kLogits, "bad.toml:2:9: model.input: expected [height, width, channels]"},
       {"[model]\ninput = [28, -1, 1]\n" + kLogits, "model.input[1]: expected an integer in 1..65536"},
@@ -95,7 +99,7 @@ BOOST_AUTO_TEST_CASE(bad_models_name_line_key_and_expectation) {
       {"[model]\n[[model.layers]]\ntype = \"embedding\"\nvocabulary = 9\ndim = 4\ncombiner = \"max\"\n" + kLogits,
        "model.layers[0].combiner: expected one of \"sum\", \"mean\""},
       {"[model]\ninput = [1, 1, 8]\n" + kLogits + "[[model.layers]]\ntype = \"embedding\"\nvocabulary = 9\ndim = 4\n",
-       "model.layers[1]: embedding must be the first layer"},
+       "model.layers[1] (embedding_0): embedding needs an ids input, got floats from 'dense_0'"},
       {"[model\n", "bad.toml:1:7: TOML syntax error"},
   };
   for (auto& c : cases) {
@@ -105,4 +109,113 @@ BOOST_AUTO_TEST_CASE(bad_models_name_line_key_and_expectation) {
   auto missing = load_model_file("/nonexistent/model.toml");
   BOOST_REQUIRE(!missing);
   BOOST_TEST(describe(missing.error()) == "/nonexistent/model.toml: cannot open file");
+}
+
+namespace {
+
+// numeric [4] floats and categorical [3] ids -> dense and embedding -> concat -> logits.
+const std::string kTwoInputs = R"([model]
+loss = "sigmoid_bce"
+
+[[model.inputs]]
+name = "numeric"
+shape = [4]
+
+[[model.inputs]]
+name = "categorical"
+shape = [3]
+kind = "ids"
+
+[[model.layers]]
+name = "deep"
+type = "dense"
+units = 8
+activation = "relu"
+inputs = ["numeric"]
+
+[[model.layers]]
+type = "embedding"
+inputs = ["categorical"]
+vocabulary = 50
+dim = 5
+
+[[model.layers]]
+type = "concat"
+inputs = ["deep", "embedding_0"]
+
+[[model.layers]]
+name = "logit"
+type = "dense"
+units = 1
+)";
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_two_input_graph_loads) {
+  auto spec = parse_model_toml(kTwoInputs, "two.toml");
+  BOOST_REQUIRE_MESSAGE(spec, why(spec));
+  BOOST_REQUIRE(spec->inputs.size() == 2u);
+  BOOST_TEST(spec->inputs[1].name == "categorical");
+  BOOST_TEST(int(spec->inputs[1].kind) == int(input_kind::ids));
+  BOOST_TEST((spec->layers[2].inputs == std::vector<std::string>{"deep", "embedding_0"}));
+  graph_model model(*spec, reference_ops());
+  BOOST_TEST(model.input_size() == 7);
+  std::vector<std::string> names;
+  for (auto& p : model.parameters()) names.push_back(p.name);
+  BOOST_TEST((names == std::vector<std::string>{"deep/kernel", "deep/bias", "embedding_0/embeddings", "logit/kernel",
+                                                "logit/bias"}));
+  BOOST_TEST((model.parameters()[3].shape == std::vector<int64_t>{13, 1}));
+}
+
+BOOST_AUTO_TEST_CASE(bad_graphs_name_line_and_node) {
+  auto with = [](const std::string& from, const std::string& to) {
+    auto text = kTwoInputs;
+    auto at = text.find(from);
+    BOOST_REQUIRE(at != std::string::npos);
+    return text.replace(at, from.size(), to);
+  };
+  struct bad_case {
+    std::string text, part;
+  };
+  const bad_case cases[] = {
+      {with("inputs = [\"deep\", \"embedding_0\"]", "inputs = [\"deep\", \"wide\"]"),
+       "two.toml:26:1: model.layers[2] (concat_0): unknown input 'wide'"},
+      {with("inputs = [\"numeric\"]", "inputs = [\"concat_0\"]"), "a cycle (each reads the next): "},
+      {with("type = \"concat\"", "type = \"add\""),
+       "model.layers[2] (add_0): add needs inputs of one shape, got [8] and [5]"},
+      {with("inputs = [\"categorical\"]", "inputs = [\"numeric\"]"),
+       "model.layers[1] (embedding_0): embedding needs an ids input, got floats from 'numeric'"},
+      {with("inputs = [\"numeric\"]", "inputs = [\"categorical\"]"),
+       "model.layers[0] (deep): dense cannot read ids input 'categorical' (only embeddings read ids)"},
+      {with("shape = [4]", "shape = [4, 0]"),
+       "two.toml:6:13: model.inputs[0].shape[1]: expected an integer in 1..2^30"},
+      {with("shape = [3]", "shape = [3, 2]"),
+       "model.inputs: input 'categorical': ids need a shape [count], got [3, 2]"},
+      {with("kind = \"ids\"", "kind = \"int\""), "model.inputs[1].kind: expected one of \"float\", \"ids\""},
+      {with("name = \"deep\"", "name = \"numeric\""),
+       "model.layers[0] (numeric): the name 'numeric' is taken by an input or an earlier node"},
+      {with("inputs = [\"numeric\"]", "inputs = 2"), "model.layers[0].inputs: expected an array of names"},
+      {with("name = \"logit\"", "name = \"logit\"\ninputs = [\"deep\"]"),
+       "model.layers[2] (concat_0): its output goes nowhere"},
+      {with("[model]\n", "[model]\ninput = [1, 1, 7]\n"), "give either input = [h, w, c] or [[model.inputs]]"},
+  };
+  for (auto& c : cases) {
+    auto spec = parse_model_toml(c.text, "two.toml");
+    BOOST_REQUIRE(!spec);
+    auto message = describe(spec.error());
+    BOOST_TEST(message.find(c.part) != std::string::npos, "want \"" << c.part << "\" in: " << message);
+  }
+}
+
+// config/README.md's graph example is a model that loads.
+BOOST_AUTO_TEST_CASE(the_readme_graph_example_loads) {
+  std::ifstream in(ACTORPS_SOURCE_DIR "/config/README.md");
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto begin = text.find("```toml\n[model]\n");
+  BOOST_REQUIRE(begin != std::string::npos);
+  const auto body = begin + 8, end = text.find("```", body);
+  auto spec = parse_model_toml(text.substr(body, end - body), "config/README.md");
+  BOOST_REQUIRE_MESSAGE(spec, why(spec));
+  BOOST_TEST(spec->inputs.size() == 2u);
+  BOOST_TEST(graph_model(*spec, reference_ops()).input_size() == 39);
 }

@@ -197,7 +197,7 @@ BOOST_DATA_TEST_CASE(sync_training_equals_single_process_sgd_on_the_same_batches
   // The same steps in this process: step k averages the gradients of each
   // worker's k-th batch (worker w reads examples w, w+2, ...) and applies SGD.
   kernels::set_cpu_threads(1);
-  kernels::sequential_model model(m, kernels::cpu_ops());
+  kernels::graph_model model(m, kernels::cpu_ops());
   kernels::host_parameters p(model.initial_values(0));
   auto grads = p.grads;
   auto& slices = fixed.slices();
@@ -212,7 +212,7 @@ BOOST_DATA_TEST_CASE(sync_training_equals_single_process_sgd_on_the_same_batches
         for (int f = 0; f < 4; ++f) x.push_back(slices.x(example * 4 + f));
         labels.push_back(slices.labels(example));
       }
-      model.train_step({8, x.data(), nullptr, labels.data()}, p.params, p.grad_ptrs);
+      model.train_step({8, x.data(), labels.data()}, p.params, p.grad_ptrs);
       for (size_t i = 0; i < sum.size(); ++i)
         for (size_t e = 0; e < sum[i].size(); ++e) sum[i][e] += p.grads[i][e];
     }

@@ -94,7 +94,7 @@ struct worker_fixture : deterministic_system {
         "[[model.layers]]\ntype = \"dense\"\nunits = 2\n",
         "test");
     BOOST_REQUIRE_MESSAGE(model, (model ? "" : describe(model.error())));
-    kernels::sequential_model probe(*model, kernels::reference_ops());
+    kernels::graph_model probe(*model, kernels::reference_ops());
     pb::Optimizer sgd;
     sgd.set_learning_rate(0.1f);
     auto vars = model_variables(probe.parameters(), 1, {}, 1, sgd);
@@ -391,4 +391,27 @@ BOOST_FIXTURE_TEST_CASE(a_batch_sent_again_runs_once_and_every_copy_is_answered,
   release();
   BOOST_TEST(log() == (log_t{"pull 0", "push 0", "pull 1", "push 1", "pull 2", "push 2"}));
   BOOST_REQUIRE(forgotten->reply && *forgotten->reply);
+}
+
+// A graph's inputs, names and edges reach the worker as they were declared.
+BOOST_AUTO_TEST_CASE(a_graph_model_crosses_the_wire_whole) {
+  kernels::model_spec m;
+  m.inputs = {{"numeric", {4}}, {"categorical", {3}, kernels::input_kind::ids}};
+  kernels::layer_spec deep{kernels::layer_kind::dense, 6}, cat{kernels::layer_kind::embedding, 4},
+      both{kernels::layer_kind::concat}, logit{kernels::layer_kind::dense, 1};
+  deep.name = "deep", deep.inputs = {"numeric"};
+  cat.inputs = {"categorical"}, cat.vocabulary = 9;
+  both.inputs = {"deep", "embedding_0"};
+  m.layers = {deep, cat, both, logit};
+  m.loss = kernels::loss_kind::sigmoid_bce;
+  BOOST_TEST_REQUIRE(!m.check());
+  auto back = train::from_proto(train::to_proto(m));
+  BOOST_TEST(!back.check());
+  BOOST_REQUIRE(back.inputs.size() == 2u);
+  BOOST_TEST(back.inputs[1].name == "categorical");
+  BOOST_TEST((back.inputs[1].shape == std::vector<int64_t>{3}));
+  BOOST_TEST(int(back.inputs[1].kind) == int(kernels::input_kind::ids));
+  BOOST_TEST(back.layers[0].name == "deep");
+  BOOST_TEST(int(back.layers[2].kind) == int(kernels::layer_kind::concat));
+  BOOST_TEST((back.layers[2].inputs == std::vector<std::string>{"deep", "embedding_0"}));
 }

@@ -66,7 +66,7 @@ caf::expected<std::unique_ptr<cluster_coordinator>> cluster_coordinator::connect
 caf::error cluster_coordinator::create_variables(const kernels::model_spec& model, uint64_t seed,
                                                  const pb::Optimizer& optimizer, const partitioner& split) {
   if (auto err = check_model(model)) return in_context(err, "model");
-  kernels::sequential_model probe(model, kernels::reference_ops());
+  kernels::graph_model probe(model, kernels::reference_ops());
   p_->input_size = probe.input_size();
   return p_->ps->create_variables(probe.parameters(), seed, optimizer, split);
 }

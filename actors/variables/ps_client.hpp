@@ -42,7 +42,7 @@ struct sharded_variable {
 
 /// A model's parameters as PS variables: placed round-robin over
 /// `ps_tasks`, split by `split`, initialized as the model says
-/// (param_info::init, seeded like sequential_model::initial_values(seed)),
+/// (param_info::init, seeded like graph_model::initial_values(seed)),
 /// each applying `optimizer`.
 std::vector<sharded_variable> model_variables(const std::vector<kernels::param_info>& params, int ps_tasks,
                                               const partitioner& split, uint64_t seed, const pb::Optimizer& optimizer);

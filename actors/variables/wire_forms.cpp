@@ -17,8 +17,16 @@ pb::ModelSpec to_proto(const kernels::model_spec& m) {
     p->set_pool(l.pool);
     p->set_relu(l.act == kernels::activation::relu);
     p->set_vocabulary(l.vocabulary);
-    p->set_inputs(l.inputs);
+    p->set_inputs(l.ids_per_example);
     p->set_sum_combiner(l.comb == kernels::combiner::sum);
+    p->set_name(l.name);
+    for (auto& in : l.inputs) p->add_input_names(in);
+  }
+  for (auto& in : m.inputs) {
+    auto* p = out.add_inputs();
+    p->set_name(in.name);
+    for (auto d : in.shape) p->add_shape(d);
+    p->set_ids(in.kind == kernels::input_kind::ids);
   }
   return out;
 }
@@ -36,10 +44,16 @@ kernels::model_spec from_proto(const pb::ModelSpec& m) {
     l.pool = p.pool();
     l.act = p.relu() ? kernels::activation::relu : kernels::activation::none;
     l.vocabulary = p.vocabulary();
-    l.inputs = p.inputs();
+    l.ids_per_example = p.inputs();
     l.comb = p.sum_combiner() ? kernels::combiner::sum : kernels::combiner::mean;
-    out.layers.push_back(l);
+    l.name = p.name();
+    l.inputs.assign(p.input_names().begin(), p.input_names().end());
+    out.layers.push_back(std::move(l));
   }
+  for (auto& p : m.inputs())
+    out.inputs.push_back({p.name(),
+                          {p.shape().begin(), p.shape().end()},
+                          p.ids() ? kernels::input_kind::ids : kernels::input_kind::floats});
   return out;
 }
 

@@ -172,15 +172,16 @@ void param_buffers::pull_for_step(int64_t step, then_fn then) {
   });
 }
 
-void param_buffers::pull_rows(const std::vector<int64_t>& ids, then_fn then) {
-  std::vector<int64_t> unique;
-  for (auto id : ids)
-    if (id >= 0) unique.push_back(id);  // negative: padding
-  std::sort(unique.begin(), unique.end());
-  unique.erase(std::unique(unique.begin(), unique.end()), unique.end());
+void param_buffers::pull_rows(const std::vector<std::vector<int64_t>>& ids, then_fn then) {
   std::vector<std::pair<size_t, std::multimap<int, pb::SparsePull>>> pulls;
   size_t total = 0;
   for (auto i : sparse_) {
+    static const std::vector<int64_t> none;
+    std::vector<int64_t> unique;
+    for (auto id : i < ids.size() ? ids[i] : none)
+      if (id >= 0) unique.push_back(id);  // negative: padding
+    std::sort(unique.begin(), unique.end());
+    unique.erase(std::unique(unique.begin(), unique.end()), unique.end());
     auto& var = vars_[i];
     if (!unique.empty() && unique.back() >= var.shape[0])
       return then(make_error(errc::out_of_range,

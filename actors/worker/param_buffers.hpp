@@ -56,8 +56,8 @@ class param_buffers {
   void pull(int64_t step, then_fn then);
   /// The same for training step `step` (see the state machine above).
   void pull_for_step(int64_t step, then_fn then);
-  /// Rows `ids` (negative: padding) of every sparse parameter into the current buffer.
-  void pull_rows(const std::vector<int64_t>& ids, then_fn then);
+  /// Rows ids[i] (negative: padding) of each sparse parameter i into the current buffer.
+  void pull_rows(const std::vector<std::vector<int64_t>>& ids, then_fn then);
   /// Sends the current gradients (dense whole, sparse as rows) of `step`
   /// under `key`; `acked` is called once per message sent; returns how many.
   size_t push(int64_t step, const pb::ClosureStep& key, std::function<void(caf::error)> acked);

@@ -290,7 +290,7 @@ void wire_context(worker_ptr self) {
   ctx.pull_for_step = [self](int64_t step, std::function<void(caf::error)> then) {
     self->state.params->pull_for_step(step, std::move(then));  // keeps ctx.params on the buffer in use
   };
-  ctx.pull_rows = [self](const std::vector<int64_t>& ids, std::function<void(caf::error)> then) {
+  ctx.pull_rows = [self](const std::vector<std::vector<int64_t>>& ids, std::function<void(caf::error)> then) {
     self->state.params->pull_rows(ids, std::move(then));
   };
   ctx.push = [self](int64_t step, int32_t examples, std::function<void(caf::error)> then) {
@@ -391,7 +391,7 @@ caf::expected<local_worker_actor> spawn_worker(caf::actor_system& sys, const pb:
                                                std::vector<caf::actor_addr> stoppers) {
   auto model = train::from_proto(spec.model());
   if (auto err = check_model(model)) return in_context(err, "worker model");
-  kernels::sequential_model probe(model, kernels::reference_ops());
+  kernels::graph_model probe(model, kernels::reference_ops());
   auto& params = probe.parameters();
   if (size_t(spec.variables_size()) != params.size())
     return make_error(errc::invalid_config, "worker model has " + std::to_string(params.size()) + " parameters, " +

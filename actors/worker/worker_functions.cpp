@@ -1,5 +1,6 @@
 #include "actors/worker/worker_functions.hpp"
 
+#include <algorithm>
 #include <map>
 #include <memory>
 
@@ -24,6 +25,11 @@ caf::error arity(const char* fn, const std::vector<pb::Value>& args, size_t min,
                     fmt::format("{} takes {} to {} arguments, got {}", fn, min, max, args.size()));
 }
 
+// True when a batch looks up rows of some sparse parameter (an embedding).
+bool looks_up(const std::vector<std::vector<int64_t>>& ids) {
+  return std::any_of(ids.begin(), ids.end(), [](auto& rows) { return !rows.empty(); });
+}
+
 // train_step: `steps` steps over the worker's dataset; see the header.
 struct train_run {
   worker_context* ctx;
@@ -33,9 +39,9 @@ struct train_run {
   double loss_sum = 0;
   int64_t correct = 0, examples = 0;
   pb::BatchData batch;
-  const float* x = nullptr;   // the batch's inputs, in place when aligned
-  std::vector<float> x_copy;  // ... else here
-  std::vector<int64_t> ids;
+  const float* x = nullptr;               // the batch's inputs, in place when aligned
+  std::vector<float> x_copy;              // ... else here
+  std::vector<std::vector<int64_t>> ids;  // per parameter: the rows the batch looks up
   std::function<void(caf::expected<values>)> done;
 
   using clock = worker_metrics::clock;
@@ -67,7 +73,7 @@ struct train_run {
       const int64_t step = run->first_step >= 0 ? run->first_step + run->ran : run->ctx->next_step();
       run->ctx->pull_for_step(step, [run, step](caf::error err) {
         if (err) return run->done(std::move(err));
-        if (run->ids.empty()) return compute_and_push(run, step);
+        if (!looks_up(run->ids)) return compute_and_push(run, step);
         run->ctx->pull_rows(run->ids, [run, step](caf::error err) {
           if (err) return run->done(std::move(err));
           compute_and_push(run, step);
@@ -92,18 +98,16 @@ struct train_run {
     done(values{real_value(loss_sum), integer_value(correct), integer_value(examples), integer_value(ran)});
   }
 
-  // The batch's inputs: floats, or ids for a model that starts with an embedding.
+  // The batch's inputs, and the rows its embeddings look up.
   void unpack() {
     x = float_view(batch.x(), x_copy);
-    ids.clear();
-    if (ctx->model->spec().takes_ids()) ids.assign(x, x + batch.x().size() / sizeof(float));
+    ctx->model->lookups(x, batch.size(), ids);
   }
 
   static void compute(train_run& run) {
     auto& b = run.batch;
     auto& p = *run.ctx->params;
-    const kernels::batch_view view{b.size(), run.ids.empty() ? run.x : nullptr,
-                                   run.ids.empty() ? nullptr : run.ids.data(), b.labels().data()};
+    const kernels::batch_view view{b.size(), run.x, b.labels().data()};
     auto r = run.ctx->model->train_step(view, p.params, p.grad_ptrs);
     run.loss_sum += r.loss;
     run.correct += r.correct;
@@ -156,18 +160,18 @@ struct eval_run {
   worker_context* ctx;
   data::pipeline pipeline;
   data::batch b;
-  std::vector<int64_t> ids;
+  std::vector<std::vector<int64_t>> ids;  // per parameter: the rows the batch looks up
   double loss_sum;
   int64_t correct, examples;
   std::function<void(caf::expected<values>)> done;
 
   static void next(std::shared_ptr<eval_run> run) {
     while (run->pipeline.next(run->b)) {
-      if (!run->ctx->model->spec().takes_ids()) {
+      run->ctx->model->lookups(run->b.x.data(), run->b.size(), run->ids);
+      if (!looks_up(run->ids)) {
         run->evaluate();
         continue;
       }
-      run->ids.assign(run->b.x.begin(), run->b.x.end());
       return run->ctx->pull_rows(run->ids, [run](caf::error err) {
         if (err) return run->done(std::move(err));
         run->evaluate();
@@ -178,8 +182,7 @@ struct eval_run {
   }
 
   void evaluate() {
-    const kernels::batch_view view{b.size(), ids.empty() ? b.x.data() : nullptr, ids.empty() ? nullptr : ids.data(),
-                                   b.labels.data()};
+    const kernels::batch_view view{b.size(), b.x.data(), b.labels.data()};
     auto r = ctx->model->evaluate(view, ctx->params->params);
     loss_sum += double(r.loss) * b.size();
     correct += r.correct;

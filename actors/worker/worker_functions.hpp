@@ -59,9 +59,9 @@ struct worker_context {
   /// (ASYNC jobs) the values were pulled while step - 1 computed, and the
   /// values of step + 1 are pulled now. `params` may point elsewhere after.
   std::function<void(int64_t step, std::function<void(caf::error)>)> pull_for_step;
-  /// Rows `ids` (negative: padding) of every sparse parameter (embedding
-  /// table) into params->values; an id outside a table is an error.
-  std::function<void(const std::vector<int64_t>& ids, std::function<void(caf::error)>)> pull_rows;
+  /// Rows ids[i] (negative: padding) of each sparse parameter i (embedding
+  /// table) into params->values; an id outside its table is an error.
+  std::function<void(const std::vector<std::vector<int64_t>>& ids, std::function<void(caf::error)>)> pull_rows;
   /// Sends params->grads (dense) and the model's sparse gradients (rows) of
   /// step `step`, a batch of `examples`, and calls back at once; the closure
   /// is answered only once the shards acknowledged them. Each push carries

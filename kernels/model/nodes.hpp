@@ -1,0 +1,66 @@
+// What each node kind is: its inputs, shape rule, parameters, cost, buffers,
+// forward and backward, in one descriptor per kind (nodes.cpp). A new kind
+// is a layer_kind, one descriptor and its entry in rule_of().
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "kernels/model/graph.hpp"
+#include "kernels/tensor.hpp"
+
+namespace actorps::kernels {
+
+/// A node's own buffers in a plan (one batch size), sized by its prepare().
+struct node_buffers {
+  int_tensor argmax;             // maxpool2d
+  tensor rows;                   // embedding: the per-lookup gradient rows
+  std::vector<float> host_rows;  // embedding on a device: rows copied back to merge
+  tensor spare;                  // concat: the gradient of an input that needs none
+  std::vector<int> widths;       // concat: its inputs' last axes
+  std::vector<float*> parts;     // concat: where split writes (kept: no allocation per step)
+  int64_t cols = 0;              // host convolution scratch it needs (the plan keeps the largest)
+};
+
+/// One node's forward or backward over a batch of n examples; pointers are
+/// in the table's memory unless named host.
+struct node_call {
+  const ops_table& ops;
+  const layer_spec& l;
+  int n;
+  const std::vector<dims>& in;  // per input, per example
+  dims out;
+  const std::vector<const float*>& x;  // per input: activations (an ids input: null)
+  const int64_t* ids;                  // an embedding's ids [n, in[0].size()]
+  const int64_t* host_ids;             // the same in host memory
+  float* y;
+  const float* dy;                // backward: the output's gradient
+  const std::vector<float*>& dx;  // backward, per input: overwritten; null = not needed
+  const float* const* params;     // this node's, in parameters() order
+  float* const* grads;            // the same
+  float* cols;                    // convolution scratch (host tables)
+  node_buffers& buf;
+  sparse_rows* sparse;  // embedding: its table's gradient
+};
+
+struct node_rule {
+  const char* type;  // as in TOML, "conv2d"
+  size_t min_inputs = 1, max_inputs = 1;
+  /// The output shape, or why the inputs do not fit (empty: they do).
+  std::string (*shape)(const layer_spec& l, const std::vector<dims>& in, dims& out);
+  /// Appends the node's parameters, each named prefix + "/kernel" etc.
+  void (*params)(const layer_spec& l, const std::vector<dims>& in, const std::string& prefix,
+                 std::vector<param_info>& out);
+  /// Forward FLOPs per example (multiply-add = 2).
+  double (*flops)(const layer_spec& l, const std::vector<dims>& in, const dims& out);
+  /// Allocates the node's buffers for `batch` examples.
+  void (*prepare)(const layer_spec& l, const std::vector<dims>& in, const dims& out, int batch, device where,
+                  node_buffers& buf);
+  void (*forward)(const node_call& c);
+  void (*backward)(const node_call& c);
+  bool reads_ids = false;  // its one input is an ids input (an embedding); only such nodes read ids
+};
+
+const node_rule& rule_of(layer_kind kind);
+
+}  // namespace actorps::kernels
