@@ -14,6 +14,7 @@
 
 #include "actors/checkpoint/checkpoint.hpp"
 #include "apps/commands.hpp"
+#include "config/model_config.hpp"
 #include "messages/errors.hpp"
 
 namespace actorps {
@@ -30,39 +31,6 @@ const char* kLayout =
     "activations NHWC; conv2d kernels HWIO [kh, kw, in, out]; dense kernels [in, out] (y = x @ kernel + bias); "
     "flatten in HWC order; embeddings [vocabulary, dim]; float32 little-endian, row-major";
 
-// The model as the [model] table describes it, for a loader to rebuild.
-json model_json(const kernels::model_spec& m) {
-  using kernels::layer_kind;
-  json layers = json::array();
-  for (auto& l : m.layers) {
-    json j;
-    const bool relu = l.act == kernels::activation::relu;
-    switch (l.kind) {
-      case layer_kind::conv2d:
-        j = {{"type", "conv2d"},
-             {"filters", l.units},
-             {"kernel", l.kernel},
-             {"relu", relu},
-             {"padding", l.pad == kernels::padding::same ? "same" : "valid"}};
-        break;
-      case layer_kind::maxpool2d: j = {{"type", "maxpool2d"}, {"pool", l.pool}}; break;
-      case layer_kind::flatten: j = {{"type", "flatten"}}; break;
-      case layer_kind::dense: j = {{"type", "dense"}, {"units", l.units}, {"relu", relu}}; break;
-      case layer_kind::embedding:
-        j = {{"type", "embedding"},
-             {"vocabulary", l.vocabulary},
-             {"dim", l.units},
-             {"inputs", l.inputs},
-             {"combiner", l.comb == kernels::combiner::sum ? "sum" : "mean"}};
-        break;
-    }
-    layers.push_back(std::move(j));
-  }
-  return {{"input", {m.height, m.width, m.channels}},
-          {"loss", m.loss == kernels::loss_kind::softmax_xent ? "softmax_xent" : "sigmoid_bce"},
-          {"layers", layers}};
-}
-
 std::string header_of(const std::vector<const train::saved_variable*>& vars, const train::checkpoint& ckpt,
                       const job_spec& job) {
   json header = json::object();
@@ -74,7 +42,7 @@ std::string header_of(const std::vector<const train::saved_variable*>& vars, con
   }
   header["__metadata__"] = {{"producer", "actorps"},
                             {"layout", kLayout},
-                            {"model", model_json(job.model).dump()},
+                            {"model", model_json_text(job.model)},
                             {"step", std::to_string(ckpt.step)},
                             {"epoch", std::to_string(ckpt.epoch)}};
   auto text = header.dump();

@@ -1,5 +1,7 @@
 #include "config/model_config.hpp"
 
+#include <nlohmann/json.hpp>
+
 #include "config/toml_reader.hpp"
 
 namespace actorps {
@@ -187,6 +189,50 @@ caf::expected<model_spec> load_model_file(const std::string& path) {
 caf::error check_model(const model_spec& m) {
   if (auto bad = m.check()) return make_error(errc::invalid_config, bad->message());
   return caf::none;
+}
+
+std::string model_json_text(const kernels::model_spec& m) {
+  using json = nlohmann::json;
+  using kernels::layer_kind;
+  json layers = json::array();
+  for (auto& l : m.layers) {
+    json j;
+    const bool relu = l.act == kernels::activation::relu;
+    switch (l.kind) {
+      case layer_kind::conv2d:
+        j = {{"type", "conv2d"},
+             {"filters", l.units},
+             {"kernel", l.kernel},
+             {"relu", relu},
+             {"padding", l.pad == kernels::padding::same ? "same" : "valid"}};
+        break;
+      case layer_kind::maxpool2d: j = {{"type", "maxpool2d"}, {"pool", l.pool}}; break;
+      case layer_kind::flatten: j = {{"type", "flatten"}}; break;
+      case layer_kind::dense: j = {{"type", "dense"}, {"units", l.units}, {"relu", relu}}; break;
+      case layer_kind::embedding:
+        j = {{"type", "embedding"},
+             {"vocabulary", l.vocabulary},
+             {"dim", l.units},
+             {"inputs", l.ids_per_example},
+             {"combiner", l.comb == kernels::combiner::sum ? "sum" : "mean"}};
+        break;
+      case layer_kind::add: j = {{"type", "add"}}; break;
+      case layer_kind::concat: j = {{"type", "concat"}}; break;
+    }
+    // As in the TOML: a graph's node names the inputs it reads.
+    if (!l.name.empty()) j["name"] = l.name;
+    if (!l.inputs.empty()) j["inputs"] = l.inputs;
+    layers.push_back(std::move(j));
+  }
+  json out = {{"input", {m.height, m.width, m.channels}},
+              {"loss", m.loss == kernels::loss_kind::softmax_xent ? "softmax_xent" : "sigmoid_bce"},
+              {"layers", layers}};
+  json inputs = json::array();
+  for (auto& i : m.inputs)
+    inputs.push_back(
+        {{"name", i.name}, {"shape", i.shape}, {"kind", i.kind == kernels::input_kind::ids ? "ids" : "float"}});
+  if (!inputs.empty()) out["inputs"] = inputs;
+  return out.dump();
 }
 
 }  // namespace actorps

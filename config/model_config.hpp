@@ -22,4 +22,9 @@ namespace actorps {
 /// a TOML file (the wire, code).
 [[nodiscard]] caf::error check_model(const kernels::model_spec& m);
 
+/// The model as its [model] table describes it, as JSON with the TOML's
+/// keys (input or inputs, loss, layers with their names and inputs): what
+/// `actorps export` writes beside the weights for a loader to rebuild.
+std::string model_json_text(const kernels::model_spec& m);
+
 }  // namespace actorps

@@ -6,6 +6,8 @@
 #include <fstream>
 #include <iterator>
 
+#include <nlohmann/json.hpp>
+
 #include "config/model_config.hpp"
 #include "messages/errors.hpp"
 
@@ -218,4 +220,36 @@ BOOST_AUTO_TEST_CASE(the_readme_graph_example_loads) {
   BOOST_REQUIRE_MESSAGE(spec, why(spec));
   BOOST_TEST(spec->inputs.size() == 2u);
   BOOST_TEST(graph_model(*spec, reference_ops()).input_size() == 39);
+}
+
+// What `actorps export` writes beside the weights: the TOML's keys, a
+// graph's inputs and edges included, an embedding's ids per example kept.
+BOOST_AUTO_TEST_CASE(model_json_names_a_graphs_inputs_and_edges) {
+  auto seq = parse_model_toml(
+      "[model]\nloss = \"sigmoid_bce\"\n"
+      "[[model.layers]]\ntype = \"embedding\"\nvocabulary = 50\ndim = 4\ninputs = 3\n"
+      "[[model.layers]]\ntype = \"dense\"\nunits = 1\n",
+      "seq.toml");
+  BOOST_REQUIRE_MESSAGE(seq, why(seq));
+  auto j = nlohmann::json::parse(model_json_text(*seq));
+  BOOST_TEST(j["layers"][0]["inputs"] == 3);
+  BOOST_TEST(!j.contains("inputs"));
+  std::ifstream in(ACTORPS_SOURCE_DIR "/config/README.md");
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto body = text.find("```toml\n[model]\n") + 8;
+  auto graph = parse_model_toml(text.substr(body, text.find("```", body) - body), "config/README.md");
+  BOOST_REQUIRE_MESSAGE(graph, why(graph));
+  j = nlohmann::json::parse(model_json_text(*graph));
+  BOOST_REQUIRE(j["inputs"].size() == graph->inputs.size());
+  BOOST_TEST(j["inputs"][0]["name"] == graph->inputs[0].name);
+  BOOST_REQUIRE(j["layers"].size() == graph->layers.size());
+  for (size_t i = 0; i < graph->layers.size(); ++i) {
+    BOOST_TEST_CONTEXT("layer " << i) {
+      const auto& l = graph->layers[i];
+      if (!l.inputs.empty()) BOOST_TEST(j["layers"][i]["inputs"].get<std::vector<std::string>>() == l.inputs);
+      if (!l.name.empty()) BOOST_TEST(j["layers"][i]["name"] == l.name);
+    }
+  }
+  BOOST_TEST(text.find("type = \"concat\"") != std::string::npos);
+  BOOST_TEST(j.dump().find("\"type\":\"concat\"") != std::string::npos);
 }
