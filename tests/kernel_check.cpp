@@ -89,4 +89,43 @@ std::vector<const ops_table*> all_tables() {
   return out;
 }
 
+void check_conv2d_against_reference(const ops_table& ops, const conv2d_shape& s) {
+  constexpr double kGemmTol = 2e-4;
+  const int64_t xs = int64_t(s.n) * s.h * s.w * s.c, ws = int64_t(s.r) * s.s * s.c * s.k,
+                ys = int64_t(s.n) * s.out_h() * s.out_w() * s.k;
+  auto x = random_vector(xs, 1), w = random_vector(ws, 2), b = random_vector(s.k, 3), dy = random_vector(ys, 4);
+  buffer cols(s.cols()), y_ref(ys), y(ys), dw_ref(ws), db_ref(s.k), dw(ws), db(s.k), dx_ref(xs), dx(xs);
+  reference_ops().conv2d_forward(s, x.data(), w.data(), b.data(), y_ref.data(), cols.data());
+  reference_ops().conv2d_backward_filter(s, x.data(), dy.data(), dw_ref.data(), db_ref.data(), cols.data());
+  reference_ops().conv2d_backward_data(s, dy.data(), w.data(), dx_ref.data(), cols.data());
+  run(ops, [&](const ops_table& t, device_arrays& d) {
+    t.conv2d_forward(s, d.in(x), d.in(w), d.in(b), d.out(y), d.scratch(s.cols()));
+    t.conv2d_backward_filter(s, d.in(x), d.in(dy), d.out(dw), d.out(db), d.scratch(s.cols()));
+    t.conv2d_backward_data(s, d.in(dy), d.in(w), d.out(dx), d.scratch(s.cols()));
+  });
+  check_close(y, y_ref, kGemmTol);
+  check_close(dw, dw_ref, kGemmTol);
+  check_close(db, db_ref, kGemmTol);
+  check_close(dx, dx_ref, kGemmTol);
+}
+
+void check_maxpool_against_reference(const ops_table& ops, const pool_shape& s) {
+  constexpr double kExactTol = 1e-6;
+  const int64_t xs = int64_t(s.n) * s.h * s.w * s.c, ys = int64_t(s.n) * s.out_h() * s.out_w() * s.c;
+  auto x = random_vector(xs, 5), dy = random_vector(ys, 6);
+  buffer y_ref(ys), y(ys), dx_ref(xs), dx(xs);
+  std::vector<int32_t> arg_ref(static_cast<size_t>(ys)), arg(static_cast<size_t>(ys));
+  reference_ops().maxpool_forward(s, x.data(), y_ref.data(), arg_ref.data());
+  reference_ops().maxpool_backward(s, dy.data(), arg_ref.data(), dx_ref.data());
+  run(ops, [&](const ops_table& t, device_arrays& d) {
+    auto* a = d.ints(ys);
+    t.maxpool_forward(s, d.in(x), d.out(y), a);
+    t.maxpool_backward(s, d.in(dy), a, d.out(dx));
+    d.read_ints(a, arg);
+  });
+  check_close(y, y_ref, kExactTol);
+  BOOST_TEST(arg == arg_ref);
+  check_close(dx, dx_ref, kExactTol);
+}
+
 }  // namespace actorps::kernels::test

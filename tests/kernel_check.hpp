@@ -163,4 +163,11 @@ std::vector<const ops_table*> fast_tables();
 /// The reference plus the fast tables.
 std::vector<const ops_table*> all_tables();
 
+/// Forward and both backwards of `ops`' convolution against the reference
+/// on seeded inputs of shape `s` (GEMM tolerance: float32 sums in another
+/// order).
+void check_conv2d_against_reference(const ops_table& ops, const conv2d_shape& s);
+/// Max pooling's forward, argmax and backward against the reference: exact.
+void check_maxpool_against_reference(const ops_table& ops, const pool_shape& s);
+
 }  // namespace actorps::kernels::test

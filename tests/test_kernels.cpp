@@ -57,29 +57,7 @@ BOOST_AUTO_TEST_CASE(conv2d_matches_reference) {
     for (auto s : conv_cases()) {
       BOOST_TEST_CONTEXT(ops->name << " conv n" << s.n << " h" << s.h << " w" << s.w << " c" << s.c << " k" << s.k
                                    << " r" << s.r << " s" << s.s) {
-        const int64_t xs = int64_t(s.n) * s.h * s.w * s.c, ws = int64_t(s.r) * s.s * s.c * s.k,
-                      ys = int64_t(s.n) * s.out_h() * s.out_w() * s.k;
-        auto x = random_vector(xs, 1), w = random_vector(ws, 2), b = random_vector(s.k, 3), dy = random_vector(ys, 4);
-        buffer cols(s.cols());
-        buffer y_ref(ys), y(ys);
-        reference_ops().conv2d_forward(s, x.data(), w.data(), b.data(), y_ref.data(), cols.data());
-        run(*ops, [&](const ops_table& t, device_arrays& d) {
-          t.conv2d_forward(s, d.in(x), d.in(w), d.in(b), d.out(y), d.scratch(s.cols()));
-        });
-        check_close(y, y_ref, kGemmTol);
-        buffer dw_ref(ws), db_ref(s.k), dw(ws), db(s.k);
-        reference_ops().conv2d_backward_filter(s, x.data(), dy.data(), dw_ref.data(), db_ref.data(), cols.data());
-        run(*ops, [&](const ops_table& t, device_arrays& d) {
-          t.conv2d_backward_filter(s, d.in(x), d.in(dy), d.out(dw), d.out(db), d.scratch(s.cols()));
-        });
-        check_close(dw, dw_ref, kGemmTol);
-        check_close(db, db_ref, kGemmTol);
-        buffer dx_ref(xs), dx(xs);
-        reference_ops().conv2d_backward_data(s, dy.data(), w.data(), dx_ref.data(), cols.data());
-        run(*ops, [&](const ops_table& t, device_arrays& d) {
-          t.conv2d_backward_data(s, d.in(dy), d.in(w), d.out(dx), d.scratch(s.cols()));
-        });
-        check_close(dx, dx_ref, kGemmTol);
+        check_conv2d_against_reference(*ops, s);
       }
     }
   }
@@ -90,21 +68,7 @@ BOOST_AUTO_TEST_CASE(maxpool_matches_reference) {
     for (auto s : {pool_shape{2, 26, 26, 32, 2}, pool_shape{3, 7, 5, 3, 2}, pool_shape{1, 9, 9, 2, 3},
                    pool_shape{2, 4, 6, 11, 2}, pool_shape{2, 5, 7, 11, 2}}) {
       BOOST_TEST_CONTEXT(ops->name << " pool h" << s.h << " w" << s.w << " c" << s.c << " p" << s.p) {
-        const int64_t xs = int64_t(s.n) * s.h * s.w * s.c, ys = int64_t(s.n) * s.out_h() * s.out_w() * s.c;
-        auto x = random_vector(xs, 5), dy = random_vector(ys, 6);
-        buffer y_ref(ys), y(ys), dx_ref(xs), dx(xs);
-        std::vector<int32_t> arg_ref(ys), arg(ys);
-        reference_ops().maxpool_forward(s, x.data(), y_ref.data(), arg_ref.data());
-        reference_ops().maxpool_backward(s, dy.data(), arg_ref.data(), dx_ref.data());
-        run(*ops, [&](const ops_table& t, device_arrays& d) {
-          auto* a = d.ints(ys);
-          t.maxpool_forward(s, d.in(x), d.out(y), a);
-          t.maxpool_backward(s, d.in(dy), a, d.out(dx));
-          d.read_ints(a, arg);
-        });
-        check_close(y, y_ref, kExactTol);
-        BOOST_TEST(arg == arg_ref);
-        check_close(dx, dx_ref, kExactTol);
+        check_maxpool_against_reference(*ops, s);
       }
     }
   }

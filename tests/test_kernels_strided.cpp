@@ -16,10 +16,6 @@ using namespace actorps::kernels::test;
 
 namespace {
 
-// GEMM paths sum in float32 in another order than the double-accumulating
-// reference (~ sqrt(K) * 2^-24 relative); pooling picks, it does not sum.
-constexpr double kGemmTol = 2e-4;
-constexpr double kExactTol = 1e-6;
 // Dot products of d <= 16 and sums over f <= 27 in float32.
 constexpr double kDotTol = 1e-5;
 // The FM term is a difference of two sums of squares (sum^2 - sum of
@@ -77,22 +73,7 @@ BOOST_AUTO_TEST_CASE(strided_conv2d_matches_reference) {
                                    << " s" << s.s << " stride " << s.stride_h << "x" << s.stride_w << " pads "
                                    << s.pad_top() << "," << s.pad_left() << "," << s.pad_bottom() << ","
                                    << s.pad_right()) {
-        const int64_t xs = int64_t(s.n) * s.h * s.w * s.c, ws = int64_t(s.r) * s.s * s.c * s.k,
-                      ys = int64_t(s.n) * s.out_h() * s.out_w() * s.k;
-        auto x = random_vector(xs, 1), w = random_vector(ws, 2), b = random_vector(s.k, 3), dy = random_vector(ys, 4);
-        buffer cols(s.cols()), y_ref(ys), y(ys), dw_ref(ws), db_ref(s.k), dw(ws), db(s.k), dx_ref(xs), dx(xs);
-        reference_ops().conv2d_forward(s, x.data(), w.data(), b.data(), y_ref.data(), cols.data());
-        reference_ops().conv2d_backward_filter(s, x.data(), dy.data(), dw_ref.data(), db_ref.data(), cols.data());
-        reference_ops().conv2d_backward_data(s, dy.data(), w.data(), dx_ref.data(), cols.data());
-        run(*ops, [&](const ops_table& t, device_arrays& d) {
-          t.conv2d_forward(s, d.in(x), d.in(w), d.in(b), d.out(y), d.scratch(s.cols()));
-          t.conv2d_backward_filter(s, d.in(x), d.in(dy), d.out(dw), d.out(db), d.scratch(s.cols()));
-          t.conv2d_backward_data(s, d.in(dy), d.in(w), d.out(dx), d.scratch(s.cols()));
-        });
-        check_close(y, y_ref, kGemmTol);
-        check_close(dw, dw_ref, kGemmTol);
-        check_close(db, db_ref, kGemmTol);
-        check_close(dx, dx_ref, kGemmTol);
+        check_conv2d_against_reference(*ops, s);
       }
     }
   }
@@ -148,21 +129,7 @@ BOOST_AUTO_TEST_CASE(strided_maxpool_matches_reference) {
                    pool(1, 9, 10, 3, 2, 2, 3, 3, 0, 0, 0, 0)}) {  // stride > window: inputs no window reads
       BOOST_TEST_CONTEXT(ops->name << " pool h" << s.h << " w" << s.w << " c" << s.c << " window " << s.win_h() << "x"
                                    << s.win_w() << " stride " << s.step_h() << "x" << s.step_w()) {
-        const int64_t xs = int64_t(s.n) * s.h * s.w * s.c, ys = int64_t(s.n) * s.out_h() * s.out_w() * s.c;
-        auto x = random_vector(xs, 9), dy = random_vector(ys, 10);
-        buffer y_ref(ys), y(ys), dx_ref(xs), dx(xs);
-        std::vector<int32_t> arg_ref(static_cast<size_t>(ys)), arg(static_cast<size_t>(ys));
-        reference_ops().maxpool_forward(s, x.data(), y_ref.data(), arg_ref.data());
-        reference_ops().maxpool_backward(s, dy.data(), arg_ref.data(), dx_ref.data());
-        run(*ops, [&](const ops_table& t, device_arrays& d) {
-          auto* a = d.ints(ys);
-          t.maxpool_forward(s, d.in(x), d.out(y), a);
-          t.maxpool_backward(s, d.in(dy), a, d.out(dx));
-          d.read_ints(a, arg);
-        });
-        check_close(y, y_ref, kExactTol);
-        BOOST_TEST(arg == arg_ref);
-        check_close(dx, dx_ref, kExactTol);
+        check_maxpool_against_reference(*ops, s);
       }
     }
   }
