@@ -80,10 +80,12 @@ BOOST_AUTO_TEST_CASE(the_main_job_resumes_from_a_2_ps_checkpoint_on_3_ps_and_rea
   };
   auto first = run(main_job(dir, 1, 2));  // epoch 1 on 2 PS: below the target, exit 1 is expected
   BOOST_TEST(first.out.find("epoch 1/1") != std::string::npos, first.out);
-  auto second = run(main_job(dir, 4, 3));  // epochs 2..4 on 3 PS
+  // Epochs 2..6 on 3 PS. Async training's epoch-4 accuracy scatters around
+  // 90.5-91.3% (one CI run: 89.98%); by epoch 6 the target has a margin.
+  auto second = run(main_job(dir, 6, 3));
   BOOST_TEST_MESSAGE(second.out.substr(std::min(second.out.find("restored"), second.out.size())));
   BOOST_TEST(second.out.find("restored the checkpoint of step 938 (epoch 1)") != std::string::npos, second.out);
-  BOOST_TEST(second.out.find("epoch 1/4") == std::string::npos, second.out);
+  BOOST_TEST(second.out.find("epoch 1/6") == std::string::npos, second.out);
   BOOST_TEST(second.exit_code == 0, second.out << read_file(dir + "/cli.log"));  // 0: test accuracy >= 90%
 }
 
