@@ -31,7 +31,7 @@ struct device_model::replica {
     }
     dev.upload(x.data(), batch.x + size_t(first) * size_t(per_example), size_t(count) * sizeof(float));
     dev.upload(labels.data(), batch.labels + first, size_t(size) * sizeof(int32_t));
-    return batch_view{size, x.data(), labels.data()};
+    return batch_view{size, x.data(), labels.data(), batch.seed * 1000003u + uint64_t(first)};
   }
 
   compute_device dev;

@@ -109,6 +109,7 @@ struct batch_view {
   int size = 0;
   const float* x = nullptr;
   const int32_t* labels = nullptr;
+  uint64_t seed = 0;  // this step's: what random nodes (dropout) draw from
 };
 
 /// A model's parameters and their gradients in host memory, with the
@@ -170,7 +171,7 @@ class graph_model {
 
  private:
   void ensure_plan(int batch);
-  step_result forward(const batch_view& batch, const std::vector<const float*>& params);
+  step_result forward(const batch_view& batch, const std::vector<const float*>& params, bool training);
   void backward(const std::vector<const float*>& params, const std::vector<float*>& grads);
 
   model_spec spec_;

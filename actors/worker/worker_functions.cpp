@@ -84,7 +84,7 @@ struct train_run {
 
   static void compute_and_push(std::shared_ptr<train_run> run, int64_t step) {
     run->timed(step_phase::pull);
-    compute(*run);
+    compute(*run, step);
     run->timed(step_phase::compute);
     run->ctx->push(step, run->batch.size(), [run, step](caf::error err) {
       if (err) return run->done(std::move(err));
@@ -104,10 +104,10 @@ struct train_run {
     ctx->model->lookups(x, batch.size(), ids);
   }
 
-  static void compute(train_run& run) {
+  static void compute(train_run& run, int64_t step) {
     auto& b = run.batch;
     auto& p = *run.ctx->params;
-    const kernels::batch_view view{b.size(), run.x, b.labels().data()};
+    const kernels::batch_view view{b.size(), run.x, b.labels().data(), uint64_t(step)};
     auto r = run.ctx->model->train_step(view, p.params, p.grad_ptrs);
     run.loss_sum += r.loss;
     run.correct += r.correct;

@@ -29,6 +29,8 @@ struct graph_model::plan {
   std::vector<sparse_rows> sparse;             // per parameter; filled for sparse ones
   std::vector<const float*> x;                 // one node call's inputs and input gradients
   std::vector<float*> dx;
+  bool training = false;  // the pass under way: train_step's or evaluate's
+  uint64_t seed = 0;      // its batch's
 
   float* alloc(int64_t count, device where) {
     storage.emplace_back(std::vector<int64_t>{count}, where);
@@ -218,15 +220,17 @@ node_call call_of(const graph_t& g, plan_t& p, const ops_table& ops, const layer
     host_ids = p.host_ids[in].data();
     ids = ops.where == device::host ? host_ids : p.ids[in].data();
   }
-  return node_call{ops,      l,         p.batch, g.in[i], g.shapes[t], p.x,           ids,       host_ids,
-                   p.act[t], p.grad[t], p.dx,    params,  grads,       p.cols.data(), p.bufs[i], sparse};
+  return node_call{ops,       l,    p.batch, g.in[i], g.shapes[t],   p.x,       ids,    host_ids,   p.act[t],
+                   p.grad[t], p.dx, params,  grads,   p.cols.data(), p.bufs[i], sparse, p.training, p.seed};
 }
 
 }  // namespace
 
-step_result graph_model::forward(const batch_view& batch, const std::vector<const float*>& params) {
+step_result graph_model::forward(const batch_view& batch, const std::vector<const float*>& params, bool training) {
   ensure_plan(batch.size);
   auto& p = *plans_.back();
+  p.training = training;
+  p.seed = batch.seed;
   auto& g = *graph_;
   const int n = batch.size;
   slice_inputs(g, p, ops_, batch.x, n);
@@ -273,12 +277,12 @@ void graph_model::backward(const std::vector<const float*>& params, const std::v
 }
 
 step_result graph_model::evaluate(const batch_view& batch, const std::vector<const float*>& params) {
-  return forward(batch, params);
+  return forward(batch, params, false);
 }
 
 step_result graph_model::train_step(const batch_view& batch, const std::vector<const float*>& params,
                                     const std::vector<float*>& grads) {
-  auto result = forward(batch, params);
+  auto result = forward(batch, params, true);
   backward(params, grads);
   return result;
 }

@@ -41,6 +41,8 @@ struct node_call {
   float* cols;                    // convolution scratch (host tables)
   node_buffers& buf;
   sparse_rows* sparse;  // embedding: its table's gradient
+  bool training;        // train_step (batch statistics, dropout) or evaluate
+  uint64_t seed;        // the batch's (batch_view::seed)
 };
 
 struct node_rule {
