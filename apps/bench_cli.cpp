@@ -35,7 +35,9 @@ void add_bench_rtt(CLI::App& bench, command_list& out) {
 void add_bench_kernels(CLI::App& bench, command_list& out) {
   auto o = std::make_shared<kernels_bench_options>();
   o->tools_dir = ACTORPS_TOOLS_DIR;
-  auto* sub = bench.add_subcommand("kernels", "seed CNN forward+backward vs PyTorch");
+  auto* sub = bench.add_subcommand("kernels", "seed CNN (or --model JOB's model) forward+backward vs PyTorch");
+  sub->add_option("--model", o->model_job, "a job file: time its model instead of the seed CNN")
+      ->check(CLI::ExistingFile);
   sub->add_option("--iterations", o->iterations, "steps per repetition")->check(CLI::Range(1u, 100000u));
   sub->add_option("--repetitions", o->repetitions, "repetitions (medians)")->check(CLI::Range(1u, 100u));
   out.push_back({sub, [o] { return run_bench_kernels(*o); }});

@@ -92,11 +92,13 @@ int run_bench_rtt(const rtt_bench_options& opts);
 
 struct kernels_bench_options {
   std::string tools_dir;     // where bench_torch.py lives
+  std::string model_job;     // --model: a job file whose model is timed instead of the seed CNN
   uint32_t iterations = 50;  // steps per repetition
   uint32_t repetitions = 5;  // medians over these
 };
 
-/// `actorps bench kernels`: seed CNN forward+backward, ours vs PyTorch.
+/// `actorps bench kernels`: seed CNN (or a job's model) forward+backward,
+/// ours vs PyTorch.
 int run_bench_kernels(const kernels_bench_options& opts);
 
 /// Samples per second of the seed CNN's train step on the CPU kernels

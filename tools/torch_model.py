@@ -2,7 +2,10 @@
 """Loads a model `actorps export` wrote (safetensors) into PyTorch.
 
 As a module: `model = torch_model.load("model.safetensors")` gives a
-torch.nn.Sequential taking NCHW images (N, C, H, W) and returning logits.
+torch.nn.Module (Graph) taking the examples as actorps' batches hold them,
+x [N, input size] (every input's columns, images HWC, ids as floats), and
+returning logits; `Graph(spec)` builds any model JSON with PyTorch's
+initial weights (bench kernels --model).
 As a program: evaluates it on IDX files (the MNIST format) and prints
 `loss <mean cross-entropy> accuracy <fraction> examples <n>`:
 
@@ -13,7 +16,7 @@ The file is read with the standard library (safetensors: 8-byte
 little-endian header size, JSON header, raw data), so only python3-torch is
 needed. Layouts are converted as the header's metadata states them:
 conv2d kernels HWIO -> OIHW, dense kernels [in, out] -> weight [out, in],
-and flatten takes HWC order (the image is permuted NCHW -> NHWC first)."""
+and flatten takes HWC order (images run NCHW, permuted back to flatten)."""
 import argparse
 import json
 import struct
@@ -41,50 +44,167 @@ def read_safetensors(path):
     return tensors, metadata
 
 
-class FlattenHWC(nn.Module):
-    """actorps flattens activations in HWC order; PyTorch's are NCHW."""
+KINDS = ("conv2d", "maxpool2d", "flatten", "dense", "embedding", "add", "concat")
+
+
+def model_inputs(spec):
+    """The model's inputs as [{name, shape, kind}]: the graph's, or the
+    sequential form's one input (ids when node 0 is an embedding)."""
+    if spec.get("inputs"):
+        return spec["inputs"]
+    first = spec["layers"][0]
+    if first["type"] == "embedding":
+        return [{"name": "x", "shape": [first["inputs"]], "kind": "ids"}]
+    return [{"name": "x", "shape": spec["input"], "kind": "float"}]
+
+
+def node_names(spec):
+    """Each node's name: given, or "<type>_<k>" for the k-th node of its type."""
+    seen, names = {}, []
+    for layer in spec["layers"]:
+        k = seen.get(layer["type"], 0)
+        seen[layer["type"]] = k + 1
+        names.append(layer.get("name") or f"{layer['type']}_{k}")
+    return names
+
+
+def node_sources(spec, names, k):
+    """What node k reads: its "inputs" (a list; an embedding's number is its
+    ids per example), else the node before it (node 0: the first input)."""
+    given = spec["layers"][k].get("inputs")
+    if isinstance(given, list):
+        return given
+    return [names[k - 1] if k > 0 else model_inputs(spec)[0]["name"]]
+
+
+def flatten_hwc(x):
+    """actorps flattens activations in HWC order; PyTorch's images are NCHW."""
+    return x.permute(0, 2, 3, 1).flatten(1) if x.dim() == 4 else x.flatten(1)
+
+
+def last_axis(x):
+    """actorps' last axis: channels (dim 1 of an NCHW image) or features."""
+    return 1 if x.dim() == 4 else -1
+
+
+class Embedding(nn.Module):
+    """A lookup of ids [N, k] (negative: padding) combined by sum or mean over
+    the valid ones, as actorps' embedding; sparse gradients."""
+
+    def __init__(self, vocabulary, dim, combiner):
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(vocabulary, dim).uniform_(-0.05, 0.05))
+        self.mean = combiner == "mean"
+
+    def forward(self, ids):
+        valid = (ids >= 0).unsqueeze(-1).float()
+        rows = nn.functional.embedding(ids.clamp(min=0), self.weight, sparse=True) * valid
+        out = rows.sum(1)
+        return out / valid.sum(1).clamp(min=1) if self.mean else out
+
+
+class Graph(nn.Module):
+    """An actorps model (the JSON `actorps export` writes as metadata
+    "model") in PyTorch: flat examples x [N, input size] in, logits out,
+    computing what actorps computes. `tensors` (name -> tensor in actorps'
+    layouts) sets the weights; without it they start as PyTorch's defaults."""
+
+    def __init__(self, spec, tensors=None):
+        super().__init__()
+        self.spec = spec
+        self.inputs = model_inputs(spec)
+        self.layers = spec["layers"]
+        self.names = node_names(spec)
+        width = {i["name"]: int(torch.tensor(i["shape"]).prod()) for i in self.inputs}
+        self.sizes = [width[i["name"]] for i in self.inputs]
+        self.modules_ = nn.ModuleDict()
+        shapes = {i["name"]: list(i["shape"]) for i in self.inputs}
+        for k, layer in enumerate(self.layers):
+            sources = node_sources(spec, self.names, k)
+            module = self.make(layer, [shapes[s] for s in sources], shapes, self.names[k])
+            if module is not None:
+                self.modules_[self.names[k]] = module
+        if tensors is not None:
+            self.load_actorps(tensors)
+
+    def make(self, layer, shapes_in, shapes, name):
+        """The node's module (None: parameterless), recording its output shape."""
+        kind, shape = layer["type"], shapes_in[0]
+        if kind == "conv2d":
+            same = layer["padding"] == "same"
+            h, w, c = shape
+            k = layer["kernel"]
+            shapes[name] = [h, w, layer["filters"]] if same else [h - k + 1, w - k + 1, layer["filters"]]
+            return nn.Conv2d(c, layer["filters"], k, padding=k // 2 if same else 0)
+        if kind == "maxpool2d":
+            p = layer["pool"]
+            shapes[name] = [shape[0] // p, shape[1] // p, shape[2]]
+            return nn.MaxPool2d(p)
+        if kind == "flatten":
+            shapes[name] = [int(torch.tensor(shape).prod())]
+            return None
+        if kind == "dense":
+            shapes[name] = [layer["units"]]
+            return nn.Linear(shape[-1], layer["units"])
+        if kind == "embedding":
+            shapes[name] = [layer["dim"]]
+            return Embedding(layer["vocabulary"], layer["dim"], layer["combiner"])
+        if kind == "add":
+            shapes[name] = shape
+            return None
+        if kind == "concat":
+            shapes[name] = shape[:-1] + [sum(s[-1] for s in shapes_in)]
+            return None
+        raise ValueError(f"node type {kind} is not supported (supported: {', '.join(KINDS)})")
+
+    def load_actorps(self, tensors):
+        """Weights from actorps' layouts: conv kernels HWIO -> OIHW, dense
+        [in, out] -> weight [out, in], embeddings as they are."""
+        with torch.no_grad():
+            for name, module in self.modules_.items():
+                if isinstance(module, nn.Conv2d):
+                    module.weight.copy_(tensors[f"{name}/kernel"].permute(3, 2, 0, 1))
+                    module.bias.copy_(tensors[f"{name}/bias"])
+                elif isinstance(module, nn.Linear):
+                    module.weight.copy_(tensors[f"{name}/kernel"].t())
+                    module.bias.copy_(tensors[f"{name}/bias"])
+                elif isinstance(module, Embedding):
+                    module.weight.copy_(tensors[f"{name}/embeddings"])
 
     def forward(self, x):
-        return x.permute(0, 2, 3, 1).flatten(1) if x.dim() == 4 else x.flatten(1)
+        values = {}
+        for spec, part in zip(self.inputs, x.split(self.sizes, dim=1)):
+            if spec["kind"] == "ids":
+                values[spec["name"]] = part.long()
+            elif len(spec["shape"]) == 3:
+                values[spec["name"]] = part.reshape(-1, *spec["shape"]).permute(0, 3, 1, 2)
+            else:
+                values[spec["name"]] = part.reshape(-1, *spec["shape"])
+        for k, layer in enumerate(self.layers):
+            args = [values[s] for s in node_sources(self.spec, self.names, k)]
+            kind, name = layer["type"], self.names[k]
+            if kind == "flatten":
+                y = flatten_hwc(args[0])
+            elif kind == "add":
+                y = sum(args[1:], args[0])
+            elif kind == "concat":
+                y = torch.cat(args, dim=last_axis(args[0]))
+            else:
+                y = self.modules_[name](args[0])
+            values[name] = torch.relu(y) if layer.get("relu") else y
+        return values[self.names[-1]]
 
 
-def build(tensors, metadata):
-    spec = json.loads(metadata["model"])
-    channels = spec["input"][2]
-    layers, index = [], {"conv2d": 0, "dense": 0}
-    for layer in spec["layers"]:
-        kind = layer["type"]
-        if kind == "conv2d":
-            kernel = tensors[f"conv2d_{index['conv2d']}/kernel"]  # [kh, kw, in, out]
-            bias = tensors[f"conv2d_{index['conv2d']}/bias"]
-            conv = nn.Conv2d(channels, layer["filters"], layer["kernel"],
-                             padding=0 if layer["padding"] == "valid" else layer["kernel"] // 2)
-            conv.weight.data = kernel.permute(3, 2, 0, 1).contiguous()
-            conv.bias.data = bias.clone()
-            layers.append(conv)
-            channels = layer["filters"]
-            index["conv2d"] += 1
-        elif kind == "maxpool2d":
-            layers.append(nn.MaxPool2d(layer["pool"]))
-        elif kind == "flatten":
-            layers.append(FlattenHWC())
-        elif kind == "dense":
-            kernel = tensors[f"dense_{index['dense']}/kernel"]  # [in, out]
-            bias = tensors[f"dense_{index['dense']}/bias"]
-            dense = nn.Linear(kernel.shape[0], kernel.shape[1])
-            dense.weight.data = kernel.t().contiguous()
-            dense.bias.data = bias.clone()
-            layers.append(dense)
-            index["dense"] += 1
-        else:
-            raise ValueError(f"layer type {kind} is not supported by this loader")
-        if layer.get("relu"):
-            layers.append(nn.ReLU())
-    return nn.Sequential(*layers).eval()
+def loss_function(spec):
+    """The spec's loss of (logits, int labels)."""
+    if spec.get("loss") == "sigmoid_bce":
+        return lambda logits, y: nn.functional.binary_cross_entropy_with_logits(logits[:, 0], y.float())
+    return nn.functional.cross_entropy
 
 
 def load(path):
-    return build(*read_safetensors(path))
+    tensors, metadata = read_safetensors(path)
+    return Graph(json.loads(metadata["model"]), tensors).eval()
 
 
 def read_idx(path):
@@ -104,13 +224,11 @@ def main():
     parser.add_argument("--labels", required=True)
     parser.add_argument("--scale", type=float, default=1.0, help="x *= scale (the job's map op)")
     args = parser.parse_args()
-    tensors, metadata = read_safetensors(args.model)
-    height, width, channels = json.loads(metadata["model"])["input"]
-    model = build(tensors, metadata)
-    images = read_idx(args.images).float().mul(args.scale).reshape(-1, height, width, channels)
+    model = load(args.model)
+    images = read_idx(args.images).float().mul(args.scale)
     labels = read_idx(args.labels).long()
     with torch.no_grad():
-        logits = model(images.permute(0, 3, 1, 2))
+        logits = model(images.reshape(len(labels), -1))
         loss = nn.functional.cross_entropy(logits, labels).item()
         accuracy = (logits.argmax(1) == labels).float().mean().item()
     print(f"loss {loss:.6f} accuracy {accuracy:.6f} examples {len(labels)}")
