@@ -54,6 +54,8 @@ def build(tensors, metadata):
     layers, index = [], {"conv2d": 0, "dense": 0}
     for layer in spec["layers"]:
         kind = layer["type"]
+        if any(key in layer for key in ("stride", "strides", "pads")):
+            raise ValueError(f"layer type {kind} with strides or pads is not supported by this loader")
         if kind == "conv2d":
             kernel = tensors[f"conv2d_{index['conv2d']}/kernel"]  # [kh, kw, in, out]
             bias = tensors[f"conv2d_{index['conv2d']}/bias"]
