@@ -25,19 +25,86 @@ caf::error read_names(const reader& r, const toml::table& t, const std::string& 
   return caf::none;
 }
 
+// An array of `min`..`max` integers at t[key], each in [lo, hi] (absent: left as is).
+template <class Int>
+caf::error read_ints(const reader& r, const toml::table& t, const std::string& p, const char* key, size_t min,
+                     size_t max, int64_t lo, int64_t hi, std::vector<Int>& out) {
+  auto* n = t.get(key);
+  if (n == nullptr) return caf::none;
+  const std::string path = p + "." + key, range = std::to_string(lo) + ".." + std::to_string(hi);
+  auto* arr = n->as_array();
+  const std::string sizes = min == max ? std::to_string(min) : std::to_string(min) + " to " + std::to_string(max);
+  if (arr == nullptr || arr->size() < min || arr->size() > max)
+    return r.fail(*n, path, "expected an array of " + sizes + " integers in " + range);
+  out.clear();
+  for (size_t i = 0; i < arr->size(); ++i) {
+    auto* v = arr->get(i)->as_integer();
+    if (v == nullptr || v->get() < lo || v->get() > hi)
+      return r.fail(*arr->get(i), path + "[" + std::to_string(i) + "]", "expected an integer in " + range);
+    out.push_back(Int(v->get()));
+  }
+  return caf::none;
+}
+
+// A conv2d's `stride = s` or `strides = [h, w]`, and `pads`; a pool's `stride` and `pads`.
+caf::error read_strides(const reader& r, const toml::node& n, const toml::table& t, const std::string& p,
+                        layer_spec& l) {
+  if (t.contains("stride") && t.contains("strides"))
+    return r.fail(n, p, "give either stride = s or strides = [h, w], not both");
+  if (t.contains("pads") && t.contains("padding"))
+    return r.fail(n, p, "give either padding or pads = [top, left, bottom, right], not both");
+  uint32_t stride = 0;
+  caf::error err;
+  (err = r.get(t, p, "stride", stride, 1, 64)) || (err = read_ints(r, t, p, "strides", 2, 2, 1, 64, l.strides)) ||
+      (err = read_ints(r, t, p, "pads", 4, 4, 0, 64, l.pads));
+  if (stride == 0) return err;
+  if (l.kind == layer_kind::conv2d)
+    l.strides = {int(stride), int(stride)};
+  else
+    l.pool_stride = int(stride);
+  return err;
+}
+
 // What every node may have: its type, a name and the names it reads
 // (`inputs` as an integer is an embedding's ids per example, read below).
 caf::error read_node(const reader& r, const toml::table& t, const std::string& p, layer_spec& l) {
-  if (auto err = r.choose(t, p, "type", l.kind,
-                          {std::pair{"conv2d", layer_kind::conv2d}, std::pair{"maxpool2d", layer_kind::maxpool2d},
-                           std::pair{"flatten", layer_kind::flatten}, std::pair{"dense", layer_kind::dense},
-                           std::pair{"embedding", layer_kind::embedding}, std::pair{"add", layer_kind::add},
-                           std::pair{"concat", layer_kind::concat}}))
+  if (auto err = r.choose(
+          t, p, "type", l.kind,
+          {std::pair{"conv2d", layer_kind::conv2d}, std::pair{"maxpool2d", layer_kind::maxpool2d},
+           std::pair{"flatten", layer_kind::flatten}, std::pair{"dense", layer_kind::dense},
+           std::pair{"embedding", layer_kind::embedding}, std::pair{"add", layer_kind::add},
+           std::pair{"concat", layer_kind::concat}, std::pair{"relu", layer_kind::relu},
+           std::pair{"sigmoid", layer_kind::sigmoid}, std::pair{"tanh", layer_kind::tanh},
+           std::pair{"gelu", layer_kind::gelu}, std::pair{"softmax", layer_kind::softmax},
+           std::pair{"multiply", layer_kind::multiply}, std::pair{"reshape", layer_kind::reshape},
+           std::pair{"dropout", layer_kind::dropout}, std::pair{"avgpool2d", layer_kind::avgpool2d},
+           std::pair{"global_avgpool2d", layer_kind::global_avgpool2d}, std::pair{"layernorm", layer_kind::layernorm}}))
     return err;
   if (auto err = r.get(t, p, "name", l.name)) return err;
   auto* inputs = t.get("inputs");
   if (inputs == nullptr || (inputs->is_integer() && l.kind == layer_kind::embedding)) return caf::none;
   return read_names(r, t, p, "inputs", l.inputs);
+}
+
+// The keys of reshape (shape), dropout (rate) and layernorm (epsilon).
+caf::error read_graph_node(const reader& r, const toml::table& t, const std::string& p, layer_spec& l) {
+  const char* key = l.kind == layer_kind::reshape ? "shape" : l.kind == layer_kind::dropout ? "rate" : "epsilon";
+  if (auto err = r.only_keys(t, p, {"type", "name", "inputs", key})) return err;
+  if (!t.contains(key) && l.kind != layer_kind::layernorm)
+    return r.fail(t, p, std::string("missing required key '") + key + "'");
+  if (l.kind == layer_kind::reshape) {
+    if (auto err = read_ints(r, t, p, key, 1, 3, -1, int64_t(1) << 30, l.shape)) return err;
+    if (std::count(l.shape.begin(), l.shape.end(), 0) > 0 || std::count(l.shape.begin(), l.shape.end(), -1) > 1)
+      return r.fail(*t.get(key), p + "." + key, "expected sizes > 0, one of them may be -1");
+    return caf::none;
+  }
+  float& value = l.kind == layer_kind::dropout ? l.rate : l.epsilon;
+  if (auto err = r.get(t, p, key, value)) return err;
+  if (l.kind == layer_kind::dropout && !(l.rate >= 0 && l.rate < 1))
+    return r.fail(*t.get(key), p + "." + key, "expected a number in [0, 1)");
+  if (l.kind == layer_kind::layernorm && !(l.epsilon > 0))
+    return r.fail(*t.get(key), p + "." + key, "expected a number > 0");
+  return caf::none;
 }
 
 caf::error read_layer(const reader& r, const toml::node& n, const std::string& p, layer_spec& l) {
@@ -59,20 +126,34 @@ caf::error read_layer(const reader& r, const toml::node& n, const std::string& p
   caf::error err;
   switch (l.kind) {
     case layer_kind::conv2d:
-      (err = r.only_keys(*t, p, {"type", "name", "inputs", "filters", "kernel", "padding", "activation"})) ||
+      (err = r.only_keys(
+           *t, p,
+           {"type", "name", "inputs", "filters", "kernel", "padding", "activation", "stride", "strides", "pads"})) ||
           (err = required({"filters", "kernel"})) || (err = r.get(*t, p, "filters", units, 1, 65536)) ||
-          (err = r.get(*t, p, "kernel", kernel, 1, 64)) ||
+          (err = read_strides(r, n, *t, p, l)) || (err = r.get(*t, p, "kernel", kernel, 1, 64)) ||
           (err = r.choose(*t, p, "padding", l.pad,
                           {std::pair{"valid", padding::valid}, std::pair{"same", padding::same}})) ||
           (err = act());
       l.units = int(units), l.kernel = int(kernel);
       return err;
     case layer_kind::maxpool2d:
-      (err = r.only_keys(*t, p, {"type", "name", "inputs", "pool"})) || (err = r.get(*t, p, "pool", pool, 1, 64));
+    case layer_kind::avgpool2d:
+      (err = r.only_keys(*t, p, {"type", "name", "inputs", "pool", "stride", "pads"})) ||
+          (err = r.get(*t, p, "pool", pool, 1, 64)) || (err = read_strides(r, n, *t, p, l));
       if (pool != 0) l.pool = int(pool);
       return err;
-    case layer_kind::flatten: return r.only_keys(*t, p, {"type", "name", "inputs"});
+    case layer_kind::flatten:
+    case layer_kind::relu:
+    case layer_kind::sigmoid:
+    case layer_kind::tanh:
+    case layer_kind::gelu:
+    case layer_kind::softmax:
+    case layer_kind::global_avgpool2d: return r.only_keys(*t, p, {"type", "name", "inputs"});
+    case layer_kind::reshape:
+    case layer_kind::dropout:
+    case layer_kind::layernorm: return read_graph_node(r, *t, p, l);
     case layer_kind::add:
+    case layer_kind::multiply:
     case layer_kind::concat:
       (err = r.only_keys(*t, p, {"type", "name", "inputs", "activation"})) || (err = act());
       return err;
@@ -157,9 +238,9 @@ caf::expected<model_spec> parse_model_toml(std::string_view text, std::string_vi
     if (auto err = read_input(r, *input, m)) return err;
   if (auto* inputs = t.get("inputs"))
     if (auto err = read_inputs(r, *inputs, m)) return err;
-  if (auto err = r.choose(
-          t, "model", "loss", m.loss,
-          {std::pair{"softmax_xent", loss_kind::softmax_xent}, std::pair{"sigmoid_bce", loss_kind::sigmoid_bce}}))
+  if (auto err = r.choose(t, "model", "loss", m.loss,
+                          {std::pair{"softmax_xent", loss_kind::softmax_xent},
+                           std::pair{"sigmoid_bce", loss_kind::sigmoid_bce}, std::pair{"mse", loss_kind::mse}}))
     return err;
   auto* layers = t.get("layers");
   if (layers == nullptr) return r.fail(t, "model", "no layers: add [[model.layers]] tables");
@@ -205,9 +286,13 @@ std::string model_json_text(const kernels::model_spec& m) {
              {"kernel", l.kernel},
              {"relu", relu},
              {"padding", l.pad == kernels::padding::same ? "same" : "valid"}};
+        if (!l.strides.empty()) j["strides"] = l.strides;
         break;
-      case layer_kind::maxpool2d: j = {{"type", "maxpool2d"}, {"pool", l.pool}}; break;
-      case layer_kind::flatten: j = {{"type", "flatten"}}; break;
+      case layer_kind::maxpool2d:
+      case layer_kind::avgpool2d:
+        j = {{"pool", l.pool}};
+        if (l.pool_stride != 0) j["stride"] = l.pool_stride;
+        break;
       case layer_kind::dense: j = {{"type", "dense"}, {"units", l.units}, {"relu", relu}}; break;
       case layer_kind::embedding:
         j = {{"type", "embedding"},
@@ -216,17 +301,20 @@ std::string model_json_text(const kernels::model_spec& m) {
              {"inputs", l.ids_per_example},
              {"combiner", l.comb == kernels::combiner::sum ? "sum" : "mean"}};
         break;
-      case layer_kind::add: j = {{"type", "add"}}; break;
-      case layer_kind::concat: j = {{"type", "concat"}}; break;
+      case layer_kind::reshape: j = {{"shape", l.shape}}; break;
+      case layer_kind::dropout: j = {{"rate", l.rate}}; break;
+      case layer_kind::layernorm: j = {{"epsilon", l.epsilon}}; break;
+      default: j = json::object(); break;  // the type alone
     }
+    j["type"] = kernels::layer_type(l.kind);
+    if (!l.pads.empty()) j["pads"] = l.pads;
     // As in the TOML: a graph's node names the inputs it reads.
     if (!l.name.empty()) j["name"] = l.name;
     if (!l.inputs.empty()) j["inputs"] = l.inputs;
     layers.push_back(std::move(j));
   }
-  json out = {{"input", {m.height, m.width, m.channels}},
-              {"loss", m.loss == kernels::loss_kind::softmax_xent ? "softmax_xent" : "sigmoid_bce"},
-              {"layers", layers}};
+  const char* loss[] = {"softmax_xent", "sigmoid_bce", "mse"};
+  json out = {{"input", {m.height, m.width, m.channels}}, {"loss", loss[int(m.loss)]}, {"layers", layers}};
   json inputs = json::array();
   for (auto& i : m.inputs)
     inputs.push_back(

@@ -18,10 +18,34 @@
 namespace actorps::kernels {
 
 /// What a node computes. Each kind's shape rule, parameters, forward and
-/// backward live in one place, kernels/model/nodes.cpp.
-enum class layer_kind { conv2d, maxpool2d, flatten, dense, embedding, add, concat };
+/// backward live in one place, its descriptor in kernels/model/nodes*.cpp.
+/// The numbers are the wire's (messages/train.proto LayerSpec.Kind).
+enum class layer_kind {
+  conv2d = 0,
+  maxpool2d = 1,
+  flatten = 2,
+  dense = 3,
+  embedding = 4,
+  add = 5,
+  concat = 6,
+  // ---- elementwise, reshape, dropout, pooling and normalization (graphs) ----
+  relu = 7,
+  sigmoid = 8,
+  tanh = 9,
+  gelu = 10,
+  softmax = 11,  // over the last axis
+  multiply = 12,
+  reshape = 13,
+  dropout = 14,
+  avgpool2d = 15,
+  global_avgpool2d = 16,
+  layernorm = 17,
+};
+/// A kind's name, as TOML and JSON give it: "conv2d", "global_avgpool2d".
+const char* layer_type(layer_kind kind);
 enum class activation { none, relu };
-enum class loss_kind { softmax_xent, sigmoid_bce };
+/// mse: mean squared error of one output against the label as a float.
+enum class loss_kind { softmax_xent, sigmoid_bce, mse };
 /// What an input's columns hold: floats, or ids (floats in the batch,
 /// converted to int64 by the model) that only embeddings read.
 enum class input_kind { floats, ids };
@@ -49,6 +73,14 @@ struct layer_spec {
   std::string name{};                 // empty: "<kind>_<k>" (k-th node of its kind), e.g. "dense_1"
   std::vector<std::string> inputs{};  // model inputs or nodes it reads; empty: the node before
                                       // (node 0: the model's first input)
+  // ---- strided conv/pools, reshape, dropout, layernorm (graphs) ----
+  std::vector<int> strides{};    // conv2d: [h, w]; empty: 1
+  std::vector<int> pads{};       // conv2d, maxpool2d, avgpool2d: [top, left, bottom, right] (ONNX);
+                                 // empty: from `pad` (conv2d: "same" as TF at any stride), else none
+  int pool_stride = 0;           // maxpool2d, avgpool2d: 0 = pool
+  float rate = 0;                // dropout: the fraction dropped, in [0, 1)
+  std::vector<int64_t> shape{};  // reshape: per example, 1 to 3 sizes, one of them may be -1
+  float epsilon = 1e-5f;         // layernorm (PyTorch's default)
 };
 
 /// Why a model_spec cannot be built (kernels/ knows no caf::error: config/
@@ -68,7 +100,7 @@ struct model_spec {
   int height = 28, width = 28, channels = 1;  // the sequential form's input, HWC
   std::vector<input_spec> inputs;             // empty: the sequential form's one input "x"
   std::vector<layer_spec> layers;             // the last one's output = logits
-  loss_kind loss = loss_kind::softmax_xent;   // sigmoid_bce: one logit, labels 0/1
+  loss_kind loss = loss_kind::softmax_xent;   // sigmoid_bce: one logit, labels 0/1; mse: one output
 
   /// The seed CNN: Conv2D(32, 3, relu) -> MaxPool(2) -> Flatten -> Dense(64, relu) -> Dense(10).
   static model_spec seed_cnn();
@@ -94,12 +126,13 @@ struct param_info {
   std::vector<int64_t> shape;  // kernel HWIO / [in, out]; bias [out]; embeddings [vocabulary, dim]
   bool sparse = false;         // gradient comes as rows (sparse_gradient), not dense
   initializer::kind init = initializer::kind::zeros;  // Keras' default for the layer (seed chosen by the caller)
+  float value = 0;                                    // init constant's value (a layernorm's gamma: 1)
   int64_t size() const;
 };
 
 struct step_result {
   float loss = 0;       // mean loss over the batch
-  int64_t correct = 0;  // examples predicted right (argmax, or logit > 0 for sigmoid)
+  int64_t correct = 0;  // examples predicted right (argmax, logit > 0 for sigmoid, mse: rounds to the label)
 };
 
 /// One batch in the table's memory: x[size, input_size()] (the examples'

@@ -33,7 +33,8 @@ pb::VariableSpec sharded_variable::spec(size_t i) const {
 
 static_assert(int(kernels::initializer::kind::glorot_uniform) == pb::Initializer::GLOROT_UNIFORM &&
                   int(kernels::initializer::kind::zeros) == pb::Initializer::ZEROS &&
-                  int(kernels::initializer::kind::uniform) == pb::Initializer::UNIFORM,
+                  int(kernels::initializer::kind::uniform) == pb::Initializer::UNIFORM &&
+                  int(kernels::initializer::kind::constant) == pb::Initializer::CONSTANT,
               "pb::Initializer::Kind mirrors kernels::initializer::kind");
 
 std::vector<sharded_variable> model_variables(const std::vector<kernels::param_info>& params, int ps_tasks,
@@ -47,6 +48,7 @@ std::vector<sharded_variable> model_variables(const std::vector<kernels::param_i
     v.shape = p.shape;
     v.shards = *place.place(p.shape, 4, split);
     v.initializer.set_kind(static_cast<pb::Initializer::Kind>(p.init));
+    v.initializer.set_value(p.value);
     v.initializer.set_low(defaults.low);
     v.initializer.set_high(defaults.high);
     v.initializer.set_seed(kernels::parameter_seed(seed, vars.size()));

@@ -2,12 +2,20 @@
 
 namespace actorps::train {
 
+static_assert(int(kernels::layer_kind::layernorm) == pb::LayerSpec::LAYERNORM &&
+                  int(kernels::layer_kind::relu) == pb::LayerSpec::RELU,
+              "pb::LayerSpec::Kind mirrors kernels::layer_kind");
+static_assert(int(kernels::loss_kind::mse) == pb::ModelSpec::MSE &&
+                  int(kernels::loss_kind::sigmoid_bce) == pb::ModelSpec::SIGMOID_BCE,
+              "pb::ModelSpec::Loss mirrors kernels::loss_kind");
+
 pb::ModelSpec to_proto(const kernels::model_spec& m) {
   pb::ModelSpec out;
   out.set_height(m.height);
   out.set_width(m.width);
   out.set_channels(m.channels);
   out.set_sigmoid_loss(m.loss == kernels::loss_kind::sigmoid_bce);
+  out.set_loss(static_cast<pb::ModelSpec::Loss>(m.loss));
   for (auto& l : m.layers) {
     auto* p = out.add_layers();
     p->set_kind(static_cast<pb::LayerSpec::Kind>(l.kind));
@@ -21,6 +29,12 @@ pb::ModelSpec to_proto(const kernels::model_spec& m) {
     p->set_sum_combiner(l.comb == kernels::combiner::sum);
     p->set_name(l.name);
     for (auto& in : l.inputs) p->add_input_names(in);
+    for (auto s : l.strides) p->add_strides(s);
+    for (auto pad : l.pads) p->add_pads(pad);
+    p->set_pool_stride(l.pool_stride);
+    p->set_rate(l.rate);
+    for (auto d : l.shape) p->add_shape(d);
+    p->set_epsilon(l.epsilon);
   }
   for (auto& in : m.inputs) {
     auto* p = out.add_inputs();
@@ -34,7 +48,7 @@ pb::ModelSpec to_proto(const kernels::model_spec& m) {
 kernels::model_spec from_proto(const pb::ModelSpec& m) {
   kernels::model_spec out;
   out.height = m.height(), out.width = m.width(), out.channels = m.channels();
-  out.loss = m.sigmoid_loss() ? kernels::loss_kind::sigmoid_bce : kernels::loss_kind::softmax_xent;
+  out.loss = m.sigmoid_loss() ? kernels::loss_kind::sigmoid_bce : static_cast<kernels::loss_kind>(m.loss());
   for (auto& p : m.layers()) {
     kernels::layer_spec l;
     l.kind = static_cast<kernels::layer_kind>(p.kind());
@@ -48,6 +62,12 @@ kernels::model_spec from_proto(const pb::ModelSpec& m) {
     l.comb = p.sum_combiner() ? kernels::combiner::sum : kernels::combiner::mean;
     l.name = p.name();
     l.inputs.assign(p.input_names().begin(), p.input_names().end());
+    l.strides.assign(p.strides().begin(), p.strides().end());
+    l.pads.assign(p.pads().begin(), p.pads().end());
+    l.pool_stride = p.pool_stride();
+    l.rate = p.rate();
+    l.shape.assign(p.shape().begin(), p.shape().end());
+    l.epsilon = p.epsilon();
     out.layers.push_back(std::move(l));
   }
   for (auto& p : m.inputs())

@@ -2,6 +2,7 @@
 // order, backward in reverse, gradients added where a tensor feeds several
 // nodes.
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 
 #include "kernels/device_memory.hpp"
@@ -29,8 +30,11 @@ struct graph_model::plan {
   std::vector<sparse_rows> sparse;             // per parameter; filled for sparse ones
   std::vector<const float*> x;                 // one node call's inputs and input gradients
   std::vector<float*> dx;
-  bool training = false;  // the pass under way: train_step's or evaluate's
-  uint64_t seed = 0;      // its batch's
+  float* targets = nullptr;          // loss mse: the labels as floats, in the table's memory
+  std::vector<int32_t> host_labels;  // device tables: the labels copied back
+  std::vector<float> host_floats;    // device tables: the targets, then the predictions
+  bool training = false;             // the pass under way: train_step's or evaluate's
+  uint64_t seed = 0;                 // its batch's
 
   float* alloc(int64_t count, device where) {
     storage.emplace_back(std::vector<int64_t>{count}, where);
@@ -62,15 +66,15 @@ void plan_inputs(const graph_t& g, plan_t& p, device where) {
 }
 
 // Activations and gradients of every node, in the order they run. A
-// flatten whose input feeds only it shares that input's memory (a reshape).
+// reshape (or flatten) whose input feeds only it shares that input's memory.
 void plan_nodes(const model_spec& spec, const graph_t& g, plan_t& p, device where) {
   for (size_t i : g.order) {
     const int t = g.tensor_of(i), in = g.from[i][0];
-    const bool reshape = spec.layers[i].kind == layer_kind::flatten && !g.is_input(in) && g.consumers[size_t(in)] == 1;
+    auto& rule = rule_of(spec.layers[i].kind);
+    const bool reshape = rule.reshapes && !g.is_input(in) && g.consumers[size_t(in)] == 1;
     const int64_t count = p.batch * g.shapes[size_t(t)].size();
     p.act[size_t(t)] = reshape ? p.act[size_t(in)] : p.alloc(count, where);
     p.grad[size_t(t)] = reshape ? p.grad[size_t(in)] : p.alloc(count, where);
-    auto& rule = rule_of(spec.layers[i].kind);
     if (rule.prepare) rule.prepare(spec.layers[i], g.in[i], g.shapes[size_t(t)], p.batch, where, p.bufs[i]);
   }
   // Backward runs in reverse: a tensor's first reader there writes its
@@ -137,6 +141,7 @@ std::vector<std::vector<float>> graph_model::initial_values(uint64_t seed) const
     initializer init;  // uniform's default range is Keras Embedding's (-0.05, 0.05)
     init.type = p.init;
     init.seed = parameter_seed(seed, i);
+    init.value = p.value;
     std::vector<float> v(static_cast<size_t>(p.size()));
     initialize_rows(init, p.shape, 0, p.shape[0], v.data());
     out.push_back(std::move(v));
@@ -183,6 +188,7 @@ void graph_model::ensure_plan(int batch) {
   p->bufs.resize(spec_.layers.size());
   plan_inputs(g, *p, ops_.where);
   plan_nodes(spec_, g, *p, ops_.where);
+  if (spec_.loss == loss_kind::mse) p->targets = p->alloc(batch, ops_.where);
   int64_t cols = 0;
   for (auto& b : p->bufs) cols = std::max(cols, b.cols);
   if (ops_.where == device::host) p->cols = tensor({cols}, ops_.where);  // the CUDA table keeps its own workspace
@@ -220,8 +226,30 @@ node_call call_of(const graph_t& g, plan_t& p, const ops_table& ops, const layer
     host_ids = p.host_ids[in].data();
     ids = ops.where == device::host ? host_ids : p.ids[in].data();
   }
-  return node_call{ops,       l,    p.batch, g.in[i], g.shapes[t],   p.x,       ids,    host_ids,   p.act[t],
-                   p.grad[t], p.dx, params,  grads,   p.cols.data(), p.bufs[i], sparse, p.training, p.seed};
+  return node_call{ops,  l,      p.batch, g.in[i],       g.shapes[t], p.x,    ids,        host_ids, p.act[t], p.grad[t],
+                   p.dx, params, grads,   p.cols.data(), p.bufs[i],   sparse, p.training, p.seed,   i};
+}
+
+// MSE of the one output against the labels as floats (integer-valued
+// targets, e.g. ratings); correct: predictions that round to their label.
+float mse_loss(plan_t& p, const ops_table& ops, int n, const float* pred, const int32_t* labels, float* dpred,
+               int64_t& correct) {
+  const int32_t* label = labels;
+  const float* y = pred;
+  float* target = p.targets;
+  if (ops.where != device::host) {
+    p.host_labels.resize(size_t(n));
+    p.host_floats.resize(2 * size_t(n));
+    copy_to_host(p.host_labels.data(), labels, size_t(n) * sizeof(int32_t));
+    copy_to_host(p.host_floats.data() + n, pred, size_t(n) * sizeof(float));
+    label = p.host_labels.data(), y = p.host_floats.data() + n, target = p.host_floats.data();
+  }
+  for (int e = 0; e < n; ++e) {
+    target[e] = float(label[e]);
+    correct += std::fabs(y[e] - target[e]) < 0.5f;
+  }
+  if (ops.where != device::host) copy_to_device(p.targets, target, size_t(n) * sizeof(float));
+  return ops.mse(n, 1, pred, p.targets, dpred);
 }
 
 }  // namespace
@@ -243,10 +271,15 @@ step_result graph_model::forward(const batch_view& batch, const std::vector<cons
   }
   const auto logits = g.shapes.size() - 1;
   step_result r;
-  if (spec_.loss == loss_kind::softmax_xent)
-    r.loss = ops_.softmax_xent(n, classes(), p.act[logits], batch.labels, p.grad[logits], &r.correct);
-  else
-    r.loss = ops_.sigmoid_bce(n, p.act[logits], batch.labels, p.grad[logits], &r.correct);
+  switch (spec_.loss) {
+    case loss_kind::softmax_xent:
+      r.loss = ops_.softmax_xent(n, classes(), p.act[logits], batch.labels, p.grad[logits], &r.correct);
+      break;
+    case loss_kind::sigmoid_bce:
+      r.loss = ops_.sigmoid_bce(n, p.act[logits], batch.labels, p.grad[logits], &r.correct);
+      break;
+    case loss_kind::mse: r.loss = mse_loss(p, ops_, n, p.act[logits], batch.labels, p.grad[logits], r.correct); break;
+  }
   return r;
 }
 

@@ -9,9 +9,12 @@
 namespace actorps::kernels {
 namespace {
 
-const auto glorot = initializer::kind::glorot_uniform;
+bool all_in(const std::vector<int>& v, int lo, int hi) {
+  return std::all_of(v.begin(), v.end(), [&](int x) { return x >= lo && x <= hi; });
+}
 
-// A copy within the table's memory.
+}  // namespace
+
 void copy_floats(device where, float* dst, const float* src, int64_t count) {
   if (where == device::host)
     std::copy(src, src + count, dst);
@@ -19,16 +22,72 @@ void copy_floats(device where, float* dst, const float* src, int64_t count) {
     copy_on_device(dst, src, size_t(count) * sizeof(float));
 }
 
+void pass_forward(const node_call& c) {
+  if (c.y != c.x[0]) copy_floats(c.ops.where, c.y, c.x[0], c.n * c.out.size());
+}
+
+void pass_backward(const node_call& c) {
+  if (c.dx[0] != nullptr && c.dx[0] != c.dy) copy_floats(c.ops.where, c.dx[0], c.dy, c.n * c.out.size());
+}
+
+std::string list_str(const std::vector<int>& v) { return list_str(std::vector<int64_t>(v.begin(), v.end())); }
+
+std::string list_str(const std::vector<int64_t>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
+pool_shape pool_of(const layer_spec& l, const dims& in, int n) {
+  pool_shape s{n, in.h, in.w, in.c, l.pool};
+  s.stride_h = s.stride_w = l.pool_stride;  // 0: the window
+  if (l.pads.size() == 4) std::copy(l.pads.begin(), l.pads.end(), s.pads);
+  s.count_include_pad = false;  // average pooling: as Keras and ONNX
+  return s;
+}
+
+std::string pool_rule(const char* type, const layer_spec& l, const dims& in, dims& out) {
+  const std::string window = std::string(type) + " window " + std::to_string(l.pool);
+  if (!in.image || l.pool <= 0) return window + " does not fit its input " + in.str();
+  if (l.pool_stride < 0)
+    return std::string(type) + " needs a stride of at least 1, got " + std::to_string(l.pool_stride);
+  if (!l.pads.empty() && (l.pads.size() != 4 || !all_in(l.pads, 0, l.pool - 1)))
+    return window + " needs pads [top, left, bottom, right] each in [0, " + std::to_string(l.pool) + "), got " +
+           list_str(l.pads);
+  const auto s = pool_of(l, in, 1);
+  if (s.out_h() == 0 || s.out_w() == 0) return window + " does not fit its input " + in.str();
+  out = dims{s.out_h(), s.out_w(), in.c, true};
+  return {};
+}
+
+namespace {
+
+const auto glorot = initializer::kind::glorot_uniform;
+
 void kernel_and_bias(const std::string& prefix, std::vector<int64_t> kernel, int units, std::vector<param_info>& out) {
   out.push_back({prefix + "/kernel", std::move(kernel), false, glorot});
   out.push_back({prefix + "/bias", {units}});
 }
 
-// ---- conv2d (stride 1): [h, w, c] -> [h', w', filters] ----
-conv2d_shape conv_of(const node_call& c) {
-  auto& d = c.in[0];
-  return {c.n, d.h, d.w, d.c, c.l.units, c.l.kernel, c.l.kernel, c.l.pad};
+// ---- conv2d: [h, w, c] -> [h', w', filters], strides and pads ----
+// TF's SAME at stride s: out = ceil(in / s), and the padding those windows
+// need split with the smaller half first (at stride 1: what `same` gives).
+void same_pads(int in, int k, int stride, int& before, int& after) {
+  const int total = std::max(((in + stride - 1) / stride - 1) * stride + k - in, 0);
+  before = total / 2, after = total - before;
 }
+conv2d_shape conv_shape(const layer_spec& l, const dims& d, int n) {
+  conv2d_shape s{n, d.h, d.w, d.c, l.units, l.kernel, l.kernel, l.pad};
+  if (l.strides.size() == 2) s.stride_h = l.strides[0], s.stride_w = l.strides[1];
+  if (l.pads.size() == 4) {
+    std::copy(l.pads.begin(), l.pads.end(), s.pads);
+  } else if (l.pad == padding::same && (s.stride_h > 1 || s.stride_w > 1)) {
+    same_pads(d.h, l.kernel, s.stride_h, s.pads[0], s.pads[2]);
+    same_pads(d.w, l.kernel, s.stride_w, s.pads[1], s.pads[3]);
+  }
+  return s;
+}
+conv2d_shape conv_of(const node_call& c) { return conv_shape(c.l, c.in[0], c.n); }
 const node_rule conv2d{
     "conv2d",
     1,
@@ -36,11 +95,15 @@ const node_rule conv2d{
     [](const layer_spec& l, const std::vector<dims>& in, dims& out) -> std::string {
       auto& d = in[0];
       if (l.units <= 0 || l.kernel <= 0) return "conv2d needs filters > 0 and kernel > 0";
+      if (!l.strides.empty() && (l.strides.size() != 2 || !all_in(l.strides, 1, 1 << 16)))
+        return "conv2d needs strides [h, w] of at least 1, got " + list_str(l.strides);
+      if (!l.pads.empty() && (l.pads.size() != 4 || !all_in(l.pads, 0, 1 << 16)))
+        return "conv2d needs pads [top, left, bottom, right] of at least 0, got " + list_str(l.pads);
       if (!d.image) return "conv2d needs an image input [h, w, c], got " + d.str();
-      if (l.pad == padding::valid && (d.h < l.kernel || d.w < l.kernel))
+      const auto s = conv_shape(l, d, 1);
+      if (s.out_h() == 0 || s.out_w() == 0)
         return "conv2d kernel " + std::to_string(l.kernel) + " larger than its input " + d.str();
-      out = l.pad == padding::valid ? dims{d.h - l.kernel + 1, d.w - l.kernel + 1, l.units, true}
-                                    : dims{d.h, d.w, l.units, true};
+      out = dims{s.out_h(), s.out_w(), l.units, true};
       return {};
     },
     [](const layer_spec& l, const std::vector<dims>& in, const std::string& prefix, std::vector<param_info>& out) {
@@ -50,7 +113,7 @@ const node_rule conv2d{
       return 2.0 * double(out.size()) * l.kernel * l.kernel * in[0].c;
     },
     [](const layer_spec& l, const std::vector<dims>& in, const dims&, int batch, device, node_buffers& buf) {
-      buf.cols = conv2d_shape{batch, in[0].h, in[0].w, in[0].c, l.units, l.kernel, l.kernel, l.pad}.cols();
+      buf.cols = conv_shape(l, in[0], batch).cols();
     },
     [](const node_call& c) { c.ops.conv2d_forward(conv_of(c), c.x[0], c.params[0], c.params[1], c.y, c.cols); },
     [](const node_call& c) {
@@ -58,27 +121,20 @@ const node_rule conv2d{
       if (c.dx[0] != nullptr) c.ops.conv2d_backward_data(conv_of(c), c.dy, c.params[0], c.dx[0], c.cols);
     }};
 
-// ---- maxpool2d: window = stride = pool ----
-pool_shape pool_of(const node_call& c) { return {c.n, c.in[0].h, c.in[0].w, c.in[0].c, c.l.pool}; }
+// ---- maxpool2d: window `pool`, stride (default: the window) and pads ----
 const node_rule maxpool2d{
     "maxpool2d",
     1,
     1,
-    [](const layer_spec& l, const std::vector<dims>& in, dims& out) -> std::string {
-      auto& d = in[0];
-      if (!d.image || l.pool <= 0 || d.h < l.pool || d.w < l.pool)
-        return "maxpool2d window " + std::to_string(l.pool) + " does not fit its input " + d.str();
-      out = dims{d.h / l.pool, d.w / l.pool, d.c, true};
-      return {};
-    },
+    [](const layer_spec& l, const std::vector<dims>& in, dims& out) { return pool_rule("maxpool2d", l, in[0], out); },
     nullptr,
     nullptr,
     [](const layer_spec&, const std::vector<dims>&, const dims& out, int batch, device where, node_buffers& buf) {
       buf.argmax = int_tensor({batch * out.size()}, where);
     },
-    [](const node_call& c) { c.ops.maxpool_forward(pool_of(c), c.x[0], c.y, c.buf.argmax.data()); },
+    [](const node_call& c) { c.ops.maxpool_forward(pool_of(c.l, c.in[0], c.n), c.x[0], c.y, c.buf.argmax.data()); },
     [](const node_call& c) {
-      if (c.dx[0] != nullptr) c.ops.maxpool_backward(pool_of(c), c.dy, c.buf.argmax.data(), c.dx[0]);
+      if (c.dx[0] != nullptr) c.ops.maxpool_backward(pool_of(c.l, c.in[0], c.n), c.dy, c.buf.argmax.data(), c.dx[0]);
     }};
 
 // ---- flatten: a reshape; the plan gives it its input's memory where it can ----
@@ -92,13 +148,10 @@ const node_rule flatten{"flatten",
                         nullptr,
                         nullptr,
                         nullptr,
-                        [](const node_call& c) {
-                          if (c.y != c.x[0]) copy_floats(c.ops.where, c.y, c.x[0], c.n * c.out.size());
-                        },
-                        [](const node_call& c) {
-                          if (c.dx[0] != nullptr && c.dx[0] != c.dy)
-                            copy_floats(c.ops.where, c.dx[0], c.dy, c.n * c.out.size());
-                        }};
+                        pass_forward,
+                        pass_backward,
+                        false,
+                        true};
 
 // ---- dense: [k] -> [units] ----
 const node_rule dense{
@@ -237,6 +290,17 @@ const node_rule& rule_of(layer_kind kind) {
     case layer_kind::embedding: return embedding;
     case layer_kind::add: return add;
     case layer_kind::concat: return concat;
+    case layer_kind::relu: return relu_node;
+    case layer_kind::sigmoid: return sigmoid_node;
+    case layer_kind::tanh: return tanh_node;
+    case layer_kind::gelu: return gelu_node;
+    case layer_kind::softmax: return softmax_node;
+    case layer_kind::multiply: return multiply_node;
+    case layer_kind::reshape: return reshape_node;
+    case layer_kind::dropout: return dropout_node;
+    case layer_kind::avgpool2d: return avgpool2d_node;
+    case layer_kind::global_avgpool2d: return global_avgpool2d_node;
+    case layer_kind::layernorm: return layernorm_node;
   }
   throw std::invalid_argument("unknown layer kind " + std::to_string(int(kind)));
 }

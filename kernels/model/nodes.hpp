@@ -1,6 +1,7 @@
 // What each node kind is: its inputs, shape rule, parameters, cost, buffers,
-// forward and backward, in one descriptor per kind (nodes.cpp). A new kind
-// is a layer_kind, one descriptor and its entry in rule_of().
+// forward and backward, in one descriptor per kind (nodes.cpp, and one file
+// per family). A new kind is a layer_kind, one descriptor and its entry in
+// rule_of().
 #pragma once
 
 #include <string>
@@ -16,10 +17,11 @@ struct node_buffers {
   int_tensor argmax;             // maxpool2d
   tensor rows;                   // embedding: the per-lookup gradient rows
   std::vector<float> host_rows;  // embedding on a device: rows copied back to merge
-  tensor spare;                  // concat: the gradient of an input that needs none
+  tensor spare;                  // concat, layernorm: the gradient of an input that needs none
   std::vector<int> widths;       // concat: its inputs' last axes
   std::vector<float*> parts;     // concat: where split writes (kept: no allocation per step)
   int64_t cols = 0;              // host convolution scratch it needs (the plan keeps the largest)
+  tensor mean, inv_std;          // layernorm: per row
 };
 
 /// One node's forward or backward over a batch of n examples; pointers are
@@ -43,6 +45,7 @@ struct node_call {
   sparse_rows* sparse;  // embedding: its table's gradient
   bool training;        // train_step (batch statistics, dropout) or evaluate
   uint64_t seed;        // the batch's (batch_view::seed)
+  size_t index;         // the node's in the spec: two dropouts of one step draw different masks
 };
 
 struct node_rule {
@@ -61,8 +64,29 @@ struct node_rule {
   void (*forward)(const node_call& c);
   void (*backward)(const node_call& c);
   bool reads_ids = false;  // its one input is an ids input (an embedding); only such nodes read ids
+  bool reshapes = false;   // its output is its input reshaped: the plan may give both one memory
 };
 
 const node_rule& rule_of(layer_kind kind);
+
+// ---- shared by the descriptors (nodes.cpp) ----
+/// "[1, 2, 3]".
+std::string list_str(const std::vector<int>& v);
+std::string list_str(const std::vector<int64_t>& v);
+/// A copy within the table's memory.
+void copy_floats(device where, float* dst, const float* src, int64_t count);
+/// y = x and dx = dy, copied unless the plan gave them one memory (a reshape).
+void pass_forward(const node_call& c);
+void pass_backward(const node_call& c);
+/// A pooling node's (maxpool2d, avgpool2d) window `pool`, stride and pads
+/// over n examples of `in`, and its shape rule.
+pool_shape pool_of(const layer_spec& l, const dims& in, int n);
+std::string pool_rule(const char* type, const layer_spec& l, const dims& in, dims& out);
+
+// ---- elementwise, reshape, dropout (nodes_elementwise.cpp) ----
+extern const node_rule relu_node, sigmoid_node, tanh_node, gelu_node, softmax_node, multiply_node, reshape_node,
+    dropout_node;
+// ---- pooling and normalization (nodes_spatial.cpp) ----
+extern const node_rule avgpool2d_node, global_avgpool2d_node, layernorm_node;
 
 }  // namespace actorps::kernels

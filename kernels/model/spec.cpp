@@ -140,6 +140,8 @@ struct resolver {
 
 }  // namespace
 
+const char* layer_type(layer_kind kind) { return rule_of(kind).type; }
+
 std::string dims::str() const {
   if (image) return shape_str({h, w, c});
   return h == 1 && w == 1 ? shape_str({c}) : shape_str({h, w, c});
@@ -187,6 +189,8 @@ std::optional<spec_error> model_spec::check() const {
     return whole("the last layer must have no activation (it gives the logits)");
   if (loss == loss_kind::sigmoid_bce && logits.c != 1)
     return whole("loss sigmoid_bce needs a last layer of 1 unit, got " + std::to_string(logits.c));
+  if (loss == loss_kind::mse && logits.c != 1)
+    return whole("loss mse needs a last layer of 1 unit, got " + std::to_string(logits.c));
   if (loss == loss_kind::softmax_xent && logits.c < 2)
     return whole("loss softmax_xent needs a last layer of at least 2 units (one per class)");
   return std::nullopt;
@@ -202,8 +206,8 @@ model_spec::example_cost model_spec::cost_per_example() const {
     const dims out = g.shapes[size_t(g.tensor_of(i))];
     const double f = rule.flops ? rule.flops(layers[i], g.in[i], out) : 0.0;
     forward += f;
-    if (reads_inputs_only) unneeded += f;                                          // no input gradient computed
-    if (layers[i].kind != layer_kind::flatten) activations += double(out.size());  // flatten is a reshape
+    if (reads_inputs_only) unneeded += f;                   // no input gradient computed
+    if (!rule.reshapes) activations += double(out.size());  // a reshape shares its input's memory
   }
   return {3 * forward - unneeded, activations};
 }
