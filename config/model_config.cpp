@@ -32,12 +32,34 @@ caf::error read_node(const reader& r, const toml::table& t, const std::string& p
                           {std::pair{"conv2d", layer_kind::conv2d}, std::pair{"maxpool2d", layer_kind::maxpool2d},
                            std::pair{"flatten", layer_kind::flatten}, std::pair{"dense", layer_kind::dense},
                            std::pair{"embedding", layer_kind::embedding}, std::pair{"add", layer_kind::add},
-                           std::pair{"concat", layer_kind::concat}}))
+                           std::pair{"concat", layer_kind::concat}, std::pair{"batchnorm", layer_kind::batchnorm}}))
     return err;
   if (auto err = r.get(t, p, "name", l.name)) return err;
   auto* inputs = t.get("inputs");
   if (inputs == nullptr || (inputs->is_integer() && l.kind == layer_kind::embedding)) return caf::none;
   return read_names(r, t, p, "inputs", l.inputs);
+}
+
+caf::error read_activation(const reader& r, const toml::table& t, const std::string& p, layer_spec& l) {
+  return r.choose(t, p, "activation", l.act,
+                  {std::pair{"none", activation::none}, std::pair{"relu", activation::relu}});
+}
+
+// A number key that must lie in (lo, hi] (lo inclusive with `closed`).
+caf::error read_bounded(const reader& r, const toml::table& t, const std::string& p, const char* key, float& out,
+                        float lo, float hi, bool closed, const char* expected) {
+  if (auto err = r.get(t, p, key, out)) return err;
+  if ((closed ? out >= lo : out > lo) && out <= hi) return caf::none;
+  return r.fail(*t.get(key), p + "." + key, std::string("expected ") + expected + ", got " + std::to_string(out));
+}
+
+caf::error read_batchnorm(const reader& r, const toml::table& t, const std::string& p, layer_spec& l) {
+  caf::error err;
+  (err = r.only_keys(t, p, {"type", "name", "inputs", "momentum", "epsilon", "activation"})) ||
+      (err = read_bounded(r, t, p, "momentum", l.momentum, 0, 1, true, "a number in [0, 1]")) ||
+      (err = read_bounded(r, t, p, "epsilon", l.epsilon, 0, 1, false, "a number in (0, 1]")) ||
+      (err = read_activation(r, t, p, l));
+  return err;
 }
 
 caf::error read_layer(const reader& r, const toml::node& n, const std::string& p, layer_spec& l) {
@@ -50,10 +72,7 @@ caf::error read_layer(const reader& r, const toml::node& n, const std::string& p
       if (!t->contains(key)) return r.fail(n, p, std::string("missing required key '") + key + "'");
     return caf::none;
   };
-  auto act = [&] {
-    return r.choose(*t, p, "activation", l.act,
-                    {std::pair{"none", activation::none}, std::pair{"relu", activation::relu}});
-  };
+  auto act = [&] { return read_activation(r, *t, p, l); };
   uint32_t units = 0, kernel = 0, pool = 0, vocabulary = 0, inputs = 0;
   constexpr int64_t big = int64_t(1) << 30;
   caf::error err;
@@ -91,6 +110,7 @@ caf::error read_layer(const reader& r, const toml::node& n, const std::string& p
       l.units = int(units), l.vocabulary = vocabulary;
       if (inputs != 0) l.ids_per_example = int(inputs);
       return err;
+    case layer_kind::batchnorm: return read_batchnorm(r, *t, p, l);
   }
   return err;
 }
@@ -218,6 +238,9 @@ std::string model_json_text(const kernels::model_spec& m) {
         break;
       case layer_kind::add: j = {{"type", "add"}}; break;
       case layer_kind::concat: j = {{"type", "concat"}}; break;
+      case layer_kind::batchnorm:
+        j = {{"type", "batchnorm"}, {"momentum", l.momentum}, {"epsilon", l.epsilon}, {"relu", relu}};
+        break;
     }
     // As in the TOML: a graph's node names the inputs it reads.
     if (!l.name.empty()) j["name"] = l.name;

@@ -18,8 +18,19 @@
 namespace actorps::kernels {
 
 /// What a node computes. Each kind's shape rule, parameters, forward and
-/// backward live in one place, kernels/model/nodes.cpp.
-enum class layer_kind { conv2d, maxpool2d, flatten, dense, embedding, add, concat };
+/// backward live in one place, kernels/model/nodes.cpp (a family's kinds in
+/// nodes_<family>.cpp). The numbers are the wire's (train.proto LayerSpec.Kind).
+enum class layer_kind {
+  conv2d,
+  maxpool2d,
+  flatten,
+  dense,
+  embedding,
+  add,
+  concat,
+  // ---- normalization (nodes_norm.cpp) ----
+  batchnorm = 30,
+};
 enum class activation { none, relu };
 enum class loss_kind { softmax_xent, sigmoid_bce };
 /// What an input's columns hold: floats, or ids (floats in the batch,
@@ -49,6 +60,8 @@ struct layer_spec {
   std::string name{};                 // empty: "<kind>_<k>" (k-th node of its kind), e.g. "dense_1"
   std::vector<std::string> inputs{};  // model inputs or nodes it reads; empty: the node before
                                       // (node 0: the model's first input)
+  float momentum = 0.1f;              // batchnorm: PyTorch's (moving = (1 - momentum) * moving + momentum * batch)
+  float epsilon = 1e-5f;              // batchnorm: added to the variance
 };
 
 /// Why a model_spec cannot be built (kernels/ knows no caf::error: config/
@@ -94,8 +107,18 @@ struct param_info {
   std::vector<int64_t> shape;  // kernel HWIO / [in, out]; bias [out]; embeddings [vocabulary, dim]
   bool sparse = false;         // gradient comes as rows (sparse_gradient), not dense
   initializer::kind init = initializer::kind::zeros;  // Keras' default for the layer (seed chosen by the caller)
+  float init_value = 0;                               // constant's value
+  /// false: not trained (a batchnorm's moving statistics). Its "gradient" is
+  /// the delta to add to it, applied as value += delta with no learning
+  /// rate and no optimizer slots (optimizer_kind::accumulate).
+  bool trainable = true;
   int64_t size() const;
 };
+
+/// The optimizer parameter `p` applies when the trainable ones apply `trained`.
+inline optimizer_kind optimizer_of(const param_info& p, optimizer_kind trained) {
+  return p.trainable ? trained : optimizer_kind::accumulate;
+}
 
 struct step_result {
   float loss = 0;       // mean loss over the batch
@@ -144,7 +167,7 @@ class graph_model {
 
   /// Every parameter initialized as parameters()[i].init says (glorot-uniform
   /// kernels, zero biases, uniform(-0.05, 0.05) embeddings: Keras'
-  /// defaults), parameter i seeded with parameter_seed(seed, i) (host
+  /// defaults; constants such as a batchnorm's ones), parameter i seeded with parameter_seed(seed, i) (host
   /// memory, in parameters() order).
   std::vector<std::vector<float>> initial_values(uint64_t seed) const;
 

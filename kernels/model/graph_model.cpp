@@ -136,6 +136,7 @@ std::vector<std::vector<float>> graph_model::initial_values(uint64_t seed) const
     auto& p = params_[i];
     initializer init;  // uniform's default range is Keras Embedding's (-0.05, 0.05)
     init.type = p.init;
+    init.value = p.init_value;
     init.seed = parameter_seed(seed, i);
     std::vector<float> v(static_cast<size_t>(p.size()));
     initialize_rows(init, p.shape, 0, p.shape[0], v.data());

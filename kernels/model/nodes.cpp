@@ -11,14 +11,6 @@ namespace {
 
 const auto glorot = initializer::kind::glorot_uniform;
 
-// A copy within the table's memory.
-void copy_floats(device where, float* dst, const float* src, int64_t count) {
-  if (where == device::host)
-    std::copy(src, src + count, dst);
-  else
-    copy_on_device(dst, src, size_t(count) * sizeof(float));
-}
-
 void kernel_and_bias(const std::string& prefix, std::vector<int64_t> kernel, int units, std::vector<param_info>& out) {
   out.push_back({prefix + "/kernel", std::move(kernel), false, glorot});
   out.push_back({prefix + "/bias", {units}});
@@ -228,6 +220,13 @@ const node_rule concat{
 
 }  // namespace
 
+void copy_floats(device where, float* dst, const float* src, int64_t count) {
+  if (where == device::host)
+    std::copy(src, src + count, dst);
+  else
+    copy_on_device(dst, src, size_t(count) * sizeof(float));
+}
+
 const node_rule& rule_of(layer_kind kind) {
   switch (kind) {
     case layer_kind::conv2d: return conv2d;
@@ -237,6 +236,7 @@ const node_rule& rule_of(layer_kind kind) {
     case layer_kind::embedding: return embedding;
     case layer_kind::add: return add;
     case layer_kind::concat: return concat;
+    case layer_kind::batchnorm: return batchnorm_node;
   }
   throw std::invalid_argument("unknown layer kind " + std::to_string(int(kind)));
 }

@@ -16,10 +16,11 @@ struct node_buffers {
   int_tensor argmax;             // maxpool2d
   tensor rows;                   // embedding: the per-lookup gradient rows
   std::vector<float> host_rows;  // embedding on a device: rows copied back to merge
-  tensor spare;                  // concat: the gradient of an input that needs none
+  tensor spare;                  // concat, batchnorm: the gradient of an input that needs none
   std::vector<int> widths;       // concat: its inputs' last axes
   std::vector<float*> parts;     // concat: where split writes (kept: no allocation per step)
   int64_t cols = 0;              // host convolution scratch it needs (the plan keeps the largest)
+  tensor mean, inv_std;          // batchnorm: the batch's statistics, per channel
 };
 
 /// One node's forward or backward over a batch of n examples; pointers are
@@ -64,5 +65,11 @@ struct node_rule {
 };
 
 const node_rule& rule_of(layer_kind kind);
+
+/// A copy within the table's memory.
+void copy_floats(device where, float* dst, const float* src, int64_t count);
+
+// ---- normalization (nodes_norm.cpp) ----
+extern const node_rule batchnorm_node;
 
 }  // namespace actorps::kernels
