@@ -10,9 +10,10 @@ namespace actorps {
 single_process::single_process(const job_spec& job, data::pipeline train)
     : job_(job), train_(std::move(train)), model_(new kernels::graph_model(job.model, kernels::cpu_ops())) {
   params_ = std::make_unique<kernels::host_parameters>(model_->initial_values(job.training.seed));
-  const auto kind = static_cast<kernels::optimizer_kind>(job.training.optimizer.kind());
-  for (auto& v : params_->values)
-    for (int s = 0; s < kernels::slot_count(kind); ++s) slots_.emplace_back(v.size(), 0.0f);
+  const auto trained = static_cast<kernels::optimizer_kind>(job.training.optimizer.kind());
+  for (auto& p : model_->parameters()) kinds_.push_back(kernels::optimizer_of(p, trained));
+  for (size_t v = 0; v < kinds_.size(); ++v)
+    for (int s = 0; s < kernels::slot_count(kinds_[v]); ++s) slots_.emplace_back(params_->values[v].size(), 0.0f);
 }
 
 caf::expected<std::unique_ptr<single_process>> single_process::create(const job_spec& job) {
@@ -23,7 +24,6 @@ caf::expected<std::unique_ptr<single_process>> single_process::create(const job_
 }
 
 caf::expected<int64_t> single_process::train(int64_t steps, float learning_rate) {
-  const auto kind = static_cast<kernels::optimizer_kind>(job_.training.optimizer.kind());
   auto opt = optimizer_params_of(job_.training.optimizer);
   opt.lr = learning_rate;
   auto& p = *params_;
@@ -35,8 +35,8 @@ caf::expected<int64_t> single_process::train(int64_t steps, float learning_rate)
     opt.step = ++steps_;  // Adam's bias correction, as a shard's version
     for (size_t v = 0, slot = 0; v < p.values.size(); ++v) {
       float* s[2] = {nullptr, nullptr};
-      for (int k = 0; k < kernels::slot_count(kind); ++k) s[k] = slots_[slot++].data();
-      kernels::cpu_ops().apply_dense(kind, opt, int64_t(p.values[v].size()), p.value_ptrs[v], s, p.grad_views[v]);
+      for (int k = 0; k < kernels::slot_count(kinds_[v]); ++k) s[k] = slots_[slot++].data();
+      kernels::cpu_ops().apply_dense(kinds_[v], opt, int64_t(p.values[v].size()), p.value_ptrs[v], s, p.grad_views[v]);
     }
     examples += b.size();
   }

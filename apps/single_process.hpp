@@ -32,6 +32,7 @@ class single_process {
   data::pipeline train_;
   std::unique_ptr<kernels::graph_model> model_;
   std::unique_ptr<kernels::host_parameters> params_;
+  std::vector<kernels::optimizer_kind> kinds_;  // per parameter: the job's, or accumulate (not trainable)
   std::vector<std::vector<float>> slots_;
   int64_t steps_ = 0;  // updates applied (Adam's step)
 };

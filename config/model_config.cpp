@@ -78,7 +78,8 @@ caf::error read_node(const reader& r, const toml::table& t, const std::string& p
            std::pair{"gelu", layer_kind::gelu}, std::pair{"softmax", layer_kind::softmax},
            std::pair{"multiply", layer_kind::multiply}, std::pair{"reshape", layer_kind::reshape},
            std::pair{"dropout", layer_kind::dropout}, std::pair{"avgpool2d", layer_kind::avgpool2d},
-           std::pair{"global_avgpool2d", layer_kind::global_avgpool2d}, std::pair{"layernorm", layer_kind::layernorm}}))
+           std::pair{"global_avgpool2d", layer_kind::global_avgpool2d}, std::pair{"layernorm", layer_kind::layernorm},
+           std::pair{"batchnorm", layer_kind::batchnorm}}))
     return err;
   if (auto err = r.get(t, p, "name", l.name)) return err;
   auto* inputs = t.get("inputs");
@@ -107,6 +108,28 @@ caf::error read_graph_node(const reader& r, const toml::table& t, const std::str
   return caf::none;
 }
 
+caf::error read_activation(const reader& r, const toml::table& t, const std::string& p, layer_spec& l) {
+  return r.choose(t, p, "activation", l.act,
+                  {std::pair{"none", activation::none}, std::pair{"relu", activation::relu}});
+}
+
+// A number key that must lie in (lo, hi] (lo inclusive with `closed`).
+caf::error read_bounded(const reader& r, const toml::table& t, const std::string& p, const char* key, float& out,
+                        float lo, float hi, bool closed, const char* expected) {
+  if (auto err = r.get(t, p, key, out)) return err;
+  if ((closed ? out >= lo : out > lo) && out <= hi) return caf::none;
+  return r.fail(*t.get(key), p + "." + key, std::string("expected ") + expected + ", got " + std::to_string(out));
+}
+
+caf::error read_batchnorm(const reader& r, const toml::table& t, const std::string& p, layer_spec& l) {
+  caf::error err;
+  (err = r.only_keys(t, p, {"type", "name", "inputs", "momentum", "epsilon", "activation"})) ||
+      (err = read_bounded(r, t, p, "momentum", l.momentum, 0, 1, true, "a number in [0, 1]")) ||
+      (err = read_bounded(r, t, p, "epsilon", l.epsilon, 0, 1, false, "a number in (0, 1]")) ||
+      (err = read_activation(r, t, p, l));
+  return err;
+}
+
 caf::error read_layer(const reader& r, const toml::node& n, const std::string& p, layer_spec& l) {
   auto* t = n.as_table();
   if (t == nullptr) return r.fail(n, p, std::string("expected a table, got ") + type_name(n));
@@ -117,10 +140,7 @@ caf::error read_layer(const reader& r, const toml::node& n, const std::string& p
       if (!t->contains(key)) return r.fail(n, p, std::string("missing required key '") + key + "'");
     return caf::none;
   };
-  auto act = [&] {
-    return r.choose(*t, p, "activation", l.act,
-                    {std::pair{"none", activation::none}, std::pair{"relu", activation::relu}});
-  };
+  auto act = [&] { return read_activation(r, *t, p, l); };
   uint32_t units = 0, kernel = 0, pool = 0, vocabulary = 0, inputs = 0;
   constexpr int64_t big = int64_t(1) << 30;
   caf::error err;
@@ -172,6 +192,7 @@ caf::error read_layer(const reader& r, const toml::node& n, const std::string& p
       l.units = int(units), l.vocabulary = vocabulary;
       if (inputs != 0) l.ids_per_example = int(inputs);
       return err;
+    case layer_kind::batchnorm: return read_batchnorm(r, *t, p, l);
   }
   return err;
 }
@@ -304,6 +325,7 @@ std::string model_json_text(const kernels::model_spec& m) {
       case layer_kind::reshape: j = {{"shape", l.shape}}; break;
       case layer_kind::dropout: j = {{"rate", l.rate}}; break;
       case layer_kind::layernorm: j = {{"epsilon", l.epsilon}}; break;
+      case layer_kind::batchnorm: j = {{"momentum", l.momentum}, {"epsilon", l.epsilon}, {"relu", relu}}; break;
       default: j = json::object(); break;  // the type alone
     }
     j["type"] = kernels::layer_type(l.kind);

@@ -40,6 +40,8 @@ enum class layer_kind {
   avgpool2d = 15,
   global_avgpool2d = 16,
   layernorm = 17,
+  // ---- batch normalization (nodes_norm.cpp) ----
+  batchnorm = 30,
 };
 /// A kind's name, as TOML and JSON give it: "conv2d", "global_avgpool2d".
 const char* layer_type(layer_kind kind);
@@ -80,7 +82,8 @@ struct layer_spec {
   int pool_stride = 0;           // maxpool2d, avgpool2d: 0 = pool
   float rate = 0;                // dropout: the fraction dropped, in [0, 1)
   std::vector<int64_t> shape{};  // reshape: per example, 1 to 3 sizes, one of them may be -1
-  float epsilon = 1e-5f;         // layernorm (PyTorch's default)
+  float epsilon = 1e-5f;         // layernorm, batchnorm (PyTorch's default)
+  float momentum = 0.1f;         // batchnorm: PyTorch's (moving = (1 - momentum) * moving + momentum * batch)
 };
 
 /// Why a model_spec cannot be built (kernels/ knows no caf::error: config/
@@ -127,8 +130,17 @@ struct param_info {
   bool sparse = false;         // gradient comes as rows (sparse_gradient), not dense
   initializer::kind init = initializer::kind::zeros;  // Keras' default for the layer (seed chosen by the caller)
   float value = 0;                                    // init constant's value (a layernorm's gamma: 1)
+  /// false: not trained (a batchnorm's moving statistics). Its "gradient" is
+  /// the delta to add to it, applied as value += delta with no learning
+  /// rate and no optimizer slots (optimizer_kind::accumulate).
+  bool trainable = true;
   int64_t size() const;
 };
+
+/// The optimizer parameter `p` applies when the trainable ones apply `trained`.
+inline optimizer_kind optimizer_of(const param_info& p, optimizer_kind trained) {
+  return p.trainable ? trained : optimizer_kind::accumulate;
+}
 
 struct step_result {
   float loss = 0;       // mean loss over the batch
@@ -177,7 +189,7 @@ class graph_model {
 
   /// Every parameter initialized as parameters()[i].init says (glorot-uniform
   /// kernels, zero biases, uniform(-0.05, 0.05) embeddings: Keras'
-  /// defaults), parameter i seeded with parameter_seed(seed, i) (host
+  /// defaults; constants such as a batchnorm's ones), parameter i seeded with parameter_seed(seed, i) (host
   /// memory, in parameters() order).
   std::vector<std::vector<float>> initial_values(uint64_t seed) const;
 

@@ -98,9 +98,13 @@ struct pool_shape {
 /// The optimizers a variable may use; each keeps slot_count(kind) slot
 /// tensors of the variable's shape beside it (momentum: velocity; Adam: m,
 /// v; Adagrad: accumulator, which starts at initial_accumulator).
-enum class optimizer_kind { sgd, momentum, adam, adagrad };
+/// accumulate: param += grad, no learning rate, no slots: what a
+/// non-trainable variable (moving statistics) applies, its "gradient" being
+/// the delta to add.
+enum class optimizer_kind { sgd, momentum, adam, adagrad, accumulate };
 constexpr int slot_count(optimizer_kind kind) {
   switch (kind) {
+    case optimizer_kind::accumulate: return 0;
     case optimizer_kind::sgd: return 0;
     case optimizer_kind::momentum: return 1;
     case optimizer_kind::adam: return 2;

@@ -38,7 +38,7 @@ std::vector<conv2d_shape> conv_cases() {
 }
 
 constexpr optimizer_kind kOptimizers[] = {optimizer_kind::sgd, optimizer_kind::momentum, optimizer_kind::adam,
-                                          optimizer_kind::adagrad};
+                                          optimizer_kind::adagrad, optimizer_kind::accumulate};
 
 const char* name(optimizer_kind kind) {
   switch (kind) {
@@ -46,6 +46,7 @@ const char* name(optimizer_kind kind) {
     case optimizer_kind::momentum: return "momentum";
     case optimizer_kind::adam: return "adam";
     case optimizer_kind::adagrad: return "adagrad";
+    case optimizer_kind::accumulate: return "accumulate";
   }
   return "?";
 }
@@ -364,6 +365,9 @@ BOOST_AUTO_TEST_CASE(optimizers_closed_form) {
   p.step = 1;
   apply(optimizer_kind::adam, &m, &vv);  // first step moves by lr * sign(g)
   BOOST_TEST(param == 0.9f, boost::test_tools::tolerance(1e-5f));
+  param = 1.0f;
+  apply(optimizer_kind::accumulate, nullptr, nullptr);  // param += g, no learning rate
+  BOOST_TEST(param == 3.0f);
 }
 
 BOOST_AUTO_TEST_CASE(reference_gradients_match_finite_differences) {

@@ -161,16 +161,21 @@ std::vector<pb::Assign> restore_messages(const keeper_setup& l, uint32_t ps, int
   auto all = split_assign(view, values);
   set_versions(all, view, versions);
   auto out = all[int(ps)];
-  const size_t slots = saved_of.empty() ? 0 : saved_of.front()->slots.size();
-  for (size_t k = 0; k < slots; ++k) {
+  // Slot k of the variables that have it (a non-trainable one has none),
+  // while every one of them has it saved.
+  for (uint32_t k = 1;; ++k) {
+    std::vector<const sharded_variable*> having;
     std::vector<const float*> slot_values;
-    for (auto* s : saved_of)
-      if (k < s->slots.size()) slot_values.push_back(s->slots[k].data());
-    if (slot_values.size() != view.size()) break;
-    auto by_ps = split_assign(view, slot_values, kDefaultChunkBytes, uint32_t(k + 1));  // kept alive for the loop
+    for (size_t i = 0; i < view.size(); ++i) {
+      if (view[i]->slot_count() < k) continue;
+      if (saved_of[i]->slots.size() < k) return out;
+      having.push_back(view[i]);
+      slot_values.push_back(saved_of[i]->slots[k - 1].data());
+    }
+    if (having.empty()) return out;
+    auto by_ps = split_assign(having, slot_values, kDefaultChunkBytes, k);  // kept alive for the loop
     for (auto& m : by_ps[int(ps)]) out.push_back(std::move(m));
   }
-  return out;
 }
 
 constexpr int64_t kPromoted = -2;  // resume's `step` for a promoted backup

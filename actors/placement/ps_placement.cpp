@@ -1,5 +1,7 @@
 #include "actors/placement/ps_placement.hpp"
 
+#include <algorithm>
+
 #include "actors/placement/ps_keeper.hpp"
 #include "actors/placement/ps_placement_impl.hpp"
 
@@ -61,18 +63,22 @@ caf::expected<shard_list> ps_placement::shards() { return p_->shards(); }
 const std::vector<sharded_variable>& ps_placement::variables() const { return p_->vars; }
 
 uint32_t ps_placement::slot_count() const {
-  if (p_->vars.empty()) return 0;
-  return uint32_t(kernels::slot_count(static_cast<kernels::optimizer_kind>(p_->vars.front().optimizer.kind())));
+  uint32_t most = 0;
+  for (auto& v : p_->vars) most = std::max(most, v.slot_count());
+  return most;
 }
 
 caf::expected<std::vector<std::vector<float>>> ps_placement::pull_values(uint32_t slot,
                                                                          std::vector<uint64_t>* versions) {
   if (versions != nullptr) versions->assign(p_->vars.size(), 0);
-  auto view = p_->view();
-  std::vector<std::vector<float>> values;
+  auto view = p_->view(slot);
+  std::vector<std::vector<float>> values(p_->vars.size());
   std::vector<float*> outs;
-  for (auto& v : p_->vars) values.emplace_back(size_t(v.size()));
-  for (auto& v : values) outs.push_back(v.data());
+  for (size_t i = 0; i < p_->vars.size(); ++i)
+    if (slot <= p_->vars[i].slot_count()) {
+      values[i].resize(size_t(p_->vars[i].size()));
+      outs.push_back(values[i].data());
+    }
   for (auto& [ps, pulls] : split_pull(view, kDefaultChunkBytes, slot))
     for (auto& pull : pulls) {
       auto got = p_->ask_shard<pb::Values>(size_t(ps), pull);
@@ -87,8 +93,11 @@ caf::error ps_placement::assign_values(const std::vector<const float*>& values, 
   if (values.size() != p_->vars.size())
     return make_error(errc::invalid_argument,
                       fmt::format("assign_values: {} values for {} variables", values.size(), p_->vars.size()));
-  auto view = p_->view();
-  auto by_ps = split_assign(view, values, kDefaultChunkBytes, slot);
+  auto view = p_->view(slot);
+  std::vector<const float*> having;  // the values of the variables in view
+  for (size_t i = 0; i < p_->vars.size(); ++i)
+    if (slot <= p_->vars[i].slot_count()) having.push_back(values[i]);
+  auto by_ps = split_assign(view, having, kDefaultChunkBytes, slot);
   if (versions != nullptr && versions->size() == view.size()) set_versions(by_ps, view, *versions);
   for (auto& [ps, msgs] : by_ps)
     for (auto& m : msgs)

@@ -61,14 +61,18 @@ class ps_placement {
   [[nodiscard]] caf::expected<shard_list> shards();
 
   const std::vector<sharded_variable>& variables() const;
-  /// Optimizer slots per variable (0 for SGD, 1 for momentum and Adagrad, 2 for Adam).
+  /// The most optimizer slots a variable has (0 for SGD, 1 for momentum and
+  /// Adagrad, 2 for Adam; a non-trainable variable has none:
+  /// sharded_variable::slot_count).
   uint32_t slot_count() const;
   /// The variables' current values, whole, in variables() order (slot k > 0:
-  /// their optimizer slot k - 1); `versions` gets their update counts.
+  /// their optimizer slot k - 1, empty for a variable without it);
+  /// `versions` gets their update counts.
   [[nodiscard]] caf::expected<std::vector<std::vector<float>>> pull_values(uint32_t slot = 0,
                                                                            std::vector<uint64_t>* versions = nullptr);
   /// Sets the variables (a checkpoint's values, in variables() order), or
-  /// with slot k > 0 their optimizer slot k - 1; `versions`, when given,
+  /// with slot k > 0 their optimizer slot k - 1 (a variable without it:
+  /// its entry is ignored, may be null); `versions`, when given (slot 0),
   /// their update counts (Adam's step).
   [[nodiscard]] caf::error assign_values(const std::vector<const float*>& values, uint32_t slot = 0,
                                          const std::vector<uint64_t>* versions = nullptr);

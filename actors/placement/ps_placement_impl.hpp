@@ -141,9 +141,11 @@ struct ps_placement::impl {
     return told ? caf::none : told.error();
   }
 
-  std::vector<const sharded_variable*> view() const {
+  /// The variables that have `slot` (0: the values, every one; k: optimizer slot k - 1).
+  std::vector<const sharded_variable*> view(uint32_t slot = 0) const {
     std::vector<const sharded_variable*> out;
-    for (auto& v : vars) out.push_back(&v);
+    for (auto& v : vars)
+      if (slot <= v.slot_count()) out.push_back(&v);
     return out;
   }
 };

@@ -21,17 +21,22 @@ caf::error backup_and_restore::on_train_begin(cluster_coordinator& c, fit_start&
   std::vector<const float*> values;
   std::vector<uint64_t> versions;
   std::vector<std::vector<const float*>> slots(c.placement().slot_count());
+  std::vector<bool> saved_whole(slots.size(), true);  // per slot: every variable that has it has it saved
   for (auto& v : c.placement().variables()) {
     auto found = find_variable(ckpt, dir_, v.name, v.shape);
     if (!found) return found.error();
     auto* saved = *found;
     values.push_back(saved->values.data());
     versions.push_back(saved->version);
-    for (size_t k = 0; k < slots.size() && k < saved->slots.size(); ++k) slots[k].push_back(saved->slots[k].data());
+    for (size_t k = 0; k < slots.size(); ++k) {
+      const bool has = k < v.slot_count(), kept = k < saved->slots.size();
+      slots[k].push_back(has && kept ? saved->slots[k].data() : nullptr);
+      if (has && !kept) saved_whole[k] = false;
+    }
   }
   if (auto err = c.placement().assign_values(values, 0, &versions)) return err;
   for (size_t k = 0; k < slots.size(); ++k)  // a checkpoint of another optimizer (or none) leaves them fresh
-    if (slots[k].size() == values.size())
+    if (saved_whole[k])
       if (auto err = c.placement().assign_values(slots[k], uint32_t(k + 1))) return err;
   start.step = last_saved_ = ckpt.step;
   start.epoch = uint32_t(ckpt.epoch) + 1;
@@ -70,7 +75,8 @@ caf::expected<checkpoint> pull_checkpoint(cluster_coordinator& c, int64_t step, 
   for (uint32_t k = 1; k <= c.placement().slot_count(); ++k) {
     auto slot = c.placement().pull_values(k);
     if (!slot) return slot.error();
-    for (size_t i = 0; i < vars.size(); ++i) ckpt.variables[i].slots.push_back(std::move((*slot)[i]));
+    for (size_t i = 0; i < vars.size(); ++i)
+      if (k <= vars[i].slot_count()) ckpt.variables[i].slots.push_back(std::move((*slot)[i]));
   }
   return ckpt;
 }

@@ -19,6 +19,10 @@ int64_t sharded_variable::row_size() const {
 
 int64_t sharded_variable::size() const { return shape.empty() ? 1 : shape[0] * row_size(); }
 
+uint32_t sharded_variable::slot_count() const {
+  return uint32_t(kernels::slot_count(static_cast<kernels::optimizer_kind>(optimizer.kind())));
+}
+
 pb::VariableSpec sharded_variable::spec(size_t i) const {
   pb::VariableSpec v;
   v.set_name(shard_name(i));
@@ -36,6 +40,9 @@ static_assert(int(kernels::initializer::kind::glorot_uniform) == pb::Initializer
                   int(kernels::initializer::kind::uniform) == pb::Initializer::UNIFORM &&
                   int(kernels::initializer::kind::constant) == pb::Initializer::CONSTANT,
               "pb::Initializer::Kind mirrors kernels::initializer::kind");
+static_assert(int(kernels::optimizer_kind::adagrad) == pb::Optimizer::ADAGRAD &&
+                  int(kernels::optimizer_kind::accumulate) == pb::Optimizer::ACCUMULATE,
+              "pb::Optimizer::Kind mirrors kernels::optimizer_kind");
 
 std::vector<sharded_variable> model_variables(const std::vector<kernels::param_info>& params, int ps_tasks,
                                               const partitioner& split, uint64_t seed, const pb::Optimizer& optimizer) {
@@ -53,6 +60,8 @@ std::vector<sharded_variable> model_variables(const std::vector<kernels::param_i
     v.initializer.set_high(defaults.high);
     v.initializer.set_seed(kernels::parameter_seed(seed, vars.size()));
     v.optimizer = optimizer;
+    v.optimizer.set_kind(static_cast<pb::Optimizer::Kind>(
+        kernels::optimizer_of(p, static_cast<kernels::optimizer_kind>(optimizer.kind()))));
     vars.push_back(std::move(v));
   }
   return vars;

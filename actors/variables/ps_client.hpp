@@ -33,6 +33,8 @@ struct sharded_variable {
   std::string shard_name(size_t i) const;
   int64_t row_size() const;
   int64_t size() const;
+  /// Its optimizer's slots (none for a non-trainable variable's accumulate).
+  uint32_t slot_count() const;
   /// Shard i holds elements [shard_first(i), shard_first(i) + shard_count(i)).
   int64_t shard_first(size_t i) const;
   int64_t shard_count(size_t i) const;
@@ -43,7 +45,7 @@ struct sharded_variable {
 /// A model's parameters as PS variables: placed round-robin over
 /// `ps_tasks`, split by `split`, initialized as the model says
 /// (param_info::init, seeded like graph_model::initial_values(seed)),
-/// each applying `optimizer`.
+/// each applying `optimizer`, or accumulate where it is not trainable.
 std::vector<sharded_variable> model_variables(const std::vector<kernels::param_info>& params, int ps_tasks,
                                               const partitioner& split, uint64_t seed, const pb::Optimizer& optimizer);
 

@@ -34,6 +34,7 @@ pb::ModelSpec to_proto(const kernels::model_spec& m) {
     p->set_pool_stride(l.pool_stride);
     p->set_rate(l.rate);
     for (auto d : l.shape) p->add_shape(d);
+    p->set_momentum(l.momentum);
     p->set_epsilon(l.epsilon);
   }
   for (auto& in : m.inputs) {
@@ -67,6 +68,7 @@ kernels::model_spec from_proto(const pb::ModelSpec& m) {
     l.pool_stride = p.pool_stride();
     l.rate = p.rate();
     l.shape.assign(p.shape().begin(), p.shape().end());
+    l.momentum = p.momentum();
     l.epsilon = p.epsilon();
     out.layers.push_back(std::move(l));
   }

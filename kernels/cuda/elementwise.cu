@@ -147,6 +147,7 @@ __device__ void update(optimizer_kind kind, const optimizer_params& p, float lr_
       *s0 += g * g;
       param -= p.lr * g / (sqrtf(*s0) + p.epsilon);
       break;
+    case optimizer_kind::accumulate: param += g; break;
   }
 }
 

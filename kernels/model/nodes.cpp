@@ -281,6 +281,13 @@ const node_rule concat{
 
 }  // namespace
 
+void copy_floats(device where, float* dst, const float* src, int64_t count) {
+  if (where == device::host)
+    std::copy(src, src + count, dst);
+  else
+    copy_on_device(dst, src, size_t(count) * sizeof(float));
+}
+
 const node_rule& rule_of(layer_kind kind) {
   switch (kind) {
     case layer_kind::conv2d: return conv2d;
@@ -301,6 +308,7 @@ const node_rule& rule_of(layer_kind kind) {
     case layer_kind::avgpool2d: return avgpool2d_node;
     case layer_kind::global_avgpool2d: return global_avgpool2d_node;
     case layer_kind::layernorm: return layernorm_node;
+    case layer_kind::batchnorm: return batchnorm_node;
   }
   throw std::invalid_argument("unknown layer kind " + std::to_string(int(kind)));
 }

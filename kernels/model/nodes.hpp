@@ -17,11 +17,11 @@ struct node_buffers {
   int_tensor argmax;             // maxpool2d
   tensor rows;                   // embedding: the per-lookup gradient rows
   std::vector<float> host_rows;  // embedding on a device: rows copied back to merge
-  tensor spare;                  // concat, layernorm: the gradient of an input that needs none
+  tensor spare;                  // concat, layernorm, batchnorm: the gradient of an input that needs none
   std::vector<int> widths;       // concat: its inputs' last axes
   std::vector<float*> parts;     // concat: where split writes (kept: no allocation per step)
   int64_t cols = 0;              // host convolution scratch it needs (the plan keeps the largest)
-  tensor mean, inv_std;          // layernorm: per row
+  tensor mean, inv_std;          // layernorm: per row; batchnorm: the batch's statistics, per channel
 };
 
 /// One node's forward or backward over a batch of n examples; pointers are
@@ -88,5 +88,7 @@ extern const node_rule relu_node, sigmoid_node, tanh_node, gelu_node, softmax_no
     dropout_node;
 // ---- pooling and normalization (nodes_spatial.cpp) ----
 extern const node_rule avgpool2d_node, global_avgpool2d_node, layernorm_node;
+// ---- batch normalization (nodes_norm.cpp) ----
+extern const node_rule batchnorm_node;
 
 }  // namespace actorps::kernels

@@ -101,6 +101,7 @@ inline void apply_dense(optimizer_kind kind, const optimizer_params& p, int64_t 
     case optimizer_kind::momentum: return momentum(count, p, param, slots[0], grad);
     case optimizer_kind::adam: return adam(count, p, param, slots[0], slots[1], grad);
     case optimizer_kind::adagrad: return adagrad(count, p, param, slots[0], grad);
+    case optimizer_kind::accumulate: return scale_add(count, 1.0f, grad, 1.0f, param);
   }
 }
 
