@@ -281,13 +281,6 @@ const node_rule concat{
 
 }  // namespace
 
-void copy_floats(device where, float* dst, const float* src, int64_t count) {
-  if (where == device::host)
-    std::copy(src, src + count, dst);
-  else
-    copy_on_device(dst, src, size_t(count) * sizeof(float));
-}
-
 const node_rule& rule_of(layer_kind kind) {
   switch (kind) {
     case layer_kind::conv2d: return conv2d;
