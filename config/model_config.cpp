@@ -32,12 +32,25 @@ caf::error read_node(const reader& r, const toml::table& t, const std::string& p
                           {std::pair{"conv2d", layer_kind::conv2d}, std::pair{"maxpool2d", layer_kind::maxpool2d},
                            std::pair{"flatten", layer_kind::flatten}, std::pair{"dense", layer_kind::dense},
                            std::pair{"embedding", layer_kind::embedding}, std::pair{"add", layer_kind::add},
-                           std::pair{"concat", layer_kind::concat}}))
+                           std::pair{"concat", layer_kind::concat},
+                           std::pair{"dot_interaction", layer_kind::dot_interaction}, std::pair{"fm", layer_kind::fm}}))
     return err;
   if (auto err = r.get(t, p, "name", l.name)) return err;
   auto* inputs = t.get("inputs");
   if (inputs == nullptr || (inputs->is_integer() && l.kind == layer_kind::embedding)) return caf::none;
   return read_names(r, t, p, "inputs", l.inputs);
+}
+
+// An embedding's combiner: "sum", "mean" (default) or "none" (one row per id).
+caf::error read_combiner(const reader& r, const toml::table& t, const std::string& p, layer_spec& l) {
+  enum class choice { sum, mean, none } c = choice::mean;
+  if (auto err =
+          r.choose(t, p, "combiner", c,
+                   {std::pair{"sum", choice::sum}, std::pair{"mean", choice::mean}, std::pair{"none", choice::none}}))
+    return err;
+  l.comb = c == choice::sum ? combiner::sum : combiner::mean;
+  l.no_combiner = c == choice::none;
+  return caf::none;
 }
 
 caf::error read_layer(const reader& r, const toml::node& n, const std::string& p, layer_spec& l) {
@@ -71,7 +84,9 @@ caf::error read_layer(const reader& r, const toml::node& n, const std::string& p
       (err = r.only_keys(*t, p, {"type", "name", "inputs", "pool"})) || (err = r.get(*t, p, "pool", pool, 1, 64));
       if (pool != 0) l.pool = int(pool);
       return err;
-    case layer_kind::flatten: return r.only_keys(*t, p, {"type", "name", "inputs"});
+    case layer_kind::flatten:
+    case layer_kind::dot_interaction:
+    case layer_kind::fm: return r.only_keys(*t, p, {"type", "name", "inputs"});
     case layer_kind::add:
     case layer_kind::concat:
       (err = r.only_keys(*t, p, {"type", "name", "inputs", "activation"})) || (err = act());
@@ -86,8 +101,7 @@ caf::error read_layer(const reader& r, const toml::node& n, const std::string& p
           (err = required({"vocabulary", "dim"})) || (err = r.get(*t, p, "vocabulary", vocabulary, 1, big)) ||
           (err = r.get(*t, p, "dim", units, 1, 65536)) ||
           (err = l.inputs.empty() ? r.get(*t, p, "inputs", inputs, 1, 65536) : caf::error{}) ||
-          (err = r.choose(*t, p, "combiner", l.comb,
-                          {std::pair{"sum", combiner::sum}, std::pair{"mean", combiner::mean}}));
+          (err = read_combiner(r, *t, p, l));
       l.units = int(units), l.vocabulary = vocabulary;
       if (inputs != 0) l.ids_per_example = int(inputs);
       return err;
@@ -214,10 +228,14 @@ std::string model_json_text(const kernels::model_spec& m) {
              {"vocabulary", l.vocabulary},
              {"dim", l.units},
              {"inputs", l.ids_per_example},
-             {"combiner", l.comb == kernels::combiner::sum ? "sum" : "mean"}};
+             {"combiner", l.no_combiner                      ? "none"
+                          : l.comb == kernels::combiner::sum ? "sum"
+                                                             : "mean"}};
         break;
       case layer_kind::add: j = {{"type", "add"}}; break;
       case layer_kind::concat: j = {{"type", "concat"}}; break;
+      case layer_kind::dot_interaction: j = {{"type", "dot_interaction"}}; break;
+      case layer_kind::fm: j = {{"type", "fm"}}; break;
     }
     // As in the TOML: a graph's node names the inputs it reads.
     if (!l.name.empty()) j["name"] = l.name;

@@ -19,7 +19,19 @@ namespace actorps::kernels {
 
 /// What a node computes. Each kind's shape rule, parameters, forward and
 /// backward live in one place, kernels/model/nodes.cpp.
-enum class layer_kind { conv2d, maxpool2d, flatten, dense, embedding, add, concat };
+/// Explicit numbers past the first ones: they are the wire's (LayerSpec.Kind).
+enum class layer_kind {
+  conv2d,
+  maxpool2d,
+  flatten,
+  dense,
+  embedding,
+  add,
+  concat,
+  // ---- interactions (recommenders) ----
+  dot_interaction = 40,
+  fm = 41,
+};
 enum class activation { none, relu };
 enum class loss_kind { softmax_xent, sigmoid_bce };
 /// What an input's columns hold: floats, or ids (floats in the batch,
@@ -49,6 +61,7 @@ struct layer_spec {
   std::string name{};                 // empty: "<kind>_<k>" (k-th node of its kind), e.g. "dense_1"
   std::vector<std::string> inputs{};  // model inputs or nodes it reads; empty: the node before
                                       // (node 0: the model's first input)
+  bool no_combiner = false;           // embedding (combiner = "none"): one row per id, [ids, dim]; `comb` unused
 };
 
 /// Why a model_spec cannot be built (kernels/ knows no caf::error: config/

@@ -21,6 +21,7 @@ pb::ModelSpec to_proto(const kernels::model_spec& m) {
     p->set_sum_combiner(l.comb == kernels::combiner::sum);
     p->set_name(l.name);
     for (auto& in : l.inputs) p->add_input_names(in);
+    p->set_no_combiner(l.no_combiner);
   }
   for (auto& in : m.inputs) {
     auto* p = out.add_inputs();
@@ -48,6 +49,7 @@ kernels::model_spec from_proto(const pb::ModelSpec& m) {
     l.comb = p.sum_combiner() ? kernels::combiner::sum : kernels::combiner::mean;
     l.name = p.name();
     l.inputs.assign(p.input_names().begin(), p.input_names().end());
+    l.no_combiner = p.no_combiner();
     out.layers.push_back(std::move(l));
   }
   for (auto& p : m.inputs())

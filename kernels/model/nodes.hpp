@@ -20,6 +20,7 @@ struct node_buffers {
   std::vector<int> widths;       // concat: its inputs' last axes
   std::vector<float*> parts;     // concat: where split writes (kept: no allocation per step)
   int64_t cols = 0;              // host convolution scratch it needs (the plan keeps the largest)
+  tensor work;                   // dot_interaction: its stacked vectors, pair dots and their gradients
 };
 
 /// One node's forward or backward over a batch of n examples; pointers are
@@ -64,5 +65,9 @@ struct node_rule {
 };
 
 const node_rule& rule_of(layer_kind kind);
+
+// ---- interactions (recommenders), nodes_interaction.cpp ----
+extern const node_rule dot_interaction_node;
+extern const node_rule fm_node;
 
 }  // namespace actorps::kernels

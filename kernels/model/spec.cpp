@@ -142,7 +142,8 @@ struct resolver {
 
 std::string dims::str() const {
   if (image) return shape_str({h, w, c});
-  return h == 1 && w == 1 ? shape_str({c}) : shape_str({h, w, c});
+  if (h != 1) return shape_str({h, w, c});
+  return w == 1 ? shape_str({c}) : shape_str({w, c});
 }
 
 std::variant<graph_model::graph, spec_error> resolve(const model_spec& spec) {
