@@ -21,7 +21,7 @@ struct interaction_sizes {
   int d = 0, fields = 0, vectors = 0, pairs = 0;  // fields: of the [F, d] input; vectors: all that interact
   bool dense = false;                             // a dense vector [d] first, passed through too
 };
-interaction_sizes sizes_of(const std::vector<dims>& in) {
+interaction_sizes interaction_sizes_of(const std::vector<dims>& in) {
   interaction_sizes s;
   s.dense = in.size() == 2;
   const dims& f = in.back();
@@ -42,7 +42,7 @@ struct interaction_work {
 };
 
 void interaction_forward(const node_call& c) {
-  const auto s = sizes_of(c.in);
+  const auto s = interaction_sizes_of(c.in);
   if (!s.dense) return c.ops.dot_interaction_forward(c.n, s.vectors, s.d, c.x[0], c.y);
   interaction_work w(s, c.n, c.buf.work.data());
   const int* widths = c.buf.widths.data();  // {d, F d, d, P}
@@ -53,7 +53,7 @@ void interaction_forward(const node_call& c) {
 }
 
 void interaction_backward(const node_call& c) {
-  const auto s = sizes_of(c.in);
+  const auto s = interaction_sizes_of(c.in);
   if (!s.dense) {
     if (c.dx[0] != nullptr) c.ops.dot_interaction_backward(c.n, s.vectors, s.d, c.x[0], c.dy, c.dx[0]);
     return;
@@ -79,17 +79,17 @@ const node_rule dot_interaction_node{
       if (in.size() == 2 && !(in[0].flat() && in[0].c == in[1].c))
         return "dot_interaction needs a dense vector [" + std::to_string(in[1].c) + "] first (as long as the field " +
                "vectors of " + in[1].str() + "), got " + in[0].str();
-      const auto s = sizes_of(in);
+      const auto s = interaction_sizes_of(in);
       out = dims{1, 1, (s.dense ? s.d : 0) + s.pairs};
       return {};
     },
     nullptr,
     [](const layer_spec&, const std::vector<dims>& in, const dims&) {
-      const auto s = sizes_of(in);
+      const auto s = interaction_sizes_of(in);
       return 2.0 * s.pairs * s.d;
     },
     [](const layer_spec&, const std::vector<dims>& in, const dims&, int batch, device where, node_buffers& buf) {
-      const auto s = sizes_of(in);
+      const auto s = interaction_sizes_of(in);
       if (!s.dense) return;
       buf.widths = {s.d, s.fields * s.d, s.d, s.pairs};
       buf.work = tensor({int64_t(batch) * (3 * s.vectors * s.d + 2 * s.pairs + s.d)}, where);
