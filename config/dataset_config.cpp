@@ -61,6 +61,35 @@ caf::error read_column(const reader& r, const toml::node& n, const std::string& 
   return caf::none;
 }
 
+// source = "csv": files, delimiter, header, columns and shared_ids.
+caf::error read_csv_source(const reader& r, const toml::table& t, pb::CsvSource& src) {
+  if (auto err = r.only_keys(t, "dataset", {"source", "files", "delimiter", "header", "columns", "shared_ids", "ops"}))
+    return err;
+  bool header = false, shared = false;
+  caf::error err;
+  (err = read_files(r, t, "csv", *src.mutable_files())) ||
+      (err = r.get(t, "dataset", "delimiter", *src.mutable_delimiter())) ||
+      (err = r.get(t, "dataset", "header", header)) || (err = r.get(t, "dataset", "shared_ids", shared));
+  if (err) return err;
+  src.set_header(header), src.set_shared_ids(shared);
+  auto* columns = t.get("columns") ? t.get("columns")->as_array() : nullptr;
+  if (columns == nullptr) return r.fail(t, "dataset", "source \"csv\" needs [[dataset.columns]]");
+  for (size_t i = 0; i < columns->size(); ++i)
+    if (auto e = read_column(r, *columns->get(i), "dataset.columns[" + std::to_string(i) + "]", *src.add_columns()))
+      return e;
+  if (!shared) return caf::none;
+  uint64_t ids = 0, indexed = 0;
+  for (auto& c : src.columns())
+    if (c.kind() == pb::CsvColumn::CATEGORICAL && !c.one_hot()) ids += csv_categories(c), ++indexed;
+  if (indexed == 0)
+    return r.fail(*t.get("shared_ids"), "dataset.shared_ids", "needs categorical columns that give ids (not one_hot)");
+  if (ids > (uint64_t(1) << 24))
+    return r.fail(*t.get("shared_ids"), "dataset.shared_ids",
+                  "the categorical columns hold " + std::to_string(ids) +
+                      " ids together, more than 2^24 (ids travel as exact floats): use fewer hash_buckets");
+  return caf::none;
+}
+
 caf::error read_source(const reader& r, const toml::table& t, pb::DatasetSpec& spec) {
   std::string kind;
   if (auto err = r.get(t, "dataset", "source", kind)) return err;
@@ -85,23 +114,7 @@ caf::error read_source(const reader& r, const toml::table& t, pb::DatasetSpec& s
         (err = r.get(t, "dataset", "label_key", *src->mutable_label_key()));
     return err;
   }
-  if (kind == "csv") {
-    if (auto err = r.only_keys(t, "dataset", {"source", "files", "delimiter", "header", "columns", "ops"})) return err;
-    auto* src = spec.mutable_csv();
-    bool header = false;
-    caf::error err;
-    (err = read_files(r, t, kind, *src->mutable_files())) ||
-        (err = r.get(t, "dataset", "delimiter", *src->mutable_delimiter())) ||
-        (err = r.get(t, "dataset", "header", header));
-    if (err) return err;
-    src->set_header(header);
-    auto* columns = t.get("columns") ? t.get("columns")->as_array() : nullptr;
-    if (columns == nullptr) return r.fail(t, "dataset", "source \"csv\" needs [[dataset.columns]]");
-    for (size_t i = 0; i < columns->size(); ++i)
-      if (auto e = read_column(r, *columns->get(i), "dataset.columns[" + std::to_string(i) + "]", *src->add_columns()))
-        return e;
-    return caf::none;
-  }
+  if (kind == "csv") return read_csv_source(r, t, *spec.mutable_csv());
   if (kind == "synthetic") {
     if (auto err = r.only_keys(t, "dataset", {"source", "examples", "features", "classes", "seed", "ops"})) return err;
     auto* s = spec.mutable_synthetic();

@@ -79,7 +79,8 @@ caf::error read_node(const reader& r, const toml::table& t, const std::string& p
            std::pair{"multiply", layer_kind::multiply}, std::pair{"reshape", layer_kind::reshape},
            std::pair{"dropout", layer_kind::dropout}, std::pair{"avgpool2d", layer_kind::avgpool2d},
            std::pair{"global_avgpool2d", layer_kind::global_avgpool2d}, std::pair{"layernorm", layer_kind::layernorm},
-           std::pair{"batchnorm", layer_kind::batchnorm}}))
+           std::pair{"batchnorm", layer_kind::batchnorm}, std::pair{"dot_interaction", layer_kind::dot_interaction},
+           std::pair{"fm", layer_kind::fm}}))
     return err;
   if (auto err = r.get(t, p, "name", l.name)) return err;
   auto* inputs = t.get("inputs");
@@ -130,6 +131,18 @@ caf::error read_batchnorm(const reader& r, const toml::table& t, const std::stri
   return err;
 }
 
+// An embedding's combiner: "sum", "mean" (default) or "none" (one row per id).
+caf::error read_combiner(const reader& r, const toml::table& t, const std::string& p, layer_spec& l) {
+  enum class choice { sum, mean, none } c = choice::mean;
+  if (auto err =
+          r.choose(t, p, "combiner", c,
+                   {std::pair{"sum", choice::sum}, std::pair{"mean", choice::mean}, std::pair{"none", choice::none}}))
+    return err;
+  l.comb = c == choice::sum ? combiner::sum : combiner::mean;
+  l.no_combiner = c == choice::none;
+  return caf::none;
+}
+
 caf::error read_layer(const reader& r, const toml::node& n, const std::string& p, layer_spec& l) {
   auto* t = n.as_table();
   if (t == nullptr) return r.fail(n, p, std::string("expected a table, got ") + type_name(n));
@@ -168,7 +181,9 @@ caf::error read_layer(const reader& r, const toml::node& n, const std::string& p
     case layer_kind::tanh:
     case layer_kind::gelu:
     case layer_kind::softmax:
-    case layer_kind::global_avgpool2d: return r.only_keys(*t, p, {"type", "name", "inputs"});
+    case layer_kind::global_avgpool2d:
+    case layer_kind::dot_interaction:
+    case layer_kind::fm: return r.only_keys(*t, p, {"type", "name", "inputs"});
     case layer_kind::reshape:
     case layer_kind::dropout:
     case layer_kind::layernorm: return read_graph_node(r, *t, p, l);
@@ -187,8 +202,7 @@ caf::error read_layer(const reader& r, const toml::node& n, const std::string& p
           (err = required({"vocabulary", "dim"})) || (err = r.get(*t, p, "vocabulary", vocabulary, 1, big)) ||
           (err = r.get(*t, p, "dim", units, 1, 65536)) ||
           (err = l.inputs.empty() ? r.get(*t, p, "inputs", inputs, 1, 65536) : caf::error{}) ||
-          (err = r.choose(*t, p, "combiner", l.comb,
-                          {std::pair{"sum", combiner::sum}, std::pair{"mean", combiner::mean}}));
+          (err = read_combiner(r, *t, p, l));
       l.units = int(units), l.vocabulary = vocabulary;
       if (inputs != 0) l.ids_per_example = int(inputs);
       return err;
@@ -320,7 +334,9 @@ std::string model_json_text(const kernels::model_spec& m) {
              {"vocabulary", l.vocabulary},
              {"dim", l.units},
              {"inputs", l.ids_per_example},
-             {"combiner", l.comb == kernels::combiner::sum ? "sum" : "mean"}};
+             {"combiner", l.no_combiner                      ? "none"
+                          : l.comb == kernels::combiner::sum ? "sum"
+                                                             : "mean"}};
         break;
       case layer_kind::reshape: j = {{"shape", l.shape}}; break;
       case layer_kind::dropout: j = {{"rate", l.rate}}; break;

@@ -42,6 +42,9 @@ enum class layer_kind {
   layernorm = 17,
   // ---- batch normalization (nodes_norm.cpp) ----
   batchnorm = 30,
+  // ---- interactions (recommenders, nodes_interaction.cpp) ----
+  dot_interaction = 40,
+  fm = 41,
 };
 /// A kind's name, as TOML and JSON give it: "conv2d", "global_avgpool2d".
 const char* layer_type(layer_kind kind);
@@ -84,6 +87,7 @@ struct layer_spec {
   std::vector<int64_t> shape{};  // reshape: per example, 1 to 3 sizes, one of them may be -1
   float epsilon = 1e-5f;         // layernorm, batchnorm (PyTorch's default)
   float momentum = 0.1f;         // batchnorm: PyTorch's (moving = (1 - momentum) * moving + momentum * batch)
+  bool no_combiner = false;           // embedding (combiner = "none"): one row per id, [ids, dim]; `comb` unused
 };
 
 /// Why a model_spec cannot be built (kernels/ knows no caf::error: config/

@@ -39,8 +39,14 @@ caf::error read_csv(const pb::CsvSource& src, std::vector<std::vector<float>>& x
   const char delimiter = src.delimiter().empty() ? ',' : src.delimiter()[0];
   int label_columns = 0;
   std::vector<std::unordered_map<std::string, uint32_t>> lookup(size_t(src.columns_size()));
+  std::vector<uint32_t> first_id(size_t(src.columns_size()), 0);  // shared_ids: each column's offset
+  uint32_t ids = 0;
   for (int i = 0; i < src.columns_size(); ++i) {
     auto& c = src.columns(i);
+    if (src.shared_ids() && c.kind() == pb::CsvColumn::CATEGORICAL && !c.one_hot()) {
+      first_id[size_t(i)] = ids;
+      ids += csv_categories(c);
+    }
     label_columns += c.kind() == pb::CsvColumn::LABEL ? 1 : 0;
     if (c.kind() == pb::CsvColumn::CATEGORICAL && csv_categories(c) == 0)
       return bad("csv: column '" + c.name() + "': a categorical column needs a vocabulary or hash_buckets");
@@ -102,7 +108,7 @@ caf::error read_csv(const pb::CsvSource& src, std::vector<std::vector<float>>& x
             x.resize(first + csv_categories(c), 0.0f);
             x[first + index] = 1.0f;
           } else {
-            x.push_back(float(index));
+            x.push_back(float(first_id[i] + index));
           }
         }
       }

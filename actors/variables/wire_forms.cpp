@@ -36,6 +36,7 @@ pb::ModelSpec to_proto(const kernels::model_spec& m) {
     for (auto d : l.shape) p->add_shape(d);
     p->set_momentum(l.momentum);
     p->set_epsilon(l.epsilon);
+    p->set_no_combiner(l.no_combiner);
   }
   for (auto& in : m.inputs) {
     auto* p = out.add_inputs();
@@ -70,6 +71,7 @@ kernels::model_spec from_proto(const pb::ModelSpec& m) {
     l.shape.assign(p.shape().begin(), p.shape().end());
     l.momentum = p.momentum();
     l.epsilon = p.epsilon();
+    l.no_combiner = p.no_combiner();
     out.layers.push_back(std::move(l));
   }
   for (auto& p : m.inputs())

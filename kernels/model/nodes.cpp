@@ -177,9 +177,12 @@ const node_rule dense{
                            c.grads[1]);
     }};
 
-// ---- embedding: ids [per] -> [dim], a sparse gradient ----
+// ---- embedding: ids [per] -> [dim] (combined) or [per, dim] (none), a sparse gradient ----
+// Combiner "none": each id an example of its own, one row per id.
 embedding_shape embedding_of(const node_call& c) {
-  return {c.n, int(c.in[0].size()), c.l.vocabulary, c.l.units, c.l.comb};
+  const int per = int(c.in[0].size());
+  if (c.l.no_combiner) return {c.n * per, 1, c.l.vocabulary, c.l.units, combiner::sum};
+  return {c.n, per, c.l.vocabulary, c.l.units, c.l.comb};
 }
 void check_ids(const node_call& c) {
   const int64_t per = c.in[0].size();
@@ -192,10 +195,10 @@ const node_rule embedding{
     "embedding",
     1,
     1,
-    [](const layer_spec& l, const std::vector<dims>&, dims& out) -> std::string {
+    [](const layer_spec& l, const std::vector<dims>& in, dims& out) -> std::string {
       if (l.vocabulary <= 0 || l.units <= 0 || l.ids_per_example <= 0)
         return "embedding needs vocabulary > 0, dim > 0 and inputs > 0";
-      out = dims{1, 1, l.units};
+      out = l.no_combiner ? dims{1, int(in[0].size()), l.units} : dims{1, 1, l.units};
       return {};
     },
     [](const layer_spec& l, const std::vector<dims>&, const std::string& prefix, std::vector<param_info>& out) {
@@ -302,6 +305,8 @@ const node_rule& rule_of(layer_kind kind) {
     case layer_kind::global_avgpool2d: return global_avgpool2d_node;
     case layer_kind::layernorm: return layernorm_node;
     case layer_kind::batchnorm: return batchnorm_node;
+    case layer_kind::dot_interaction: return dot_interaction_node;
+    case layer_kind::fm: return fm_node;
   }
   throw std::invalid_argument("unknown layer kind " + std::to_string(int(kind)));
 }

@@ -22,6 +22,7 @@ struct node_buffers {
   std::vector<float*> parts;     // concat: where split writes (kept: no allocation per step)
   int64_t cols = 0;              // host convolution scratch it needs (the plan keeps the largest)
   tensor mean, inv_std;          // layernorm: per row; batchnorm: the batch's statistics, per channel
+  tensor work;                   // dot_interaction: its stacked vectors, pair dots and their gradients
 };
 
 /// One node's forward or backward over a batch of n examples; pointers are
@@ -90,5 +91,8 @@ extern const node_rule relu_node, sigmoid_node, tanh_node, gelu_node, softmax_no
 extern const node_rule avgpool2d_node, global_avgpool2d_node, layernorm_node;
 // ---- batch normalization (nodes_norm.cpp) ----
 extern const node_rule batchnorm_node;
+// ---- interactions (recommenders), nodes_interaction.cpp ----
+extern const node_rule dot_interaction_node;
+extern const node_rule fm_node;
 
 }  // namespace actorps::kernels

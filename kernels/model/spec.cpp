@@ -144,7 +144,8 @@ const char* layer_type(layer_kind kind) { return rule_of(kind).type; }
 
 std::string dims::str() const {
   if (image) return shape_str({h, w, c});
-  return h == 1 && w == 1 ? shape_str({c}) : shape_str({h, w, c});
+  if (h != 1) return shape_str({h, w, c});
+  return w == 1 ? shape_str({c}) : shape_str({w, c});
 }
 
 std::variant<graph_model::graph, spec_error> resolve(const model_spec& spec) {
