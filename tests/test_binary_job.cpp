@@ -6,8 +6,9 @@
 // final checkpoint's model on test.tsv in this process: exactly, from the
 // logits of the parts the workers read, ranked as one set by
 // kernels::roc_auc; to a pair's worth from a pass over the whole set in
-// batches of its own (a logit's last bit depends on its batch). The AUC is
-// well above chance; tools/plot_metrics.py draws the CSV.
+// batches of its own (a logit's last bits depend on its batch). The AUC is
+// well above chance; `actorps eval` prints it too; tools/plot_metrics.py
+// draws the CSV.
 #define BOOST_TEST_MODULE binary_job
 #include <boost/test/unit_test.hpp>
 
@@ -41,7 +42,8 @@ std::string criteo_table(const std::string& table, const std::string& file, bool
   text = std::regex_replace(text, kOneHot, "$1, one_hot = true");
   text = std::regex_replace(text, std::regex(R"(kind = "categorical", hash_buckets = +[0-9]+ )"), "kind = \"ignore\" ");
   replace_all(text, "data/criteo/train.tsv", file);
-  if (eval) text = text.substr(0, text.find("[[dataset.ops]]\ntype = \"shuffle\"")) + "[[dataset.ops]]\ntype = \"batch\"\n";
+  if (eval)
+    text = text.substr(0, text.find("[[dataset.ops]]\ntype = \"shuffle\"")) + "[[dataset.ops]]\ntype = \"batch\"\n";
   replace_all(text, "buffer_size = 50000", "buffer_size = 5000");
   replace_all(text, "size = 256", "size = 64");
   replace_all(text, "[dataset]", "[" + table + "]");
@@ -54,7 +56,8 @@ std::string write_binary_job(const std::string& dir) {
   job << "[cluster]\nname = \"binary-test\"\n";
   for (auto role : {"coordinator", "worker", "worker", "ps", "ps"})
     job << "[[cluster.nodes]]\nhost = \"127.0.0.1\"\nport = " << free_port() << "\nroles = [\"" << role << "\"]\n";
-  job << "[model]\nloss = \"sigmoid_bce\"\n[[model.inputs]]\nname = \"features\"\nshape = [" << kFeatures << "]\n"
+  job << "[model]\nloss = \"sigmoid_bce\"\n[[model.inputs]]\nname = \"features\"\nshape = [" << kFeatures
+      << "]\n"
          "[[model.layers]]\ntype = \"dense\"\nunits = 16\nactivation = \"relu\"\n"
          "[[model.layers]]\ntype = \"dense\"\nunits = 1\n"
       << criteo_table("dataset", dir + "/data/train.tsv", false)
@@ -114,9 +117,9 @@ kernels::scored_labels logits_by_parts(trained_model& t, uint32_t parts) {
 
 BOOST_AUTO_TEST_CASE(a_binary_jobs_auc_is_the_whole_eval_sets) {
   const std::string dir = make_temp_dir("test");
-  auto data = run_command({ACTORPS_BIN, "data", "criteo", "--out", dir + "/data", "--train", "20000", "--test", "3000",
-                           "--seed", "4"},
-                          60s, dir + "/cli.log");
+  auto data = run_command(
+      {ACTORPS_BIN, "data", "criteo", "--out", dir + "/data", "--train", "20000", "--test", "3000", "--seed", "4"}, 60s,
+      dir + "/cli.log");
   BOOST_REQUIRE(data);
   BOOST_REQUIRE_MESSAGE(data->exit_code == 0, data->out);
   const auto job = write_binary_job(dir);
@@ -157,6 +160,13 @@ BOOST_AUTO_TEST_CASE(a_binary_jobs_auc_is_the_whole_eval_sets) {
   std::getline(csv, last);
   BOOST_TEST(header.find(",test_auc,test_log_loss") != std::string::npos, header);
   BOOST_TEST(last.find(fmt::format(",{:.6f},{:.6f}", mine.auc, mine.log_loss)) != std::string::npos, last);
+  // The sidecar evaluator finds the same on the final checkpoint.
+  auto eval = run_command({ACTORPS_BIN, "eval", job}, 60s, dir + "/cli.log");
+  BOOST_REQUIRE(eval);
+  BOOST_TEST(eval->exit_code == 0, eval->out);
+  const auto auc_at = eval->out.find(", test AUC ");
+  BOOST_REQUIRE_MESSAGE(auc_at != std::string::npos, eval->out);
+  BOOST_TEST(std::stod(eval->out.substr(auc_at + 11)) == *report.test_auc, boost::test_tools::tolerance(1e-3));
   // tools/plot_metrics.py draws it, the AUC beside loss and accuracy.
   auto plot = run_command({"/usr/bin/python3", ACTORPS_SOURCE_DIR "/tools/plot_metrics.py", dir + "/logs/metrics.csv",
                            dir + "/metrics.png"},

@@ -41,8 +41,8 @@ caf::expected<evaluation> eval_totals::result() const {
   if (scored_.labels.empty()) return out;
   if (int64_t(scored_.labels.size()) != examples_)
     return make_error(errc::bad_tensor, fmt::format("{} of {} eval examples came with their logits (a worker of "
-                                                  "another version?)",
-                                                  scored_.labels.size(), examples_));
+                                                    "another version?)",
+                                                    scored_.labels.size(), examples_));
   const auto binary = kernels::binary_metrics_of_logits(scored_);
   out.auc = binary.auc;
   out.log_loss = binary.log_loss;
