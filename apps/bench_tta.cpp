@@ -100,9 +100,9 @@ caf::expected<tta_result> single_run(const std::string& job_path, uint32_t epoch
     if (!n) return n.error();
     seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     examples += *n;
-    auto acc = (*single)->evaluate();
-    if (!acc) return acc.error();
-    out.epochs.emplace_back(seconds, *acc);
+    auto eval = (*single)->evaluate();
+    if (!eval) return eval.error();
+    out.epochs.emplace_back(seconds, eval->accuracy);
   }
   out.samples_per_s = double(examples) / seconds;
   return out;

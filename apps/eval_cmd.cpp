@@ -14,7 +14,6 @@
 #include <spdlog/spdlog.h>
 
 #include "actors/checkpoint/checkpoint.hpp"
-#include "actors/dataset/pipeline.hpp"
 #include "actors/training/callbacks.hpp"
 #include "apps/commands.hpp"
 #include "messages/errors.hpp"
@@ -22,10 +21,7 @@
 namespace actorps {
 namespace {
 
-struct eval_result {
-  double loss = 0, accuracy = 0;
-  int64_t examples = 0;
-};
+using train::evaluation;
 
 int eval_failed(const caf::error& err) {
   spdlog::error("eval: {}", describe(err));
@@ -33,31 +29,14 @@ int eval_failed(const caf::error& err) {
 }
 
 // `ckpt` (read from `dir`) on the job's eval dataset.
-caf::expected<eval_result> evaluate_checkpoint(const job_spec& job, const train::checkpoint& ckpt,
-                                               const std::string& dir) {
+caf::expected<evaluation> evaluate_checkpoint(const job_spec& job, const train::checkpoint& ckpt,
+                                              const std::string& dir) {
   kernels::graph_model model(job.model, kernels::cpu_ops());
   auto saved = train::model_variables(ckpt, dir, model.parameters());
   if (!saved) return saved.error();
   std::vector<const float*> params;
   for (auto* v : *saved) params.push_back(v->values.data());
-  auto pipeline = data::pipeline::build(job.eval);
-  if (!pipeline) return pipeline.error();
-  if (pipeline->features() != model.input_size())
-    return make_error(errc::invalid_config, fmt::format("eval data has {} features, the model takes {}",
-                                                        pipeline->features(), model.input_size()));
-  data::batch b;
-  eval_result out;
-  int64_t correct = 0;
-  while (pipeline->next(b)) {
-    auto r = model.evaluate({b.size(), b.x.data(), b.labels.data()}, params);
-    out.loss += double(r.loss) * b.size();
-    correct += r.correct;
-    out.examples += b.size();
-  }
-  if (out.examples == 0) return make_error(errc::invalid_config, "the eval dataset is empty");
-  out.loss /= double(out.examples);
-  out.accuracy = double(correct) / double(out.examples);
-  return out;
+  return train::evaluate_here(model, params, job.eval);
 }
 
 // The checkpoint directory to evaluate (`given`, else the job's).
@@ -67,27 +46,32 @@ caf::expected<std::string> eval_dir_of(const job_spec& job, const std::string& g
   return train::checkpoint_dir_of(job.training.checkpoint_dir, given);
 }
 
-void print(const train::checkpoint& ckpt, const std::string& dir, const eval_result& r) {
-  fmt::print("checkpoint of step {} (epoch {}) in {}: test loss {:.4f}, test accuracy {:.2f}% ({} examples)\n",
-             ckpt.step, ckpt.epoch, dir, r.loss, 100.0 * r.accuracy, r.examples);
+void print(const train::checkpoint& ckpt, const std::string& dir, const evaluation& r) {
+  fmt::print("checkpoint of step {} (epoch {}) in {}: test loss {:.4f}, test accuracy {:.2f}%{} ({} examples)\n",
+             ckpt.step, ckpt.epoch, dir, r.loss, 100.0 * r.accuracy,
+             r.auc && r.log_loss ? fmt::format(", test AUC {:.4f}, test log loss {:.4f}", *r.auc, *r.log_loss) : "",
+             r.examples);
   std::fflush(stdout);
 }
 
-// LOG_DIR/eval: TensorBoard events (eval/loss, eval/accuracy) and
-// metrics.csv, beside the chief's training ones.
+// LOG_DIR/eval: TensorBoard events (eval/loss, eval/accuracy; eval/auc and
+// eval/log_loss of a binary model) and metrics.csv, beside the chief's
+// training ones (a figure the model lacks: an empty cell).
 class eval_log {
  public:
   static caf::expected<eval_log> open(const std::string& log_dir) {
-    auto files = train::open_log_files(log_dir + "/eval", "step,epoch,test_loss,test_accuracy,examples");
+    auto files =
+        train::open_log_files(log_dir + "/eval", "step,epoch,test_loss,test_accuracy,examples,test_auc,test_log_loss");
     if (!files) return files.error();
     return eval_log(std::move(files->events), std::move(files->csv));
   }
-  caf::error add(const train::checkpoint& ckpt, const eval_result& r) {
-    caf::error err;
-    (err = events_.scalar("eval/loss", ckpt.step, float(r.loss))) ||
-        (err = events_.scalar("eval/accuracy", ckpt.step, float(r.accuracy)));
-    if (err) return err;
-    csv_ << fmt::format("{},{},{:.6f},{:.6f},{}\n", ckpt.step, ckpt.epoch, r.loss, r.accuracy, r.examples)
+  caf::error add(const train::checkpoint& ckpt, const evaluation& r) {
+    if (auto err = events_.scalars(
+            ckpt.step,
+            {{"eval/loss", r.loss}, {"eval/accuracy", r.accuracy}, {"eval/auc", r.auc}, {"eval/log_loss", r.log_loss}}))
+      return err;
+    csv_ << fmt::format("{},{},{:.6f},{:.6f},{},{},{}\n", ckpt.step, ckpt.epoch, r.loss, r.accuracy, r.examples,
+                        train::csv_cell(r.auc), train::csv_cell(r.log_loss))
          << std::flush;
     return csv_ ? caf::none : make_error(errc::io_error, "writing eval/metrics.csv failed");
   }

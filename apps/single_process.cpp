@@ -43,17 +43,8 @@ caf::expected<int64_t> single_process::train(int64_t steps, float learning_rate)
   return examples;
 }
 
-caf::expected<double> single_process::evaluate() const {
-  auto eval = data::pipeline::build(job_.eval);
-  if (!eval) return eval.error();
-  data::batch b;
-  int64_t correct = 0, examples = 0;
-  while (eval->next(b)) {
-    correct += model_->evaluate({b.size(), b.x.data(), b.labels.data()}, params_->params).correct;
-    examples += b.size();
-  }
-  if (examples == 0) return make_error(errc::invalid_config, "the eval dataset is empty");
-  return double(correct) / double(examples);
+caf::expected<train::evaluation> single_process::evaluate() const {
+  return train::evaluate_here(*model_, params_->params, job_.eval);
 }
 
 }  // namespace actorps

@@ -9,6 +9,7 @@
 #include <caf/expected.hpp>
 
 #include "actors/dataset/pipeline.hpp"
+#include "actors/training/evaluation.hpp"
 #include "config/job_config.hpp"
 #include "kernels/model.hpp"
 
@@ -23,8 +24,9 @@ class single_process {
   /// `steps` batches trained (the job's optimizer at `learning_rate`): the
   /// examples they held, or an error when the dataset ended.
   caf::expected<int64_t> train(int64_t steps, float learning_rate);
-  /// Test accuracy on the job's eval dataset.
-  caf::expected<double> evaluate() const;
+  /// The job's eval dataset evaluated as the cluster's coordinator does
+  /// (loss, accuracy; a binary model's AUC and log loss too).
+  caf::expected<train::evaluation> evaluate() const;
 
  private:
   single_process(const job_spec& job, data::pipeline train);

@@ -115,12 +115,13 @@ step_result device_model::train_step(const batch_view& batch, const std::vector<
   return r;
 }
 
-step_result device_model::evaluate(const batch_view& batch, const std::vector<const float*>& params) {
-  if (direct_) return direct_->evaluate(batch, params);
-  return run(batch, params, false);
+step_result device_model::evaluate(const batch_view& batch, const std::vector<const float*>& params, float* logits) {
+  if (direct_) return direct_->evaluate(batch, params, logits);
+  return run(batch, params, false, logits);
 }
 
-step_result device_model::run(const batch_view& batch, const std::vector<const float*>& params, bool train) {
+step_result device_model::run(const batch_view& batch, const std::vector<const float*>& params, bool train,
+                              float* logits) {
   if (batch.size <= 0) throw std::invalid_argument("device_model: an empty batch");
   const int g = int(replicas_.size());
   int first = 0;
@@ -134,7 +135,9 @@ step_result device_model::run(const batch_view& batch, const std::vector<const f
   const int64_t per_example = input_size();
   on_each(replicas_, [&](replica& r) {
     auto part = r.upload(batch, per_example);
-    r.result = train ? r.model.train_step(part, r.value_ptrs, r.grad_ptrs) : r.model.evaluate(part, r.value_ptrs);
+    r.result =
+        train ? r.model.train_step(part, r.value_ptrs, r.grad_ptrs)
+              : r.model.evaluate(part, r.value_ptrs, logits ? logits + int64_t(r.first) * r.model.classes() : nullptr);
   });
   step_result out;
   double loss = 0;  // the whole batch's mean: each part's mean weighted by its rows

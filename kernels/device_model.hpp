@@ -40,8 +40,9 @@ class device_model {
   /// `params` and `grads` in host memory.
   step_result train_step(const batch_view& batch, const std::vector<const float*>& params,
                          const std::vector<float*>& grads);
-  /// Forward and loss only (the mean over the whole batch).
-  step_result evaluate(const batch_view& batch, const std::vector<const float*>& params);
+  /// Forward and loss only (the mean over the whole batch); with `logits`,
+  /// the batch's logits as graph_model::evaluate gives them (host memory).
+  step_result evaluate(const batch_view& batch, const std::vector<const float*>& params, float* logits = nullptr);
   /// As graph_model::lookups (examples x in host memory).
   void lookups(const float* x, int n, std::vector<std::vector<int64_t>>& ids) const;
   /// The last train_step's gradient of sparse parameter i, over the whole batch.
@@ -49,7 +50,8 @@ class device_model {
 
  private:
   struct replica;
-  step_result run(const batch_view& batch, const std::vector<const float*>& params, bool train);
+  step_result run(const batch_view& batch, const std::vector<const float*>& params, bool train,
+                  float* logits = nullptr);
   void load_values(const batch_view& batch, const std::vector<const float*>& params);
   void reduce_dense(int total, const std::vector<float*>& grads);
   void merge_sparse(int total);

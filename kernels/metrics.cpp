@@ -63,4 +63,11 @@ void scored_labels::merge(const scored_labels& part) {
   labels.insert(labels.end(), part.labels.begin(), part.labels.end());
 }
 
+binary_metrics binary_metrics_of_logits(const scored_labels& logits) {
+  std::vector<double> probabilities(logits.scores.size());
+  std::transform(logits.scores.begin(), logits.scores.end(), probabilities.begin(),
+                 [](double z) { return 1 / (1 + std::exp(-z)); });
+  return {roc_auc(logits.scores, logits.labels), log_loss(probabilities, logits.labels)};
+}
+
 }  // namespace actorps::kernels

@@ -38,4 +38,13 @@ struct scored_labels {
   void merge(const scored_labels& part);
 };
 
+/// A binary classifier's figures over a whole evaluation set.
+struct binary_metrics {
+  double auc = 0;       // roc_auc of the logits
+  double log_loss = 0;  // log_loss of their sigmoids, 1 / (1 + e^-logit) in double
+};
+/// The figures of `logits` (scored_labels of logits, as a sigmoid_bce
+/// model's forward gives them). Throws as roc_auc does.
+binary_metrics binary_metrics_of_logits(const scored_labels& logits);
+
 }  // namespace actorps::kernels

@@ -208,8 +208,10 @@ class graph_model {
   step_result train_step(const batch_view& batch, const std::vector<const float*>& params,
                          const std::vector<float*>& grads);
 
-  /// Forward and loss only.
-  step_result evaluate(const batch_view& batch, const std::vector<const float*>& params);
+  /// Forward and loss only; with `logits`, also each example's logits
+  /// copied there: logits[size, classes()], host memory (for sigmoid_bce
+  /// one per example: what AUC ranks).
+  step_result evaluate(const batch_view& batch, const std::vector<const float*>& params, float* logits = nullptr);
 
   /// The last train_step's gradient of sparse parameter i: unique ids and
   /// their rows, in host memory.

@@ -130,8 +130,8 @@ BOOST_AUTO_TEST_CASE(job_reports_round_trip_and_name_what_is_wrong) {
   rep.exit_code = 0;
   rep.epochs = 3;
   rep.first_epoch = 2;
-  rep.history.push_back({2, 40, 1.5, 0.5, 0.8, 0.45, 0.82});
-  rep.history.push_back({3, 60, 1.25, 0.25, 0.9, std::nullopt, std::nullopt});
+  rep.history.push_back({2, 40, 1.5, 0.5, 0.8, 0.45, 0.82, std::nullopt, std::nullopt});
+  rep.history.push_back({3, 60, 1.25, 0.25, 0.9, std::nullopt, std::nullopt, std::nullopt, std::nullopt});
   rep.test_accuracy = 0.875;
   rep.test_examples = 2000;
   rep.closures_by_worker = {{0, 7}, {1, 5}};

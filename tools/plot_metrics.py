@@ -1,6 +1,9 @@
 #!/usr/bin/env python3
 """Draws a training run's metrics.csv (written by `actorps train/local` into
-log_dir) as a PNG: loss and accuracy per epoch, train and test.
+log_dir) as a PNG: loss and accuracy per epoch, train and test, and for a
+binary model (test_auc filled in) the test AUC beside them. Empty cells (no
+eval set; a softmax model's AUC) and older files without the AUC columns
+are left out.
 
 Usage: python3 tools/plot_metrics.py LOG_DIR/metrics.csv OUT.png
 Needs python3-matplotlib (tools/setup.sh --all installs it)."""
@@ -27,10 +30,13 @@ def main(argv):
     if not rows:
         sys.exit(f"{path}: no epochs yet")
     epochs = [r["epoch"] for r in rows]
-    fig, (loss, acc) = plt.subplots(1, 2, figsize=(10, 4))
-    for ax, metric in ((loss, "loss"), (acc, "accuracy")):
-        for split in ("train", "test"):
-            ys = [r[f"{split}_{metric}"] for r in rows]
+    panels = [("loss", ("train", "test")), ("accuracy", ("train", "test"))]
+    if any(r.get("test_auc") is not None for r in rows):
+        panels.append(("auc", ("test",)))
+    fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 4))
+    for ax, (metric, splits) in zip(axes, panels):
+        for split in splits:
+            ys = [r.get(f"{split}_{metric}") for r in rows]
             if any(y is not None for y in ys):
                 ax.plot(epochs, ys, marker="o", label=split)
         ax.set_xlabel("epoch")

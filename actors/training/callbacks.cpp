@@ -141,24 +141,31 @@ caf::expected<log_files> open_log_files(const std::string& dir, const std::strin
   return log_files{std::move(*events), std::move(out)};
 }
 
+std::string csv_cell(std::optional<double> x) { return x ? fmt::format("{:.6f}", *x) : std::string(); }
+
 caf::expected<metrics_log> metrics_log::open(const std::string& dir) {
-  auto files = open_log_files(dir, "epoch,step,seconds,train_loss,train_accuracy,test_loss,test_accuracy");
+  auto files = open_log_files(dir, csv_header);
   if (!files) return files.error();
   return metrics_log(std::move(files->events), std::move(files->csv));
 }
 
-caf::error metrics_log::on_epoch_end(cluster_coordinator&, const epoch_logs& logs, bool&) {
-  caf::error err;
-  (err = events_.scalar("train/loss", logs.step, float(logs.train_loss))) ||
-      (err = events_.scalar("train/accuracy", logs.step, float(logs.train_accuracy)));
-  if (!err && logs.test)
-    (err = events_.scalar("test/loss", logs.step, float(logs.test->loss))) ||
-        (err = events_.scalar("test/accuracy", logs.step, float(logs.test->accuracy)));
-  if (err) return err;
-  csv_ << fmt::format("{},{},{:.3f},{:.6f},{:.6f},", logs.epoch, logs.step, logs.seconds, logs.train_loss,
-                      logs.train_accuracy)
-       << (logs.test ? fmt::format("{:.6f},{:.6f}", logs.test->loss, logs.test->accuracy) : std::string(",")) << '\n'
-       << std::flush;
+caf::error metrics_log::on_epoch_end(cluster_coordinator&, const epoch_logs& logs, bool&) { return append(logs); }
+
+caf::error metrics_log::append(const epoch_logs& logs) {
+  const evaluation none;
+  const auto& test = logs.test ? *logs.test : none;
+  auto if_tested = [&](double x) { return logs.test ? std::optional<double>(x) : std::nullopt; };
+  // The CSV's columns after seconds, in order, by their event tags.
+  const std::vector<event_log::figure> figures{{"train/loss", logs.train_loss},
+                                               {"train/accuracy", logs.train_accuracy},
+                                               {"test/loss", if_tested(test.loss)},
+                                               {"test/accuracy", if_tested(test.accuracy)},
+                                               {"test/auc", test.auc},
+                                               {"test/log_loss", test.log_loss}};
+  if (auto err = events_.scalars(logs.step, figures)) return err;
+  csv_ << fmt::format("{},{},{:.3f}", logs.epoch, logs.step, logs.seconds);
+  for (auto& [tag, value] : figures) csv_ << ',' << csv_cell(value);
+  csv_ << '\n' << std::flush;
   if (!csv_) return make_error(errc::io_error, "writing metrics.csv failed");
   return caf::none;
 }
@@ -218,14 +225,20 @@ caf::error progress_bar::on_steps(cluster_coordinator&, const step_progress& p) 
   return caf::none;
 }
 
-caf::error progress_bar::on_epoch_end(cluster_coordinator&, const epoch_logs& logs, bool&) {
+std::string epoch_line(const epoch_logs& logs, uint32_t epochs) {
   const double per_s = logs.seconds > 0 ? 1 / logs.seconds : 0;
   auto line = fmt::format("epoch {}/{}: {:.1f} s ({:.0f} samples/s), train loss {:.4f}, train accuracy {:.2f}%",
-                          logs.epoch, epochs_, logs.seconds, double(logs.train_examples) * per_s, logs.train_loss,
+                          logs.epoch, epochs, logs.seconds, double(logs.train_examples) * per_s, logs.train_loss,
                           100.0 * logs.train_accuracy);
   if (logs.test)
     line += fmt::format(", test loss {:.4f}, test accuracy {:.2f}%", logs.test->loss, 100.0 * logs.test->accuracy);
-  fmt::print(out_, "{}{}\n", tty_ ? "\r\x1b[K" : "", line);
+  if (logs.test && logs.test->auc && logs.test->log_loss)
+    line += fmt::format(", test AUC {:.4f}, test log loss {:.4f}", *logs.test->auc, *logs.test->log_loss);
+  return line;
+}
+
+caf::error progress_bar::on_epoch_end(cluster_coordinator&, const epoch_logs& logs, bool&) {
+  fmt::print(out_, "{}{}\n", tty_ ? "\r\x1b[K" : "", epoch_line(logs, epochs_));
   std::fflush(out_);
   return caf::none;
 }

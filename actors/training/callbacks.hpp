@@ -46,13 +46,23 @@ struct log_files {
   std::ofstream csv;
 };
 [[nodiscard]] caf::expected<log_files> open_log_files(const std::string& dir, const std::string& header);
+/// A metrics.csv cell: the figure (6 decimals), or empty without one.
+std::string csv_cell(std::optional<double> x);
 
-/// Appends every epoch to DIR/metrics.csv and to a TensorBoard event file.
+/// Appends every epoch to DIR/metrics.csv and to a TensorBoard event file
+/// (train/loss, train/accuracy, test/loss, test/accuracy, and test/auc,
+/// test/log_loss for a binary model). The CSV's columns are the same for
+/// every job: a figure a job lacks (no eval set; AUC of a softmax model)
+/// is an empty cell.
 class metrics_log : public fit_callback {
  public:
+  static constexpr const char* csv_header =
+      "epoch,step,seconds,train_loss,train_accuracy,test_loss,test_accuracy,test_auc,test_log_loss";
   /// Creates DIR (its parent must exist) and the files.
   [[nodiscard]] static caf::expected<metrics_log> open(const std::string& dir);
   caf::error on_epoch_end(cluster_coordinator& c, const epoch_logs& logs, bool& stop) override;
+  /// The epoch's CSV row and events.
+  [[nodiscard]] caf::error append(const epoch_logs& logs);
 
  private:
   metrics_log(event_log events, std::ofstream csv) : events_(std::move(events)), csv_(std::move(csv)) {}
@@ -75,6 +85,11 @@ class early_stopping : public fit_callback {
   std::optional<double> best_;
   uint32_t waited_ = 0;
 };
+
+/// The line each epoch ends with: "epoch 2/5: 1.2 s (...), train loss ...,
+/// test loss ..., test accuracy ...%" and, for a binary model, ", test AUC
+/// 0.8123, test log loss 0.4567".
+std::string epoch_line(const epoch_logs& logs, uint32_t epochs);
 
 /// A progress bar on a terminal (epoch, step, steps/s, loss, ETA), redrawn
 /// at most 5 times a second; plain log lines at each quarter of an epoch

@@ -47,6 +47,13 @@ caf::error event_log::scalar(const std::string& tag, int64_t step, float value) 
   return append(e.SerializeAsString());
 }
 
+caf::error event_log::scalars(int64_t step, const std::vector<figure>& figures) {
+  for (auto& [tag, value] : figures)
+    if (value)
+      if (auto err = scalar(tag, step, float(*value))) return err;
+  return caf::none;
+}
+
 caf::error event_log::append(const std::string& record) {
   out_ << data::tfrecord_frame(record);
   if (!out_.flush()) return make_error(errc::io_error, path_ + ": write failed");

@@ -5,7 +5,9 @@
 
 #include <cstdint>
 #include <fstream>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <caf/expected.hpp>
@@ -19,6 +21,9 @@ class event_log {
 
   /// Appends one scalar and flushes (a crash loses at most this record).
   [[nodiscard]] caf::error scalar(const std::string& tag, int64_t step, float value);
+  /// A scalar per (tag, value) that has a value (none: a figure the run lacks), in order.
+  using figure = std::pair<const char*, std::optional<double>>;
+  [[nodiscard]] caf::error scalars(int64_t step, const std::vector<figure>& figures);
   const std::string& path() const { return path_; }
 
  private:

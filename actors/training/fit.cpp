@@ -80,20 +80,13 @@ caf::expected<evaluation> evaluate(cluster_coordinator& c, const pb::DatasetSpec
   for (uint32_t i = 0; i < parts; ++i)
     results.push_back(c.schedule("eval_step", {bytes_value(spec), integer_value(i), integer_value(parts)}));
   if (auto err = c.join()) return err;
-  evaluation out;
-  double loss_sum = 0;
-  int64_t correct = 0;
+  eval_totals totals;
   for (auto& r : results) {
     auto v = r.fetch();
     if (!v) return v.error();
-    loss_sum += real_at(*v, 0);
-    correct += integer_at(*v, 1);
-    out.examples += integer_at(*v, 2);
+    if (auto err = totals.add_part(*v)) return err;
   }
-  if (out.examples == 0) return make_error(errc::invalid_config, "the eval dataset is empty");
-  out.loss = loss_sum / double(out.examples);
-  out.accuracy = double(correct) / double(out.examples);
-  return out;
+  return totals.result();
 }
 
 namespace {

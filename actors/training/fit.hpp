@@ -14,14 +14,10 @@
 #include <vector>
 
 #include "actors/coordinator/cluster_coordinator.hpp"
+#include "actors/training/evaluation.hpp"
 #include "config/job_config.hpp"
 
 namespace actorps::train {
-
-struct evaluation {
-  double loss = 0, accuracy = 0;
-  int64_t examples = 0;
-};
 
 struct epoch_logs {
   uint32_t epoch = 0;
@@ -81,7 +77,8 @@ struct fit_result {
                                             const std::vector<fit_callback*>& callbacks);
 
 /// Evaluates the variables on `eval`, cut into `parts` closures run on the
-/// workers; each part counts once whichever worker (or retry) ran it.
+/// workers; each part counts once whichever worker (or retry) ran it. A
+/// binary model's AUC and log loss are those of the parts' logits merged.
 [[nodiscard]] caf::expected<evaluation> evaluate(cluster_coordinator& c, const pb::DatasetSpec& eval, uint32_t parts);
 
 }  // namespace actorps::train

@@ -33,7 +33,9 @@ json to_json(const job_report& r) {
                       {"train_loss", e.train_loss},
                       {"train_accuracy", e.train_accuracy},
                       {"test_loss", optional_number(e.test_loss)},
-                      {"test_accuracy", optional_number(e.test_accuracy)}});
+                      {"test_accuracy", optional_number(e.test_accuracy)},
+                      {"test_auc", optional_number(e.test_auc)},
+                      {"test_log_loss", optional_number(e.test_log_loss)}});
   for (auto& s : r.shards)
     shards.push_back({{"ps", s.ps}, {"examples_applied", s.examples_applied}, {"duplicates", s.duplicates}});
   for (auto& [w, n] : r.closures_by_worker) by_worker["worker:" + std::to_string(w)] = n;
@@ -45,7 +47,11 @@ json to_json(const job_report& r) {
           {"stopped_early", r.stopped_early},
           {"trained_before", r.trained_before},
           {"history", epochs},
-          {"test", {{"accuracy", optional_number(r.test_accuracy)}, {"examples", r.test_examples}}},
+          {"test",
+           {{"accuracy", optional_number(r.test_accuracy)},
+            {"examples", r.test_examples},
+            {"auc", optional_number(r.test_auc)},
+            {"log_loss", optional_number(r.test_log_loss)}}},
           {"closures_by_worker", by_worker},
           {"shards", shards},
           {"split_examples", r.split_examples},
@@ -70,8 +76,11 @@ job_report from_json(const json& j) {
   for (auto& e : j.at("history"))
     r.history.push_back({e.at("epoch").get<uint32_t>(), e.at("step").get<int64_t>(), e.at("seconds").get<double>(),
                          e.at("train_loss").get<double>(), e.at("train_accuracy").get<double>(),
-                         number_or_none(e, "test_loss"), number_or_none(e, "test_accuracy")});
+                         number_or_none(e, "test_loss"), number_or_none(e, "test_accuracy"),
+                         number_or_none(e, "test_auc"), number_or_none(e, "test_log_loss")});
   r.test_accuracy = number_or_none(j.at("test"), "accuracy");
+  r.test_auc = number_or_none(j.at("test"), "auc");
+  r.test_log_loss = number_or_none(j.at("test"), "log_loss");
   r.test_examples = j.at("test").at("examples").get<int64_t>();
   for (auto& [key, n] : j.at("closures_by_worker").items()) {
     if (key.rfind("worker:", 0) != 0) throw std::invalid_argument("closures_by_worker: " + key + " is not worker:N");

@@ -24,6 +24,7 @@ struct report_epoch {
   double seconds = 0;
   double train_loss = 0, train_accuracy = 0;
   std::optional<double> test_loss, test_accuracy;  // when the job has an eval dataset
+  std::optional<double> test_auc, test_log_loss;   // ... and a binary model (sigmoid_bce)
 };
 
 /// A worker or PS task lost or back (actors/metrics/recovery_log.hpp).
@@ -51,6 +52,7 @@ struct job_report {
   std::vector<report_epoch> history;
   std::optional<double> test_accuracy;  // the last evaluation's
   int64_t test_examples = 0;
+  std::optional<double> test_auc, test_log_loss;    // the last evaluation's, of a binary model
   std::map<uint32_t, uint64_t> closures_by_worker;  // closures each worker ran to the end
   std::vector<report_shard> shards;                 // empty unless exactly_once
   int64_t split_examples = 0;                       // exactly_once: this run's splits' examples

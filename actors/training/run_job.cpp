@@ -60,10 +60,12 @@ void record_fit(const train::fit_result& result, job_report& rep) {
   rep.stopped_early = result.stopped_early;
   rep.split_examples = result.split_examples;
   for (auto& e : result.history) {
-    train::report_epoch r{e.epoch, e.step, e.seconds, e.train_loss, e.train_accuracy, {}, {}};
+    train::report_epoch r{e.epoch, e.step, e.seconds, e.train_loss, e.train_accuracy, {}, {}, {}, {}};
     if (e.test) {
       r.test_loss = e.test->loss;
       r.test_accuracy = e.test->accuracy;
+      r.test_auc = e.test->auc;
+      r.test_log_loss = e.test->log_loss;
     }
     rep.history.push_back(r);
   }
@@ -94,6 +96,8 @@ void print_summary(const job_report& rep) {
   }
   if (rep.test_accuracy)
     fmt::print("test accuracy {:.2f}% ({} examples)\n", 100.0 * *rep.test_accuracy, rep.test_examples);
+  if (rep.test_auc && rep.test_log_loss)
+    fmt::print("test AUC {:.4f}, test log loss {:.4f}\n", *rep.test_auc, *rep.test_log_loss);
   std::fflush(stdout);
 }
 
@@ -199,6 +203,8 @@ int train_job(const job_spec& job, std::function<void(int64_t)> on_step, const s
   if (last) {
     rep.test_accuracy = last->accuracy;
     rep.test_examples = last->examples;
+    rep.test_auc = last->auc;
+    rep.test_log_loss = last->log_loss;
   }
   print_summary(rep);
   if (deployed) c.end_job("the coordinator's training finished");

@@ -1,5 +1,11 @@
 #include "actors/variables/wire_forms.hpp"
 
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "messages/errors.hpp"
+
 namespace actorps::train {
 
 static_assert(int(kernels::layer_kind::layernorm) == pb::LayerSpec::LAYERNORM &&
@@ -110,6 +116,30 @@ sharded_variable from_proto(const pb::VariableLayout& v) {
     out.shards.push_back(std::move(s));
   }
   return out;
+}
+
+void append_scored(pb::ScoredLabels& part, const float* logits, const int32_t* labels, int n) {
+  part.mutable_logits()->append(reinterpret_cast<const char*>(logits), size_t(n) * sizeof(float));
+  auto* bytes = part.mutable_labels();
+  for (int i = 0; i < n; ++i) bytes->push_back(char(labels[i]));
+}
+
+caf::error merge_scored(kernels::scored_labels& to, const pb::ScoredLabels& part) {
+  const auto& logits = part.logits();
+  const auto& labels = part.labels();
+  if (logits.size() % sizeof(float) != 0 || logits.size() / sizeof(float) != labels.size())
+    return make_error(errc::bad_tensor, "scored labels: " + std::to_string(logits.size()) + " bytes of logits for " +
+                                            std::to_string(labels.size()) + " labels (4 bytes each expected)");
+  for (size_t i = 0; i < labels.size(); ++i)
+    if (labels[i] != 0 && labels[i] != 1)
+      return make_error(errc::bad_tensor, "scored labels: label " + std::to_string(i) + " is " +
+                                              std::to_string(int(labels[i])) + ", expected 0 or 1");
+  for (size_t i = 0; i < labels.size(); ++i) {
+    float z;
+    std::memcpy(&z, logits.data() + i * sizeof(float), sizeof z);
+    to.add(z, labels[i]);
+  }
+  return caf::none;
 }
 
 }  // namespace actorps::train

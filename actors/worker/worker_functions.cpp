@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "actors/dataset/pipeline.hpp"
+#include "actors/variables/wire_forms.hpp"
 #include "messages/tensor_bytes.hpp"
 
 namespace actorps {
@@ -155,15 +156,19 @@ void train_split(worker_context& ctx, const std::vector<pb::Value>& args,
 }
 
 // eval_step: one shard of a dataset read here, against freshly pulled values
-// (and, for an embedding model, the rows each batch needs).
+// (and, for an embedding model, the rows each batch needs); a binary model's
+// logits and labels kept for the coordinator's AUC.
 struct eval_run {
   worker_context* ctx;
   data::pipeline pipeline;
-  data::batch b;
-  std::vector<std::vector<int64_t>> ids;  // per parameter: the rows the batch looks up
-  double loss_sum;
-  int64_t correct, examples;
   std::function<void(caf::expected<values>)> done;
+  data::batch b{};
+  std::vector<std::vector<int64_t>> ids{};  // per parameter: the rows the batch looks up
+  double loss_sum = 0;
+  int64_t correct = 0, examples = 0;
+  bool binary = ctx->model->spec().loss == kernels::loss_kind::sigmoid_bce;
+  std::vector<float> logits{};  // one batch's (binary models)
+  pb::ScoredLabels scored{};    // every batch's so far
 
   static void next(std::shared_ptr<eval_run> run) {
     while (run->pipeline.next(run->b)) {
@@ -178,12 +183,16 @@ struct eval_run {
         next(run);
       });
     }
-    run->done(values{real_value(run->loss_sum), integer_value(run->correct), integer_value(run->examples)});
+    values out{real_value(run->loss_sum), integer_value(run->correct), integer_value(run->examples)};
+    if (run->binary) out.push_back(bytes_value(run->scored.SerializeAsString()));
+    run->done(std::move(out));
   }
 
   void evaluate() {
     const kernels::batch_view view{b.size(), b.x.data(), b.labels.data()};
-    auto r = ctx->model->evaluate(view, ctx->params->params);
+    if (binary) logits.resize(size_t(b.size()));
+    auto r = ctx->model->evaluate(view, ctx->params->params, binary ? logits.data() : nullptr);
+    if (binary) train::append_scored(scored, logits.data(), b.labels.data(), b.size());
     loss_sum += double(r.loss) * b.size();
     correct += r.correct;
     examples += b.size();
@@ -211,7 +220,7 @@ void eval_step(worker_context& ctx, const std::vector<pb::Value>& args,
   if (pipeline->features() != ctx.model->input_size())
     return done(make_error(errc::bad_tensor, fmt::format("eval data has {} features, the model takes {}",
                                                          pipeline->features(), ctx.model->input_size())));
-  auto run = std::make_shared<eval_run>(eval_run{&ctx, std::move(*pipeline), {}, {}, 0, 0, 0, std::move(done)});
+  auto run = std::make_shared<eval_run>(eval_run{&ctx, std::move(*pipeline), std::move(done)});
   ctx.pull(0, [run](caf::error err) {
     if (err) return run->done(std::move(err));
     eval_run::next(run);

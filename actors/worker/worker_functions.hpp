@@ -16,7 +16,8 @@
 //   eval_step(data spec, integer shard, integer shards)
 //       Pulls the variables once and evaluates shard `shard` of `shards` of
 //       the dataset (a serialized pb::DatasetSpec, read on the worker).
-//       Returns [real loss_sum, integer correct, integer examples].
+//       Returns [real loss_sum, integer correct, integer examples], and for
+//       a sigmoid_bce model a 4th: data, a serialized pb::ScoredLabels.
 //   noop()
 //       Nothing: measures the scheduling path (actorps bench closures).
 //

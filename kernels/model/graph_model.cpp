@@ -3,6 +3,7 @@
 // nodes.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <stdexcept>
 
 #include "kernels/device_memory.hpp"
@@ -309,8 +310,17 @@ void graph_model::backward(const std::vector<const float*>& params, const std::v
   }
 }
 
-step_result graph_model::evaluate(const batch_view& batch, const std::vector<const float*>& params) {
-  return forward(batch, params, false);
+step_result graph_model::evaluate(const batch_view& batch, const std::vector<const float*>& params, float* logits) {
+  auto result = forward(batch, params, false);
+  if (logits != nullptr) {
+    const auto& p = *plans_.back();
+    const size_t bytes = size_t(batch.size) * size_t(classes()) * sizeof(float);
+    if (ops_.where == device::host)
+      std::memcpy(logits, p.act.back(), bytes);
+    else
+      copy_to_host(logits, p.act.back(), bytes);
+  }
+  return result;
 }
 
 step_result graph_model::train_step(const batch_view& batch, const std::vector<const float*>& params,
