@@ -9,7 +9,7 @@ namespace actorps {
 
 single_process::single_process(const job_spec& job, data::pipeline train)
     : job_(job), train_(std::move(train)), model_(new kernels::graph_model(job.model, kernels::cpu_ops())) {
-  params_ = std::make_unique<kernels::host_parameters>(model_->initial_values(job.training.seed));
+  params_ = std::make_unique<kernels::host_parameters>(initial_values(job, *model_));
   const auto kind = static_cast<kernels::optimizer_kind>(job.training.optimizer.kind());
   for (auto& v : params_->values)
     for (int s = 0; s < kernels::slot_count(kind); ++s) slots_.emplace_back(v.size(), 0.0f);
