@@ -83,6 +83,16 @@ class Strided(nn.Module):  # not supported: a Conv with stride 2
         return self.fc(torch.flatten(self.c(x), 1))
 
 
+class PoolThenRelu(nn.Module):  # not supported (yet: no relu kind): a Relu after a MaxPool
+    def __init__(self):
+        super().__init__()
+        self.c = nn.Conv2d(1, 2, 3)
+        self.fc = nn.Linear(2 * 3 * 3, 2)
+
+    def forward(self, x):
+        return self.fc(torch.flatten(torch.relu(nn.functional.max_pool2d(self.c(x), 2)), 1))
+
+
 class Sine(nn.Module):  # not supported: Sin
     def __init__(self):
         super().__init__()
@@ -118,6 +128,7 @@ def main():
     export(out, "two_inputs", TwoInputs(), [("features", torch.randn(N, 8)), ("ids", torch.randint(0, 50, (N, 3)))], 15)
     export(out, "fashion_mlp", FashionMlp(), [("x", image)], 14)
     export(out, "strided", Strided(), [("x", torch.rand(N, 1, 8, 8))], 14)
+    export(out, "pool_relu", PoolThenRelu(), [("x", torch.rand(N, 1, 8, 8))], 14)
     export(out, "sine", Sine(), [("x", torch.randn(N, 20))], 14)
     export(out, "dynamic", Mlp(), [("x", torch.randn(N, 20))], 14, {"x": {0: "batch", 1: "features"}})
 

@@ -161,6 +161,8 @@ BOOST_AUTO_TEST_CASE(an_unsupported_op_or_attribute_names_the_node_its_op_and_op
            {"sine.onnx: node '/Sin' (Sin, opset 14): op not supported (supported: Add, Concat", "Gemm"});
   contains(import_error(models() + "/strided.onnx", image_input("x", 8, 8, 1)),
            {"node '/c/Conv' (Conv, opset 14): strides [2, 2] are not supported (stride 1 only)"});
+  contains(import_error(models() + "/pool_relu.onnx", image_input("x", 8, 8, 1)),
+           {"node '/Relu' (Relu, opset 14): follows '/MaxPool_output_0': a Relu is supported only fused into"});
 }
 
 BOOST_AUTO_TEST_CASE(a_dynamic_dimension_beyond_the_batch_is_refused) {
