@@ -9,7 +9,7 @@ namespace actorps {
 
 single_process::single_process(const job_spec& job, data::pipeline train)
     : job_(job), train_(std::move(train)), model_(new kernels::graph_model(job.model, kernels::cpu_ops())) {
-  params_ = std::make_unique<kernels::host_parameters>(model_->initial_values(job.training.seed));
+  params_ = std::make_unique<kernels::host_parameters>(initial_values(job, *model_));
   const auto trained = static_cast<kernels::optimizer_kind>(job.training.optimizer.kind());
   for (auto& p : model_->parameters()) kinds_.push_back(kernels::optimizer_of(p, trained));
   for (size_t v = 0; v < kinds_.size(); ++v)

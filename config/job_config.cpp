@@ -15,6 +15,10 @@ pb::Optimizer default_optimizer() {
   return o;
 }
 
+std::vector<std::vector<float>> initial_values(const job_spec& job, const kernels::graph_model& model) {
+  return job.initial_values.empty() ? model.initial_values(job.training.seed) : job.initial_values;
+}
+
 caf::expected<std::optional<job_spec>> load_job_file(const std::string& path, std::string_view tf_config,
                                                      cluster_use use) {
   auto text = read_text_file(path);
@@ -54,9 +58,10 @@ caf::expected<std::optional<job_spec>> parse_job_toml(std::string_view text, con
   auto cluster = cluster_of_job(*doc, text, path, tf_config, use);
   if (!cluster) return cluster.error();
   job.cluster = std::move(*cluster);
-  auto model = parse_model_toml(text, path);
+  auto model = parse_model_section(text, path);
   if (!model) return model.error();
-  job.model = std::move(*model);
+  job.model = std::move(model->spec);
+  job.initial_values = std::move(model->initial_values);
   auto train = parse_dataset_toml(text, path, "dataset");
   if (!train) return train.error();
   job.train = std::move(*train);

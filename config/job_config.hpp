@@ -69,10 +69,17 @@ struct training_options {
 struct job_spec {
   cluster_spec cluster;
   kernels::model_spec model;
+  std::vector<std::vector<float>> initial_values;  // [model] onnx: its initializers, in parameters() order;
+                                                   // empty: drawn from training.seed
   pb::DatasetSpec train, eval;
   training_options training;
   std::vector<fault> faults;  // [[faults]]: run by `actorps chaos`
 };
+
+/// The parameters' starting values (in model.parameters() order): the
+/// job's own (an ONNX file's), else drawn from its seed. Every path that
+/// creates them starts here.
+std::vector<std::vector<float>> initial_values(const job_spec& job, const kernels::graph_model& model);
 
 /// Whether a command needs the job's cluster: `eval` and `export` only read
 /// checkpoints, so a job file without [cluster] (and no TF_CONFIG) is fine.

@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "config/onnx/onnx_import.hpp"
 #include "config/toml_reader.hpp"
 
 namespace actorps {
@@ -257,7 +258,33 @@ caf::error read_inputs(const reader& r, const toml::node& n, model_spec& m) {
 
 }  // namespace
 
+namespace {
+
+// [model] onnx = "file": the graph's nodes and initializers, its inputs
+// those of [[model.inputs]].
+caf::expected<model_file> read_onnx(const reader& r, const toml::table& t, model_spec& m) {
+  std::string path;
+  if (auto err = r.get(t, "model", "onnx", path)) return err;
+  for (auto key : {"input", "layers"})
+    if (t.contains(key))
+      return r.fail(*t.get(key), std::string("model.") + key,
+                    "give either onnx = \"file\" or layers, not both (the graph gives the layers)");
+  if (m.inputs.empty())
+    return r.fail(*t.get("onnx"), "model.onnx", "name the graph's feature inputs in [[model.inputs]]");
+  auto imported = import_onnx(path, m.inputs, m.loss);
+  if (!imported) return r.fail(*t.get("onnx"), "model.onnx", describe(imported.error()));
+  return model_file{std::move(imported->spec), std::move(imported->initial_values)};
+}
+
+}  // namespace
+
 caf::expected<model_spec> parse_model_toml(std::string_view text, std::string_view source) {
+  auto model = parse_model_section(text, source);
+  if (!model) return model.error();
+  return std::move(model->spec);
+}
+
+caf::expected<model_file> parse_model_section(std::string_view text, std::string_view source) {
   auto doc = parse_document(text, source);
   if (!doc) return doc.error();
   reader r(source);
@@ -266,7 +293,7 @@ caf::expected<model_spec> parse_model_toml(std::string_view text, std::string_vi
     return make_error(errc::invalid_config, std::string(source) + ": missing [model] table with [[model.layers]]");
   auto& t = *model->as_table();
   model_spec m;
-  if (auto err = r.only_keys(t, "model", {"input", "inputs", "loss", "layers"})) return err;
+  if (auto err = r.only_keys(t, "model", {"input", "inputs", "loss", "layers", "onnx"})) return err;
   if (t.contains("input") && t.contains("inputs"))
     return r.fail(*t.get("inputs"), "model.inputs", "give either input = [h, w, c] or [[model.inputs]], not both");
   if (auto* input = t.get("input"))
@@ -277,6 +304,7 @@ caf::expected<model_spec> parse_model_toml(std::string_view text, std::string_vi
                           {std::pair{"softmax_xent", loss_kind::softmax_xent},
                            std::pair{"sigmoid_bce", loss_kind::sigmoid_bce}, std::pair{"mse", loss_kind::mse}}))
     return err;
+  if (t.contains("onnx")) return read_onnx(r, t, m);
   auto* layers = t.get("layers");
   if (layers == nullptr) return r.fail(t, "model", "no layers: add [[model.layers]] tables");
   auto* arr = layers->as_array();
@@ -293,7 +321,7 @@ caf::expected<model_spec> parse_model_toml(std::string_view text, std::string_vi
     return r.fail(*arr->get(*bad->layer), "model.layers[" + std::to_string(*bad->layer) + "] (" + bad->node + ")",
                   bad->what);
   }
-  return m;
+  return model_file{std::move(m), {}};
 }
 
 caf::expected<model_spec> load_model_file(const std::string& path) {

@@ -6,6 +6,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <caf/error.hpp>
 #include <caf/expected.hpp>
@@ -14,6 +15,15 @@
 
 namespace actorps {
 
+/// A [model] table's model and, from `onnx = "file"`, its weights (in
+/// graph_model(spec).parameters() order; empty: drawn from the job's seed).
+struct model_file {
+  kernels::model_spec spec;
+  std::vector<std::vector<float>> initial_values;
+};
+
+[[nodiscard]] caf::expected<model_file> parse_model_section(std::string_view text, std::string_view source);
+/// parse_model_section's spec alone.
 [[nodiscard]] caf::expected<kernels::model_spec> parse_model_toml(std::string_view text, std::string_view source);
 [[nodiscard]] caf::expected<kernels::model_spec> load_model_file(const std::string& path);
 

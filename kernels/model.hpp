@@ -217,6 +217,10 @@ class graph_model {
   /// their rows, in host memory.
   const sparse_rows& sparse_gradient(size_t param) const;
 
+  /// The last forward's logits [batch, classes], copied to host memory
+  /// (tests comparing a model with another framework's).
+  std::vector<float> last_logits() const;
+
   struct graph;  // the resolved spec (kernels/model/graph.hpp)
   struct plan;   // one batch size's buffers (kernels/model/plan.hpp)
 

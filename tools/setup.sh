@@ -3,7 +3,7 @@
 # every package is present it does nothing (no apt-get update).
 # Usage: tools/setup.sh [--all]
 #   (none)  what building and running the actorps program needs: the main
-#           command (tools/main.sh): 102 packages, 125 MB, on a bare Debian 12
+#           command (tools/main.sh): 105 packages, 126 MB, on a bare Debian 12
 #   --all   and what the tests, benchmarks and tools need: the test command
 #           (tools/test.sh) and the image: 509 packages, 481 MB
 set -euo pipefail
@@ -13,6 +13,7 @@ packages=(
   libcaf-dev libssl-dev                 # CAF 0.17.6 (core, io, openssl) + headers its openssl module needs;
                                         # libcrypto: the SHA-256 of `actorps data criteo`'s files
   libprotobuf-dev protobuf-compiler     # wire schemas
+  libonnx-dev                           # onnx.proto, compiled by our protoc: [model] onnx = "model.onnx" (not linked)
   libtomlplusplus-dev nlohmann-json3-dev  # TOML topologies, TF_CONFIG (JSON)
   libcli11-dev libspdlog-dev libfmt-dev # CLI parsing, logging, formatting
   libcpp-httplib-dev                    # every node's /metrics (Prometheus text format); actorps top scrapes them
@@ -29,6 +30,7 @@ if [[ $# -eq 1 && $1 == --all ]]; then
     prometheus                          # promtool and a real Prometheus server (test_metrics, test_observability)
     python3-matplotlib                  # tools/plot_metrics.py: metrics.csv -> loss/accuracy PNG
     python3-torch                       # tools/torch_model.py (test_export: the exported model in PyTorch); bench kernels' peer
+    python3-onnx libonnx-dev            # tests/onnx_models.py checks its PyTorch exports (test_onnx_import, test_onnx_train)
     python3-yaml                        # tests/k8s_pods.py (test_k8s: reads config/k8s's manifests)
   )
 elif [[ $# -gt 0 ]]; then

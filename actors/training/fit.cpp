@@ -61,10 +61,13 @@ caf::expected<std::unique_ptr<cluster_coordinator>> connect_job(caf::actor_syste
   const auto& t = job.training;
   auto c = cluster_coordinator::connect(sys, job.cluster, t.consistency, t.ps_replicas);
   if (!c) return c.error();
-  caf::error err;
-  (err = (*c)->create_variables(job.model, t.seed, t.optimizer, t.variable_partitioner)) ||
-      (err = (*c)->create_workers(job.model, {t.threads_per_worker, t.device, t.devices_per_worker}));
-  if (err) return err;
+  if (auto err = (*c)->create_variables(job.model, t.seed, t.optimizer, t.variable_partitioner)) return err;
+  if (!job.initial_values.empty()) {  // an ONNX file's weights (a checkpoint, restored later, goes over them)
+    std::vector<const float*> values;
+    for (auto& v : job.initial_values) values.push_back(v.data());
+    if (auto err = (*c)->placement().assign_values(values)) return in_context(err, "the model's initial values");
+  }
+  if (auto err = (*c)->create_workers(job.model, {t.threads_per_worker, t.device, t.devices_per_worker})) return err;
   if (job.cluster.node_of(task_id{pb::COORDINATOR, 0}) != nullptr)  // joins from now on, late workers included
     if (auto port = (*c)->accept_joins(); !port)
       spdlog::warn("coordinator: `actorps node --join` cannot reach this job: {}", describe(port.error()));

@@ -1,0 +1,137 @@
+#!/usr/bin/env python3
+"""Small PyTorch models exported to ONNX for tests/test_onnx_import.cpp and
+tests/test_onnx_train.cpp: for each, OUT/NAME.onnx, OUT/NAME.x (a few
+examples as actorps reads them: float32 rows, images HWC, then any ids as
+floats) and OUT/NAME.logits (PyTorch's logits on them, float32 [n, classes]).
+
+Usage: /usr/bin/python3 tests/onnx_models.py OUT
+"""
+import os
+import sys
+
+import onnx
+import torch
+from torch import nn
+
+N = 4  # examples in NAME.x
+
+
+class SeedCnn(nn.Module):  # config/seed_cnn.toml's layers
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Sequential(nn.Conv2d(1, 32, 3), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+                                 nn.Linear(32 * 13 * 13, 64), nn.ReLU(), nn.Linear(64, 10))
+
+    def forward(self, x):
+        return self.net(x)
+
+
+class Mlp(nn.Module):  # Gemm, inference Dropout, MatMul + Add, Relu fused into each
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(20, 16)
+        self.drop = nn.Dropout(0.5)
+        self.w = nn.Parameter(torch.randn(16, 8) * 0.3)
+        self.b = nn.Parameter(torch.randn(8) * 0.1)
+        self.fc3 = nn.Linear(8, 5)
+
+    def forward(self, x):
+        h = self.drop(torch.relu(self.fc1(x)))
+        return self.fc3(torch.relu(h @ self.w + self.b))
+
+
+class Residual(nn.Module):  # same padding, an Add of images with a Relu, Flatten of 4 channels
+    def __init__(self):
+        super().__init__()
+        self.c1 = nn.Conv2d(2, 4, 3, padding=1)
+        self.c2 = nn.Conv2d(4, 4, 3, padding=1)
+        self.fc = nn.Linear(4 * 4 * 4, 3)
+
+    def forward(self, x):
+        a = torch.relu(self.c1(x))
+        y = nn.functional.max_pool2d(torch.relu(a + self.c2(a)), 2)
+        return self.fc(torch.flatten(y, 1))
+
+
+class TwoInputs(nn.Module):  # an embedding (Gather + ReduceMean) beside a dense branch, concatenated
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(50, 4)
+        self.fc = nn.Linear(8, 6)
+        self.out = nn.Linear(10, 4)
+
+    def forward(self, features, ids):
+        return self.out(torch.cat([torch.relu(self.fc(features)), self.emb(ids).mean(1)], 1))
+
+
+class FashionMlp(nn.Module):  # tests/test_onnx_train.cpp's job
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Sequential(nn.Flatten(), nn.Linear(784, 64), nn.ReLU(), nn.Linear(64, 10))
+
+    def forward(self, x):
+        return self.net(x)
+
+
+class Strided(nn.Module):  # not supported: a Conv with stride 2
+    def __init__(self):
+        super().__init__()
+        self.c = nn.Conv2d(1, 2, 3, stride=2)
+        self.fc = nn.Linear(2 * 3 * 3, 2)
+
+    def forward(self, x):
+        return self.fc(torch.flatten(self.c(x), 1))
+
+
+class PoolThenRelu(nn.Module):  # not supported (yet: no relu kind): a Relu after a MaxPool
+    def __init__(self):
+        super().__init__()
+        self.c = nn.Conv2d(1, 2, 3)
+        self.fc = nn.Linear(2 * 3 * 3, 2)
+
+    def forward(self, x):
+        return self.fc(torch.flatten(torch.relu(nn.functional.max_pool2d(self.c(x), 2)), 1))
+
+
+class Sine(nn.Module):  # not supported: Sin
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(20, 3)
+
+    def forward(self, x):
+        return self.fc(torch.sin(x))
+
+
+def export(out, name, model, inputs, opset, dynamic=None):
+    model.eval()
+    names = [n for n, _ in inputs]
+    args = tuple(t for _, t in inputs)
+    axes = dynamic or {n: {0: "batch"} for n in names + ["logits"]}
+    torch.onnx.export(model, args, os.path.join(out, name + ".onnx"), input_names=names, output_names=["logits"],
+                      opset_version=opset, dynamic_axes=axes)
+    onnx.checker.check_model(os.path.join(out, name + ".onnx"))
+    with torch.no_grad():
+        logits = model(*args)
+    cols = [(t.permute(0, 2, 3, 1) if t.dim() == 4 else t).reshape(N, -1).float() for t in args]
+    torch.cat(cols, 1).numpy().tofile(os.path.join(out, name + ".x"))
+    logits.numpy().astype("float32").tofile(os.path.join(out, name + ".logits"))
+
+
+def main():
+    out = sys.argv[1]
+    os.makedirs(out, exist_ok=True)
+    torch.manual_seed(7)
+    image = torch.rand(N, 1, 28, 28)
+    export(out, "seed_cnn", SeedCnn(), [("x", image)], 13)
+    export(out, "mlp", Mlp(), [("x", torch.randn(N, 20))], 14)
+    export(out, "residual", Residual(), [("x", torch.randn(N, 2, 8, 8))], 17)
+    export(out, "two_inputs", TwoInputs(), [("features", torch.randn(N, 8)), ("ids", torch.randint(0, 50, (N, 3)))], 15)
+    export(out, "fashion_mlp", FashionMlp(), [("x", image)], 14)
+    export(out, "strided", Strided(), [("x", torch.rand(N, 1, 8, 8))], 14)
+    export(out, "pool_relu", PoolThenRelu(), [("x", torch.rand(N, 1, 8, 8))], 14)
+    export(out, "sine", Sine(), [("x", torch.randn(N, 20))], 14)
+    export(out, "dynamic", Mlp(), [("x", torch.randn(N, 20))], 14, {"x": {0: "batch", 1: "features"}})
+
+
+if __name__ == "__main__":
+    main()
