@@ -49,10 +49,12 @@ int run_node(cluster_spec spec, const node_options& options);
 /// the job's) evaluated on the job's eval dataset in this process.
 int run_eval(const job_spec& job, const std::string& checkpoint_dir);
 
-/// `actorps export JOB --out FILE`: the newest checkpoint of `checkpoint_dir`
-/// (default: the job's) as a safetensors file of the job's model (exit 2
-/// when the checkpoint belongs to another model).
-int run_export(const job_spec& job, const std::string& checkpoint_dir, const std::string& out);
+/// `actorps export JOB --format FORMAT --out FILE`: the newest checkpoint of
+/// `checkpoint_dir` (default: the job's) as a safetensors file of the job's
+/// model, or (format "onnx") as an ONNX model (exit 2 when the checkpoint
+/// belongs to another model, or a node has no ONNX form).
+int run_export(const job_spec& job, const std::string& checkpoint_dir, const std::string& format,
+               const std::string& out);
 
 /// The `evaluator` task: each new checkpoint of the job's checkpoint_dir
 /// evaluated as it appears (printed; with log_dir, also LOG_DIR/eval's

@@ -4,7 +4,8 @@
 // each tensor's dtype, shape and byte range, then the raw data), so the
 // model can leave actorps. Names are the model's parameter names; the
 // header's __metadata__ states the layouts and the model, so a loader can
-// rebuild it (tools/torch_model.py does, in PyTorch).
+// rebuild it (tools/torch_model.py does, in PyTorch). `--format onnx`: the
+// graph and its values as an ONNX model (config/onnx/onnx_export.hpp).
 #include <cstdio>
 #include <fstream>
 
@@ -15,6 +16,7 @@
 #include "actors/checkpoint/checkpoint.hpp"
 #include "apps/commands.hpp"
 #include "config/model_config.hpp"
+#include "config/onnx/onnx_export.hpp"
 #include "messages/errors.hpp"
 
 namespace actorps {
@@ -73,7 +75,8 @@ caf::error write_safetensors(const std::string& out, const std::string& header,
 
 }  // namespace
 
-int run_export(const job_spec& job, const std::string& checkpoint_dir, const std::string& out) {
+int run_export(const job_spec& job, const std::string& checkpoint_dir, const std::string& format,
+               const std::string& out) {
   auto dir = train::checkpoint_dir_of(job.training.checkpoint_dir, checkpoint_dir);
   if (!dir) return export_failed(dir.error());
   auto ckpt = train::newest_checkpoint(*dir, "export");
@@ -81,7 +84,11 @@ int run_export(const job_spec& job, const std::string& checkpoint_dir, const std
   kernels::graph_model model(job.model, kernels::cpu_ops());
   auto vars = train::model_variables(*ckpt, *dir, model.parameters());
   if (!vars) return export_failed(vars.error());
-  if (auto err = write_safetensors(out, header_of(*vars, *ckpt, job), *vars)) return export_failed(err);
+  std::vector<const float*> values;
+  for (auto* v : *vars) values.push_back(v->values.data());
+  auto err = format == "onnx" ? write_onnx(job.model, values, out)
+                              : write_safetensors(out, header_of(*vars, *ckpt, job), *vars);
+  if (err) return export_failed(err);
   fmt::print("exported the checkpoint of step {} (epoch {}) in {}: {} tensors to {}\n", ckpt->step, ckpt->epoch, *dir,
              vars->size(), out);
   return 0;

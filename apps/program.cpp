@@ -206,11 +206,12 @@ void add_export(CLI::App& app, command_list& out) {
   auto* sub = app.add_subcommand("export", "write a job's newest checkpoint as a model file other frameworks load");
   sub->add_option("job", a->job, "job file (its [model] and training.checkpoint_dir)")->required();
   sub->add_option("--checkpoint", a->checkpoint_dir, "checkpoint directory (default: the job's checkpoint_dir)");
-  sub->add_option("--format", a->format, "model file format")->check(CLI::IsMember({"safetensors"}));
+  sub->add_option("--format", a->format, "model file format: safetensors (the variables) or onnx (the graph)")
+      ->check(CLI::IsMember({"safetensors", "onnx"}));
   sub->add_option("--out", a->out, "file to write (replaced whole)")->required();
   out.push_back({sub, [a] {
                    auto job = load_checkpointed_job(a->job);
-                   return job ? run_export(*job, a->checkpoint_dir, a->out) : fail(job.error());
+                   return job ? run_export(*job, a->checkpoint_dir, a->format, a->out) : fail(job.error());
                  }});
 }
 

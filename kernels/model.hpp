@@ -213,6 +213,10 @@ class graph_model {
   /// one per example: what AUC ranks).
   step_result evaluate(const batch_view& batch, const std::vector<const float*>& params, float* logits = nullptr);
 
+  /// The last train_step's or evaluate's logits [batch size, classes()],
+  /// copied to host memory.
+  std::vector<float> logits() const;
+
   /// The last train_step's gradient of sparse parameter i: unique ids and
   /// their rows, in host memory.
   const sparse_rows& sparse_gradient(size_t param) const;

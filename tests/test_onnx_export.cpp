@@ -1,0 +1,167 @@
+// `actorps export --format onnx`: a seed CNN trained by real node processes,
+// exported as ONNX, passes onnx.checker and, run by tools/onnx_torch.py (its
+// own interpreter over PyTorch ops), reproduces actorps' test loss and
+// accuracy; a graph of three inputs (floats, ids with padding, an image)
+// with every kind gives graph_model's logits.
+#define BOOST_TEST_MODULE onnx_export
+#include <cmath>
+#include <filesystem>
+#include <iterator>
+#include <sstream>
+
+#include <boost/test/unit_test.hpp>
+
+#include "config/onnx/onnx_export.hpp"
+#include "tests/export_jobs.hpp"
+
+using namespace actorps;
+using namespace actorps::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+bool have_onnx_and_torch() { return std::system("/usr/bin/python3 -c 'import onnx, torch' >/dev/null 2>&1") == 0; }
+
+// onnx.checker with full_check (shape inference in strict mode too).
+void check_onnx(const std::string& dir, const std::string& path) {
+  auto r = run(dir, {"/usr/bin/python3", "-c",
+                     "import onnx, sys; onnx.checker.check_model(sys.argv[1], full_check=True)", path});
+  BOOST_TEST(r.exit_code == 0, "onnx.checker refused " << path << ": " << read_file(dir + "/stderr.log"));
+}
+
+// Floats, ids (one of them padding: -1) and a 4x4x2 image; nodes of every
+// kind: dense, mean and sum embeddings, add, conv2d (same padding, an even
+// kernel: uneven pads) + relu, maxpool2d, flatten read by a dense layer (its
+// rows permuted to CHW) and by a concat (converted back to HWC).
+kernels::model_spec three_input_model() {
+  using kernels::layer_kind;
+  auto node = [](layer_kind kind, const std::string& name, std::vector<std::string> inputs, int units = 0) {
+    kernels::layer_spec l;
+    l.kind = kind;
+    l.name = name;
+    l.inputs = std::move(inputs);
+    l.units = units;
+    return l;
+  };
+  kernels::model_spec m;
+  m.inputs = {{"numeric", {4}}, {"cat", {3}, kernels::input_kind::ids}, {"img", {4, 4, 2}}};
+  m.layers = {node(layer_kind::dense, "a", {"numeric"}, 6),   node(layer_kind::embedding, "e", {"cat"}, 6),
+              node(layer_kind::embedding, "e2", {"cat"}, 6),  node(layer_kind::add, "s", {"a", "e", "e2"}),
+              node(layer_kind::conv2d, "conv", {"img"}, 3),   node(layer_kind::maxpool2d, "pool", {"conv"}),
+              node(layer_kind::flatten, "f", {"pool"}),       node(layer_kind::dense, "g", {"f"}, 6),
+              node(layer_kind::concat, "c", {"s", "f", "g"}), node(layer_kind::dense, "out", {"c"}, 3)};
+  m.layers[0].act = kernels::activation::relu;
+  m.layers[1].vocabulary = m.layers[2].vocabulary = 10;
+  m.layers[2].comb = kernels::combiner::sum;
+  m.layers[4].kernel = 2;
+  m.layers[4].pad = kernels::padding::same;
+  m.layers[4].act = kernels::activation::relu;
+  return m;
+}
+
+// `n` examples as actorps' rows: 4 floats, 3 ids (example 0: all padding;
+// the others: the middle one), 32 image floats.
+std::vector<float> examples(int n, std::mt19937& gen) {
+  std::uniform_real_distribution<float> value(-1.0f, 1.0f);
+  std::uniform_int_distribution<int> id(0, 9);
+  std::vector<float> x;
+  for (int e = 0; e < n; ++e) {
+    for (int k = 0; k < 4; ++k) x.push_back(value(gen));
+    for (int k = 0; k < 3; ++k) x.push_back(e == 0 || k == 1 ? -1.0f : float(id(gen)));
+    for (int k = 0; k < 32; ++k) x.push_back(value(gen));
+  }
+  return x;
+}
+
+// tools/onnx_torch.py's logits of the model at `path` on rows x.
+std::vector<float> onnx_torch_logits(const std::string& dir, const std::string& path, const std::vector<float>& x,
+                                     int n) {
+  std::ofstream(dir + "/x.f32", std::ios::binary)
+      .write(reinterpret_cast<const char*>(x.data()), std::streamsize(x.size() * sizeof(float)));
+  auto r = run(dir, {"/usr/bin/python3", "-c",
+                     "import sys, numpy; sys.path.insert(0, sys.argv[1]); import onnx_torch\n"
+                     "x = numpy.fromfile(sys.argv[3], numpy.float32).reshape(int(sys.argv[4]), -1)\n"
+                     "m = onnx_torch.onnx.load(sys.argv[2])\n"
+                     "print(*('%.9g' % v for v in onnx_torch.run(m, onnx_torch.from_rows(m, x)).flatten().tolist()))",
+                     ACTORPS_SOURCE_DIR "/tools", path, dir + "/x.f32", std::to_string(n)});
+  BOOST_REQUIRE_MESSAGE(r.exit_code == 0, read_file(dir + "/stderr.log"));
+  std::istringstream in(r.out);
+  return {std::istream_iterator<float>(in), std::istream_iterator<float>()};
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_graph_of_three_inputs_gives_graph_models_logits) {
+  const auto spec = three_input_model();
+  kernels::graph_model model(spec, kernels::cpu_ops());
+  std::mt19937 gen{7};
+  std::uniform_real_distribution<float> value(-0.5f, 0.5f);
+  auto values = model.initial_values(1);
+  for (auto& v : values)
+    for (auto& f : v) f = value(gen);  // biases too: every value counts
+  kernels::host_parameters params(std::move(values));
+  const int n = 6;
+  const auto x = examples(n, gen);
+  const std::vector<int32_t> labels(n, 0);
+  model.evaluate({n, x.data(), labels.data()}, params.params);
+  const auto ours = model.logits();
+  BOOST_REQUIRE(ours.size() == size_t(n) * 3);
+
+  const auto dir = make_temp_dir("onnx-export");
+  const auto path = dir + "/m.onnx";
+  BOOST_REQUIRE(!write_onnx(spec, params.params, path));
+  if (!have_onnx_and_torch()) {
+    BOOST_TEST_MESSAGE("SKIPPED: python3-onnx or python3-torch is not installed (bash tools/setup.sh --all)");
+    return;
+  }
+  check_onnx(dir, path);
+  const auto theirs = onnx_torch_logits(dir, path, x, n);
+  BOOST_REQUIRE(theirs.size() == ours.size());
+  for (size_t i = 0; i < ours.size(); ++i)
+    BOOST_TEST(std::abs(theirs[i] - ours[i]) <= 1e-5, "logit " << i << ": " << theirs[i] << " vs " << ours[i]);
+  std::filesystem::remove_all(dir);
+}
+
+BOOST_AUTO_TEST_CASE(an_input_named_like_the_output_is_refused) {
+  auto spec = three_input_model();
+  spec.inputs[0].name = "logits";
+  spec.layers[0].inputs = {"logits"};
+  kernels::graph_model model(spec, kernels::cpu_ops());
+  kernels::host_parameters params(model.initial_values(1));
+  const auto dir = make_temp_dir("onnx-export");
+  auto err = write_onnx(spec, params.params, dir + "/m.onnx");
+  BOOST_TEST(exit_code(err) == 2);
+  BOOST_TEST(describe(err).find("an input is named 'logits', the output's name") != std::string::npos, describe(err));
+  BOOST_TEST(!std::filesystem::exists(dir + "/m.onnx"));
+  std::filesystem::remove_all(dir);
+}
+
+BOOST_AUTO_TEST_CASE(an_exported_cnn_reproduces_its_accuracy_in_onnx) {
+  const auto dir = make_temp_dir("onnx-export");
+  write_images(dir + "/train", 3000, 1);
+  write_images(dir + "/t10k", 1000, 2);
+  const auto job = write_cnn_job(dir, "job.toml");
+  auto trained = run(dir, {ACTORPS_BIN, "local", job, "--log", dir + "/nodes.log"}, 300s);
+  BOOST_REQUIRE_MESSAGE(trained.exit_code == 0, trained.out << read_file(dir + "/stderr.log"));
+  auto eval = run(dir, {ACTORPS_BIN, "eval", job});
+  BOOST_REQUIRE_MESSAGE(eval.exit_code == 0, eval.out << read_file(dir + "/stderr.log"));
+  const double loss = number_after(eval.out, "test loss "), accuracy = number_after(eval.out, "test accuracy ");
+  BOOST_TEST(accuracy > 60.0, "the CNN did not learn: " << eval.out);
+  auto exported = run(dir, {ACTORPS_BIN, "export", job, "--format", "onnx", "--out", dir + "/m.onnx"});
+  BOOST_REQUIRE_MESSAGE(exported.exit_code == 0, exported.out << read_file(dir + "/stderr.log"));
+  BOOST_TEST(exported.out.find("6 tensors to " + dir + "/m.onnx") != std::string::npos, exported.out);
+  if (!have_onnx_and_torch()) {
+    BOOST_TEST_MESSAGE("SKIPPED: python3-onnx or python3-torch is not installed (bash tools/setup.sh --all)");
+    return;
+  }
+  check_onnx(dir, dir + "/m.onnx");
+  auto torch = run(dir,
+                   {"/usr/bin/python3", ACTORPS_SOURCE_DIR "/tools/onnx_torch.py", dir + "/m.onnx", "--images",
+                    dir + "/t10k-images-idx3-ubyte", "--labels", dir + "/t10k-labels-idx1-ubyte", "--scale", kScale},
+                   120s);
+  BOOST_REQUIRE_MESSAGE(torch.exit_code == 0, torch.out << read_file(dir + "/stderr.log"));
+  BOOST_TEST(number_after(torch.out, "examples ") == 1000);
+  BOOST_TEST(100.0 * number_after(torch.out, "accuracy ") == accuracy, boost::test_tools::tolerance(0.1));
+  BOOST_TEST(number_after(torch.out, "loss ") == loss, boost::test_tools::tolerance(1e-3));
+  std::filesystem::remove_all(dir);
+}
