@@ -213,17 +213,9 @@ class graph_model {
   /// one per example: what AUC ranks).
   step_result evaluate(const batch_view& batch, const std::vector<const float*>& params, float* logits = nullptr);
 
-  /// The last train_step's or evaluate's logits [batch size, classes()],
-  /// copied to host memory.
-  std::vector<float> logits() const;
-
   /// The last train_step's gradient of sparse parameter i: unique ids and
   /// their rows, in host memory.
   const sparse_rows& sparse_gradient(size_t param) const;
-
-  /// The last forward's logits [batch, classes], copied to host memory
-  /// (tests comparing a model with another framework's).
-  std::vector<float> last_logits() const;
 
   struct graph;  // the resolved spec (kernels/model/graph.hpp)
   struct plan;   // one batch size's buffers (kernels/model/plan.hpp)

@@ -323,35 +323,11 @@ step_result graph_model::evaluate(const batch_view& batch, const std::vector<con
   return result;
 }
 
-std::vector<float> graph_model::logits() const {
-  if (plans_.empty()) throw std::logic_error("logits: no train_step or evaluate yet");
-  auto& p = *plans_.back();
-  const float* act = p.act[graph_->shapes.size() - 1];
-  std::vector<float> out(size_t(p.batch) * size_t(classes()));
-  if (ops_.where == device::host)
-    std::copy(act, act + out.size(), out.begin());
-  else
-    copy_to_host(out.data(), act, out.size() * sizeof(float));
-  return out;
-}
-
 step_result graph_model::train_step(const batch_view& batch, const std::vector<const float*>& params,
                                     const std::vector<float*>& grads) {
   auto result = forward(batch, params, true);
   backward(params, grads);
   return result;
-}
-
-std::vector<float> graph_model::last_logits() const {
-  if (plans_.empty()) throw std::logic_error("last_logits: no forward pass yet");
-  auto& p = *plans_.back();
-  std::vector<float> out(size_t(p.batch) * size_t(classes()));
-  const float* logits = p.act[graph_->shapes.size() - 1];
-  if (ops_.where == device::host)
-    std::copy(logits, logits + out.size(), out.begin());
-  else
-    copy_to_host(out.data(), logits, out.size() * sizeof(float));
-  return out;
 }
 
 }  // namespace actorps::kernels
