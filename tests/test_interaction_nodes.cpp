@@ -53,7 +53,7 @@ std::vector<float> forward_of(const layer_spec& l, const std::vector<dims>& in, 
   const std::vector<float*> dx;
   const float* params[1] = {table};
   rule.forward(node_call{reference_ops(), l, n, in, out, x, ids, ids, y.data(), nullptr, dx, params, nullptr, nullptr,
-                         buf, nullptr, false, 0});
+                         buf, nullptr, false, 0, 0});
   return y;
 }
 
