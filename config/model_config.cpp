@@ -69,19 +69,28 @@ caf::error read_strides(const reader& r, const toml::node& n, const toml::table&
 // What every node may have: its type, a name and the names it reads
 // (`inputs` as an integer is an embedding's ids per example, read below).
 caf::error read_node(const reader& r, const toml::table& t, const std::string& p, layer_spec& l) {
-  if (auto err = r.choose(
-          t, p, "type", l.kind,
-          {std::pair{"conv2d", layer_kind::conv2d}, std::pair{"maxpool2d", layer_kind::maxpool2d},
-           std::pair{"flatten", layer_kind::flatten}, std::pair{"dense", layer_kind::dense},
-           std::pair{"embedding", layer_kind::embedding}, std::pair{"add", layer_kind::add},
-           std::pair{"concat", layer_kind::concat}, std::pair{"relu", layer_kind::relu},
-           std::pair{"sigmoid", layer_kind::sigmoid}, std::pair{"tanh", layer_kind::tanh},
-           std::pair{"gelu", layer_kind::gelu}, std::pair{"softmax", layer_kind::softmax},
-           std::pair{"multiply", layer_kind::multiply}, std::pair{"reshape", layer_kind::reshape},
-           std::pair{"dropout", layer_kind::dropout}, std::pair{"avgpool2d", layer_kind::avgpool2d},
-           std::pair{"global_avgpool2d", layer_kind::global_avgpool2d}, std::pair{"layernorm", layer_kind::layernorm},
-           std::pair{"batchnorm", layer_kind::batchnorm}, std::pair{"dot_interaction", layer_kind::dot_interaction},
-           std::pair{"fm", layer_kind::fm}}))
+  if (auto err = r.choose(t, p, "type", l.kind,
+                          {std::pair{"conv2d", layer_kind::conv2d},
+                           std::pair{"maxpool2d", layer_kind::maxpool2d},
+                           std::pair{"flatten", layer_kind::flatten},
+                           std::pair{"dense", layer_kind::dense},
+                           std::pair{"embedding", layer_kind::embedding},
+                           std::pair{"add", layer_kind::add},
+                           std::pair{"concat", layer_kind::concat},
+                           std::pair{"relu", layer_kind::relu},
+                           std::pair{"sigmoid", layer_kind::sigmoid},
+                           std::pair{"tanh", layer_kind::tanh},
+                           std::pair{"gelu", layer_kind::gelu},
+                           std::pair{"softmax", layer_kind::softmax},
+                           std::pair{"multiply", layer_kind::multiply},
+                           std::pair{"reshape", layer_kind::reshape},
+                           std::pair{"dropout", layer_kind::dropout},
+                           std::pair{"avgpool2d", layer_kind::avgpool2d},
+                           std::pair{"global_avgpool2d", layer_kind::global_avgpool2d},
+                           std::pair{"layernorm", layer_kind::layernorm},
+                           std::pair{"batchnorm", layer_kind::batchnorm},
+                           std::pair{"dot_interaction", layer_kind::dot_interaction},
+                           std::pair{"fm", layer_kind::fm}}))
     return err;
   if (auto err = r.get(t, p, "name", l.name)) return err;
   auto* inputs = t.get("inputs");

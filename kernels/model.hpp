@@ -87,7 +87,7 @@ struct layer_spec {
   std::vector<int64_t> shape{};  // reshape: per example, 1 to 3 sizes, one of them may be -1
   float epsilon = 1e-5f;         // layernorm, batchnorm (PyTorch's default)
   float momentum = 0.1f;         // batchnorm: PyTorch's (moving = (1 - momentum) * moving + momentum * batch)
-  bool no_combiner = false;           // embedding (combiner = "none"): one row per id, [ids, dim]; `comb` unused
+  bool no_combiner = false;      // embedding (combiner = "none"): one row per id, [ids, dim]; `comb` unused
 };
 
 /// Why a model_spec cannot be built (kernels/ knows no caf::error: config/

@@ -44,19 +44,13 @@ inline std::string dataset(const std::string& table, const std::string& prefix, 
       table, prefix, kScale, ops);
 }
 
-// The seed CNN (config/seed_cnn.toml's layers; `dense_units` for the first
-// dense layer) on those images: 2 workers, 2 PS, 2 epochs.
-inline std::string write_cnn_job(const std::string& dir, const std::string& name, int dense_units = 64) {
+// A job of `model` (its [model] table) on those images: 2 workers, 2 PS,
+// 2 epochs.
+inline std::string write_images_job(const std::string& dir, const std::string& name, const std::string& model) {
   std::string text = "[cluster]\nname = \"export-test\"\n";
   for (auto role : {"coordinator", "worker", "worker", "ps", "ps"})
     text += fmt::format("[[cluster.nodes]]\nhost = \"127.0.0.1\"\nport = {}\nroles = [\"{}\"]\n", free_port(), role);
-  text += fmt::format(
-      "[model]\ninput = [28, 28, 1]\n"
-      "[[model.layers]]\ntype = \"conv2d\"\nfilters = 32\nkernel = 3\nactivation = \"relu\"\n"
-      "[[model.layers]]\ntype = \"maxpool2d\"\npool = 2\n[[model.layers]]\ntype = \"flatten\"\n"
-      "[[model.layers]]\ntype = \"dense\"\nunits = {}\nactivation = \"relu\"\n"
-      "[[model.layers]]\ntype = \"dense\"\nunits = 10\n",
-      dense_units);
+  text += model;
   text += dataset("dataset", dir + "/train",
                   "[[dataset.ops]]\ntype = \"shuffle\"\nbuffer_size = 3000\n[[dataset.ops]]\ntype = \"repeat\"\n"
                   "[[dataset.ops]]\ntype = \"batch\"\nsize = 32\n");
@@ -68,6 +62,23 @@ inline std::string write_cnn_job(const std::string& dir, const std::string& name
   const auto path = dir + "/" + name;
   std::ofstream(path) << text;
   return path;
+}
+
+// The seed CNN's [model] (config/seed_cnn.toml's layers; `dense_units` for
+// the first dense layer).
+inline std::string cnn_model(int dense_units = 64) {
+  return fmt::format(
+      "[model]\ninput = [28, 28, 1]\n"
+      "[[model.layers]]\ntype = \"conv2d\"\nfilters = 32\nkernel = 3\nactivation = \"relu\"\n"
+      "[[model.layers]]\ntype = \"maxpool2d\"\npool = 2\n[[model.layers]]\ntype = \"flatten\"\n"
+      "[[model.layers]]\ntype = \"dense\"\nunits = {}\nactivation = \"relu\"\n"
+      "[[model.layers]]\ntype = \"dense\"\nunits = 10\n",
+      dense_units);
+}
+
+// The seed CNN on those images.
+inline std::string write_cnn_job(const std::string& dir, const std::string& name, int dense_units = 64) {
+  return write_images_job(dir, name, cnn_model(dense_units));
 }
 
 inline command_result run(const std::string& dir, std::vector<std::string> argv,

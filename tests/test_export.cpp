@@ -14,21 +14,76 @@ using namespace actorps;
 using namespace actorps::test;
 using namespace std::chrono_literals;
 
-BOOST_AUTO_TEST_CASE(an_exported_cnn_reproduces_its_accuracy_in_pytorch) {
+// A graph of most node kinds: a strided stem, batch norm, average pooling,
+// a residual block, two heads concatenated, layer norm, GELU and dropout.
+const char* kGraphModel = R"([model]
+input = [28, 28, 1]
+[[model.layers]]
+type = "conv2d"
+filters = 8
+kernel = 3
+strides = [2, 2]
+padding = "same"
+[[model.layers]]
+type = "batchnorm"
+activation = "relu"
+[[model.layers]]
+name = "pool"
+type = "avgpool2d"
+pool = 2
+[[model.layers]]
+name = "c2"
+type = "conv2d"
+filters = 8
+kernel = 3
+padding = "same"
+[[model.layers]]
+name = "residual"
+type = "add"
+inputs = ["c2", "pool"]
+[[model.layers]]
+name = "gap"
+type = "global_avgpool2d"
+[[model.layers]]
+type = "flatten"
+inputs = ["residual"]
+[[model.layers]]
+name = "head"
+type = "dense"
+units = 16
+activation = "relu"
+[[model.layers]]
+type = "concat"
+inputs = ["gap", "head"]
+[[model.layers]]
+type = "layernorm"
+[[model.layers]]
+type = "gelu"
+[[model.layers]]
+type = "dropout"
+rate = 0.1
+[[model.layers]]
+type = "dense"
+units = 10
+)";
+
+// Trains `model` with node processes, exports it as safetensors and has
+// tools/torch_model.py evaluate it: the same test loss and accuracy.
+void exported_model_matches_pytorch(const std::string& model, size_t tensors) {
   const auto dir = make_temp_dir("export");
   write_images(dir + "/train", 3000, 1);
   write_images(dir + "/t10k", 1000, 2);
-  const auto job = write_cnn_job(dir, "job.toml");
+  const auto job = write_images_job(dir, "job.toml", model);
   auto trained = run(dir, {ACTORPS_BIN, "local", job, "--log", dir + "/nodes.log"}, 300s);
   BOOST_REQUIRE_MESSAGE(trained.exit_code == 0, trained.out << read_file(dir + "/stderr.log"));
   auto eval = run(dir, {ACTORPS_BIN, "eval", job});
   BOOST_REQUIRE_MESSAGE(eval.exit_code == 0, eval.out << read_file(dir + "/stderr.log"));
   const double loss = number_after(eval.out, "test loss "), accuracy = number_after(eval.out, "test accuracy ");
-  BOOST_TEST(accuracy > 60.0, "the CNN did not learn: " << eval.out);
+  BOOST_TEST(accuracy > 60.0, "the model did not learn: " << eval.out);
   auto exported = run(dir, {ACTORPS_BIN, "export", job, "--format", "safetensors", "--out", dir + "/m.safetensors"});
   BOOST_REQUIRE_MESSAGE(exported.exit_code == 0, exported.out << read_file(dir + "/stderr.log"));
-  // 6 tensors: the conv kernel and bias, each dense layer's kernel and bias.
-  BOOST_TEST(exported.out.find("6 tensors to " + dir + "/m.safetensors") != std::string::npos, exported.out);
+  BOOST_TEST(exported.out.find(std::to_string(tensors) + " tensors to " + dir + "/m.safetensors") != std::string::npos,
+             exported.out);
   if (!have_torch()) {
     BOOST_TEST_MESSAGE(
         "SKIPPED the PyTorch half: python3-torch is not installed (bash tools/setup.sh --all installs it)");
@@ -43,6 +98,16 @@ BOOST_AUTO_TEST_CASE(an_exported_cnn_reproduces_its_accuracy_in_pytorch) {
   BOOST_TEST(100.0 * number_after(torch.out, "accuracy ") == accuracy, boost::test_tools::tolerance(0.1));
   BOOST_TEST(number_after(torch.out, "loss ") == loss, boost::test_tools::tolerance(1e-3));
   std::filesystem::remove_all(dir);
+}
+
+BOOST_AUTO_TEST_CASE(an_exported_cnn_reproduces_its_accuracy_in_pytorch) {
+  // 6 tensors: the conv kernel and bias, each dense layer's kernel and bias.
+  exported_model_matches_pytorch(cnn_model(), 6);
+}
+
+BOOST_AUTO_TEST_CASE(an_exported_graph_of_most_kinds_reproduces_its_accuracy_in_pytorch) {
+  // conv 2 + batchnorm 4 + conv 2 + dense 2 + layernorm 2 + dense 2.
+  exported_model_matches_pytorch(kGraphModel, 14);
 }
 
 BOOST_AUTO_TEST_CASE(an_export_of_another_models_checkpoint_exits_2) {

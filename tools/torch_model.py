@@ -44,9 +44,6 @@ def read_safetensors(path):
     return tensors, metadata
 
 
-KINDS = ("conv2d", "maxpool2d", "flatten", "dense", "embedding", "add", "concat")
-
-
 def model_inputs(spec):
     """The model's inputs as [{name, shape, kind}]: the graph's, or the
     sequential form's one input (ids when node 0 is an embedding)."""
@@ -77,9 +74,17 @@ def node_sources(spec, names, k):
     return [names[k - 1] if k > 0 else model_inputs(spec)[0]["name"]]
 
 
-def flatten_hwc(x):
-    """actorps flattens activations in HWC order; PyTorch's images are NCHW."""
-    return x.permute(0, 2, 3, 1).flatten(1) if x.dim() == 4 else x.flatten(1)
+def size(shape):
+    return int(torch.tensor(shape).prod())
+
+
+def to_hwc(x):
+    """An NCHW image as actorps holds it (NHWC); other tensors as they are."""
+    return x.permute(0, 2, 3, 1) if x.dim() == 4 else x
+
+
+def from_hwc(x):
+    return x.permute(0, 3, 1, 2) if x.dim() == 4 else x
 
 
 def last_axis(x):
@@ -87,20 +92,170 @@ def last_axis(x):
     return 1 if x.dim() == 4 else -1
 
 
-class Embedding(nn.Module):
-    """A lookup of ids [N, k] (negative: padding) combined by sum or mean over
-    the valid ones, as actorps' embedding; sparse gradients."""
+def same_pads(n, k, stride):
+    """TF's SAME at `stride`: (before, after), the smaller half first."""
+    total = max(((n + stride - 1) // stride - 1) * stride + k - n, 0)
+    return total // 2, total - total // 2
 
-    def __init__(self, vocabulary, dim, combiner):
+
+def window_pads(layer, shape, k, stride):
+    """[top, left, bottom, right] of a conv or pool."""
+    if layer.get("pads"):
+        return list(layer["pads"])
+    if layer.get("padding") == "same":
+        (t, b), (l, r) = same_pads(shape[0], k, stride[0]), same_pads(shape[1], k, stride[1])
+        return [t, l, b, r]
+    return [0, 0, 0, 0]
+
+
+def slid(n, pads, k, stride):
+    return (n + pads - k) // stride + 1
+
+
+class Conv(nn.Module):
+    def __init__(self, layer, shape):
         super().__init__()
-        self.weight = nn.Parameter(torch.empty(vocabulary, dim).uniform_(-0.05, 0.05))
-        self.mean = combiner == "mean"
+        k, self.stride = layer["kernel"], layer.get("strides", [1, 1])
+        self.pads = window_pads(layer, shape, k, self.stride)
+        self.conv = nn.Conv2d(shape[2], layer["filters"], k, stride=self.stride)
+        t, l, b, r = self.pads
+        self.shape = [slid(shape[0], t + b, k, self.stride[0]), slid(shape[1], l + r, k, self.stride[1]),
+                      layer["filters"]]
+
+    def forward(self, x):
+        t, l, b, r = self.pads
+        return self.conv(nn.functional.pad(x, (l, r, t, b)))
+
+
+class Pool(nn.Module):
+    """Max or average pooling; average pooling leaves padding out of the mean."""
+
+    def __init__(self, layer, shape, average):
+        super().__init__()
+        self.k, self.average = layer["pool"], average
+        self.s = layer.get("stride") or self.k
+        self.pads = window_pads(layer, shape, self.k, [self.s, self.s])
+        t, l, b, r = self.pads
+        self.shape = [slid(shape[0], t + b, self.k, self.s), slid(shape[1], l + r, self.k, self.s), shape[2]]
+
+    def forward(self, x):
+        t, l, b, r = self.pads
+        if not self.average:
+            return nn.functional.max_pool2d(nn.functional.pad(x, (l, r, t, b), value=-float("inf")), self.k, self.s)
+        ones = nn.functional.pad(torch.ones_like(x[:1, :1]), (l, r, t, b))
+        total = nn.functional.avg_pool2d(nn.functional.pad(x, (l, r, t, b)), self.k, self.s)
+        return total / nn.functional.avg_pool2d(ones, self.k, self.s)
+
+
+class Embedding(nn.Module):
+    """A lookup of ids [N, k] (negative: padding, rows of 0) combined by sum or
+    mean over the valid ones, or kept ("none": [N, k, dim]); sparse gradients."""
+
+    def __init__(self, layer, shape):
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(layer["vocabulary"], layer["dim"]).uniform_(-0.05, 0.05))
+        self.combiner = layer["combiner"]
+        self.shape = [shape[-1], layer["dim"]] if self.combiner == "none" else [layer["dim"]]
 
     def forward(self, ids):
         valid = (ids >= 0).unsqueeze(-1).float()
         rows = nn.functional.embedding(ids.clamp(min=0), self.weight, sparse=True) * valid
+        if self.combiner == "none":
+            return rows
         out = rows.sum(1)
-        return out / valid.sum(1).clamp(min=1) if self.mean else out
+        return out / valid.sum(1).clamp(min=1) if self.combiner == "mean" else out
+
+
+class Norm(nn.Module):
+    """Batch or layer normalization over actorps' last axis (an image's channels)."""
+
+    def __init__(self, layer, shape):
+        super().__init__()
+        c = shape[-1]
+        if layer["type"] == "layernorm":
+            self.norm = nn.LayerNorm(c, eps=layer["epsilon"])
+        else:
+            self.norm = nn.BatchNorm1d(c, eps=layer["epsilon"], momentum=layer["momentum"])
+        self.shape = shape
+
+    def forward(self, x):
+        y = to_hwc(x)
+        if isinstance(self.norm, nn.BatchNorm1d):
+            return from_hwc(self.norm(y.reshape(-1, y.shape[-1])).reshape(y.shape))
+        return from_hwc(self.norm(y))
+
+
+def dot_interaction(args):
+    """DLRM's: the dense vector (if given), then the pair dots of every
+    vector, lower triangle in row order."""
+    x = args[-1] if len(args) == 1 else torch.cat([args[0].unsqueeze(1), args[1]], 1)
+    rows, cols = torch.tril_indices(x.shape[1], x.shape[1], offset=-1)
+    pairs = torch.bmm(x, x.transpose(1, 2))[:, rows, cols]
+    return pairs if len(args) == 1 else torch.cat([args[0], pairs], 1)
+
+
+def fm(args):
+    x = args[0]
+    return 0.5 * (x.sum(1).pow(2) - x.pow(2).sum(1)).sum(1, keepdim=True)
+
+
+def reshape(x, shape):
+    y = to_hwc(x).reshape(x.shape[0], *shape)
+    return from_hwc(y)
+
+
+# Parameterless nodes: (output shape of the input shapes and layer, function of the inputs).
+FUNCTIONS = {
+    "flatten": (lambda s, l: [size(s[0])], lambda a, l: to_hwc(a[0]).flatten(1)),
+    "add": (lambda s, l: s[0], lambda a, l: sum(a[1:], a[0])),
+    "multiply": (lambda s, l: s[0], lambda a, l: torch.stack(a).prod(0)),
+    "concat": (lambda s, l: s[0][:-1] + [sum(x[-1] for x in s)], lambda a, l: torch.cat(a, last_axis(a[0]))),
+    "relu": (lambda s, l: s[0], lambda a, l: torch.relu(a[0])),
+    "sigmoid": (lambda s, l: s[0], lambda a, l: torch.sigmoid(a[0])),
+    "tanh": (lambda s, l: s[0], lambda a, l: torch.tanh(a[0])),
+    "gelu": (lambda s, l: s[0], lambda a, l: nn.functional.gelu(a[0])),
+    "softmax": (lambda s, l: s[0], lambda a, l: torch.softmax(a[0], last_axis(a[0]))),
+    "dropout": (lambda s, l: s[0], lambda a, l: a[0]),  # inference form; rate 0 in training comparisons
+    "global_avgpool2d": (lambda s, l: [s[0][-1]], lambda a, l: a[0].mean((2, 3))),
+    "reshape": (lambda s, l: reshaped(s[0], l["shape"]), lambda a, l: reshape(a[0], reshaped([], l["shape"]))),
+    "dot_interaction": (lambda s, l: [interaction_width(s)], lambda a, l: dot_interaction(a)),
+    "fm": (lambda s, l: [1], lambda a, l: fm(a)),
+}
+
+
+def reshaped(shape, target):
+    """`target` with its -1 resolved against `shape` (left as is without one)."""
+    if -1 not in target or not shape:
+        return list(target)
+    known = size([d for d in target if d != -1])
+    return [size(shape) // known if d == -1 else d for d in target]
+
+
+def interaction_width(shapes):
+    fields = shapes[-1][0] + (len(shapes) == 2)
+    return (shapes[0][0] if len(shapes) == 2 else 0) + fields * (fields - 1) // 2
+
+
+def make_node(layer, shapes):
+    """The node's module and its output shape (per example, actorps' layout)."""
+    kind, shape = layer["type"], shapes[0]
+    if kind == "conv2d":
+        m = Conv(layer, shape)
+    elif kind in ("maxpool2d", "avgpool2d"):
+        m = Pool(layer, shape, kind == "avgpool2d")
+    elif kind == "dense":
+        m = nn.Linear(shape[-1], layer["units"])
+        m.shape = [layer["units"]]
+    elif kind == "embedding":
+        m = Embedding(layer, shape)
+    elif kind in ("layernorm", "batchnorm"):
+        m = Norm(layer, shape)
+    elif kind in FUNCTIONS:
+        return None, FUNCTIONS[kind][0](shapes, layer)
+    else:
+        raise ValueError(f"node type {kind} is not supported (supported: conv2d, maxpool2d, avgpool2d, dense, "
+                         f"embedding, layernorm, batchnorm, {', '.join(FUNCTIONS)})")
+    return m, m.shape
 
 
 class Graph(nn.Module):
@@ -115,82 +270,51 @@ class Graph(nn.Module):
         self.inputs = model_inputs(spec)
         self.layers = spec["layers"]
         self.names = node_names(spec)
-        width = {i["name"]: int(torch.tensor(i["shape"]).prod()) for i in self.inputs}
-        self.sizes = [width[i["name"]] for i in self.inputs]
-        self.modules_ = nn.ModuleDict()
+        self.sizes = [size(i["shape"]) for i in self.inputs]
+        self.nodes = nn.ModuleDict()
         shapes = {i["name"]: list(i["shape"]) for i in self.inputs}
         for k, layer in enumerate(self.layers):
             sources = node_sources(spec, self.names, k)
-            module = self.make(layer, [shapes[s] for s in sources], shapes, self.names[k])
+            module, shapes[self.names[k]] = make_node(layer, [shapes[s] for s in sources])
             if module is not None:
-                self.modules_[self.names[k]] = module
+                self.nodes[self.names[k]] = module
         if tensors is not None:
             self.load_actorps(tensors)
 
-    def make(self, layer, shapes_in, shapes, name):
-        """The node's module (None: parameterless), recording its output shape."""
-        kind, shape = layer["type"], shapes_in[0]
-        if kind == "conv2d":
-            same = layer["padding"] == "same"
-            h, w, c = shape
-            k = layer["kernel"]
-            shapes[name] = [h, w, layer["filters"]] if same else [h - k + 1, w - k + 1, layer["filters"]]
-            return nn.Conv2d(c, layer["filters"], k, padding=k // 2 if same else 0)
-        if kind == "maxpool2d":
-            p = layer["pool"]
-            shapes[name] = [shape[0] // p, shape[1] // p, shape[2]]
-            return nn.MaxPool2d(p)
-        if kind == "flatten":
-            shapes[name] = [int(torch.tensor(shape).prod())]
-            return None
-        if kind == "dense":
-            shapes[name] = [layer["units"]]
-            return nn.Linear(shape[-1], layer["units"])
-        if kind == "embedding":
-            shapes[name] = [layer["dim"]]
-            return Embedding(layer["vocabulary"], layer["dim"], layer["combiner"])
-        if kind == "add":
-            shapes[name] = shape
-            return None
-        if kind == "concat":
-            shapes[name] = shape[:-1] + [sum(s[-1] for s in shapes_in)]
-            return None
-        raise ValueError(f"node type {kind} is not supported (supported: {', '.join(KINDS)})")
-
     def load_actorps(self, tensors):
         """Weights from actorps' layouts: conv kernels HWIO -> OIHW, dense
-        [in, out] -> weight [out, in], embeddings as they are."""
+        [in, out] -> weight [out, in], the rest as they are."""
         with torch.no_grad():
-            for name, module in self.modules_.items():
-                if isinstance(module, nn.Conv2d):
-                    module.weight.copy_(tensors[f"{name}/kernel"].permute(3, 2, 0, 1))
-                    module.bias.copy_(tensors[f"{name}/bias"])
-                elif isinstance(module, nn.Linear):
-                    module.weight.copy_(tensors[f"{name}/kernel"].t())
-                    module.bias.copy_(tensors[f"{name}/bias"])
-                elif isinstance(module, Embedding):
-                    module.weight.copy_(tensors[f"{name}/embeddings"])
+            for name, m in self.nodes.items():
+                if isinstance(m, Conv):
+                    m.conv.weight.copy_(tensors[f"{name}/kernel"].permute(3, 2, 0, 1))
+                    m.conv.bias.copy_(tensors[f"{name}/bias"])
+                elif isinstance(m, nn.Linear):
+                    m.weight.copy_(tensors[f"{name}/kernel"].t())
+                    m.bias.copy_(tensors[f"{name}/bias"])
+                elif isinstance(m, Embedding):
+                    m.weight.copy_(tensors[f"{name}/embeddings"])
+                elif isinstance(m, Norm):
+                    m.norm.weight.copy_(tensors[f"{name}/gamma"])
+                    m.norm.bias.copy_(tensors[f"{name}/beta"])
+                    if isinstance(m.norm, nn.BatchNorm1d):
+                        m.norm.running_mean.copy_(tensors[f"{name}/moving_mean"])
+                        m.norm.running_var.copy_(tensors[f"{name}/moving_variance"])
 
     def forward(self, x):
         values = {}
         for spec, part in zip(self.inputs, x.split(self.sizes, dim=1)):
             if spec["kind"] == "ids":
                 values[spec["name"]] = part.long()
-            elif len(spec["shape"]) == 3:
-                values[spec["name"]] = part.reshape(-1, *spec["shape"]).permute(0, 3, 1, 2)
             else:
-                values[spec["name"]] = part.reshape(-1, *spec["shape"])
+                values[spec["name"]] = from_hwc(part.reshape(-1, *spec["shape"]))
         for k, layer in enumerate(self.layers):
             args = [values[s] for s in node_sources(self.spec, self.names, k)]
-            kind, name = layer["type"], self.names[k]
-            if kind == "flatten":
-                y = flatten_hwc(args[0])
-            elif kind == "add":
-                y = sum(args[1:], args[0])
-            elif kind == "concat":
-                y = torch.cat(args, dim=last_axis(args[0]))
+            name = self.names[k]
+            if name in self.nodes:
+                y = self.nodes[name](args[0])
             else:
-                y = self.modules_[name](args[0])
+                y = FUNCTIONS[layer["type"]][1](args, layer)
             values[name] = torch.relu(y) if layer.get("relu") else y
         return values[self.names[-1]]
 
@@ -199,6 +323,8 @@ def loss_function(spec):
     """The spec's loss of (logits, int labels)."""
     if spec.get("loss") == "sigmoid_bce":
         return lambda logits, y: nn.functional.binary_cross_entropy_with_logits(logits[:, 0], y.float())
+    if spec.get("loss") == "mse":
+        return lambda logits, y: nn.functional.mse_loss(logits[:, 0], y.float())
     return nn.functional.cross_entropy
 
 
