@@ -53,10 +53,14 @@ double base_rate_log_loss(const std::string& test_tsv) {
 // The zoo job `name` on `data`'s files and free ports, one epoch of
 // `steps`, its tables 20 times smaller (hash_buckets / 20, the shared
 // vocabulary their new sum: a 1.4M-row table takes ~10 s to set up): its
-// test loss.
-double test_loss_of(const std::string& name, const criteo_data& data, int steps) {
+// test log loss and AUC.
+struct scores {
+  double loss = 0, auc = 0;
+};
+scores scores_of(const std::string& name, const criteo_data& data, int steps) {
   auto job = read_file(std::string(ACTORPS_SOURCE_DIR) + "/config/zoo/" + name + ".toml");
   replace_all(job, "data/criteo", data.dir);
+  replace_all(job, "build/zoo/" + name, data.dir + "/" + name);
   rewrite_values(job, "port", [](int64_t) { return free_port(); });
   rewrite_values(job, "epochs", [](int64_t) { return 1; });
   rewrite_values(job, "steps_per_epoch", [&](int64_t) { return steps; });
@@ -75,12 +79,16 @@ double test_loss_of(const std::string& name, const criteo_data& data, int steps)
   BOOST_REQUIRE(res);
   BOOST_TEST_MESSAGE(res->out);
   BOOST_REQUIRE_MESSAGE(res->exit_code == 0, res->out);
-  auto at = res->out.find("test loss ", res->out.find("epoch 1/1: "));
-  BOOST_REQUIRE_MESSAGE(at != std::string::npos, res->out);
-  return std::stod(res->out.substr(at + 10));
+  const auto line = res->out.find("epoch 1/1: ");
+  const auto loss = res->out.find("test loss ", line), auc = res->out.find("test AUC ", line);
+  BOOST_REQUIRE_MESSAGE(line != std::string::npos && loss != std::string::npos && auc != std::string::npos, res->out);
+  return {std::stod(res->out.substr(loss + 10)), std::stod(res->out.substr(auc + 9))};
 }
 
 }  // namespace
+
+// Chance scores an AUC of 0.5; the hidden model about 0.83.
+constexpr double kLeastAuc = 0.65;  // these short runs: 0.69-0.71
 
 BOOST_FIXTURE_TEST_SUITE(zoo, criteo_data)
 
@@ -88,9 +96,10 @@ BOOST_AUTO_TEST_CASE(dlrm_and_wide_deep_beat_the_base_rate) {
   const double base = base_rate_log_loss(dir + "/test.tsv");
   BOOST_TEST_MESSAGE("base rate log loss " << base);
   for (const char* name : {"dlrm", "wide_deep"}) {
-    const double loss = test_loss_of(name, *this, 800);  // 204,800 examples: 1.3 passes
-    BOOST_TEST_MESSAGE(name << ": test loss " << loss);
-    BOOST_TEST(loss < base - 0.02, name << ": test loss " << loss << ", the base rate's " << base);
+    const auto s = scores_of(name, *this, 800);  // 204,800 examples: 1.3 passes
+    BOOST_TEST_MESSAGE(name << ": test loss " << s.loss << ", AUC " << s.auc);
+    BOOST_TEST(s.loss < base - 0.02, name << ": test loss " << s.loss << ", the base rate's " << base);
+    BOOST_TEST(s.auc > kLeastAuc, name << ": test AUC " << s.auc);
   }
 }
 
