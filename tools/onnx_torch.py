@@ -73,6 +73,23 @@ def gather(data, indices, axis=0):
     return taken.reshape(data.shape[:axis] + indices.shape + data.shape[axis + 1:])
 
 
+def average_pool(x, kernel_shape, strides=(1, 1), pads=(0, 0, 0, 0), count_include_pad=0, ceil_mode=0):
+    """Padding zeros, counted in the mean only with count_include_pad."""
+    window, stride, padding = tuple(kernel_shape), tuple(strides), spatial_padding(pads)
+    total = F.avg_pool2d(F.pad(x, padding), window, stride)
+    if count_include_pad:
+        return total
+    return total / F.avg_pool2d(F.pad(torch.ones_like(x[:, :1]), padding), window, stride)
+
+
+def layer_norm(x, scale, bias=None, axis=-1, epsilon=1e-5, stash_type=1):
+    return F.layer_norm(x, x.shape[axis % x.dim():], scale, bias, epsilon)
+
+
+def batch_norm(x, scale, bias, mean, var, epsilon=1e-5, momentum=0.9, training_mode=0):
+    return F.batch_norm(x, mean, var, scale, bias, bool(training_mode), 1 - momentum, epsilon)
+
+
 OPS = {
     "Conv": conv,
     "MaxPool": max_pool,
@@ -93,6 +110,17 @@ OPS = {
     "Div": torch.div,
     "Max": lambda *xs: functools.reduce(torch.maximum, xs),
     "ReduceSum": reduce_sum,
+    "Add": torch.add,
+    "Sub": torch.sub,
+    "MatMul": torch.matmul,
+    "Sigmoid": torch.sigmoid,
+    "Tanh": torch.tanh,
+    "Erf": torch.erf,
+    "Softmax": lambda x, axis=-1: torch.softmax(x, axis),
+    "AveragePool": average_pool,
+    "GlobalAveragePool": lambda x: x.mean(dim=(2, 3), keepdim=True),
+    "LayerNormalization": layer_norm,
+    "BatchNormalization": batch_norm,
 }
 
 

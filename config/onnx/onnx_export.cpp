@@ -11,150 +11,19 @@
 #include <set>
 
 #include "config/model_config.hpp"
+#include "config/onnx/export_writer.hpp"
 #include "kernels/model/graph.hpp"
 #include "kernels/model/nodes.hpp"
 #include "kernels/tensor.hpp"
-#include "onnx/onnx.pb.h"
 
-namespace actorps {
+namespace actorps::to_onnx {
 namespace {
-namespace to_onnx {  // file-local names of their own (unity builds share a unit with the importer)
-
-using kernels::dims;
-using graph_t = kernels::graph_model::graph;
-constexpr const char* kOutput = "logits";
-
-// One of our tensors as the ONNX graph holds it: an image NCHW [N, C, H, W],
-// else [N, w, c] or [N, c]. A flattened image that only feeds other nodes
-// stays in CHW order (`chw`: the image's dims), what a PyTorch export's
-// Flatten gives: a dense layer takes it with its kernel's rows permuted.
-struct value {
-  std::string name;
-  dims d;
-  std::optional<dims> chw;
-};
-
-std::vector<int64_t> onnx_shape(const dims& d, bool image) {
-  if (image) return {-1, d.c, d.h, d.w};
-  if (d.h > 1) return {-1, d.h, d.w, d.c};
-  return d.w > 1 ? std::vector<int64_t>{-1, d.w, d.c} : std::vector<int64_t>{-1, d.c};
-}
-
-void attr(::onnx::NodeProto& n, const char* key, int64_t v) {
-  auto* a = n.add_attribute();
-  a->set_name(key);
-  a->set_type(::onnx::AttributeProto::INT);
-  a->set_i(v);
-}
-
-void attr(::onnx::NodeProto& n, const char* key, const std::vector<int64_t>& v) {
-  auto* a = n.add_attribute();
-  a->set_name(key);
-  a->set_type(::onnx::AttributeProto::INTS);
-  for (auto x : v) a->add_ints(x);
-}
-
-class writer {
- public:
-  writer(const graph_t& g, ::onnx::GraphProto& out) : g_(g), out_(out), values_(g.shapes.size()) {}
-
-  const graph_t& graph() const { return g_; }
-  const value& at(int t) const { return values_[size_t(t)]; }
-  void set(int t, value v) { values_[size_t(t)] = std::move(v); }
-
-  ::onnx::NodeProto& op(const std::string& type, const std::vector<std::string>& inputs, const std::string& output) {
-    auto* n = out_.add_node();
-    n->set_op_type(type);
-    n->set_name(output);
-    for (auto& i : inputs) n->add_input(i);
-    n->add_output(output);
-    return *n;
-  }
-
-  // An initializer of shape `shape` from `data` (float32, little-endian).
-  std::string floats(const std::string& name, const std::vector<int64_t>& shape, const float* data) {
-    auto& t = initializer(name, shape, ::onnx::TensorProto::FLOAT);
-    t.set_raw_data(reinterpret_cast<const char*>(data), size_t(kernels::element_count(shape)) * sizeof(float));
-    return name;
-  }
-
-  std::string int64s(const std::string& name, const std::vector<int64_t>& shape, const std::vector<int64_t>& data) {
-    auto& t = initializer(name, shape, ::onnx::TensorProto::INT64);
-    for (auto v : data) t.add_int64_data(v);
-    return name;
-  }
-
-  // Tensor t as an image (NCHW) or not (our order, onnx_shape's ranks),
-  // converted once where it is held otherwise.
-  std::string read(int t, bool image) {
-    const value& v = at(t);
-    std::string x = v.name;
-    if (v.chw) {
-      const dims& d = *v.chw;
-      x = converted(x + "/hwc", [&](const std::string& y) {
-        reshape(v.name, onnx_shape(d, true), y + "/nchw");
-        attr(op("Transpose", {y + "/nchw"}, y + "/nhwc"), "perm", {0, 2, 3, 1});
-        op("Flatten", {y + "/nhwc"}, y);
-      });
-    }
-    if (v.d.image == image) return x;
-    if (image)
-      return converted(x + "/nchw", [&](const std::string& y) {
-        reshape(x, {-1, v.d.h, v.d.w, v.d.c}, y + "/nhwc");
-        attr(op("Transpose", {y + "/nhwc"}, y), "perm", {0, 3, 1, 2});
-      });
-    return converted(x + "/rows", [&](const std::string& y) {
-      const bool rank4 = v.d.h > 1;
-      attr(op("Transpose", {x}, rank4 ? y : y + "/nhwc"), "perm", {0, 2, 3, 1});
-      if (!rank4) reshape(y + "/nhwc", onnx_shape(v.d, false), y);
-    });
-  }
-
- private:
-  ::onnx::TensorProto& initializer(const std::string& name, const std::vector<int64_t>& shape, int type) {
-    auto* t = out_.add_initializer();
-    t->set_name(name);
-    t->set_data_type(type);
-    for (auto d : shape) t->add_dims(d);
-    return *t;
-  }
-
-  void reshape(const std::string& x, const std::vector<int64_t>& shape, const std::string& y) {
-    op("Reshape", {x, int64s(y + "/shape", {int64_t(shape.size())}, shape)}, y);
-  }
-
-  template <class Emit>
-  std::string converted(const std::string& name, Emit emit) {
-    if (made_.insert(name).second) emit(name);
-    return name;
-  }
-
-  const graph_t& g_;
-  ::onnx::GraphProto& out_;
-  std::vector<value> values_;  // per tensor of g_
-  std::set<std::string> made_;
-};
-
-// One node to emit: it writes ONNX nodes computing `y` from its inputs and
-// returns why it cannot (empty: it did).
-struct node_export {
-  writer& w;
-  const kernels::layer_spec& l;
-  const std::string& name;  // the node's: its parameters' and helper values' prefix
-  const std::vector<int>& from;
-  const std::vector<dims>& in;
-  dims out;
-  int consumers;              // nodes reading the output
-  const float* const* param;  // its values, in parameters() order
-  std::string y;
-  bool chw = false;  // y is a flattened image in CHW order (see value)
-};
 
 // ---- conv2d: kernels HWIO -> OIHW ----
 std::string conv2d(node_export& c) {
   const dims& d = c.in[0];
   const int k = c.l.kernel, filters = c.l.units;
-  const kernels::conv2d_shape s{1, d.h, d.w, d.c, filters, k, k, c.l.pad};
+  const auto s = kernels::conv_shape(c.l, d, 1);
   std::vector<float> oihw(size_t(filters) * d.c * k * k);
   for (int r = 0; r < k; ++r)
     for (int q = 0; q < k; ++q)
@@ -170,11 +39,9 @@ std::string conv2d(node_export& c) {
   return {};
 }
 
-// ---- maxpool2d: window = stride ----
+// ---- maxpool2d: window, strides, pads ----
 std::string maxpool2d(node_export& c) {
-  auto& n = c.w.op("MaxPool", {c.w.read(c.from[0], true)}, c.y);
-  attr(n, "kernel_shape", {c.l.pool, c.l.pool});
-  attr(n, "strides", {c.l.pool, c.l.pool});
+  pool_node("MaxPool", c);
   return {};
 }
 
@@ -207,10 +74,10 @@ std::string dense(node_export& c) {
   return {};
 }
 
-// ---- embedding: rows of the valid ids (>= 0), summed or averaged ----
+// ---- embedding: rows of the valid ids (>= 0), summed, averaged or each ([N, k, dim]) ----
 std::string embedding(node_export& c) {
   using kernels::combiner;
-  if (c.l.comb != combiner::sum && c.l.comb != combiner::mean)
+  if (!c.l.no_combiner && c.l.comb != combiner::sum && c.l.comb != combiner::mean)
     return "embedding combiner " + std::to_string(int(c.l.comb)) + " has no ONNX export";
   auto& w = c.w;
   const std::string p = c.name + "/", ids = w.read(c.from[0], false);
@@ -221,6 +88,10 @@ std::string embedding(node_export& c) {
   attr(w.op("Cast", {p + "valid"}, p + "weight"), "to", ::onnx::TensorProto::FLOAT);
   w.op("Unsqueeze", {p + "weight", w.int64s(p + "rows_axis", {1}, {2})}, p + "row_weight");
   w.op("Mul", {p + "rows", p + "row_weight"}, p + "valid_rows");
+  if (c.l.no_combiner) {
+    w.reshape(p + "valid_rows", onnx_shape(c.out, false), c.y);  // one id: [N, dim]
+    return {};
+  }
   const bool mean = c.l.comb == combiner::mean;
   attr(w.op("ReduceSum", {p + "valid_rows", ids_axis}, mean ? p + "sum" : c.y), "keepdims", 0);
   if (!mean) return {};
@@ -250,9 +121,7 @@ std::string concat(node_export& c) {
   return {};
 }
 
-using kind_fn = std::string (*)(node_export&);
-
-// A kind without an entry has no ONNX export (yet).
+// The kinds of the first families; the others: graph_kind_export().
 kind_fn kind_export(kernels::layer_kind kind) {
   using k = kernels::layer_kind;
   switch (kind) {
@@ -263,7 +132,7 @@ kind_fn kind_export(kernels::layer_kind kind) {
     case k::embedding: return embedding;
     case k::add: return add;
     case k::concat: return concat;
-    default: return nullptr;
+    default: return graph_kind_export(kind);
   }
 }
 
@@ -366,8 +235,10 @@ caf::error model_of(const kernels::model_spec& spec, const std::vector<const flo
   return caf::none;
 }
 
-}  // namespace to_onnx
 }  // namespace
+}  // namespace actorps::to_onnx
+
+namespace actorps {
 
 caf::error write_onnx(const kernels::model_spec& spec, const std::vector<const float*>& values,
                       const std::string& out) {

@@ -76,6 +76,9 @@ void same_pads(int in, int k, int stride, int& before, int& after) {
   const int total = std::max(((in + stride - 1) / stride - 1) * stride + k - in, 0);
   before = total / 2, after = total - before;
 }
+
+}  // namespace
+
 conv2d_shape conv_shape(const layer_spec& l, const dims& d, int n) {
   conv2d_shape s{n, d.h, d.w, d.c, l.units, l.kernel, l.kernel, l.pad};
   if (l.strides.size() == 2) s.stride_h = l.strides[0], s.stride_w = l.strides[1];
@@ -87,6 +90,9 @@ conv2d_shape conv_shape(const layer_spec& l, const dims& d, int n) {
   }
   return s;
 }
+
+namespace {
+
 conv2d_shape conv_of(const node_call& c) { return conv_shape(c.l, c.in[0], c.n); }
 const node_rule conv2d{
     "conv2d",

@@ -82,6 +82,9 @@ void pass_backward(const node_call& c);
 /// A pooling node's (maxpool2d, avgpool2d) window `pool`, stride and pads
 /// over n examples of `in`, and its shape rule.
 pool_shape pool_of(const layer_spec& l, const dims& in, int n);
+/// A conv2d node's shape over n examples of `in`: strides, and pads given
+/// or from `pad` (`same` at a stride > 1: TF's SAME, the smaller half first).
+conv2d_shape conv_shape(const layer_spec& l, const dims& in, int n);
 std::string pool_rule(const char* type, const layer_spec& l, const dims& in, dims& out);
 
 // ---- elementwise, reshape, dropout (nodes_elementwise.cpp) ----
