@@ -67,7 +67,7 @@ kernels::model_spec three_input_model() {
 // -> avgpool2d (stride 1, pads) -> conv2d (same) -> maxpool2d (stride 1,
 // pads) -> softmax over channels -> global_avgpool2d -> layernorm -> gelu
 // -> dropout -> dense.
-kernels::model_spec cnn_model() {
+kernels::model_spec graph_cnn() {
   using kernels::layer_kind;
   kernels::model_spec m;
   m.inputs = {{"img", {9, 9, 3}}};
@@ -219,7 +219,7 @@ void expect_same_logits(const kernels::model_spec& spec) {
 BOOST_AUTO_TEST_CASE(a_graph_of_three_inputs_gives_graph_models_logits) { expect_same_logits(three_input_model()); }
 
 BOOST_AUTO_TEST_CASE(a_cnn_of_strides_pads_and_normalization_gives_graph_models_logits) {
-  expect_same_logits(cnn_model());
+  expect_same_logits(graph_cnn());
 }
 
 BOOST_AUTO_TEST_CASE(a_flat_graph_of_activations_and_reshapes_gives_graph_models_logits) {
