@@ -27,7 +27,7 @@ def cnn():
     return nn.Sequential(nn.Conv2d(1, 4, 3), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(4 * 13 * 13, 10))
 
 
-def fashion(data, n):
+def read_images(data, n):
     images = np.fromfile(os.path.join(data, "train-images-idx3-ubyte"), np.uint8, n * 784, offset=16)
     labels = np.fromfile(os.path.join(data, "train-labels-idx1-ubyte"), np.uint8, n, offset=8)
     x = torch.from_numpy(images.astype(np.float32) * np.float32(1 / 255)).reshape(n, 1, 28, 28)
@@ -56,7 +56,7 @@ def main():
     data, out = sys.argv[1], sys.argv[2]
     os.makedirs(out, exist_ok=True)
     torch.manual_seed(11)
-    x, y = fashion(data, STEPS * BATCH)
+    x, y = read_images(data, STEPS * BATCH)
     for name, model in [("mlp", mlp()), ("cnn", cnn())]:
         export(model, os.path.join(out, name + ".onnx"))
         np.array(train(model, x, y), np.float64).tofile(os.path.join(out, name + ".losses"))
