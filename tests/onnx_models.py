@@ -123,6 +123,16 @@ class AvgPool(nn.Module):  # AveragePool with stride and pads (count_include_pad
         return self.fc(self.bn(torch.flatten(self.pool(self.c(x)), 1)))
 
 
+class WidthSoftmax(nn.Module):  # not supported: a Softmax over an image's width (ours: channels last)
+    def __init__(self):
+        super().__init__()
+        self.c = nn.Conv2d(1, 2, 3)
+        self.fc = nn.Linear(2 * 6 * 6, 2)
+
+    def forward(self, x):
+        return self.fc(torch.flatten(torch.softmax(self.c(x), -1), 1))
+
+
 class Sine(nn.Module):  # not supported: Sin
     def __init__(self):
         super().__init__()
@@ -169,6 +179,7 @@ def main():
     export(out, "gated_mlp", GatedMlp(), [("x", torch.randn(N, 12))], 17)
     export(out, "avg_pool", AvgPool(), [("x", torch.randn(N, 2, 7, 7))], 13)
     count_include_pad(out, "avg_pool", "avg_pool_pad")
+    export(out, "width_softmax", WidthSoftmax(), [("x", torch.rand(N, 1, 8, 8))], 14)
     export(out, "sine", Sine(), [("x", torch.randn(N, 20))], 14)
     export(out, "dynamic", Mlp(), [("x", torch.randn(N, 20))], 14, {"x": {0: "batch", 1: "features"}})
 

@@ -201,6 +201,8 @@ BOOST_AUTO_TEST_CASE(an_unsupported_op_or_attribute_names_the_node_its_op_and_op
            {"avg_pool_pad.onnx: node '/pool/AveragePool' (AveragePool, opset 13): count_include_pad = 1 is not "
             "supported",
             "count_include_pad=False"});
+  contains(import_error(models() + "/width_softmax.onnx", image_input("x", 8, 8, 1)),
+           {"node '/Softmax' (Softmax, opset 14): axis -1 of [2, 6, 6]: only over axis 1"});
 }
 
 BOOST_AUTO_TEST_CASE(a_dynamic_dimension_beyond_the_batch_is_refused) {

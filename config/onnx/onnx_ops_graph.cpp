@@ -59,7 +59,7 @@ value& gelu_step(importer& imp, const onnx::NodeProto& n, int i, int step) {
   return out;
 }
 
-void div(importer& imp, const onnx::NodeProto& n) {
+void gelu_div(importer& imp, const onnx::NodeProto& n) {
   auto& x = plain_input(imp, n, 0);
   if (!near(scalar(imp, n, 1), std::sqrt(2.0f)))
     throw bad_node("supported only as GELU's division by sqrt(2) (then Erf, Add 1, Mul by x, Mul by 0.5)");
@@ -69,7 +69,7 @@ void div(importer& imp, const onnx::NodeProto& n) {
   out.gelu_of = of;
 }
 
-void erf(importer& imp, const onnx::NodeProto& n) { gelu_step(imp, n, 0, 2); }
+void gelu_erf(importer& imp, const onnx::NodeProto& n) { gelu_step(imp, n, 0, 2); }
 
 // ---- Mul: of two computed tensors a multiply layer; else GELU's ----
 void mul(importer& imp, const onnx::NodeProto& n) {
@@ -187,8 +187,8 @@ std::vector<op_entry> graph_ops() {
   return {
       {"AveragePool", [](importer& imp, const onnx::NodeProto& n) { pool(imp, n, layer_kind::avgpool2d); }},
       {"BatchNormalization", batchnorm},
-      {"Div", div},
-      {"Erf", erf},
+      {"Div", gelu_div},
+      {"Erf", gelu_erf},
       {"GlobalAveragePool", global_avgpool},
       {"LayerNormalization", layernorm},
       {"MaxPool", [](importer& imp, const onnx::NodeProto& n) { pool(imp, n, layer_kind::maxpool2d); }},
