@@ -73,24 +73,64 @@ class FashionMlp(nn.Module):  # tests/test_onnx_train.cpp's job
         return self.net(x)
 
 
-class Strided(nn.Module):  # not supported: a Conv with stride 2
+class ResBlock(nn.Module):  # Conv stride 2 + pads (+ folded BatchNorm), BatchNorm of an Add, Relu, MaxPool stride/pads, residual Add, GlobalAveragePool
     def __init__(self):
         super().__init__()
-        self.c = nn.Conv2d(1, 2, 3, stride=2)
-        self.fc = nn.Linear(2 * 3 * 3, 2)
+        self.c1 = nn.Conv2d(3, 8, 3, stride=2, padding=1)
+        self.bn1 = nn.BatchNorm2d(8)
+        self.c2 = nn.Conv2d(8, 8, 3, padding=1)
+        self.bn2 = nn.BatchNorm2d(8, momentum=0.2)
+        self.pool = nn.MaxPool2d(3, stride=2, padding=1)
+        self.fc = nn.Linear(8, 4)
+        for bn in (self.bn1, self.bn2):  # statistics and affine terms that are not the defaults
+            bn.running_mean.uniform_(-0.5, 0.5)
+            bn.running_var.uniform_(0.5, 2)
+            nn.init.uniform_(bn.weight, 0.5, 1.5)
+            nn.init.uniform_(bn.bias, -0.5, 0.5)
 
     def forward(self, x):
-        return self.fc(torch.flatten(self.c(x), 1))
+        a = torch.relu(self.bn1(self.c1(x)))
+        y = self.pool(torch.relu(self.bn2(a + self.c2(a))))  # bn2 reads an Add: not folded
+        return self.fc(torch.flatten(nn.functional.adaptive_avg_pool2d(y, 1), 1))
 
 
-class PoolThenRelu(nn.Module):  # not supported (yet: no relu kind): a Relu after a MaxPool
+class GatedMlp(nn.Module):  # LayerNorm, GELU, Sigmoid, Tanh, Dropout, a Mul, Reshape, Softmax, a standalone Relu
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(12, 16)
+        self.norm = nn.LayerNorm(16)
+        self.gate = nn.Linear(16, 16)
+        self.drop = nn.Dropout(0.3)
+        self.fc2 = nn.Linear(16, 6)
+
+    def forward(self, x):
+        h = nn.functional.gelu(self.norm(self.fc1(x)))
+        g = torch.sigmoid(self.gate(h)) * torch.tanh(h)
+        return self.fc2(torch.relu(torch.softmax(self.drop(g).reshape(-1, 4, 4), -1).reshape(-1, 16)))
+
+
+class AvgPool(nn.Module):  # AveragePool with stride and pads (count_include_pad=False), BatchNorm1d
+    def __init__(self):
+        super().__init__()
+        self.c = nn.Conv2d(2, 4, 3)
+        self.pool = nn.AvgPool2d(3, stride=2, padding=1, count_include_pad=False)
+        self.bn = nn.BatchNorm1d(4 * 3 * 3)
+        self.bn.running_mean.uniform_(-0.5, 0.5)
+        self.bn.running_var.uniform_(0.5, 2)
+        self.fc = nn.Linear(4 * 3 * 3, 3)
+
+    def forward(self, x):
+        return self.fc(self.bn(torch.flatten(self.pool(self.c(x)), 1)))
+
+
+class WidthSoftmax(nn.Module):  # not supported: a Softmax over an image's width (ours: channels last)
     def __init__(self):
         super().__init__()
         self.c = nn.Conv2d(1, 2, 3)
-        self.fc = nn.Linear(2 * 3 * 3, 2)
+        self.fc = nn.Linear(2 * 6 * 6, 2)
 
     def forward(self, x):
-        return self.fc(torch.flatten(torch.relu(nn.functional.max_pool2d(self.c(x), 2)), 1))
+        return self.fc(torch.flatten(torch.softmax(self.c(x), -1), 1))
 
 
 class Sine(nn.Module):  # not supported: Sin
@@ -117,6 +157,14 @@ def export(out, name, model, inputs, opset, dynamic=None):
     logits.numpy().astype("float32").tofile(os.path.join(out, name + ".logits"))
 
 
+def count_include_pad(out, name, to):  # NAME.onnx with count_include_pad = 1 on its AveragePool (not supported)
+    m = onnx.load(os.path.join(out, name + ".onnx"))
+    for n in m.graph.node:
+        if n.op_type == "AveragePool":
+            n.attribute.append(onnx.helper.make_attribute("count_include_pad", 1))
+    onnx.save(m, os.path.join(out, to + ".onnx"))
+
+
 def main():
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
@@ -127,8 +175,11 @@ def main():
     export(out, "residual", Residual(), [("x", torch.randn(N, 2, 8, 8))], 17)
     export(out, "two_inputs", TwoInputs(), [("features", torch.randn(N, 8)), ("ids", torch.randint(0, 50, (N, 3)))], 15)
     export(out, "fashion_mlp", FashionMlp(), [("x", image)], 14)
-    export(out, "strided", Strided(), [("x", torch.rand(N, 1, 8, 8))], 14)
-    export(out, "pool_relu", PoolThenRelu(), [("x", torch.rand(N, 1, 8, 8))], 14)
+    export(out, "res_block", ResBlock(), [("x", torch.randn(N, 3, 9, 9))], 15)
+    export(out, "gated_mlp", GatedMlp(), [("x", torch.randn(N, 12))], 17)
+    export(out, "avg_pool", AvgPool(), [("x", torch.randn(N, 2, 7, 7))], 13)
+    count_include_pad(out, "avg_pool", "avg_pool_pad")
+    export(out, "width_softmax", WidthSoftmax(), [("x", torch.rand(N, 1, 8, 8))], 14)
     export(out, "sine", Sine(), [("x", torch.randn(N, 20))], 14)
     export(out, "dynamic", Mlp(), [("x", torch.randn(N, 20))], 14, {"x": {0: "batch", 1: "features"}})
 

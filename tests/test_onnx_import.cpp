@@ -146,6 +146,42 @@ BOOST_AUTO_TEST_CASE(an_embedding_beside_a_dense_branch_computes_pytorchs_logits
   BOOST_TEST(m.parameters()[2].shape == (std::vector<int64_t>{50, 4}));
 }
 
+BOOST_AUTO_TEST_CASE(a_strided_residual_block_with_batchnorm_computes_pytorchs_logits) {
+  REQUIRE_TORCH();
+  same_logits_as_pytorch("res_block", image_input("x", 9, 9, 3));
+  auto model = parse_model_section(model_toml(models() + "/res_block.onnx", image_input("x", 9, 9, 3)), "job.toml");
+  BOOST_REQUIRE(model);
+  // Conv (stride 2, bn1 folded in) + Relu, Conv, Add, BatchNormalization, Relu, MaxPool, GlobalAveragePool, Gemm.
+  auto& l = model->spec.layers;
+  BOOST_REQUIRE_EQUAL(l.size(), 8u);
+  BOOST_TEST((l[0].strides == std::vector<int>{2, 2} && l[0].pads == std::vector<int>{1, 1, 1, 1}));
+  BOOST_TEST((l[3].kind == layer_kind::batchnorm && std::fabs(l[3].momentum - 0.2f) < 1e-6f));
+  BOOST_TEST((l[4].kind == layer_kind::relu && l[5].kind == layer_kind::maxpool2d && l[5].pool_stride == 2));
+  BOOST_TEST((l[6].kind == layer_kind::global_avgpool2d && l[7].kind == layer_kind::dense));
+  graph_model m(model->spec, reference_ops());
+  BOOST_TEST(m.parameters()[6].name == "bn2/BatchNormalization/moving_mean");
+  BOOST_TEST(!m.parameters()[6].trainable);
+}
+
+BOOST_AUTO_TEST_CASE(an_mlp_with_layernorm_gelu_gates_and_softmax_computes_pytorchs_logits) {
+  REQUIRE_TORCH();
+  same_logits_as_pytorch("gated_mlp", flat_input("x", 12));
+  auto model = parse_model_section(model_toml(models() + "/gated_mlp.onnx", flat_input("x", 12)), "job.toml");
+  BOOST_REQUIRE(model);
+  std::vector<layer_kind> kinds;
+  for (auto& l : model->spec.layers) kinds.push_back(l.kind);
+  // GELU's five nodes are one gelu layer; Dropout is nothing.
+  BOOST_TEST((kinds == std::vector<layer_kind>{layer_kind::dense, layer_kind::layernorm, layer_kind::gelu,
+                                               layer_kind::dense, layer_kind::sigmoid, layer_kind::tanh,
+                                               layer_kind::multiply, layer_kind::reshape, layer_kind::softmax,
+                                               layer_kind::reshape, layer_kind::relu, layer_kind::dense}));
+}
+
+BOOST_AUTO_TEST_CASE(strided_padded_average_pooling_and_batchnorm_of_features_compute_pytorchs_logits) {
+  REQUIRE_TORCH();
+  same_logits_as_pytorch("avg_pool", image_input("x", 7, 7, 2));
+}
+
 BOOST_AUTO_TEST_CASE(a_missing_or_unparsable_file_names_it) {
   contains(import_error("/nonexistent/m.onnx", flat_input("x", 20)),
            {"job.toml", "model.onnx", "/nonexistent/m.onnx: cannot open the ONNX file"});
@@ -158,11 +194,15 @@ BOOST_AUTO_TEST_CASE(a_missing_or_unparsable_file_names_it) {
 BOOST_AUTO_TEST_CASE(an_unsupported_op_or_attribute_names_the_node_its_op_and_opset) {
   REQUIRE_TORCH();
   contains(import_error(models() + "/sine.onnx", flat_input("x", 20)),
-           {"sine.onnx: node '/Sin' (Sin, opset 14): op not supported (supported: Add, Concat", "Gemm"});
-  contains(import_error(models() + "/strided.onnx", image_input("x", 8, 8, 1)),
-           {"node '/c/Conv' (Conv, opset 14): strides [2, 2] are not supported (stride 1 only)"});
-  contains(import_error(models() + "/pool_relu.onnx", image_input("x", 8, 8, 1)),
-           {"node '/Relu' (Relu, opset 14): follows '/MaxPool_output_0': a Relu is supported only fused into"});
+           {"sine.onnx: node '/Sin' (Sin, opset 14): op not supported (supported: Add, AveragePool, "
+            "BatchNormalization, Concat",
+            "Gemm"});
+  contains(import_error(models() + "/avg_pool_pad.onnx", image_input("x", 7, 7, 2)),
+           {"avg_pool_pad.onnx: node '/pool/AveragePool' (AveragePool, opset 13): count_include_pad = 1 is not "
+            "supported",
+            "count_include_pad=False"});
+  contains(import_error(models() + "/width_softmax.onnx", image_input("x", 8, 8, 1)),
+           {"node '/Softmax' (Softmax, opset 14): axis -1 of [2, 6, 6]: only over axis 1"});
 }
 
 BOOST_AUTO_TEST_CASE(a_dynamic_dimension_beyond_the_batch_is_refused) {

@@ -36,6 +36,11 @@ struct value {
   bool ids = false;            // an ids input
   bool lookups = false;        // a Gather's [k, dim]: reduced over k (or k = 1 flattened) before use
   bool bias_pending = false;   // a MatMul's dense layer: a following Add of a constant is its bias
+  // PyTorch's GELU, (x * (1 + erf(x / sqrt 2))) * 0.5, while its nodes are read
+  // (onnx_ops_graph.cpp): 1 x / sqrt 2, 2 erf, 3 + 1, 4 x * (...) (the gelu layer,
+  // twice its value); 0 outside the pattern. gelu_of: x.
+  int gelu_step = 0;
+  std::string gelu_of;
 
   bool image() const { return shape.size() == 3 && !lookups; }
   bool flat() const { return shape.size() == 1; }
@@ -86,7 +91,18 @@ struct op_entry {
   const char* type;  // ONNX's op_type, e.g. "Gemm"
   op_builder build;
 };
-/// The table: one entry per supported op.
+/// The tensor node n reads at input i, which lookups (a Gather's) or an ids
+/// input may not be, nor a GELU pattern's inner values.
+const value& plain_input(const importer& imp, const onnx::NodeProto& n, int i);
+std::string dims_str(const std::vector<int64_t>& d);  // "[1, 2]"
+/// A Conv's or pool's strides and pads (window k over image x) into l:
+/// conv2d's strides/pads/pad, a pool's pool_stride/pads; its output [h, w].
+std::vector<int64_t> window_attrs(const onnx::NodeProto& n, const value& x, int64_t k, kernels::layer_spec& l);
+/// onnx_ops_graph.cpp: activations, Mul, GELU's pattern, pooling, normalization.
+std::vector<op_entry> graph_ops();
+/// GELU's Add 1 (onnx_ops_graph.cpp): true when n is it, bound.
+bool gelu_add(importer& imp, const onnx::NodeProto& n);
+/// The table: one entry per supported op, sorted by type.
 const std::vector<op_entry>& op_table();
 /// "Add, Concat, ..." (error messages).
 std::string supported_ops();

@@ -7,10 +7,6 @@
 #include "config/onnx/onnx_graph.hpp"
 
 namespace actorps::onnx_import {
-namespace {
-
-using kernels::layer_kind;
-using kernels::layer_spec;
 
 std::string dims_str(const std::vector<int64_t>& d) {
   std::string s = "[";
@@ -18,15 +14,42 @@ std::string dims_str(const std::vector<int64_t>& d) {
   return s + "]";
 }
 
-// A tensor that lookups (a Gather's [k, dim]) or an ids input may not reach.
 const value& plain_input(const importer& imp, const onnx::NodeProto& n, int i) {
   auto& v = imp.input(n, i);
   if (v.lookups)
     throw bad_node("reads the embedding lookups '" + n.input(i) + "' " + v.str() +
                    ": reduce them first (ReduceMean or ReduceSum over the ids axis; one id: Flatten)");
   if (v.ids) throw bad_node("reads the ids input '" + n.input(i) + "': only a Gather (an embedding) may");
+  if (v.gelu_step != 0)
+    throw bad_node("reads '" + n.input(i) +
+                   "', inside PyTorch's GELU pattern (Div by sqrt(2), Erf, Add 1, Mul by x, Mul by 0.5): only "
+                   "that pattern may read it");
   return v;
 }
+
+using kernels::layer_kind;
+using kernels::layer_spec;
+
+std::vector<int64_t> window_attrs(const onnx::NodeProto& n, const value& x, int64_t k, layer_spec& l) {
+  const auto strides = attr_ints(n, "strides", {1, 1}), pads = attr_ints(n, "pads", {0, 0, 0, 0});
+  if (strides.size() != 2 || pads.size() != 4 || *std::min_element(strides.begin(), strides.end()) < 1 ||
+      *std::min_element(pads.begin(), pads.end()) < 0)
+    throw bad_node("strides " + dims_str(strides) + " and pads " + dims_str(pads) + " do not fit a 2-D window");
+  const int64_t h = (x.shape[1] + pads[0] + pads[2] - k) / strides[0] + 1;
+  const int64_t w = (x.shape[2] + pads[1] + pads[3] - k) / strides[1] + 1;
+  if (h <= 0 || w <= 0) throw bad_node("its window " + std::to_string(k) + " does not fit its input " + x.str());
+  const bool pool = l.kind != layer_kind::conv2d;
+  if (pool && strides[0] != strides[1]) throw bad_node("strides " + dims_str(strides) + ": equal ones only");
+  if (pool) l.pool_stride = int(strides[0]);
+  if (!pool && strides != std::vector<int64_t>{1, 1}) l.strides = {int(strides[0]), int(strides[1])};
+  if (!pool && l.strides.empty() && k % 2 == 1 && k > 1 && pads == std::vector<int64_t>(4, (k - 1) / 2))
+    l.pad = kernels::padding::same;  // the seed's form
+  else if (pads != std::vector<int64_t>(4, 0))
+    l.pads.assign(pads.begin(), pads.end());
+  return {h, w};
+}
+
+namespace {
 
 // ---- Gemm, MatMul: a dense layer, kernel [in, out] ----
 
@@ -83,6 +106,7 @@ void matmul(importer& imp, const onnx::NodeProto& n) {
 // ---- Add: a MatMul's bias, or an add layer ----
 void add(importer& imp, const onnx::NodeProto& n) {
   if (n.input_size() != 2) throw bad_node("needs 2 inputs");
+  if (gelu_add(imp, n)) return;
   for (int i = 0; i < 2; ++i) {
     if (imp.constants.count(n.input(i)) == 0) continue;
     auto& c = imp.constants.at(n.input(i));
@@ -104,7 +128,7 @@ void add(importer& imp, const onnx::NodeProto& n) {
   imp.add_layer(n, l, {&a, &b}, {}, a.shape).order = a.order;
 }
 
-// ---- Conv: conv2d, stride 1, valid or same padding; OIHW -> HWIO ----
+// ---- Conv: conv2d, strides and pads; OIHW -> HWIO ----
 void conv(importer& imp, const onnx::NodeProto& n) {
   auto& x = plain_input(imp, n, 0);
   auto& w = *imp.constant_input(n, 1);
@@ -114,18 +138,15 @@ void conv(importer& imp, const onnx::NodeProto& n) {
     throw bad_node("weights " + dims_str(w.shape) + " do not fit its input " + x.str() + " (square kernels only)");
   const int64_t o = w.shape[0], ci = w.shape[1], k = w.shape[2];
   if (attr_int(n, "group", 1) != 1) throw bad_node("group != 1 is not supported");
-  if (attr_ints(n, "strides", {1, 1}) != std::vector<int64_t>{1, 1})
-    throw bad_node("strides " + dims_str(attr_ints(n, "strides", {})) + " are not supported (stride 1 only)");
   if (attr_ints(n, "dilations", {1, 1}) != std::vector<int64_t>{1, 1}) throw bad_node("dilations are not supported");
-  const auto pads = attr_ints(n, "pads", {0, 0, 0, 0});
   const auto auto_pad = attr_string(n, "auto_pad", "NOTSET");
-  const bool same = auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER" ||
-                    (k % 2 == 1 && pads == std::vector<int64_t>(4, (k - 1) / 2) && k > 1);
-  if (!same && (auto_pad != "NOTSET" && auto_pad != "VALID"))
-    throw bad_node("auto_pad " + auto_pad + " is not supported");
-  if (!same && pads != std::vector<int64_t>(4, 0))
-    throw bad_node("pads " + dims_str(pads) + " are not supported (all 0, or all (kernel - 1) / 2: same)");
-  if (same && k % 2 == 0) throw bad_node("same padding needs an odd kernel, got " + std::to_string(k));
+  if (auto_pad != "NOTSET" && auto_pad != "VALID")
+    throw bad_node("auto_pad " + auto_pad + " is not supported (explicit pads, as PyTorch exports)");
+  layer_spec l;
+  l.kind = layer_kind::conv2d;
+  l.units = int(o);
+  l.kernel = int(k);
+  const auto shape = window_attrs(n, x, k, l);
   std::vector<float> hwio(w.floats.size());
   for (int64_t oo = 0; oo < o; ++oo)
     for (int64_t c = 0; c < ci; ++c)
@@ -134,44 +155,22 @@ void conv(importer& imp, const onnx::NodeProto& n) {
           hwio[size_t(((i * k + j) * ci + c) * o + oo)] = w.floats[size_t(((oo * ci + c) * k + i) * k + j)];
   std::vector<float> bias = b ? b->floats : std::vector<float>(size_t(o), 0.0f);
   if (int64_t(bias.size()) != o) throw bad_node("bias " + dims_str(b->shape) + " does not fit " + std::to_string(o));
-  layer_spec l;
-  l.kind = layer_kind::conv2d;
-  l.units = int(o);
-  l.kernel = int(k);
-  l.pad = same ? kernels::padding::same : kernels::padding::valid;
-  const int64_t shrink = same ? 0 : k - 1;
-  imp.add_layer(n, l, {&x}, {std::move(hwio), std::move(bias)}, {o, x.shape[1] - shrink, x.shape[2] - shrink});
+  imp.add_layer(n, l, {&x}, {std::move(hwio), std::move(bias)}, {o, shape[0], shape[1]});
 }
 
-// ---- MaxPool: window = stride, no padding ----
-void maxpool(importer& imp, const onnx::NodeProto& n) {
-  auto& x = plain_input(imp, n, 0);
-  if (!x.image()) throw bad_node("needs an image input [c, h, w], got " + x.str());
-  const auto kernel = attr_ints(n, "kernel_shape", {});
-  if (kernel.size() != 2 || kernel[0] != kernel[1]) throw bad_node("needs a square 2-D kernel_shape");
-  if (attr_ints(n, "strides", {1, 1}) != kernel)
-    throw bad_node("strides " + dims_str(attr_ints(n, "strides", {1, 1})) + " differ from kernel_shape " +
-                   dims_str(kernel) + " (window = stride only)");
-  if (attr_ints(n, "pads", {0, 0, 0, 0}) != std::vector<int64_t>(4, 0) ||
-      attr_string(n, "auto_pad", "NOTSET") != "NOTSET" || attr_int(n, "ceil_mode", 0) != 0 ||
-      attr_ints(n, "dilations", {1, 1}) != std::vector<int64_t>{1, 1})
-    throw bad_node("pads, auto_pad, ceil_mode and dilations are not supported");
-  if (n.output_size() > 1 && imp.uses.count(n.output(1))) throw bad_node("its Indices output is not supported");
-  layer_spec l;
-  l.kind = layer_kind::maxpool2d;
-  l.pool = int(kernel[0]);
-  imp.add_layer(n, l, {&x}, {}, {x.shape[0], x.shape[1] / kernel[0], x.shape[2] / kernel[0]});
-}
-
-// ---- Relu: fused into the layer it alone follows ----
+// ---- Relu: fused into the layer it alone follows, else a relu layer ----
 void relu(importer& imp, const onnx::NodeProto& n) {
   auto& x = plain_input(imp, n, 0);
   const bool fusable =
       x.layer >= 0 && imp.uses.at(n.input(0)) == 1 && imp.layers[size_t(x.layer)].act == kernels::activation::none;
-  const auto kind = fusable ? imp.layers[size_t(x.layer)].kind : layer_kind::flatten;
-  if (kind != layer_kind::dense && kind != layer_kind::conv2d && kind != layer_kind::add && kind != layer_kind::concat)
-    throw bad_node("follows '" + n.input(0) +
-                   "': a Relu is supported only fused into the Gemm, MatMul, Conv, Add or Concat it alone reads");
+  const auto kind = fusable ? imp.layers[size_t(x.layer)].kind : layer_kind::relu;
+  if (kind != layer_kind::dense && kind != layer_kind::conv2d && kind != layer_kind::add &&
+      kind != layer_kind::concat) {
+    layer_spec l;
+    l.kind = layer_kind::relu;
+    imp.add_layer(n, l, {&x}, {}, x.shape).order = x.order;
+    return;
+  }
   imp.layers[size_t(x.layer)].act = kernels::activation::relu;
   imp.alias(n, x).bias_pending = false;
 }
@@ -223,10 +222,18 @@ void reshape(importer& imp, const onnx::NodeProto& n) {
     imp.alias(n, x);
     return;
   }
-  if (per.size() != 1 || per[0] != size)
+  if (per.size() == 1 && per[0] == size && (x.image() || x.lookups)) {
+    flatten_value(imp, n, x);
+    return;
+  }
+  if (x.image() || x.lookups || !x.order.empty() || per.size() > 2)
     throw bad_node("reshapes " + x.str() + " to " + dims_str(target.ints) +
-                   ": only to [batch, -1] (a flatten) or to its own shape");
-  flatten_value(imp, n, x);
+                   ": only to [batch, -1] (a flatten), to its own shape, or between [batch, f] and [batch, a, b] "
+                   "(unpermuted features)");
+  layer_spec l;  // [f] <-> [a, b]: row-major in both layouts
+  l.kind = layer_kind::reshape;
+  l.shape = per;
+  imp.add_layer(n, l, {&plain_input(imp, n, 0)}, {}, per);
 }
 
 // ---- Concat: along the last axis of ours (ONNX's channels, or features) ----
@@ -313,23 +320,27 @@ void constant_node(importer& imp, const onnx::NodeProto& n) {
 }  // namespace
 
 const std::vector<op_entry>& op_table() {
-  static const std::vector<op_entry> table{
-      {"Add", add},
-      {"Concat", concat},
-      {"Constant", constant_node},
-      {"Conv", conv},
-      {"Dropout", dropout},
-      {"Flatten", flatten},
-      {"Gather", gather},
-      {"Gemm", gemm},
-      {"Identity", identity},
-      {"MatMul", matmul},
-      {"MaxPool", maxpool},
-      {"ReduceMean", [](importer& imp, const onnx::NodeProto& n) { reduce(imp, n, kernels::combiner::mean); }},
-      {"ReduceSum", [](importer& imp, const onnx::NodeProto& n) { reduce(imp, n, kernels::combiner::sum); }},
-      {"Relu", relu},
-      {"Reshape", reshape},
-  };
+  static const std::vector<op_entry> table = [] {
+    std::vector<op_entry> t{
+        {"Add", add},
+        {"Concat", concat},
+        {"Constant", constant_node},
+        {"Conv", conv},
+        {"Dropout", dropout},
+        {"Flatten", flatten},
+        {"Gather", gather},
+        {"Gemm", gemm},
+        {"Identity", identity},
+        {"MatMul", matmul},
+        {"ReduceMean", [](importer& imp, const onnx::NodeProto& n) { reduce(imp, n, kernels::combiner::mean); }},
+        {"ReduceSum", [](importer& imp, const onnx::NodeProto& n) { reduce(imp, n, kernels::combiner::sum); }},
+        {"Relu", relu},
+        {"Reshape", reshape},
+    };
+    for (auto& e : graph_ops()) t.push_back(e);
+    std::sort(t.begin(), t.end(), [](auto& a, auto& b) { return std::string(a.type) < b.type; });
+    return t;
+  }();
   return table;
 }
 
