@@ -16,7 +16,7 @@ import onnx
 import torch
 from torch import nn
 
-STEPS, BATCH, LEARNING_RATE = 20, 64, 0.02
+STEPS, BATCH, LEARNING_RATE = 20, 64, 0.1
 
 
 def mlp():

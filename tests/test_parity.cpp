@@ -42,7 +42,7 @@ job_spec parity_job(const local_cluster& cluster, const std::string& onnx) {
       data);
   text += fmt::format(
       "[training]\nepochs = {}\nsteps_per_epoch = 1\nsteps_per_execution = 1\noptimizer = \"sgd\"\n"
-      "learning_rate = 0.02\nconsistency = \"sync\"\nthreads_per_worker = 1\n",
+      "learning_rate = 0.1\nconsistency = \"sync\"\nthreads_per_worker = 1\n",
       kSteps);
   const auto path = cluster.dir + "/" + std::filesystem::path(onnx).stem().string() + ".toml";
   std::ofstream(path) << text;
