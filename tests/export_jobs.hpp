@@ -97,4 +97,18 @@ inline double number_after(const std::string& text, const std::string& key) {
 
 inline bool have_torch() { return std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") == 0; }
 
+// A tools/ program (torch_model.py, onnx_torch.py) run on `model`
+// over the test images scores actorps' test loss and accuracy (%).
+inline void pytorch_scores(const std::string& dir, const std::string& tool, const std::string& model, double loss,
+                           double accuracy) {
+  auto torch = run(dir,
+                   {"/usr/bin/python3", ACTORPS_SOURCE_DIR "/tools/" + tool, model, "--images",
+                    dir + "/t10k-images-idx3-ubyte", "--labels", dir + "/t10k-labels-idx1-ubyte", "--scale", kScale},
+                   std::chrono::seconds(120));
+  BOOST_REQUIRE_MESSAGE(torch.exit_code == 0, torch.out << read_file(dir + "/stderr.log"));
+  BOOST_TEST(number_after(torch.out, "examples ") == 1000);
+  BOOST_TEST(100.0 * number_after(torch.out, "accuracy ") == accuracy, boost::test_tools::tolerance(0.1));
+  BOOST_TEST(number_after(torch.out, "loss ") == loss, boost::test_tools::tolerance(1e-3));
+}
+
 }  // namespace actorps::test

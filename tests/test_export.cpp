@@ -89,14 +89,7 @@ void exported_model_matches_pytorch(const std::string& model, size_t tensors) {
         "SKIPPED the PyTorch half: python3-torch is not installed (bash tools/setup.sh --all installs it)");
     return;
   }
-  auto torch = run(dir,
-                   {"/usr/bin/python3", ACTORPS_SOURCE_DIR "/tools/torch_model.py", dir + "/m.safetensors", "--images",
-                    dir + "/t10k-images-idx3-ubyte", "--labels", dir + "/t10k-labels-idx1-ubyte", "--scale", kScale},
-                   120s);
-  BOOST_REQUIRE_MESSAGE(torch.exit_code == 0, torch.out << read_file(dir + "/stderr.log"));
-  BOOST_TEST(number_after(torch.out, "examples ") == 1000);
-  BOOST_TEST(100.0 * number_after(torch.out, "accuracy ") == accuracy, boost::test_tools::tolerance(0.1));
-  BOOST_TEST(number_after(torch.out, "loss ") == loss, boost::test_tools::tolerance(1e-3));
+  pytorch_scores(dir, "torch_model.py", dir + "/m.safetensors", loss, accuracy);
   std::filesystem::remove_all(dir);
 }
 

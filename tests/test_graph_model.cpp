@@ -7,23 +7,13 @@
 
 #include "kernels/model.hpp"
 #include "kernels/tensor.hpp"
+#include "tests/graph_specs.hpp"
 #include "tests/kernel_check.hpp"
 
 using namespace actorps::kernels;
 using namespace actorps::kernels::test;
 
 namespace {
-
-layer_spec node(layer_kind kind, std::string name, std::vector<std::string> inputs, int units = 0,
-                activation act = activation::none) {
-  layer_spec l;
-  l.kind = kind;
-  l.name = std::move(name);
-  l.inputs = std::move(inputs);
-  l.units = units;
-  l.act = act;
-  return l;
-}
 
 // numeric [5] floats, categorical [3] ids (vocabulary 12): dense(6, relu) and
 // embedding(4, sum) -> concat [10] -> dense(1) -> sigmoid: a wide-and-deep shape.

@@ -15,6 +15,7 @@
 #include "config/model_config.hpp"
 #include "kernels/model.hpp"
 #include "messages/errors.hpp"
+#include "tests/graph_specs.hpp"
 #include "tests/kernel_check.hpp"
 
 using namespace actorps;
@@ -22,15 +23,6 @@ using namespace actorps::kernels;
 using namespace actorps::kernels::test;
 
 namespace {
-
-layer_spec node(layer_kind kind, std::string name, std::vector<std::string> inputs, int units = 0) {
-  layer_spec l;
-  l.kind = kind;
-  l.name = std::move(name);
-  l.inputs = std::move(inputs);
-  l.units = units;
-  return l;
-}
 
 model_spec graph(std::vector<input_spec> inputs, std::vector<layer_spec> layers) {
   model_spec m;

@@ -16,6 +16,7 @@
 #include "kernels/model.hpp"
 #include "kernels/model/nodes.hpp"
 #include "messages/errors.hpp"
+#include "tests/graph_specs.hpp"
 #include "tests/kernel_check.hpp"
 
 using namespace actorps;
@@ -23,15 +24,6 @@ using namespace actorps::kernels;
 using namespace actorps::kernels::test;
 
 namespace {
-
-layer_spec node(layer_kind kind, std::string name, std::vector<std::string> inputs, int units = 0) {
-  layer_spec l;
-  l.kind = kind;
-  l.name = std::move(name);
-  l.inputs = std::move(inputs);
-  l.units = units;
-  return l;
-}
 
 layer_spec field_embedding(std::string name, int64_t vocabulary, int dim) {
   auto l = node(layer_kind::embedding, std::move(name), {"ids"}, dim);

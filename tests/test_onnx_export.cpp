@@ -15,10 +15,13 @@
 #include "config/onnx/onnx_export.hpp"
 #include "kernels/tensor.hpp"
 #include "tests/export_jobs.hpp"
+#include "tests/graph_specs.hpp"
 
 using namespace actorps;
 using namespace actorps::test;
 using namespace std::chrono_literals;
+
+using actorps::kernels::test::node;
 
 namespace {
 
@@ -29,16 +32,6 @@ void check_onnx(const std::string& dir, const std::string& path) {
   auto r = run(dir, {"/usr/bin/python3", "-c",
                      "import onnx, sys; onnx.checker.check_model(sys.argv[1], full_check=True)", path});
   BOOST_TEST(r.exit_code == 0, "onnx.checker refused " << path << ": " << read_file(dir + "/stderr.log"));
-}
-
-kernels::layer_spec node(kernels::layer_kind kind, const std::string& name, std::vector<std::string> inputs,
-                         int units = 0) {
-  kernels::layer_spec l;
-  l.kind = kind;
-  l.name = name;
-  l.inputs = std::move(inputs);
-  l.units = units;
-  return l;
 }
 
 // Floats, ids (one of them padding: -1) and a 4x4x2 image; nodes of every
@@ -263,13 +256,6 @@ BOOST_AUTO_TEST_CASE(an_exported_cnn_reproduces_its_accuracy_in_onnx) {
     return;
   }
   check_onnx(dir, dir + "/m.onnx");
-  auto torch = run(dir,
-                   {"/usr/bin/python3", ACTORPS_SOURCE_DIR "/tools/onnx_torch.py", dir + "/m.onnx", "--images",
-                    dir + "/t10k-images-idx3-ubyte", "--labels", dir + "/t10k-labels-idx1-ubyte", "--scale", kScale},
-                   120s);
-  BOOST_REQUIRE_MESSAGE(torch.exit_code == 0, torch.out << read_file(dir + "/stderr.log"));
-  BOOST_TEST(number_after(torch.out, "examples ") == 1000);
-  BOOST_TEST(100.0 * number_after(torch.out, "accuracy ") == accuracy, boost::test_tools::tolerance(0.1));
-  BOOST_TEST(number_after(torch.out, "loss ") == loss, boost::test_tools::tolerance(1e-3));
+  pytorch_scores(dir, "onnx_torch.py", dir + "/m.onnx", loss, accuracy);
   std::filesystem::remove_all(dir);
 }

@@ -14,7 +14,6 @@ As a program: evaluates it on IDX files (the MNIST format) and prints
         --labels t10k-labels-idx1-ubyte --scale 0.00392156862745098
 
 Needs python3-onnx (onnx.load, numpy_helper) and python3-torch."""
-import argparse
 import functools
 import math
 import sys
@@ -24,7 +23,7 @@ import torch
 import torch.nn.functional as F
 from onnx import numpy_helper
 
-from torch_model import read_idx
+from torch_model import evaluate_idx
 
 DTYPES = {onnx.TensorProto.FLOAT: torch.float32, onnx.TensorProto.INT64: torch.int64,
           onnx.TensorProto.BOOL: torch.bool}
@@ -165,26 +164,13 @@ def run(model, inputs):
     return values[model.graph.output[0].name]
 
 
+def logits_of(path, x):
+    model = onnx.load(path)
+    return run(model, from_rows(model, x))
+
+
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("model")
-    parser.add_argument("--images", required=True)
-    parser.add_argument("--labels", required=True)
-    parser.add_argument("--scale", type=float, default=1.0, help="x *= scale (the job's map op)")
-    args = parser.parse_args()
-    model = onnx.load(args.model)
-    images = read_idx(args.images).float().mul(args.scale)
-    labels = read_idx(args.labels).long()
-    with torch.no_grad():
-        logits = run(model, from_rows(model, images.reshape(len(labels), -1)))
-        if logits.shape[1] == 1:  # sigmoid_bce: one logit, labels 0/1
-            loss = F.binary_cross_entropy_with_logits(logits[:, 0], labels.float()).item()
-            accuracy = ((logits[:, 0] > 0).long() == labels).float().mean().item()
-        else:
-            loss = F.cross_entropy(logits, labels).item()
-            accuracy = (logits.argmax(1) == labels).float().mean().item()
-    print(f"loss {loss:.6f} accuracy {accuracy:.6f} examples {len(labels)}")
-    return 0
+    return evaluate_idx(__doc__.split("\n")[0], logits_of)
 
 
 if __name__ == "__main__":

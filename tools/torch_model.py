@@ -343,22 +343,32 @@ def read_idx(path):
     return torch.frombuffer(bytearray(raw[4 + 4 * rank:]), dtype=torch.uint8).reshape(dims)
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def evaluate_idx(description, logits_of):
+    """A tool's main: `logits_of(model path, x [N, input size])` on IDX files
+    (the MNIST format), printing `loss .. accuracy .. examples ..` (one
+    logit: sigmoid BCE on labels 0/1; else softmax cross-entropy)."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("model")
     parser.add_argument("--images", required=True)
     parser.add_argument("--labels", required=True)
     parser.add_argument("--scale", type=float, default=1.0, help="x *= scale (the job's map op)")
     args = parser.parse_args()
-    model = load(args.model)
     images = read_idx(args.images).float().mul(args.scale)
     labels = read_idx(args.labels).long()
     with torch.no_grad():
-        logits = model(images.reshape(len(labels), -1))
-        loss = nn.functional.cross_entropy(logits, labels).item()
-        accuracy = (logits.argmax(1) == labels).float().mean().item()
+        logits = logits_of(args.model, images.reshape(len(labels), -1))
+        if logits.shape[1] == 1:
+            loss = nn.functional.binary_cross_entropy_with_logits(logits[:, 0], labels.float()).item()
+            accuracy = ((logits[:, 0] > 0).long() == labels).float().mean().item()
+        else:
+            loss = nn.functional.cross_entropy(logits, labels).item()
+            accuracy = (logits.argmax(1) == labels).float().mean().item()
     print(f"loss {loss:.6f} accuracy {accuracy:.6f} examples {len(labels)}")
     return 0
+
+
+def main():
+    return evaluate_idx(__doc__.split("\n")[0], lambda path, x: load(path)(x))
 
 
 if __name__ == "__main__":

@@ -60,6 +60,13 @@ std::string pool_rule(const char* type, const layer_spec& l, const dims& in, dim
   return {};
 }
 
+std::string same_shapes_rule(const char* type, const std::vector<dims>& in, dims& out) {
+  for (auto& d : in)
+    if (!(d == in[0])) return std::string(type) + " needs inputs of one shape, got " + in[0].str() + " and " + d.str();
+  out = in[0];
+  return {};
+}
+
 namespace {
 
 const auto glorot = initializer::kind::glorot_uniform;
@@ -232,28 +239,23 @@ const node_rule embedding{
     true};
 
 // ---- add: inputs of one shape, summed ----
-const node_rule add{"add",
-                    2,
-                    64,
-                    [](const layer_spec&, const std::vector<dims>& in, dims& out) -> std::string {
-                      for (auto& d : in)
-                        if (!(d == in[0]))
-                          return "add needs inputs of one shape, got " + in[0].str() + " and " + d.str();
-                      out = in[0];
-                      return {};
-                    },
-                    nullptr,
-                    nullptr,
-                    nullptr,
-                    [](const node_call& c) {
-                      const int64_t count = c.n * c.out.size();
-                      copy_floats(c.ops.where, c.y, c.x[0], count);
-                      for (size_t i = 1; i < c.x.size(); ++i) c.ops.scale_add(count, 1.0f, c.x[i], 1.0f, c.y);
-                    },
-                    [](const node_call& c) {
-                      for (auto* dx : c.dx)
-                        if (dx != nullptr) copy_floats(c.ops.where, dx, c.dy, c.n * c.out.size());
-                    }};
+const node_rule add{
+    "add",
+    2,
+    64,
+    [](const layer_spec&, const std::vector<dims>& in, dims& out) { return same_shapes_rule("add", in, out); },
+    nullptr,
+    nullptr,
+    nullptr,
+    [](const node_call& c) {
+      const int64_t count = c.n * c.out.size();
+      copy_floats(c.ops.where, c.y, c.x[0], count);
+      for (size_t i = 1; i < c.x.size(); ++i) c.ops.scale_add(count, 1.0f, c.x[i], 1.0f, c.y);
+    },
+    [](const node_call& c) {
+      for (auto* dx : c.dx)
+        if (dx != nullptr) copy_floats(c.ops.where, dx, c.dy, c.n * c.out.size());
+    }};
 
 // ---- concat: along the last axis (channels), inputs of one [h, w] ----
 int concat_rows(const node_call& c) { return c.n * c.out.h * c.out.w; }

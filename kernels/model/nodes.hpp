@@ -86,6 +86,9 @@ pool_shape pool_of(const layer_spec& l, const dims& in, int n);
 /// or from `pad` (`same` at a stride > 1: TF's SAME, the smaller half first).
 conv2d_shape conv_shape(const layer_spec& l, const dims& in, int n);
 std::string pool_rule(const char* type, const layer_spec& l, const dims& in, dims& out);
+/// The shape rule of a node whose inputs have one shape, its output's
+/// (add, multiply).
+std::string same_shapes_rule(const char* type, const std::vector<dims>& in, dims& out);
 
 // ---- elementwise, reshape, dropout (nodes_elementwise.cpp) ----
 extern const node_rule relu_node, sigmoid_node, tanh_node, gelu_node, softmax_node, multiply_node, reshape_node,

@@ -107,24 +107,19 @@ const node_rule softmax_node{"softmax",
                              }};
 
 // ---- multiply: inputs of one shape, elementwise; each input's gradient dy times the others ----
-const node_rule multiply_node{"multiply",
-                              2,
-                              64,
-                              [](const layer_spec&, const std::vector<dims>& in, dims& out) -> std::string {
-                                for (auto& d : in)
-                                  if (!(d == in[0]))
-                                    return "multiply needs inputs of one shape, got " + in[0].str() + " and " + d.str();
-                                out = in[0];
-                                return {};
-                              },
-                              nullptr,
-                              nullptr,
-                              nullptr,
-                              [](const node_call& c) { product_of_others(c, 0, c.x[0], c.y); },
-                              [](const node_call& c) {
-                                for (size_t i = 0; i < c.dx.size(); ++i)
-                                  if (c.dx[i] != nullptr) product_of_others(c, i, c.dy, c.dx[i]);
-                              }};
+const node_rule multiply_node{
+    "multiply",
+    2,
+    64,
+    [](const layer_spec&, const std::vector<dims>& in, dims& out) { return same_shapes_rule("multiply", in, out); },
+    nullptr,
+    nullptr,
+    nullptr,
+    [](const node_call& c) { product_of_others(c, 0, c.x[0], c.y); },
+    [](const node_call& c) {
+      for (size_t i = 0; i < c.dx.size(); ++i)
+        if (c.dx[i] != nullptr) product_of_others(c, i, c.dy, c.dx[i]);
+    }};
 
 // ---- reshape: the same values, another per-example shape; the plan may give it its input's memory ----
 const node_rule reshape_node{"reshape",     1,     1,   reshape_rule, nullptr, nullptr, nullptr, pass_forward,
