@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <random>
 #include <sstream>
@@ -42,6 +43,15 @@ inline size_t count_of(const std::string& text, const std::string& what) {
 inline void replace_all(std::string& text, const std::string& from, const std::string& to) {
   for (size_t at = 0; (at = text.find(from, at)) != std::string::npos; at += to.size())
     text.replace(at, from.size(), to);
+}
+
+/// Every value of `key = N` in `job` replaced by what `to` makes of it.
+inline void rewrite_values(std::string& job, const std::string& key, const std::function<int64_t(int64_t)>& to) {
+  for (size_t at = job.find(key + " = "); at != std::string::npos; at = job.find(key + " = ", at + 1)) {
+    const size_t from = job.find_first_not_of(' ', at + key.size() + 3);
+    const size_t end = job.find_first_not_of("0123456789", from);
+    job.replace(from, end - from, std::to_string(to(std::stoll(job.substr(from, end - from)))));
+  }
 }
 
 /// config/embedding_job.toml reading its data from `data_dir`, on free ports.

@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <functional>
 
 #include "actors/launch/local_host.hpp"
 #include "tests/job_files.hpp"
@@ -30,15 +29,6 @@ struct criteo_data {
   }
   ~criteo_data() { std::filesystem::remove_all(dir); }  // ~25 MB
 };
-
-// Every value of `key = N` in `job` replaced by what `to` makes of it.
-void rewrite_values(std::string& job, const std::string& key, const std::function<int64_t(int64_t)>& to) {
-  for (size_t at = job.find(key + " = "); at != std::string::npos; at = job.find(key + " = ", at + 1)) {
-    const size_t from = job.find_first_not_of(' ', at + key.size() + 3);
-    const size_t end = job.find_first_not_of("0123456789", from);
-    job.replace(from, end - from, std::to_string(to(std::stoll(job.substr(from, end - from)))));
-  }
-}
 
 // The mean log loss of predicting the test set's positive rate for every
 // example: what a model that learned nothing from the features scores.
