@@ -35,7 +35,8 @@ configure() {
 }
 step build configure || { printf '%s\n' "${summary[@]}"; exit 1; }
 grep -q "CUDA found" "$out/build.log" || { summary+=("FAIL configure did not find CUDA (CPU kernels only)") && ok=0; }
-for t in test_kernels test_kernels_activations test_kernels_norm test_kernels_strided test_model test_devices; do
+for t in test_kernels test_kernels_activations test_kernels_norm test_kernels_strided test_model test_graph_model \
+  test_graph_nodes test_interaction_nodes test_batchnorm_graph test_devices; do
   step "$t" "build-gpu/tests/$t" --log_level=message
 done
 step bench_kernels build-gpu/apps/actorps bench kernels --iterations 50 --repetitions 5
