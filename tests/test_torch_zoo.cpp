@@ -91,10 +91,11 @@ const char* kTraining = "[training]\nepochs = 1\nsteps_per_epoch = {}\noptimizer
 
 // The Criteo columns (each categorical field hashed into `buckets`), shared ids.
 std::string criteo_dataset(const std::string& table, const std::string& file, int buckets, const std::string& ops) {
-  std::string text = fmt::format("[{}]\nsource = \"csv\"\nfiles = [\"{}\"]\ndelimiter = \"\\t\"\nshared_ids = true\n",
-                                 table, file);
+  std::string text =
+      fmt::format("[{}]\nsource = \"csv\"\nfiles = [\"{}\"]\ndelimiter = \"\\t\"\nshared_ids = true\n", table, file);
   text += "columns = [{ name = \"label\", kind = \"label\" },\n";
-  for (int i = 1; i <= criteo::kIntegerFields; ++i) text += fmt::format("{{ name = \"I{}\", kind = \"numeric\" }},\n", i);
+  for (int i = 1; i <= criteo::kIntegerFields; ++i)
+    text += fmt::format("{{ name = \"I{}\", kind = \"numeric\" }},\n", i);
   for (int i = 1; i <= criteo::kCategoricalFields; ++i)
     text += fmt::format("{{ name = \"C{}\", kind = \"categorical\", hash_buckets = {} }},\n", i, buckets);
   text += "]\n";
@@ -131,16 +132,16 @@ BOOST_AUTO_TEST_CASE(its_reader_gives_actorps_examples_of_a_hand_written_csv) {
   if (skipped()) return;
   temp_files t;
   // Hashed values (the empty one too), a vocabulary with an unknown word, one-hot, \r\n, an empty line.
-  t.write("d.csv",
-          "y,n,h,v,o\n1,3,a,red,a\n0,,foobar,blue,b\r\n1,-2,,green,\n\n0,7.5,a b,red,foobar\n");
+  t.write("d.csv", "y,n,h,v,o\n1,3,a,red,a\n0,,foobar,blue,b\r\n1,-2,,green,\n\n0,7.5,a b,red,foobar\n");
   auto table = [&](const std::string& name) {
-    return fmt::format("[{0}]\nsource = \"csv\"\nfiles = [\"{1}/d.csv\"]\nheader = true\nshared_ids = true\n"
-                       "columns = [{{ name = \"y\", kind = \"label\" }}, {{ name = \"n\", kind = \"numeric\" }},\n"
-                       "{{ name = \"h\", kind = \"categorical\", hash_buckets = {2} }},\n"
-                       "{{ name = \"v\", kind = \"categorical\", vocabulary = [\"red\", \"blue\"] }},\n"
-                       "{{ name = \"o\", kind = \"categorical\", hash_buckets = 3, one_hot = true }}]\n"
-                       "[[{0}.ops]]\ntype = \"map\"\ntransform = \"log1p\"\nfirst = 0\ncount = 1\n",
-                       name, t.dir, kBuckets);
+    return fmt::format(
+        "[{0}]\nsource = \"csv\"\nfiles = [\"{1}/d.csv\"]\nheader = true\nshared_ids = true\n"
+        "columns = [{{ name = \"y\", kind = \"label\" }}, {{ name = \"n\", kind = \"numeric\" }},\n"
+        "{{ name = \"h\", kind = \"categorical\", hash_buckets = {2} }},\n"
+        "{{ name = \"v\", kind = \"categorical\", vocabulary = [\"red\", \"blue\"] }},\n"
+        "{{ name = \"o\", kind = \"categorical\", hash_buckets = 3, one_hot = true }}]\n"
+        "[[{0}.ops]]\ntype = \"map\"\ntransform = \"log1p\"\nfirst = 0\ncount = 1\n",
+        name, t.dir, kBuckets);
   };
   const auto job =
       t.write("job.toml", table("dataset") + table("eval_dataset") + dense_model(6) + fmt::format(kTraining, 1, 0.01));
@@ -172,19 +173,19 @@ BOOST_AUTO_TEST_CASE(a_criteo_shaped_job_trains_one_epoch_and_reports_auc) {
   if (skipped()) return;
   temp_files t;
   write_criteo(t.dir, 6000, 2000);
-  const auto job = t.write(
-      "job.toml",
-      "[model]\nloss = \"sigmoid_bce\"\n[[model.inputs]]\nname = \"numeric\"\nshape = [13]\n"
-      "[[model.inputs]]\nname = \"categorical\"\nshape = [26]\nkind = \"ids\"\n"
-      "[[model.layers]]\nname = \"wide\"\ntype = \"embedding\"\ninputs = [\"categorical\"]\nvocabulary = 2600\n"
-      "dim = 1\ncombiner = \"sum\"\n[[model.layers]]\nname = \"deep\"\ntype = \"dense\"\nunits = 1\n"
-      "inputs = [\"numeric\"]\n[[model.layers]]\ntype = \"add\"\ninputs = [\"wide\", \"deep\"]\n" +
-          criteo_dataset("dataset", t.dir + "/train.tsv", 100,
-                         "[[dataset.ops]]\ntype = \"shuffle\"\nbuffer_size = 6000\n"
-                         "[[dataset.ops]]\ntype = \"batch\"\nsize = 64\n") +
-          criteo_dataset("eval_dataset", t.dir + "/test.tsv", 100,
-                         "[[eval_dataset.ops]]\ntype = \"batch\"\nsize = 500\n") +
-          fmt::format(kTraining, 94, 0.05));
+  const auto job =
+      t.write("job.toml",
+              "[model]\nloss = \"sigmoid_bce\"\n[[model.inputs]]\nname = \"numeric\"\nshape = [13]\n"
+              "[[model.inputs]]\nname = \"categorical\"\nshape = [26]\nkind = \"ids\"\n"
+              "[[model.layers]]\nname = \"wide\"\ntype = \"embedding\"\ninputs = [\"categorical\"]\nvocabulary = 2600\n"
+              "dim = 1\ncombiner = \"sum\"\n[[model.layers]]\nname = \"deep\"\ntype = \"dense\"\nunits = 1\n"
+              "inputs = [\"numeric\"]\n[[model.layers]]\ntype = \"add\"\ninputs = [\"wide\", \"deep\"]\n" +
+                  criteo_dataset("dataset", t.dir + "/train.tsv", 100,
+                                 "[[dataset.ops]]\ntype = \"shuffle\"\nbuffer_size = 6000\n"
+                                 "[[dataset.ops]]\ntype = \"batch\"\nsize = 64\n") +
+                  criteo_dataset("eval_dataset", t.dir + "/test.tsv", 100,
+                                 "[[eval_dataset.ops]]\ntype = \"batch\"\nsize = 500\n") +
+                  fmt::format(kTraining, 94, 0.05));
   auto v = epoch_line(torch_zoo(t.dir, {job, "--threads", "1", "--actorps", ACTORPS_BIN}));
   BOOST_TEST(v["seconds"] > 0.0);
   BOOST_TEST((v["accuracy"] >= 0.7 && v["accuracy"] <= 1.0), v["accuracy"]);  // 25% positive
@@ -202,14 +203,15 @@ BOOST_AUTO_TEST_CASE(an_idx_job_trains_one_epoch_and_reports_accuracy) {
   temp_files t;
   write_images(t.dir + "/train", 2000, 1);
   write_images(t.dir + "/t10k", 500, 2);
-  const auto job = t.write(
-      "job.toml", "[model]\ninput = [28, 28, 1]\n[[model.layers]]\ntype = \"flatten\"\n[[model.layers]]\n"
-                  "type = \"dense\"\nunits = 10\n" +
-                      dataset("dataset", t.dir + "/train",
-                              "[[dataset.ops]]\ntype = \"shuffle\"\nbuffer_size = 2000\n"
-                              "[[dataset.ops]]\ntype = \"batch\"\nsize = 32\n") +
-                      dataset("eval_dataset", t.dir + "/t10k", "[[eval_dataset.ops]]\ntype = \"batch\"\nsize = 100\n") +
-                      fmt::format(kTraining, 63, 0.01));
+  const auto job =
+      t.write("job.toml",
+              "[model]\ninput = [28, 28, 1]\n[[model.layers]]\ntype = \"flatten\"\n[[model.layers]]\n"
+              "type = \"dense\"\nunits = 10\n" +
+                  dataset("dataset", t.dir + "/train",
+                          "[[dataset.ops]]\ntype = \"shuffle\"\nbuffer_size = 2000\n"
+                          "[[dataset.ops]]\ntype = \"batch\"\nsize = 32\n") +
+                  dataset("eval_dataset", t.dir + "/t10k", "[[eval_dataset.ops]]\ntype = \"batch\"\nsize = 100\n") +
+                  fmt::format(kTraining, 63, 0.01));
   auto v = epoch_line(torch_zoo(t.dir, {job, "--threads", "1", "--actorps", ACTORPS_BIN}));
   // 15% of the labels are random: a model that learnt the patches is right 85-90% of the time.
   BOOST_TEST((v["accuracy"] > 0.6 && v["accuracy"] <= 1.0), v["accuracy"]);
