@@ -6,6 +6,8 @@
 // header's __metadata__ states the layouts and the model, so a loader can
 // rebuild it (tools/torch_model.py does, in PyTorch). `--format onnx`: the
 // graph and its values as an ONNX model (config/onnx/onnx_export.hpp).
+// `--format model-json`: the job's model alone, as the JSON of the
+// safetensors header (no checkpoint read), for tools/torch_zoo.py.
 #include <cstdio>
 #include <fstream>
 
@@ -73,10 +75,26 @@ caf::error write_safetensors(const std::string& out, const std::string& header,
   return caf::none;
 }
 
+caf::error write_model_json(const std::string& out, const std::string& text) {
+  const auto tmp = out + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::trunc);
+    if (!f) return make_error(errc::io_error, tmp + ": cannot create");
+    if (!(f << text << '\n').flush()) return make_error(errc::io_error, tmp + ": write failed (disk full?)");
+  }
+  if (std::rename(tmp.c_str(), out.c_str()) != 0) return make_error(errc::io_error, out + ": cannot rename into place");
+  return caf::none;
+}
+
 }  // namespace
 
 int run_export(const job_spec& job, const std::string& checkpoint_dir, const std::string& format,
                const std::string& out) {
+  if (format == "model-json") {
+    if (auto err = write_model_json(out, model_json_text(job.model))) return export_failed(err);
+    fmt::print("exported the job's model to {}\n", out);
+    return 0;
+  }
   auto dir = train::checkpoint_dir_of(job.training.checkpoint_dir, checkpoint_dir);
   if (!dir) return export_failed(dir.error());
   auto ckpt = train::newest_checkpoint(*dir, "export");

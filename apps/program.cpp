@@ -206,8 +206,10 @@ void add_export(CLI::App& app, command_list& out) {
   auto* sub = app.add_subcommand("export", "write a job's newest checkpoint as a model file other frameworks load");
   sub->add_option("job", a->job, "job file (its [model] and training.checkpoint_dir)")->required();
   sub->add_option("--checkpoint", a->checkpoint_dir, "checkpoint directory (default: the job's checkpoint_dir)");
-  sub->add_option("--format", a->format, "model file format: safetensors (the variables) or onnx (the graph)")
-      ->check(CLI::IsMember({"safetensors", "onnx"}));
+  sub->add_option("--format", a->format,
+                  "model file format: safetensors (the variables), onnx (the graph) or model-json (the model as "
+                  "actorps resolves it, no checkpoint needed: tools/torch_zoo.py)")
+      ->check(CLI::IsMember({"safetensors", "onnx", "model-json"}));
   sub->add_option("--out", a->out, "file to write (replaced whole)")->required();
   out.push_back({sub, [a] {
                    auto job = load_checkpointed_job(a->job);

@@ -2,12 +2,14 @@
 // exported with `actorps export` as safetensors and loaded into PyTorch by
 // tools/torch_model.py, reproduces actorps' test loss and accuracy. An
 // export of a checkpoint of another model exits 2 naming the difference.
+// `--format model-json` writes the job's model without a checkpoint.
 #define BOOST_TEST_MODULE export
 #include <filesystem>
 
 #include <boost/test/unit_test.hpp>
 
 #include "actors/checkpoint/checkpoint.hpp"
+#include "config/model_config.hpp"
 #include "tests/export_jobs.hpp"
 
 using namespace actorps;
@@ -140,5 +142,18 @@ BOOST_AUTO_TEST_CASE(an_export_of_another_models_checkpoint_exits_2) {
   // Its own checkpoint exports.
   BOOST_REQUIRE(!train::save_checkpoint(dir + "/ckpt", {20, 2, mine, {}}, 1));
   BOOST_TEST(run(dir, {ACTORPS_BIN, "export", job, "--out", dir + "/m.safetensors"}).exit_code == 0);
+  std::filesystem::remove_all(dir);
+}
+
+BOOST_AUTO_TEST_CASE(a_model_json_export_needs_no_checkpoint) {
+  const auto dir = make_temp_dir("export");
+  const auto job = write_images_job(dir, "job.toml", kGraphModel);
+  auto r = run(dir, {ACTORPS_BIN, "export", job, "--format", "model-json", "--out", dir + "/m.json"});
+  BOOST_REQUIRE_MESSAGE(r.exit_code == 0, read_file(dir + "/stderr.log"));
+  BOOST_TEST(r.out.find("exported the job's model to " + dir + "/m.json") != std::string::npos, r.out);
+  auto spec = load_job_file(job, {}, cluster_use::optional);
+  BOOST_REQUIRE(spec && *spec);
+  BOOST_TEST(read_file(dir + "/m.json") == model_json_text((*spec)->model) + "\n");
+  BOOST_TEST(!std::filesystem::exists(dir + "/ckpt"));
   std::filesystem::remove_all(dir);
 }

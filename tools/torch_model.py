@@ -215,7 +215,7 @@ FUNCTIONS = {
     "tanh": (lambda s, l: s[0], lambda a, l: torch.tanh(a[0])),
     "gelu": (lambda s, l: s[0], lambda a, l: nn.functional.gelu(a[0])),
     "softmax": (lambda s, l: s[0], lambda a, l: torch.softmax(a[0], last_axis(a[0]))),
-    "dropout": (lambda s, l: s[0], lambda a, l: a[0]),  # inference form; rate 0 in training comparisons
+    "dropout": (lambda s, l: s[0], lambda a, l: a[0]),  # inference form; Graph.forward drops in training
     "global_avgpool2d": (lambda s, l: [s[0][-1]], lambda a, l: a[0].mean((2, 3))),
     "reshape": (lambda s, l: reshaped(s[0], l["shape"]), lambda a, l: reshape(a[0], reshaped([], l["shape"]))),
     "dot_interaction": (lambda s, l: [interaction_width(s)], lambda a, l: dot_interaction(a)),
@@ -313,6 +313,8 @@ class Graph(nn.Module):
             name = self.names[k]
             if name in self.nodes:
                 y = self.nodes[name](args[0])
+            elif layer["type"] == "dropout":
+                y = nn.functional.dropout(args[0], layer["rate"], self.training)
             else:
                 y = FUNCTIONS[layer["type"]][1](args, layer)
             values[name] = torch.relu(y) if layer.get("relu") else y
