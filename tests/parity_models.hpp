@@ -173,7 +173,8 @@ inline void write_criteo_tsv(const std::string& path, int rows) {
 }
 
 // The [dataset] of that TSV: log1p of the counts, batches of `batch`, no
-// shuffle; [eval_dataset] (the job needs one, unused here) the same file whole.
+// shuffle; [eval_dataset] (the job needs one; evaluated, not compared) the
+// same file whole.
 inline std::string criteo_dataset(const std::string& path, int batch) {
   std::string text;
   for (auto [table, size] : {std::pair{"dataset", batch}, std::pair{"eval_dataset", 1000}}) {

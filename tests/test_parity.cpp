@@ -57,7 +57,7 @@ job_spec parity_job(const local_cluster& cluster, const std::string& name, const
 }
 
 // The test images in `dir`, scaled to [0, 1], in batches of `batch`; the
-// [eval_dataset] the job needs (unused here) a few others.
+// [eval_dataset] the job needs (evaluated, not compared) a few others.
 std::string images_dataset(const std::string& dir, int batch) {
   std::string text;
   for (auto [table, prefix, size] : {std::tuple{"dataset", "train", batch}, std::tuple{"eval_dataset", "t10k", 100}})
@@ -88,8 +88,10 @@ void same_losses(const std::string& name, const train::fit_result& fitted, const
   }
 }
 
-void same_values(const std::string& name, const values& ours, const values& pytorch) {
+void same_values(const std::string& name, const std::vector<kernels::param_info>& params, const values& ours,
+                 const values& pytorch) {
   BOOST_REQUIRE_EQUAL(ours.size(), pytorch.size());
+  BOOST_REQUIRE_EQUAL(ours.size(), params.size());
   for (size_t v = 0; v < pytorch.size(); ++v) {
     BOOST_REQUIRE_EQUAL(ours[v].size(), pytorch[v].size());
     float largest = 0, worst = 0;
@@ -100,7 +102,7 @@ void same_values(const std::string& name, const values& ours, const values& pyto
     // (The floor: a variable the loss does not depend on, such as a conv's
     // bias before a batch norm, is rounding noise around 0 on both sides.)
     BOOST_TEST(worst <= std::max(1e-4f * largest, 1e-6f),
-               name << " parameter " << v << ": off by " << worst << ", largest " << largest);
+               name << " " << params[v].name << ": off by " << worst << ", largest " << largest);
   }
 }
 
@@ -139,7 +141,8 @@ void check_onnx_parity(const std::string& dir, const std::string& name) {
   const auto run = train_job(cluster, job, [](const values&) {});
   same_losses(name, run.fitted, dir + "/" + name + ".losses");
   const auto final_onnx = onnx_model(dir + "/" + name + "_final.onnx") + images_dataset(dir, 64);
-  same_values(name, run.trained, parity_job(cluster, name + "_final", final_onnx).initial_values);
+  const auto params = kernels::graph_model(job.model, kernels::cpu_ops()).parameters();
+  same_values(name, params, run.trained, parity_job(cluster, name + "_final", final_onnx).initial_values);
 }
 
 // ---- the graph route ----
@@ -222,7 +225,7 @@ void check_graph_parity(const std::string& dir, const std::string& name, const s
   });
   same_losses(name, run.fitted, prefix + ".losses");
   const auto pytorch = read_final(prefix + ".final", params);
-  same_values(name, run.trained, pytorch);
+  same_values(name, params, run.trained, pytorch);
   touched_and_untouched(name, params, run.initial, pytorch);
 }
 
