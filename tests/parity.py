@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""PyTorch's side of tests/test_parity.cpp: for each model, 20 steps of plain
-SGD over the first 20 batches of 64 of DATA/train-*-ubyte in file order
-(pixels / 255, no shuffle). Writes OUT/NAME.onnx (the initial weights),
+"""PyTorch's side of tests/test_parity.cpp's ONNX route: for each model (an
+MLP, a small CNN, the seed CNN), 20 steps of plain SGD over the first 20
+batches of 64 of DATA/train-*-ubyte in file order (pixels / 255, no shuffle). Writes OUT/NAME.onnx (the initial weights),
 OUT/NAME.losses (float64, the loss of each step, before its update) and
 OUT/NAME_final.onnx (the same graph with the trained weights: actorps's
 importer turns them into its own layouts for the comparison).
@@ -25,6 +25,11 @@ def mlp():
 
 def cnn():
     return nn.Sequential(nn.Conv2d(1, 4, 3), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(4 * 13 * 13, 10))
+
+
+def seed_cnn():  # config/seed_cnn.toml's layers
+    return nn.Sequential(nn.Conv2d(1, 32, 3), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(32 * 13 * 13, 64),
+                         nn.ReLU(), nn.Linear(64, 10))
 
 
 def read_images(data, n):
@@ -57,7 +62,7 @@ def main():
     os.makedirs(out, exist_ok=True)
     torch.manual_seed(11)
     x, y = read_images(data, STEPS * BATCH)
-    for name, model in [("mlp", mlp()), ("cnn", cnn())]:
+    for name, model in [("mlp", mlp()), ("cnn", cnn()), ("seed_cnn", seed_cnn())]:
         export(model, os.path.join(out, name + ".onnx"))
         np.array(train(model, x, y), np.float64).tofile(os.path.join(out, name + ".losses"))
         export(model, os.path.join(out, name + "_final.onnx"))

@@ -229,6 +229,30 @@ BOOST_FIXTURE_TEST_CASE(sync_pull_for_a_future_step_waits_for_it, fixture) {
   BOOST_TEST(stats().waiting() == 0u);
 }
 
+// Regression: a shard holding an embedding table beside a dense variable
+// never advanced (the table gets rows, never the step's dense gradient),
+// so step 1's push waited forever. The rows come after the step's dense
+// gradient here, the order that once left the step open.
+BOOST_FIXTURE_TEST_CASE(sync_steps_on_without_waiting_for_a_table_pushed_by_rows, fixture) {
+  start(mode(pb::Consistency::SYNC, 1, 1), {variable_spec("w", {1}), variable_spec("emb", {3, 1})});
+  pb::SparsePush sp;
+  sp.set_worker(0);
+  auto* rows = sp.mutable_gradient();
+  rows->set_name("emb");
+  rows->set_dim(1);
+  rows->add_ids(1);
+  const float g = 2;
+  rows->set_data(reinterpret_cast<const char*>(&g), 4);
+  for (int64_t step = 0; step < 2; ++step) {
+    call<pb::PushAck>(self, shard, push(0, step, {slice("w", {2})}));
+    sp.set_step(step);
+    BOOST_REQUIRE(call<pb::PushAck>(self, shard, sp));
+    BOOST_TEST(stats().step() == step + 1);
+  }
+  BOOST_TEST(value("w") == std::vector<float>({-2.0f}));  // lr 0.5, twice
+  BOOST_TEST(value("emb") == std::vector<float>({0, -2.0f, 0}));
+}
+
 BOOST_FIXTURE_TEST_CASE(bounded_staleness_holds_a_fast_worker_until_the_slow_one_catches_up, fixture) {
   start(mode(pb::Consistency::BOUNDED_STALENESS, 2, 1, 2), {variable_spec("w", {1})});
   // Worker 0 runs ahead: pushes steps 0..3 (clock 4); worker 1 has pushed nothing (clock 0).

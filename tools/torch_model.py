@@ -301,6 +301,24 @@ class Graph(nn.Module):
                         m.norm.running_mean.copy_(tensors[f"{name}/moving_mean"])
                         m.norm.running_var.copy_(tensors[f"{name}/moving_variance"])
 
+    def actorps_tensors(self):
+        """The weights in actorps' layouts, by name: load_actorps' inverse."""
+        out = {}
+        with torch.no_grad():
+            for name, m in self.nodes.items():
+                if isinstance(m, Conv):
+                    out[f"{name}/kernel"], out[f"{name}/bias"] = m.conv.weight.permute(2, 3, 1, 0), m.conv.bias
+                elif isinstance(m, nn.Linear):
+                    out[f"{name}/kernel"], out[f"{name}/bias"] = m.weight.t(), m.bias
+                elif isinstance(m, Embedding):
+                    out[f"{name}/embeddings"] = m.weight
+                elif isinstance(m, Norm):
+                    out[f"{name}/gamma"], out[f"{name}/beta"] = m.norm.weight, m.norm.bias
+                    if isinstance(m.norm, nn.BatchNorm1d):
+                        out[f"{name}/moving_mean"] = m.norm.running_mean
+                        out[f"{name}/moving_variance"] = m.norm.running_var
+        return {name: t.detach().contiguous() for name, t in out.items()}
+
     def forward(self, x):
         values = {}
         for spec, part in zip(self.inputs, x.split(self.sizes, dim=1)):

@@ -296,6 +296,7 @@ caf::result<pb::PushAck> on_sparse_push(shard_actor self, const pb::SparsePush& 
   const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
   self->state.metrics->received(req.gradient().data().size());
   self->state.metrics->applied(took.count(), ack->applied(), ack->duplicates(), ack->stale());
+  self->state.core->advance();  // SYNC: the step's last gradient may have come before its first rows
   release_waiters(self);
   return replicated(self, std::move(*ack));
 }

@@ -366,10 +366,16 @@ pb::PushAck shard_core::apply(const pb::Push& push) {
 
 bool shard_core::advance() {
   const int64_t replicas = consistency_.replicas_to_aggregate();
-  if (consistency_.mode() != pb::Consistency::SYNC || vars_.empty()) return false;
-  for (auto& [name, v] : vars_)
-    if (v.received < replicas * v.size()) return false;
+  if (consistency_.mode() != pb::Consistency::SYNC) return false;
+  bool whole = false;  // a variable the step waits for: without one, no step to finish
   for (auto& [name, v] : vars_) {
+    if (v.by_rows) continue;
+    if (v.received < replicas * v.size()) return false;
+    whole = true;
+  }
+  if (!whole) return false;
+  for (auto& [name, v] : vars_) {
+    if (v.by_rows) continue;
     for (auto& g : v.sum) g /= float(replicas);
     apply_dense(v, 0, v.size(), v.sum.data());
     std::fill(v.sum.begin(), v.sum.end(), 0.0f);
@@ -401,6 +407,7 @@ caf::expected<pb::PushAck> shard_core::apply_rows(const pb::SparsePush& req) {
   kernels::sparse_rows merged;  // duplicate ids summed, as TF does
   kernels::merge_rows(g.ids().data(), floats(g.data()), g.ids_size(), g.dim(), merged);
   auto& var = **v;
+  var.by_rows = true;
   var.load.rows(g.ids().data(), g.ids_size());
   ++var.version;
   var.params.step = int64_t(var.version);

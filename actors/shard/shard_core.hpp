@@ -55,8 +55,10 @@ class shard_core {
   /// Applies a checked push (SYNC: adds it to its step's sums; a past
   /// step's is dropped as stale); a slice seen before is counted, not applied.
   pb::PushAck apply(const pb::Push& push);
-  /// SYNC: once every variable holds replicas_to_aggregate gradients, applies
-  /// their mean and moves to the next step; whether it did.
+  /// SYNC: once every variable pushed whole holds replicas_to_aggregate
+  /// gradients, applies their mean and moves to the next step; whether it
+  /// did. A variable pushed by rows (an embedding) applies each push as it
+  /// comes and is not waited for.
   bool advance();
 
   [[nodiscard]] caf::expected<pb::Rows> read_rows(const pb::SparsePull& req);
@@ -110,6 +112,7 @@ class shard_core {
     range_load load{1, 1};   // what its pulls and pushes touched
     std::vector<float> sum;  // SYNC: gradients of the current step
     int64_t received = 0;    // SYNC: elements received this step
+    bool by_rows = false;    // pushed by rows (apply_rows): not part of SYNC's step
     // The version each worker pulled for its latest steps (staleness).
     std::unordered_map<uint32_t, std::array<std::pair<int64_t, uint64_t>, 4>> pulled;
 
