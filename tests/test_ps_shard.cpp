@@ -253,6 +253,28 @@ BOOST_FIXTURE_TEST_CASE(sync_steps_on_without_waiting_for_a_table_pushed_by_rows
   BOOST_TEST(value("emb") == std::vector<float>({0, -2.0f, 0}));
 }
 
+// SYNC averages each step's gradients over its replicas: an embedding's
+// rows as its dense variables (TF's SyncReplicasOptimizer does the same).
+BOOST_FIXTURE_TEST_CASE(sync_averages_rows_over_the_replicas, fixture) {
+  start(mode(pb::Consistency::SYNC, 2, 2), {variable_spec("w", {1}), variable_spec("emb", {3, 1})});
+  for (uint32_t worker = 0; worker < 2; ++worker) {
+    pb::SparsePush sp;
+    sp.set_worker(worker);
+    sp.set_step(0);
+    auto* rows = sp.mutable_gradient();
+    rows->set_name("emb");
+    rows->set_dim(1);
+    rows->add_ids(1);
+    const float g = worker == 0 ? 2.0f : 6.0f;
+    rows->set_data(reinterpret_cast<const char*>(&g), 4);
+    BOOST_REQUIRE(call<pb::PushAck>(self, shard, sp));
+    BOOST_REQUIRE(call<pb::PushAck>(self, shard, push(worker, 0, {slice("w", {g})})));
+  }
+  BOOST_TEST(stats().step() == 1);
+  BOOST_TEST(value("w") == std::vector<float>({-2.0f}));  // lr 0.5 times the mean, 4
+  BOOST_TEST(value("emb") == std::vector<float>({0, -2.0f, 0}));
+}
+
 BOOST_FIXTURE_TEST_CASE(bounded_staleness_holds_a_fast_worker_until_the_slow_one_catches_up, fixture) {
   start(mode(pb::Consistency::BOUNDED_STALENESS, 2, 1, 2), {variable_spec("w", {1})});
   // Worker 0 runs ahead: pushes steps 0..3 (clock 4); worker 1 has pushed nothing (clock 0).

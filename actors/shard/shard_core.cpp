@@ -406,6 +406,10 @@ caf::expected<pb::PushAck> shard_core::apply_rows(const pb::SparsePush& req) {
   }
   kernels::sparse_rows merged;  // duplicate ids summed, as TF does
   kernels::merge_rows(g.ids().data(), floats(g.data()), g.ids_size(), g.dim(), merged);
+  // SYNC averages a step's gradients over its replicas, rows too: each
+  // replica's share is applied as it comes (exact for plain SGD).
+  if (consistency_.mode() == pb::Consistency::SYNC)
+    for (auto& x : merged.rows) x /= float(consistency_.replicas_to_aggregate());
   auto& var = **v;
   var.by_rows = true;
   var.load.rows(g.ids().data(), g.ids_size());
