@@ -350,13 +350,11 @@ std::string model_json_text(const kernels::model_spec& m) {
   json layers = json::array();
   for (auto& l : m.layers) {
     json j;
-    const bool relu = l.act == kernels::activation::relu;
     switch (l.kind) {
       case layer_kind::conv2d:
         j = {{"type", "conv2d"},
              {"filters", l.units},
              {"kernel", l.kernel},
-             {"relu", relu},
              {"padding", l.pad == kernels::padding::same ? "same" : "valid"}};
         if (!l.strides.empty()) j["strides"] = l.strides;
         break;
@@ -365,7 +363,7 @@ std::string model_json_text(const kernels::model_spec& m) {
         j = {{"pool", l.pool}};
         if (l.pool_stride != 0) j["stride"] = l.pool_stride;
         break;
-      case layer_kind::dense: j = {{"type", "dense"}, {"units", l.units}, {"relu", relu}}; break;
+      case layer_kind::dense: j = {{"type", "dense"}, {"units", l.units}}; break;
       case layer_kind::embedding:
         j = {{"type", "embedding"},
              {"vocabulary", l.vocabulary},
@@ -378,10 +376,11 @@ std::string model_json_text(const kernels::model_spec& m) {
       case layer_kind::reshape: j = {{"shape", l.shape}}; break;
       case layer_kind::dropout: j = {{"rate", l.rate}}; break;
       case layer_kind::layernorm: j = {{"epsilon", l.epsilon}}; break;
-      case layer_kind::batchnorm: j = {{"momentum", l.momentum}, {"epsilon", l.epsilon}, {"relu", relu}}; break;
+      case layer_kind::batchnorm: j = {{"momentum", l.momentum}, {"epsilon", l.epsilon}}; break;
       default: j = json::object(); break;  // the type alone
     }
     j["type"] = kernels::layer_type(l.kind);
+    j["relu"] = l.act == kernels::activation::relu;  // any node may end in one (add, concat, ...)
     if (!l.pads.empty()) j["pads"] = l.pads;
     // As in the TOML: a graph's node names the inputs it reads.
     if (!l.name.empty()) j["name"] = l.name;

@@ -248,8 +248,17 @@ BOOST_AUTO_TEST_CASE(model_json_names_a_graphs_inputs_and_edges) {
       const auto& l = graph->layers[i];
       if (!l.inputs.empty()) BOOST_TEST(j["layers"][i]["inputs"].get<std::vector<std::string>>() == l.inputs);
       if (!l.name.empty()) BOOST_TEST(j["layers"][i]["name"] == l.name);
+      BOOST_TEST(j["layers"][i]["relu"] == (l.act == kernels::activation::relu));
     }
   }
   BOOST_TEST(text.find("type = \"concat\"") != std::string::npos);
   BOOST_TEST(j.dump().find("\"type\":\"concat\"") != std::string::npos);
+  // Any node may end in a relu, a sum's as a dense layer's (torch_model.py applies it).
+  auto sum = parse_model_toml(
+      "[model]\n[[model.inputs]]\nname = \"x\"\nshape = [4]\n[[model.layers]]\nname = \"a\"\ntype = \"dense\"\n"
+      "units = 4\n[[model.layers]]\ntype = \"add\"\ninputs = [\"x\", \"a\"]\nactivation = \"relu\"\n"
+      "[[model.layers]]\ntype = \"dense\"\nunits = 2\n",
+      "sum.toml");
+  BOOST_REQUIRE_MESSAGE(sum, why(sum));
+  BOOST_TEST(nlohmann::json::parse(model_json_text(*sum))["layers"][1]["relu"] == true);
 }
