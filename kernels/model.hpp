@@ -164,7 +164,8 @@ struct batch_view {
 /// A model's parameters and their gradients in host memory, with the
 /// pointer lists train_step/evaluate (and the PS client) take, built once.
 struct host_parameters {
-  /// `initial` as the values (e.g. initial_values()), gradients zero.
+  /// `initial` as the values (e.g. initial_values()), gradients zero. Values
+  /// of 8 MiB or more (embedding tables) on transparent huge pages (Linux).
   explicit host_parameters(std::vector<std::vector<float>> initial);
   host_parameters(const host_parameters&) = delete;  // the pointers point into this one
   host_parameters& operator=(const host_parameters&) = delete;

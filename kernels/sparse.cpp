@@ -1,19 +1,50 @@
 #include "kernels/sparse.hpp"
 
 #include <algorithm>
-#include <numeric>
+#include <array>
+#include <utility>
 
 namespace actorps::kernels {
 
+namespace {
+
+constexpr int digit_bits = 11;  // radix 2048: a 2M-row table's ids in 2 passes
+constexpr int64_t digit_mask = (int64_t(1) << digit_bits) - 1;
+
+// out.order = the positions of the valid ids, ordered by id and, among equal
+// ids, by position: an LSD radix sort (stable), as many passes as the
+// largest id has digits. A comparison sort of the positions took ~15% of a
+// Wide & Deep step (6,656 lookups twice per batch).
+void order_by_id(const int64_t* ids, int64_t count, sparse_rows& out) {
+  out.order.clear();
+  int64_t largest = 0;
+  for (int64_t at = 0; at < count; ++at)
+    if (ids[at] >= 0) {
+      out.order.push_back(at);
+      largest = std::max(largest, ids[at]);
+    }
+  out.spare.resize(out.order.size());
+  std::array<int64_t, size_t(digit_mask) + 1> starts;
+  int digits = 1;
+  while (digits * digit_bits < 63 && (largest >> (digits * digit_bits)) > 0) ++digits;
+  for (int shift = 0; shift < digits * digit_bits; shift += digit_bits) {
+    starts.fill(0);
+    for (int64_t at : out.order) ++starts[size_t((ids[at] >> shift) & digit_mask)];
+    int64_t next = 0;
+    for (auto& s : starts) next += std::exchange(s, next);
+    for (int64_t at : out.order) out.spare[size_t(starts[size_t((ids[at] >> shift) & digit_mask)]++)] = at;
+    out.order.swap(out.spare);
+  }
+}
+
+}  // namespace
+
 void merge_rows(const int64_t* ids, const float* rows, int64_t count, int dim, sparse_rows& out) {
   out.dim = dim;
-  out.order.resize(size_t(count));
-  std::iota(out.order.begin(), out.order.end(), int64_t(0));
-  std::stable_sort(out.order.begin(), out.order.end(), [&](int64_t a, int64_t b) { return ids[a] < ids[b]; });
+  order_by_id(ids, count, out);
   out.ids.clear();
   out.rows.clear();
   for (int64_t at : out.order) {
-    if (ids[at] < 0) continue;
     const float* row = rows + at * dim;
     if (out.ids.empty() || out.ids.back() != ids[at]) {
       out.ids.push_back(ids[at]);

@@ -8,9 +8,9 @@ namespace actorps::kernels {
 
 struct sparse_rows {
   int dim = 0;
-  std::vector<int64_t> ids;    // unique, ascending
-  std::vector<float> rows;     // [ids.size(), dim]
-  std::vector<int64_t> order;  // scratch of merge_rows, kept to reuse its memory
+  std::vector<int64_t> ids;           // unique, ascending
+  std::vector<float> rows;            // [ids.size(), dim]
+  std::vector<int64_t> order, spare;  // scratch of merge_rows, kept to reuse its memory
 };
 
 /// out = the `count` rows[count, dim] with equal ids summed, padding ids

@@ -1,5 +1,8 @@
 // The reference's elementwise bodies, compiled inside AVX2 clones; the
-// activations (large, per step) also split over the threads.
+// activations (large, per step) also split over the threads; the embedding
+// lookup prefetches its rows.
+#include <algorithm>
+
 #include "kernels/cpu/cpu.hpp"
 #include "kernels/cpu/denormals.hpp"
 #include "kernels/cpu/simd.hpp"
@@ -68,12 +71,44 @@ void apply_sparse(optimizer_kind kind, const optimizer_params& p, int64_t rows, 
   }
 }
 
+namespace {
+
+constexpr int64_t lookups_ahead = 16;
+
+// Examples [first, last) of the reference's lookup, each lookup requesting
+// the row of the one lookups_ahead later: a large table's rows miss every
+// cache, and the prefetches keep many misses in flight instead of a few
+// (Wide & Deep's 6,656 rows of 16 per batch from a table of 1.4M rows).
+ACTORPS_SIMD void embedding_examples(const embedding_shape& s, const float* __restrict table, const int64_t* ids,
+                                     float* __restrict y, int64_t first, int64_t last) {
+  const int64_t end = last * s.per;
+  for (int64_t i = first; i < last; ++i) {
+    const int64_t* own = ids + i * s.per;
+    float weight = 1.0f;
+    if (s.comb == combiner::mean) {
+      const auto valid = std::count_if(own, own + s.per, [](int64_t id) { return id >= 0; });
+      weight = valid == 0 ? 0.0f : 1.0f / float(valid);
+    }
+    float* out = y + i * s.dim;
+    std::fill(out, out + s.dim, 0.0f);
+    for (int j = 0; j < s.per; ++j) {
+      const int64_t ahead = i * s.per + j + lookups_ahead;
+      if (ahead < end && ids[ahead] >= 0) {
+        const float* next = table + ids[ahead] * s.dim;
+        __builtin_prefetch(next);
+        __builtin_prefetch(next + s.dim - 1);  // a row may straddle two cache lines
+      }
+      if (own[j] < 0) continue;
+      const float* row = table + own[j] * s.dim;
+      for (int d = 0; d < s.dim; ++d) out[d] += weight * row[d];
+    }
+  }
+}
+
+}  // namespace
+
 void embedding_forward(const embedding_shape& s, const float* table, const int64_t* ids, float* y) {
-  parallel_ranges(s.m, [&](int64_t first, int64_t n) {
-    embedding_shape part = s;
-    part.m = int(n);
-    reference::embedding_forward(part, table, ids + first * s.per, y + first * s.dim);
-  });
+  parallel_ranges(s.m, [&](int64_t first, int64_t n) { embedding_examples(s, table, ids, y, first, first + n); });
 }
 
 void embedding_backward(const embedding_shape& s, const int64_t* ids, const float* dy, float* rows) {
