@@ -26,8 +26,7 @@ std::vector<int64_t> random_ids(int64_t count, int64_t bound, unsigned seed) {
   for (auto& id : pool) id = std::uniform_int_distribution<int64_t>(0, bound - 1)(gen);
   pool[0] = 0, pool[1] = bound - 1;  // both ends of the range
   std::vector<int64_t> ids(static_cast<size_t>(count));
-  for (auto& id : ids)
-    id = gen() % 10 == 0 ? -1 : pool[std::uniform_int_distribution<size_t>(0, pool.size() - 1)(gen)];
+  for (auto& id : ids) id = gen() % 10 == 0 ? -1 : pool[std::uniform_int_distribution<size_t>(0, pool.size() - 1)(gen)];
   return ids;
 }
 
@@ -66,17 +65,17 @@ BOOST_AUTO_TEST_CASE(embedding_lookup_matches_reference_on_long_batches) {
   // kept, one per id) and a mean over a bag, at 64 examples.
   const int64_t vocab = 100000;
   const auto ids = random_ids(64 * 26, vocab, 3);
-  for (auto s : {embedding_shape{64, 26, vocab, 1, combiner::sum}, embedding_shape{64 * 26, 1, vocab, 16, combiner::sum},
-                 embedding_shape{64, 26, vocab, 8, combiner::mean}}) {
+  for (auto s :
+       {embedding_shape{64, 26, vocab, 1, combiner::sum}, embedding_shape{64 * 26, 1, vocab, 16, combiner::sum},
+        embedding_shape{64, 26, vocab, 8, combiner::mean}}) {
     const auto table = random_vector(vocab * s.dim, 11);
     buffer want(int64_t(s.m) * s.dim);
     reference_ops().embedding_forward(s, table.data(), ids.data(), want.data());
     for (auto* ops : fast_tables()) {
       BOOST_TEST_CONTEXT(ops->name << " m " << s.m << " per " << s.per << " dim " << s.dim) {
         buffer got(want.size());
-        run(*ops, [&](const ops_table& t, device_arrays& d) {
-          t.embedding_forward(s, d.in(table), d.ids(ids), d.out(got));
-        });
+        run(*ops,
+            [&](const ops_table& t, device_arrays& d) { t.embedding_forward(s, d.in(table), d.ids(ids), d.out(got)); });
         check_close(got, want, 1e-6);
       }
     }
