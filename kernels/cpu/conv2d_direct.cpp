@@ -17,9 +17,10 @@ typedef float v8u __attribute__((vector_size(32), aligned(4)));
 inline v8 load(const float* p) { return *reinterpret_cast<const v8u*>(p); }
 inline void store(float* p, v8 v) { *reinterpret_cast<v8u*>(p) = v; }
 
-// True when the receptive field of output pixel (i, j) lies inside the input.
-inline bool interior(const conv2d_shape& s, int i, int j) {
-  int top = i - s.pad_top(), left = j - s.pad_left();
+// True when the receptive field whose corner is input pixel (top, left)
+// lies inside the input. The kernels read the pads once: each pad_*() call
+// chooses between explicit and derived padding, too much for an inner loop.
+inline bool interior(const conv2d_shape& s, int top, int left) {
   return top >= 0 && left >= 0 && top + s.r <= s.h && left + s.s <= s.w;
 }
 
@@ -28,7 +29,7 @@ inline bool interior(const conv2d_shape& s, int i, int j) {
 template <int K>
 ACTORPS_SIMD void forward_k(const conv2d_shape& s, const float* __restrict x, const float* __restrict w,
                             const float* __restrict b, float* __restrict y, int first, int last) {
-  const int oh = s.out_h(), ow = s.out_w(), row_taps = s.s * s.c;
+  const int oh = s.out_h(), ow = s.out_w(), row_taps = s.s * s.c, pt = s.pad_top(), pl = s.pad_left();
   for (int n = first; n < last; ++n)
     for (int i = 0; i < oh; ++i)
       for (int j = 0; j < ow; ++j) {
@@ -36,10 +37,10 @@ ACTORPS_SIMD void forward_k(const conv2d_shape& s, const float* __restrict x, co
         v8 acc[V];
         for (int v = 0; v < V; ++v) acc[v] = load(b + 8 * v);
         for (int r = 0; r < s.r; ++r) {
-          int hi = i + r - s.pad_top();
+          int hi = i + r - pt;
           if (hi < 0 || hi >= s.h) continue;
-          if (interior(s, i, j)) {
-            const float* xrow = x + ((int64_t(n) * s.h + hi) * s.w + j - s.pad_left()) * s.c;
+          if (interior(s, i - pt, j - pl)) {
+            const float* xrow = x + ((int64_t(n) * s.h + hi) * s.w + j - pl) * s.c;
             const float* wrow = w + int64_t(r) * row_taps * K;
             for (int t = 0; t < row_taps; ++t) {
               const float xv = xrow[t];
@@ -48,7 +49,7 @@ ACTORPS_SIMD void forward_k(const conv2d_shape& s, const float* __restrict x, co
             continue;
           }
           for (int q = 0; q < s.s; ++q) {
-            int wi = j + q - s.pad_left();
+            int wi = j + q - pl;
             if (wi < 0 || wi >= s.w) continue;
             const float* xin = x + ((int64_t(n) * s.h + hi) * s.w + wi) * s.c;
             const float* wrow = w + (int64_t(r) * s.s + q) * s.c * K;
@@ -68,7 +69,7 @@ ACTORPS_SIMD void forward_k(const conv2d_shape& s, const float* __restrict x, co
 template <int K>
 ACTORPS_SIMD void backward_filter_k(const conv2d_shape& s, const float* __restrict x, const float* __restrict dy,
                                     float* __restrict dw, int first, int last) {
-  const int oh = s.out_h(), ow = s.out_w();
+  const int oh = s.out_h(), ow = s.out_w(), pt = s.pad_top(), pl = s.pad_left();
   const int taps = s.r * s.s * s.c;
   constexpr int kGroup = K <= 16 ? 6 : (K <= 32 ? 3 : 1);
   for (int t0 = 0; t0 < taps; t0 += kGroup) {
@@ -88,8 +89,8 @@ ACTORPS_SIMD void backward_filter_k(const conv2d_shape& s, const float* __restri
       for (int i = 0; i < oh; ++i)
         for (int j = 0; j < ow; ++j) {
           const float* g = dy + ((int64_t(n) * oh + i) * ow + j) * K;
-          if (interior(s, i, j)) {
-            const float* corner = x + ((int64_t(n) * s.h + i - s.pad_top()) * s.w + j - s.pad_left()) * s.c;
+          if (interior(s, i - pt, j - pl)) {
+            const float* corner = x + ((int64_t(n) * s.h + i - pt) * s.w + j - pl) * s.c;
             for (int t = 0; t < tn; ++t) {
               const float xv = corner[off[t]];
               for (int v = 0; v < V; ++v) acc[t][v] += xv * load(g + 8 * v);
@@ -97,7 +98,7 @@ ACTORPS_SIMD void backward_filter_k(const conv2d_shape& s, const float* __restri
             continue;
           }
           for (int t = 0; t < tn; ++t) {
-            int hi = i + rr[t] - s.pad_top(), wi = j + qq[t] - s.pad_left();
+            int hi = i + rr[t] - pt, wi = j + qq[t] - pl;
             if (hi < 0 || hi >= s.h || wi < 0 || wi >= s.w) continue;
             const float xv = x[((int64_t(n) * s.h + hi) * s.w + wi) * s.c + cc[t]];
             for (int v = 0; v < V; ++v) acc[t][v] += xv * load(g + 8 * v);
