@@ -314,23 +314,24 @@ int run_bench_training(const training_bench_options& opts) {
              job.cluster.count(pb::WORKER), job.training.threads_per_worker, job.cluster.count(pb::PS),
              opts.repetitions, opts.steps);
   fmt::print("{:<64} {:>12}\n", "", "samples/s");
-  fmt::print("{:<64} {:>12.0f}\n", "actorps cluster, node processes here (dense tensors over bulk lanes)", ours);
-  fmt::print("{:<64} {:>12.0f}\n", "actorps cluster, every tensor over CAF ([runtime] bulk_lane = false)",
-             median(caf_only->front()));
-  auto spread = [&](observed v) {  // the noise the overhead targets sit in
-    auto& r = (*observed_runs)[size_t(v)];
+  auto range = [](const std::vector<double>& r) {  // the noise the ratio and overhead targets sit in
     return fmt::format("  ({:.0f} to {:.0f})", *std::min_element(r.begin(), r.end()),
                        *std::max_element(r.begin(), r.end()));
   };
+  auto spread = [&](observed v) { return range((*observed_runs)[size_t(v)]); };
+  fmt::print("{:<64} {:>12.0f}{}\n", "actorps cluster, node processes here (dense tensors over bulk lanes)", ours,
+             range(lanes->front()));
+  fmt::print("{:<64} {:>12.0f}\n", "actorps cluster, every tensor over CAF ([runtime] bulk_lane = false)",
+             median(caf_only->front()));
   fmt::print("{:<64} {:>12.0f}{}\n", "  another cluster with metrics ports, alternating: nobody scrapes", plain,
              spread(observed::plain));
   fmt::print("{:<64} {:>12.0f}{}\n", "  ... every node scraped once a second", scraped, spread(observed::scraped));
   fmt::print("{:<64} {:>12.0f}{}\n", "  ... every node recording the trace (--trace)", traced,
              spread(observed::traced));
-  fmt::print("{:<64} {:>12.0f}\n",
+  fmt::print("{:<64} {:>12.0f}{}\n",
              fmt::format("single process, same kernels, {} threads, alternating with the first",
                          std::thread::hardware_concurrency()),
-             one);
+             one, range(single_rates));
   print_straggler(straggler, opts.steps);
   bench::print_target({"training_vs_single_process", fmt::format("{:.2f}", ours / one), "x", ">= 0.9"});
   bench::print_target({"metrics_overhead", fmt::format("{:.1f}", 100 * (plain - scraped) / plain), "%", "<= 1"});
