@@ -36,7 +36,8 @@ caf::expected<int64_t> single_process::train(int64_t steps, float learning_rate)
     for (size_t v = 0, slot = 0; v < p.values.size(); ++v) {
       float* s[2] = {nullptr, nullptr};
       for (int k = 0; k < kernels::slot_count(kinds_[v]); ++k) s[k] = slots_[slot++].data();
-      kernels::cpu_ops().apply_dense(kinds_[v], opt, int64_t(p.values[v].size()), p.value_ptrs[v], s, p.grad_views[v]);
+      kernels::cpu_ops().apply_dense(kinds_[v], warmed_up(opt, job_.training.optimizer.warmup_updates()),
+                                     int64_t(p.values[v].size()), p.value_ptrs[v], s, p.grad_views[v]);
     }
     examples += b.size();
   }

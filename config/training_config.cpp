@@ -54,6 +54,13 @@ caf::error read_learning_rate(training_reading& in, const char* key) {
   return caf::none;
 }
 
+caf::error read_warmup_steps(training_reading& in, const char* key) {
+  int64_t steps = 0;
+  if (auto err = in.get(key, steps, 0, INT64_MAX)) return err;
+  in.o.optimizer.set_warmup_updates(uint64_t(steps));
+  return caf::none;
+}
+
 caf::error read_momentum(training_reading& in, const char* key) {
   float momentum = in.o.optimizer.momentum();
   if (auto err = in.get(key, momentum)) return err;
@@ -116,6 +123,10 @@ const std::vector<training_key> kTrainingKeys = {
      [](training_reading& in, const char* key) { return in.get(key, in.o.steps_per_execution, 1, 100000); }},
     {"optimizer", "\"sgd\"", "\"sgd\", \"momentum\", \"adam\" or \"adagrad\" (TF's formulas)", read_optimizer},
     {"learning_rate", "0.01", "the optimizer's step size, > 0", read_learning_rate},
+    {"warmup_steps", "0",
+     "the learning rate ramps linearly from learning_rate / N to learning_rate over each variable's first N "
+     "updates (Goyal et al. 2017); 0: none",
+     read_warmup_steps},
     {"momentum", "0.9", "optimizer \"momentum\": the decay of its velocity", read_momentum},
     {"nesterov", "false", "optimizer \"momentum\": Nesterov's look-ahead", read_nesterov},
     {"consistency", "\"async\"",
@@ -220,6 +231,11 @@ caf::error check_epoch_keys(const reader& r, const toml::table& t, const job_spe
   } else if (!t.contains("steps_per_epoch")) {
     return r.fail(t, "training", "missing required key 'steps_per_epoch' (as in TF)");
   }
+  const int64_t steps = int64_t(o.epochs) * int64_t(o.steps_per_epoch);
+  if (!o.exactly_once && o.optimizer.warmup_updates() > 0 && o.optimizer.warmup_updates() >= uint64_t(steps))
+    return r.fail(*t.get("warmup_steps"), "training.warmup_steps",
+                  fmt::format("a warm-up of {} steps outlasts the job's {} ({} epochs of {})",
+                              o.optimizer.warmup_updates(), steps, o.epochs, o.steps_per_epoch));
   return caf::none;
 }
 

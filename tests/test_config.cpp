@@ -458,6 +458,20 @@ BOOST_AUTO_TEST_CASE(ps_replicas_is_read_and_checked_against_the_ps_tasks_and_co
                       "role \"ps\" listed twice"));
 }
 
+BOOST_AUTO_TEST_CASE(warmup_steps_is_read_and_must_end_before_the_job) {
+  auto ok = training_job(1, "epochs = 2\nwarmup_steps = 15\n");  // 2 epochs of 10 steps
+  BOOST_REQUIRE_MESSAGE(ok && ok->has_value(), why(ok));
+  BOOST_TEST((*ok)->training.optimizer.warmup_updates() == 15u);
+  for (auto& [training, error] : std::vector<std::pair<std::string, std::string>>{
+           {"warmup_steps = 10\n", "training.warmup_steps: a warm-up of 10 steps outlasts the job's 10 (1 epochs of 10)"},
+           {"warmup_steps = -1\n", "training.warmup_steps: expected an integer in 0.."}}) {
+    auto bad = training_job(1, training);
+    BOOST_REQUIRE_MESSAGE(!bad, training);
+    BOOST_TEST(exit_code(bad.error()) == 2);
+    BOOST_TEST(contains(describe(bad.error()), error), describe(bad.error()));
+  }
+}
+
 BOOST_AUTO_TEST_CASE(the_load_partitioner_is_read_and_checked) {
   auto load = training_job(3, "partitioner = \"load\"\nrebalance_interval_s = 5\nmax_load_ratio = 1.2\n");
   BOOST_REQUIRE_MESSAGE(load && load->has_value(), why(load));

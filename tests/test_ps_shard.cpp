@@ -137,6 +137,33 @@ BOOST_FIXTURE_TEST_CASE(a_learning_rate_schedule_step_applies_to_every_later_pus
   BOOST_TEST(error_of(refused.error()).find("learning_rate must be > 0") != std::string::npos);
 }
 
+BOOST_FIXTURE_TEST_CASE(a_warm_up_ramps_the_learning_rate_over_each_variables_first_updates, fixture) {
+  auto w = variable_spec("w", {1}), emb = variable_spec("emb", {2, 1});  // lr 0.5
+  w.mutable_optimizer()->set_warmup_updates(4);
+  emb.mutable_optimizer()->set_warmup_updates(4);
+  start(mode(pb::Consistency::ASYNC), {w, emb});
+  std::vector<float> ws, rows;
+  for (int step = 0; step < 5; ++step) {
+    pb::SparsePush sp;
+    sp.set_worker(0);
+    sp.set_step(step);
+    auto* g = sp.mutable_gradient();
+    g->set_name("emb");
+    g->set_dim(1);
+    g->add_ids(1);
+    const float eight = 8.0f;
+    g->set_data(reinterpret_cast<const char*>(&eight), 4);
+    BOOST_REQUIRE(call<pb::PushAck>(self, shard, sp));
+    BOOST_REQUIRE(call<pb::PushAck>(self, shard, push(0, step, {slice("w", {8})})));
+    ws.push_back(value("w")[0]);
+    rows.push_back(value("emb")[1]);
+  }
+  // Update k of 4 steps with lr 0.5 * k / 4, then 0.5: -1, -2, -3, -4, -4 (times g = 8 / 8).
+  const std::vector<float> expected{-1.0f, -3.0f, -6.0f, -10.0f, -14.0f};
+  BOOST_TEST(ws == expected, boost::test_tools::per_element());
+  BOOST_TEST(rows == expected, boost::test_tools::per_element());
+}
+
 BOOST_FIXTURE_TEST_CASE(optimizer_slots_are_pulled_and_assigned_for_checkpoints, fixture) {
   auto momentum = variable_spec("m", {3}, pb::Optimizer::MOMENTUM, 0.5f);
   momentum.mutable_optimizer()->set_momentum(0.5f);

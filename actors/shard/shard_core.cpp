@@ -65,6 +65,11 @@ kernels::optimizer_params optimizer_params_of(const pb::Optimizer& o) {
   return p;
 }
 
+kernels::optimizer_params warmed_up(kernels::optimizer_params p, uint64_t warmup) {
+  if (warmup > 0 && p.step < int64_t(warmup)) p.lr *= float(std::max<int64_t>(p.step, 1)) / float(warmup);
+  return p;
+}
+
 shard_core::shard_core(uint32_t index, pb::Consistency consistency, int64_t first_step)
     : consistency_(std::move(consistency)), where_("ps shard " + std::to_string(index) + ": "), step_(first_step) {
   if (consistency_.mode() == pb::Consistency::BOUNDED_STALENESS) clocks_.assign(consistency_.num_workers(), 0);
@@ -284,7 +289,8 @@ void shard_core::apply_dense(variable& v, int64_t offset, int64_t count, const f
   v.params.step = int64_t(std::max<uint64_t>(v.version, 1));
   float* slots[2] = {nullptr, nullptr};
   for (int i = 0; i < kernels::slot_count(v.kind); ++i) slots[i] = v.slot(i) + offset;
-  kernels::cpu_ops().apply_dense(v.kind, v.params, count, v.value.data() + offset, slots, grad);
+  kernels::cpu_ops().apply_dense(v.kind, warmed_up(v.params, v.spec.optimizer().warmup_updates()), count,
+                                 v.value.data() + offset, slots, grad);
 }
 
 // Whether `push` (a Push or SparsePush) already brought the slice at
@@ -417,8 +423,9 @@ caf::expected<pb::PushAck> shard_core::apply_rows(const pb::SparsePush& req) {
   var.params.step = int64_t(var.version);
   float* slots[2] = {nullptr, nullptr};
   for (int i = 0; i < kernels::slot_count(var.kind); ++i) slots[i] = var.slot(i);
-  kernels::cpu_ops().apply_sparse(var.kind, var.params, int64_t(merged.ids.size()), g.dim(), merged.ids.data(),
-                                  var.value.data(), slots, merged.rows.data());
+  kernels::cpu_ops().apply_sparse(var.kind, warmed_up(var.params, var.spec.optimizer().warmup_updates()),
+                                  int64_t(merged.ids.size()), g.dim(), merged.ids.data(), var.value.data(), slots,
+                                  merged.rows.data());
   if (logging(g.name())) {
     pb::MoveChange change;
     *change.mutable_sparse_push() = req;

@@ -193,6 +193,12 @@ class shard_core {
 /// defaults); `step` is the caller's.
 kernels::optimizer_params optimizer_params_of(const pb::Optimizer& o);
 
+/// `p` for its update `p.step` (counted from 1) of a variable whose
+/// optimizer warms up over `warmup` updates: the learning rate ramps
+/// linearly, lr * step / warmup, then stays (Goyal et al. 2017, "Accurate,
+/// Large Minibatch SGD"). 0: no warm-up.
+kernels::optimizer_params warmed_up(kernels::optimizer_params p, uint64_t warmup);
+
 /// Whether `c` is usable (errc::invalid_argument naming the field otherwise).
 [[nodiscard]] caf::error check_consistency(const pb::Consistency& c);
 
