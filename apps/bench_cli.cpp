@@ -89,6 +89,22 @@ void add_bench_training(CLI::App& bench, command_list& out) {
                  }});
 }
 
+void add_bench_staleness(CLI::App& bench, command_list& out) {
+  auto o = std::make_shared<staleness_bench_options>();
+  auto* sub = bench.add_subcommand("staleness", "what async training learns as workers grow, per staleness rule");
+  sub->add_option("--job", o->job, "job file (its model, data, optimizer, epochs and target)");
+  sub->add_option("--workers", o->workers, "worker counts")->delimiter(',');
+  sub->add_option("--ps", o->ps, "PS tasks (default: the job's)")->check(CLI::Range(0u, 64u));
+  sub->add_option("--rules", o->rules, "staleness rules (apply, scale_lr, each +warmup); the first gives the targets")
+      ->delimiter(',');
+  sub->add_option("--warmup-per-worker", o->warmup_per_worker, "a rule's +warmup: updates per worker")
+      ->check(CLI::Range(1u, 100000u));
+  out.push_back({sub, [o] {
+                   o->self_exe = self_exe();
+                   return run_bench_staleness(*o);
+                 }});
+}
+
 void add_bench_failover(CLI::App& bench, command_list& out) {
   auto o = std::make_shared<failover_bench_options>();
   auto* sub =
@@ -202,6 +218,7 @@ void add_bench_commands(CLI::App& app, command_list& out) {
   add_bench_ps(*bench, out);
   add_bench_closures(*bench, out);
   add_bench_training(*bench, out);
+  add_bench_staleness(*bench, out);
   add_bench_failover(*bench, out);
   add_bench_placement(*bench, out);
   add_bench_scale(*bench, out);

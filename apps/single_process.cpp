@@ -3,6 +3,7 @@
 #include <thread>
 
 #include "actors/shard/shard_core.hpp"
+#include "actors/shard/staleness.hpp"
 #include "messages/errors.hpp"
 
 namespace actorps {
@@ -36,8 +37,8 @@ caf::expected<int64_t> single_process::train(int64_t steps, float learning_rate)
     for (size_t v = 0, slot = 0; v < p.values.size(); ++v) {
       float* s[2] = {nullptr, nullptr};
       for (int k = 0; k < kernels::slot_count(kinds_[v]); ++k) s[k] = slots_[slot++].data();
-      kernels::cpu_ops().apply_dense(kinds_[v], warmed_up(opt, job_.training.optimizer.warmup_updates()),
-                                     int64_t(p.values[v].size()), p.value_ptrs[v], s, p.grad_views[v]);
+      kernels::cpu_ops().apply_dense(kinds_[v], step_params(opt, job_.training.optimizer), int64_t(p.values[v].size()),
+                                     p.value_ptrs[v], s, p.grad_views[v]);
     }
     examples += b.size();
   }

@@ -61,6 +61,23 @@ caf::error read_warmup_steps(training_reading& in, const char* key) {
   return caf::none;
 }
 
+caf::error read_staleness_rule(training_reading& in, const char* key) {
+  auto rule = in.o.optimizer.staleness_rule();
+  if (auto err = in.choose(key, rule,
+                           {std::pair{"apply", pb::Optimizer::APPLY}, std::pair{"scale_lr", pb::Optimizer::SCALE_LR}}))
+    return err;
+  in.o.optimizer.set_staleness_rule(rule);
+  return caf::none;
+}
+
+caf::error read_staleness_floor(training_reading& in, const char* key) {
+  float floor = in.o.optimizer.staleness_floor();
+  if (auto err = in.get(key, floor)) return err;
+  if (!(floor >= 0 && floor <= 1)) return in.fail(key, "expected a number in [0, 1]");
+  in.o.optimizer.set_staleness_floor(floor);
+  return caf::none;
+}
+
 caf::error read_momentum(training_reading& in, const char* key) {
   float momentum = in.o.optimizer.momentum();
   if (auto err = in.get(key, momentum)) return err;
@@ -127,6 +144,12 @@ const std::vector<training_key> kTrainingKeys = {
      "the learning rate ramps linearly from learning_rate / N to learning_rate over each variable's first N "
      "updates (Goyal et al. 2017); 0: none",
      read_warmup_steps},
+    {"staleness_rule", "\"apply\"",
+     "what a shard does with a gradient computed on values s updates old (async, bounded_staleness): \"apply\" "
+     "as it comes (TF's), \"scale_lr\" with learning_rate / s (Zhang et al., IJCAI 2016)",
+     read_staleness_rule},
+    {"staleness_floor", "0", "staleness_rule \"scale_lr\": the learning rate is at least this fraction of itself",
+     read_staleness_floor},
     {"momentum", "0.9", "optimizer \"momentum\": the decay of its velocity", read_momentum},
     {"nesterov", "false", "optimizer \"momentum\": Nesterov's look-ahead", read_nesterov},
     {"consistency", "\"async\"",
@@ -231,6 +254,11 @@ caf::error check_epoch_keys(const reader& r, const toml::table& t, const job_spe
   } else if (!t.contains("steps_per_epoch")) {
     return r.fail(t, "training", "missing required key 'steps_per_epoch' (as in TF)");
   }
+  if (o.optimizer.staleness_rule() != pb::Optimizer::APPLY && o.consistency.mode() == pb::Consistency::SYNC)
+    return r.fail(*t.get("staleness_rule"), "training.staleness_rule",
+                  "sync applies each step's mean of fresh gradients: there is no staleness to scale by");
+  if (o.optimizer.staleness_floor() > 0 && o.optimizer.staleness_rule() != pb::Optimizer::SCALE_LR)
+    return r.fail(*t.get("staleness_floor"), "training.staleness_floor", "needs staleness_rule = \"scale_lr\"");
   const int64_t steps = int64_t(o.epochs) * int64_t(o.steps_per_epoch);
   if (!o.exactly_once && o.optimizer.warmup_updates() > 0 && o.optimizer.warmup_updates() >= uint64_t(steps))
     return r.fail(*t.get("warmup_steps"), "training.warmup_steps",

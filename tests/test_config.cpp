@@ -458,13 +458,24 @@ BOOST_AUTO_TEST_CASE(ps_replicas_is_read_and_checked_against_the_ps_tasks_and_co
                       "role \"ps\" listed twice"));
 }
 
-BOOST_AUTO_TEST_CASE(warmup_steps_is_read_and_must_end_before_the_job) {
+BOOST_AUTO_TEST_CASE(warm_up_and_staleness_keys_are_read_and_checked) {
   auto ok = training_job(1, "epochs = 2\nwarmup_steps = 15\n");  // 2 epochs of 10 steps
   BOOST_REQUIRE_MESSAGE(ok && ok->has_value(), why(ok));
   BOOST_TEST((*ok)->training.optimizer.warmup_updates() == 15u);
+  auto scaled = training_job(1, "staleness_rule = \"scale_lr\"\nstaleness_floor = 0.05\n");
+  BOOST_REQUIRE_MESSAGE(scaled && scaled->has_value(), why(scaled));
+  BOOST_TEST((*scaled)->training.optimizer.staleness_rule() == pb::Optimizer::SCALE_LR);
+  BOOST_TEST((*scaled)->training.optimizer.staleness_floor() == 0.05f);
   for (auto& [training, error] : std::vector<std::pair<std::string, std::string>>{
-           {"warmup_steps = 10\n", "training.warmup_steps: a warm-up of 10 steps outlasts the job's 10 (1 epochs of 10)"},
-           {"warmup_steps = -1\n", "training.warmup_steps: expected an integer in 0.."}}) {
+           {"warmup_steps = 10\n",
+            "training.warmup_steps: a warm-up of 10 steps outlasts the job's 10 (1 epochs of 10)"},
+           {"warmup_steps = -1\n", "training.warmup_steps: expected an integer in 0.."},
+           {"staleness_rule = \"halve\"\n", "training.staleness_rule: expected one of \"apply\", \"scale_lr\""},
+           {"consistency = \"sync\"\nstaleness_rule = \"scale_lr\"\n",
+            "training.staleness_rule: sync applies each step's mean of fresh gradients: there is no staleness"},
+           {"staleness_floor = 0.1\n", "training.staleness_floor: needs staleness_rule = \"scale_lr\""},
+           {"staleness_rule = \"scale_lr\"\nstaleness_floor = 2\n",
+            "training.staleness_floor: expected a number in [0, 1]"}}) {
     auto bad = training_job(1, training);
     BOOST_REQUIRE_MESSAGE(!bad, training);
     BOOST_TEST(exit_code(bad.error()) == 2);

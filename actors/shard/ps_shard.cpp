@@ -433,9 +433,15 @@ ps_shard_actor::behavior_type shard_behavior(shard_actor self, shard_options opt
                                    [&] { return replicated(self, self->state.core->create(req)); });
       },
       [self](const pb::Pull& req) { return counted(self, K::pull, on_pull(self, req)); },
-      [self](const pb::Push& req) { return counted(self, K::push, on_push(self, req)); },
+      [self](pb::Push& req) {  // stamped in place: a backup gets it as applied here
+        self->state.core->stamp(req);
+        return counted(self, K::push, on_push(self, req));
+      },
       [self](const pb::SparsePull& req) { return counted(self, K::sparse_pull, on_sparse_pull(self, req)); },
-      [self](const pb::SparsePush& req) { return counted(self, K::sparse_push, on_sparse_push(self, req)); },
+      [self](pb::SparsePush& req) {
+        self->state.core->stamp(req);
+        return counted(self, K::sparse_push, on_sparse_push(self, req));
+      },
       [self](const pb::Assign& req) {
         return served<pb::Assigned>(self, K::assign, req, "Assign",
                                     [&] { return replicated(self, self->state.core->assign(req)); });

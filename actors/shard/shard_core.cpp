@@ -65,11 +65,6 @@ kernels::optimizer_params optimizer_params_of(const pb::Optimizer& o) {
   return p;
 }
 
-kernels::optimizer_params warmed_up(kernels::optimizer_params p, uint64_t warmup) {
-  if (warmup > 0 && p.step < int64_t(warmup)) p.lr *= float(std::max<int64_t>(p.step, 1)) / float(warmup);
-  return p;
-}
-
 shard_core::shard_core(uint32_t index, pb::Consistency consistency, int64_t first_step)
     : consistency_(std::move(consistency)), where_("ps shard " + std::to_string(index) + ": "), step_(first_step) {
   if (consistency_.mode() == pb::Consistency::BOUNDED_STALENESS) clocks_.assign(consistency_.num_workers(), 0);
@@ -244,7 +239,7 @@ caf::expected<pb::Values> shard_core::read(const pb::Pull& p) {
     assign_floats(t->mutable_data(), from + offset, count);
     t->set_slot(p.slot());
     out.add_versions(v->version);
-    if (p.slot() == 0 && staleness_ != nullptr) remember_pull(*v, p);
+    if (p.slot() == 0 && p.step() >= 0) v->pulled.remember(p.worker(), p.step(), v->version);
     v->load.elements(offset, count);
   }
   out.set_step(visible_step());
@@ -264,24 +259,29 @@ caf::expected<pb::Rows> shard_core::read_rows(const pb::SparsePull& req) {
   for (int i = 0; i < req.ids_size(); ++i)
     std::memcpy(&(*data)[size_t(i) * row_bytes], (*v)->value.data() + req.ids(i) * (*v)->row_size, row_bytes);
   (*v)->load.rows(req.ids().data(), req.ids_size());
+  if (req.step() >= 0) (*v)->pulled.remember(req.worker(), req.step(), (*v)->version);
   *out.mutable_ids() = req.ids();
   return out;
 }
 
 // ---- applying ----
 
-void shard_core::remember_pull(variable& v, const pb::Pull& pull) {
-  auto [i, fresh] = v.pulled.try_emplace(pull.worker());
-  if (fresh) i->second.fill({-1, 0});
-  i->second[size_t(pull.step()) % i->second.size()] = {pull.step(), v.version};
+std::optional<uint64_t> shard_core::staleness_of(const variable& v, uint32_t worker, int64_t step) const {
+  return v.pulled.staleness(worker, step, v.version);
 }
 
-void shard_core::observe_staleness(variable& v, uint32_t worker, int64_t step) {
-  if (staleness_ == nullptr) return;
-  auto i = v.pulled.find(worker);
-  if (i == v.pulled.end()) return;
-  auto [pulled_step, version] = i->second[size_t(step) % i->second.size()];
-  if (pulled_step == step && v.version >= version) staleness_->observe(double(v.version - version));
+void shard_core::stamp(pb::Push& push) const {
+  for (auto& g : *push.mutable_gradients()) {
+    auto v = vars_.find(g.name());
+    if (g.offset() != 0 || g.has_staleness() || v == vars_.end()) continue;
+    if (auto s = staleness_of(v->second, push.worker(), push.step())) g.set_staleness(*s);
+  }
+}
+
+void shard_core::stamp(pb::SparsePush& push) const {
+  auto v = vars_.find(push.gradient().name());
+  if (push.gradient().has_staleness() || v == vars_.end()) return;
+  if (auto s = staleness_of(v->second, push.worker(), push.step())) push.mutable_gradient()->set_staleness(*s);
 }
 
 void shard_core::apply_dense(variable& v, int64_t offset, int64_t count, const float* grad) {
@@ -289,7 +289,7 @@ void shard_core::apply_dense(variable& v, int64_t offset, int64_t count, const f
   v.params.step = int64_t(std::max<uint64_t>(v.version, 1));
   float* slots[2] = {nullptr, nullptr};
   for (int i = 0; i < kernels::slot_count(v.kind); ++i) slots[i] = v.slot(i) + offset;
-  kernels::cpu_ops().apply_dense(v.kind, warmed_up(v.params, v.spec.optimizer().warmup_updates()), count,
+  kernels::cpu_ops().apply_dense(v.kind, step_params(v.params, v.spec.optimizer(), v.staleness), count,
                                  v.value.data() + offset, slots, grad);
 }
 
@@ -345,7 +345,10 @@ pb::PushAck shard_core::apply(const pb::Push& push) {
     auto& v = vars_.at(g.name());
     const float* grad = floats(g.data());
     v.load.elements(g.offset(), g.count());
-    if (g.offset() == 0) observe_staleness(v, push.worker(), push.step());
+    if (g.offset() == 0) {  // the gradient's first slice: its staleness holds for the rest
+      v.staleness = g.has_staleness() ? g.staleness() : staleness_of(v, push.worker(), push.step());
+      if (v.staleness && staleness_ != nullptr) staleness_->observe(double(*v.staleness));
+    }
     if (sync) {
       if (v.sum.empty()) v.sum.assign(size_t(v.size()), 0.0f);
       for (int64_t i = 0; i < g.count(); ++i) v.sum[size_t(g.offset() + i)] += grad[i];
@@ -417,13 +420,14 @@ caf::expected<pb::PushAck> shard_core::apply_rows(const pb::SparsePush& req) {
   if (consistency_.mode() == pb::Consistency::SYNC)
     for (auto& x : merged.rows) x /= float(consistency_.replicas_to_aggregate());
   auto& var = **v;
+  const auto stale = g.has_staleness() ? g.staleness() : staleness_of(var, req.worker(), req.step());
   var.by_rows = true;
   var.load.rows(g.ids().data(), g.ids_size());
   ++var.version;
   var.params.step = int64_t(var.version);
   float* slots[2] = {nullptr, nullptr};
   for (int i = 0; i < kernels::slot_count(var.kind); ++i) slots[i] = var.slot(i);
-  kernels::cpu_ops().apply_sparse(var.kind, warmed_up(var.params, var.spec.optimizer().warmup_updates()),
+  kernels::cpu_ops().apply_sparse(var.kind, step_params(var.params, var.spec.optimizer(), stale),
                                   int64_t(merged.ids.size()), g.dim(), merged.ids.data(), var.value.data(), slots,
                                   merged.rows.data());
   if (logging(g.name())) {

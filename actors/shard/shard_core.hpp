@@ -22,6 +22,7 @@
 
 #include "actors/metrics/registry.hpp"
 #include "actors/shard/range_load.hpp"
+#include "actors/shard/staleness.hpp"
 #include "kernels/ops.hpp"
 #include "kernels/tensor.hpp"
 #include "messages/tensor_bytes.hpp"
@@ -55,6 +56,12 @@ class shard_core {
   /// Applies a checked push (SYNC: adds it to its step's sums; a past
   /// step's is dropped as stale); a slice seen before is counted, not applied.
   pb::PushAck apply(const pb::Push& push);
+  /// Writes into `push` the staleness of each gradient whose pull this
+  /// shard remembers (TensorSlice.staleness, at offset 0; Rows.staleness),
+  /// before it is applied and forwarded: backups and move targets, which
+  /// saw no pulls, then apply the same step.
+  void stamp(pb::Push& push) const;
+  void stamp(pb::SparsePush& push) const;
   /// SYNC: once every variable pushed whole holds replicas_to_aggregate
   /// gradients, applies their mean and moves to the next step; whether it
   /// did. A variable pushed by rows (an embedding) applies each push as it
@@ -109,12 +116,12 @@ class shard_core {
     kernels::optimizer_params params;
     int64_t row_size = 1;
     uint64_t version = 0;
-    range_load load{1, 1};   // what its pulls and pushes touched
-    std::vector<float> sum;  // SYNC: gradients of the current step
-    int64_t received = 0;    // SYNC: elements received this step
-    bool by_rows = false;    // pushed by rows (apply_rows): not part of SYNC's step
-    // The version each worker pulled for its latest steps (staleness).
-    std::unordered_map<uint32_t, std::array<std::pair<int64_t, uint64_t>, 4>> pulled;
+    range_load load{1, 1};              // what its pulls and pushes touched
+    std::vector<float> sum;             // SYNC: gradients of the current step
+    int64_t received = 0;               // SYNC: elements received this step
+    bool by_rows = false;               // pushed by rows (apply_rows): not part of SYNC's step
+    pull_versions pulled;               // for each worker's latest steps (staleness)
+    std::optional<uint64_t> staleness;  // the gradient being applied's (its slice at offset 0 says)
 
     int64_t size() const { return value.size(); }
     int64_t rows() const { return spec.shape_size() == 0 ? 1 : spec.shape(0); }
@@ -137,8 +144,7 @@ class shard_core {
                         const variable& v) const;
   template <class Push>
   bool seen_before(const Push& push, const std::string& name, int64_t offset);
-  void remember_pull(variable& v, const pb::Pull& pull);
-  void observe_staleness(variable& v, uint32_t worker, int64_t step);
+  std::optional<uint64_t> staleness_of(const variable& v, uint32_t worker, int64_t step) const;
   int64_t slowest_clock() const;
   int64_t visible_step() const;
   void advance_clock(uint32_t worker, int64_t step);
@@ -192,12 +198,6 @@ class shard_core {
 /// The kernels' hyper-parameters of `o` (its zero fields: the kernels'
 /// defaults); `step` is the caller's.
 kernels::optimizer_params optimizer_params_of(const pb::Optimizer& o);
-
-/// `p` for its update `p.step` (counted from 1) of a variable whose
-/// optimizer warms up over `warmup` updates: the learning rate ramps
-/// linearly, lr * step / warmup, then stays (Goyal et al. 2017, "Accurate,
-/// Large Minibatch SGD"). 0: no warm-up.
-kernels::optimizer_params warmed_up(kernels::optimizer_params p, uint64_t warmup);
 
 /// Whether `c` is usable (errc::invalid_argument naming the field otherwise).
 [[nodiscard]] caf::error check_consistency(const pb::Consistency& c);

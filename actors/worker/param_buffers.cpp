@@ -172,7 +172,7 @@ void param_buffers::pull_for_step(int64_t step, then_fn then) {
   });
 }
 
-void param_buffers::pull_rows(const std::vector<std::vector<int64_t>>& ids, then_fn then) {
+void param_buffers::pull_rows(int64_t step, const std::vector<std::vector<int64_t>>& ids, then_fn then) {
   std::vector<std::pair<size_t, std::multimap<int, pb::SparsePull>>> pulls;
   size_t total = 0;
   for (auto i : sparse_) {
@@ -187,6 +187,7 @@ void param_buffers::pull_rows(const std::vector<std::vector<int64_t>>& ids, then
       return then(make_error(errc::out_of_range,
                              fmt::format("id {} outside the {} rows of '{}'", unique.back(), var.shape[0], var.name)));
     pulls.emplace_back(i, split_sparse_pull(var, unique));
+    for (auto& [ps, req] : pulls.back().second) req.set_worker(worker_), req.set_step(step);
     total += pulls.back().second.size();
   }
   if (total == 0) return then(caf::none);

@@ -56,8 +56,9 @@ class param_buffers {
   void pull(int64_t step, then_fn then);
   /// The same for training step `step` (see the state machine above).
   void pull_for_step(int64_t step, then_fn then);
-  /// Rows ids[i] (negative: padding) of each sparse parameter i into the current buffer.
-  void pull_rows(const std::vector<std::vector<int64_t>>& ids, then_fn then);
+  /// Rows ids[i] (negative: padding) of each sparse parameter i into the
+  /// current buffer, for training step `step` (< 0: not for a step).
+  void pull_rows(int64_t step, const std::vector<std::vector<int64_t>>& ids, then_fn then);
   /// Sends the current gradients (dense whole, sparse as rows) of `step`
   /// under `key`; `acked` is called once per message sent; returns how many.
   size_t push(int64_t step, const pb::ClosureStep& key, std::function<void(caf::error)> acked);

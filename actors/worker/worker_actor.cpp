@@ -290,8 +290,9 @@ void wire_context(worker_ptr self) {
   ctx.pull_for_step = [self](int64_t step, std::function<void(caf::error)> then) {
     self->state.params->pull_for_step(step, std::move(then));  // keeps ctx.params on the buffer in use
   };
-  ctx.pull_rows = [self](const std::vector<std::vector<int64_t>>& ids, std::function<void(caf::error)> then) {
-    self->state.params->pull_rows(ids, std::move(then));
+  ctx.pull_rows = [self](int64_t step, const std::vector<std::vector<int64_t>>& ids,
+                         std::function<void(caf::error)> then) {
+    self->state.params->pull_rows(step, ids, std::move(then));
   };
   ctx.push = [self](int64_t step, int32_t examples, std::function<void(caf::error)> then) {
     push(self, step, examples, std::move(then));

@@ -75,7 +75,7 @@ struct train_run {
       run->ctx->pull_for_step(step, [run, step](caf::error err) {
         if (err) return run->done(std::move(err));
         if (!looks_up(run->ids)) return compute_and_push(run, step);
-        run->ctx->pull_rows(run->ids, [run, step](caf::error err) {
+        run->ctx->pull_rows(step, run->ids, [run, step](caf::error err) {
           if (err) return run->done(std::move(err));
           compute_and_push(run, step);
         });
@@ -177,7 +177,7 @@ struct eval_run {
         run->evaluate();
         continue;
       }
-      return run->ctx->pull_rows(run->ids, [run](caf::error err) {
+      return run->ctx->pull_rows(-1, run->ids, [run](caf::error err) {
         if (err) return run->done(std::move(err));
         run->evaluate();
         next(run);

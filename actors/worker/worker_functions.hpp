@@ -61,8 +61,10 @@ struct worker_context {
   /// values of step + 1 are pulled now. `params` may point elsewhere after.
   std::function<void(int64_t step, std::function<void(caf::error)>)> pull_for_step;
   /// Rows ids[i] (negative: padding) of each sparse parameter i (embedding
-  /// table) into params->values; an id outside its table is an error.
-  std::function<void(const std::vector<std::vector<int64_t>>& ids, std::function<void(caf::error)>)> pull_rows;
+  /// table) into params->values, for training step `step` (< 0: evaluation);
+  /// an id outside its table is an error.
+  std::function<void(int64_t step, const std::vector<std::vector<int64_t>>& ids, std::function<void(caf::error)>)>
+      pull_rows;
   /// Sends params->grads (dense) and the model's sparse gradients (rows) of
   /// step `step`, a batch of `examples`, and calls back at once; the closure
   /// is answered only once the shards acknowledged them. Each push carries
