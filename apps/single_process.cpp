@@ -33,12 +33,12 @@ caf::expected<int64_t> single_process::train(int64_t steps, float learning_rate)
   for (int64_t i = 0; i < steps; ++i) {
     if (!train_.next(b)) return make_error(errc::invalid_config, "the job's dataset ended (add repeat)");
     model_->train_step({b.size(), b.x.data(), b.labels.data()}, p.params, p.grad_ptrs);
-    opt.step = ++steps_;  // Adam's bias correction, as a shard's version
+    opt.step = ++steps_;                                         // Adam's bias correction, as a shard's version
+    const auto now = step_params(opt, job_.training.optimizer);  // the warm-up's learning rate at this step
     for (size_t v = 0, slot = 0; v < p.values.size(); ++v) {
       float* s[2] = {nullptr, nullptr};
       for (int k = 0; k < kernels::slot_count(kinds_[v]); ++k) s[k] = slots_[slot++].data();
-      kernels::cpu_ops().apply_dense(kinds_[v], step_params(opt, job_.training.optimizer), int64_t(p.values[v].size()),
-                                     p.value_ptrs[v], s, p.grad_views[v]);
+      kernels::cpu_ops().apply_dense(kinds_[v], now, int64_t(p.values[v].size()), p.value_ptrs[v], s, p.grad_views[v]);
     }
     examples += b.size();
   }
