@@ -238,3 +238,43 @@ BOOST_AUTO_TEST_CASE(both_replicas_of_a_shard_killed_restore_it_from_the_checkpo
   BOOST_TEST(recoveries_of(r.report, "ps:1") == "lost restored", r.log);
   BOOST_TEST(epochs_trained(r.report) == "1..150", r.out);
 }
+
+// staleness_rule = "scale_lr" across processes: the primary writes each
+// push's staleness into the message it forwards, so its backup, which saw
+// no pulls, applies the same step.
+BOOST_AUTO_TEST_CASE(a_backup_applies_the_staleness_its_primary_saw) {
+  local_cluster cluster({"coordinator", "ps", "ps", "worker"});
+  cluster.start("ps:0");
+  cluster.start("ps:1");
+  cluster_client coord(cluster.config);
+  node_actor nodes[2] = {coord.must_dial("ps:0"), coord.must_dial("ps:1")};
+  auto primary = coord.spawn_shard(nodes[0], 0, pb::Consistency{});
+  BOOST_REQUIRE(primary);
+  replicate(coord, nodes[1], "ps:1", *primary, 0);
+  auto spec = variable_spec("w", {1});  // SGD, lr 0.5
+  spec.mutable_optimizer()->set_staleness_rule(pb::Optimizer::SCALE_LR);
+  pb::CreateVariables create;
+  *create.add_variables() = spec;
+  BOOST_REQUIRE(call<pb::Created>(coord.self, *primary, create));
+  caf::scoped_actor worker{coord.sys};
+  pb::Pull pull;
+  pull.add_names("w");
+  pull.set_worker(1);
+  pull.set_step(1);
+  BOOST_REQUIRE(call<pb::Values>(worker, *primary, pull));  // worker 1's pull for step 1, at version 0
+  for (int step = 0; step < 4; ++step)                      // worker 2's pulls unseen: full steps, 4 x 4
+    BOOST_REQUIRE(call<pb::PushAck>(worker, *primary, push(2, step, {slice("w", {8})})));
+  BOOST_REQUIRE(call<pb::PushAck>(worker, *primary, push(1, 1, {slice("w", {8})})));  // 4 behind: lr 0.5 / 4
+  pb::SpawnShard promote;  // the backup's node promotes it, so that it answers a pull
+  promote.set_shard(0);
+  promote.set_routing_version(2);
+  auto promoted = call<ps_shard_actor>(coord.self, nodes[1], promote);
+  BOOST_REQUIRE_MESSAGE(promoted, (promoted ? "" : why(promoted.error())));
+  pb::Pull read;
+  read.add_names("w");
+  for (auto& shard : {*primary, *promoted}) {
+    auto v = call<pb::Values>(coord.self, shard, read);
+    BOOST_REQUIRE_MESSAGE(v, (v ? "" : why(v.error())));
+    BOOST_TEST(floats(v->tensors(0).data())[0] == -17.0f);  // without the stamp the backup would hold -20
+  }
+}
