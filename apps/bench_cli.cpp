@@ -95,7 +95,9 @@ void add_bench_staleness(CLI::App& bench, command_list& out) {
   sub->add_option("--job", o->job, "job file (its model, data, optimizer, epochs and target)");
   sub->add_option("--workers", o->workers, "worker counts")->delimiter(',');
   sub->add_option("--ps", o->ps, "PS tasks (default: the job's)")->check(CLI::Range(0u, 64u));
-  sub->add_option("--rules", o->rules, "staleness rules (apply, scale_lr, each +warmup); the first gives the targets")
+  sub->add_option("--rules", o->rules,
+                  "staleness rules (job: the job file's, apply, scale_lr[:POWER], then +warmup, +fresh: no "
+                  "pull-ahead); the first gives the targets")
       ->delimiter(',');
   sub->add_option("--warmup-per-worker", o->warmup_per_worker, "a rule's +warmup: updates per worker")
       ->check(CLI::Range(1u, 100000u));

@@ -6,6 +6,7 @@
 // the epoch the job's target is first reached, the staleness the shards
 // observed (their actorps_ps_gradient_staleness histograms) and wall time.
 #include <algorithm>
+#include <cstdlib>
 
 #include <fmt/format.h>
 #include <caf/actor_system.hpp>
@@ -31,18 +32,49 @@ struct run_row {
   double staleness_p50 = 0, staleness_p90 = 0, seconds = 0;
 };
 
-// A --rules entry, "apply" or "scale_lr", "+warmup" after it adding a
-// warm-up of warmup_per_worker updates per worker, into `o`.
-caf::error set_rule(const staleness_bench_options& opts, const std::string& entry, uint32_t workers, pb::Optimizer& o) {
-  const auto plus = entry.find('+');
-  const auto name = entry.substr(0, plus), extra = plus == std::string::npos ? "" : entry.substr(plus + 1);
-  if ((name != "apply" && name != "scale_lr") || (!extra.empty() && extra != "warmup"))
+// A --rules entry into `t`: "job" (the job file's own), "apply", or
+// "scale_lr" with an optional ":POWER" (scale_lr:0.5: lr / sqrt(s)), then
+// any of "+warmup" (a warm-up of warmup_per_worker updates per worker) and
+// "+fresh" (pull_ahead = false).
+caf::error set_rule(const staleness_bench_options& opts, const std::string& entry, uint32_t workers,
+                    training_options& t) {
+  auto bad = [&] {
     return make_error(errc::invalid_argument,
-                      fmt::format("--rules: unknown rule \"{}\" (expected apply or scale_lr, each with an optional "
-                                  "+warmup)",
+                      fmt::format("--rules: unknown rule \"{}\" (expected job, apply or scale_lr[:POWER in (0, 1]], "
+                                  "then any of +warmup, +fresh)",
                                   entry));
-  o.set_staleness_rule(name == "apply" ? pb::Optimizer::APPLY : pb::Optimizer::SCALE_LR);
-  o.set_warmup_updates(extra.empty() ? 0 : uint64_t(opts.warmup_per_worker) * workers);
+  };
+  std::vector<std::string> parts{""};
+  for (char c : entry)
+    if (c == '+')
+      parts.emplace_back();
+    else
+      parts.back().push_back(c);
+  const auto colon = parts[0].find(':');
+  const auto name = parts[0].substr(0, colon);
+  float power = 1;
+  if (colon != std::string::npos) {
+    char* end = nullptr;
+    power = std::strtof(parts[0].c_str() + colon + 1, &end);
+    if (name != "scale_lr" || *end != '\0' || !(power > 0 && power <= 1)) return bad();
+  }
+  auto& o = t.optimizer;
+  if (name == "apply" || name == "scale_lr") {
+    o.set_staleness_rule(name == "apply" ? pb::Optimizer::APPLY : pb::Optimizer::SCALE_LR);
+    o.set_staleness_power(name == "apply" ? 0.0f : power);
+    o.set_staleness_floor(0);
+    o.set_warmup_updates(0);
+  } else if (name != "job") {
+    return bad();
+  }
+  for (size_t i = 1; i < parts.size(); ++i) {
+    if (parts[i] == "warmup")
+      o.set_warmup_updates(uint64_t(opts.warmup_per_worker) * workers);
+    else if (parts[i] == "fresh")
+      t.pull_ahead = false;
+    else
+      return bad();
+  }
   return caf::none;
 }
 
@@ -73,7 +105,7 @@ caf::expected<run_row> train_once(const staleness_bench_options& opts, job_spec 
   if (auto err = cluster.start(opts.self_exe, tasks)) return err;
   job.cluster = cluster.spec();
   auto& t = job.training;
-  if (auto err = set_rule(opts, rule, workers, t.optimizer)) return err;
+  if (auto err = set_rule(opts, rule, workers, t)) return err;
   t.consistency.set_num_workers(workers);
   t.min_workers = workers;  // every worker from the first step: the staleness the count implies
   if (t.variable_partitioner.type == partitioner::kind::fixed_shards) t.variable_partitioner.num_shards = ps;
@@ -84,7 +116,8 @@ caf::expected<run_row> train_once(const staleness_bench_options& opts, job_spec 
   const auto start = clock_type::now();
   auto fitted = train::fit(**c, job, {});
   if (!fitted) return fitted.error();
-  run_row row{workers, ps, rule};
+  run_row row;
+  row.workers = workers, row.ps = ps, row.rule = rule;
   row.seconds = std::chrono::duration<double>(clock_type::now() - start).count();
   for (auto& e : fitted->history) {
     row.accuracy.push_back(e.test ? e.test->accuracy : 0);

@@ -185,9 +185,9 @@ struct staleness_bench_options {
   std::string self_exe;
   std::string job = "config/embedding_job.toml";
   std::vector<uint32_t> workers{2, 8, 16, 32, 64, 128};
-  uint32_t ps = 0;                                      // 0: the job's
-  std::vector<std::string> rules{"apply", "scale_lr"};  // the first one's runs give the targets
-  uint32_t warmup_per_worker = 8;                       // a rule's +warmup: this many updates per worker
+  uint32_t ps = 0;                                 // 0: the job's
+  std::vector<std::string> rules{"job", "apply"};  // the first one's runs give the targets
+  uint32_t warmup_per_worker = 8;                  // a rule's +warmup: this many updates per worker
 };
 
 /// `actorps bench staleness`: test accuracy per epoch, epochs to the job's

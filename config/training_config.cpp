@@ -78,6 +78,15 @@ caf::error read_staleness_floor(training_reading& in, const char* key) {
   return caf::none;
 }
 
+caf::error read_staleness_power(training_reading& in, const char* key) {
+  if (!in.t.contains(key)) return caf::none;  // unset (0): 1
+  float power = 1;
+  if (auto err = in.get(key, power)) return err;
+  if (!(power > 0 && power <= 1)) return in.fail(key, "expected a number in (0, 1]");
+  in.o.optimizer.set_staleness_power(power == 1 ? 0 : power);  // 0 (unset) is 1
+  return caf::none;
+}
+
 caf::error read_momentum(training_reading& in, const char* key) {
   float momentum = in.o.optimizer.momentum();
   if (auto err = in.get(key, momentum)) return err;
@@ -150,6 +159,10 @@ const std::vector<training_key> kTrainingKeys = {
      read_staleness_rule},
     {"staleness_floor", "0", "staleness_rule \"scale_lr\": the learning rate is at least this fraction of itself",
      read_staleness_floor},
+    {"staleness_power", "1",
+     "staleness_rule \"scale_lr\": the learning rate is divided by s^power (1: Zhang et al.'s 1/s; 0.5: "
+     "1/sqrt(s))",
+     read_staleness_power},
     {"momentum", "0.9", "optimizer \"momentum\": the decay of its velocity", read_momentum},
     {"nesterov", "false", "optimizer \"momentum\": Nesterov's look-ahead", read_nesterov},
     {"consistency", "\"async\"",
@@ -171,6 +184,10 @@ const std::vector<training_key> kTrainingKeys = {
      }},
     {"devices_per_worker", "1", "devices each worker's batch is split over",
      [](training_reading& in, const char* key) { return in.get(key, in.o.devices_per_worker, 1, 64); }},
+    {"pull_ahead", "true",
+     "async: a worker pulls step s + 1's values while step s computes (faster steps, each gradient one step "
+     "staler); false: it pulls after each push",
+     [](training_reading& in, const char* key) { return in.get(key, in.o.pull_ahead); }},
     {"target_accuracy", "0", "> 0: exit 1 when the last evaluation's accuracy is below it", read_target_accuracy},
     {"checkpoint_dir", "\"\"", "\"\": no checkpoints; else written each epoch and restored on start",
      [](training_reading& in, const char* key) { return in.get(key, in.o.checkpoint_dir); }},
@@ -257,8 +274,14 @@ caf::error check_epoch_keys(const reader& r, const toml::table& t, const job_spe
   if (o.optimizer.staleness_rule() != pb::Optimizer::APPLY && o.consistency.mode() == pb::Consistency::SYNC)
     return r.fail(*t.get("staleness_rule"), "training.staleness_rule",
                   "sync applies each step's mean of fresh gradients: there is no staleness to scale by");
-  if (o.optimizer.staleness_floor() > 0 && o.optimizer.staleness_rule() != pb::Optimizer::SCALE_LR)
-    return r.fail(*t.get("staleness_floor"), "training.staleness_floor", "needs staleness_rule = \"scale_lr\"");
+  if (!o.pull_ahead && o.consistency.mode() != pb::Consistency::ASYNC)
+    return r.fail(*t.get("pull_ahead"), "training.pull_ahead",
+                  "only async workers pull ahead (sync and bounded_staleness pull after each step's barrier)");
+  const auto& opt = o.optimizer;
+  for (auto [key, set] : {std::pair{"staleness_floor", opt.staleness_floor() > 0},
+                          std::pair{"staleness_power", opt.staleness_power() > 0}})
+    if (set && opt.staleness_rule() != pb::Optimizer::SCALE_LR)
+      return r.fail(*t.get(key), std::string("training.") + key, "needs staleness_rule = \"scale_lr\"");
   const int64_t steps = int64_t(o.epochs) * int64_t(o.steps_per_epoch);
   if (!o.exactly_once && o.optimizer.warmup_updates() > 0 && o.optimizer.warmup_updates() >= uint64_t(steps))
     return r.fail(*t.get("warmup_steps"), "training.warmup_steps",

@@ -380,7 +380,7 @@ std::string dump(const training_options& o) {
       << " max_shard_bytes=" << p.max_shard_bytes << " max_shards=" << p.max_shards
       << " rebalance_interval_s=" << o.rebalance_interval_s << " max_load_ratio=" << o.max_load_ratio
       << " ps_replicas=" << o.ps_replicas << " seed=" << o.seed << " threads_per_worker=" << o.threads_per_worker
-      << " device=" << int(o.device) << " devices_per_worker=" << o.devices_per_worker
+      << " device=" << int(o.device) << " devices_per_worker=" << o.devices_per_worker << " pull_ahead=" << o.pull_ahead
       << " target_accuracy=" << o.target_accuracy << " checkpoint_dir=\"" << o.checkpoint_dir
       << "\" checkpoint_keep=" << o.checkpoint_keep << " checkpoint_steps=" << o.checkpoint_steps << " log_dir=\""
       << o.log_dir << "\" early_stopping_patience=" << o.early_stopping_patience
@@ -397,7 +397,7 @@ BOOST_AUTO_TEST_CASE(a_training_table_without_keys_gives_the_documented_defaults
              "optimizer={learning_rate: 0.01 momentum: 0.9} learning_rate_decay=1 "
              "consistency={replicas_to_aggregate: 1 num_workers: 1} partitioner=0 num_shards=1 "
              "min_shard_bytes=262144 max_shard_bytes=0 max_shards=0 rebalance_interval_s=10 max_load_ratio=1.3 "
-             "ps_replicas=1 seed=1 threads_per_worker=0 device=0 devices_per_worker=1 target_accuracy=0 "
+             "ps_replicas=1 seed=1 threads_per_worker=0 device=0 devices_per_worker=1 pull_ahead=1 target_accuracy=0 "
              "checkpoint_dir=\"\" checkpoint_keep=3 checkpoint_steps=0 log_dir=\"\" early_stopping_patience=0 "
              "early_stopping_monitor=test_loss early_stopping_min_delta=0");
   // Jobs built in code start from the same defaults.
@@ -462,10 +462,14 @@ BOOST_AUTO_TEST_CASE(warm_up_and_staleness_keys_are_read_and_checked) {
   auto ok = training_job(1, "epochs = 2\nwarmup_steps = 15\n");  // 2 epochs of 10 steps
   BOOST_REQUIRE_MESSAGE(ok && ok->has_value(), why(ok));
   BOOST_TEST((*ok)->training.optimizer.warmup_updates() == 15u);
-  auto scaled = training_job(1, "staleness_rule = \"scale_lr\"\nstaleness_floor = 0.05\n");
+  auto scaled = training_job(1, "staleness_rule = \"scale_lr\"\nstaleness_floor = 0.05\nstaleness_power = 0.5\n");
   BOOST_REQUIRE_MESSAGE(scaled && scaled->has_value(), why(scaled));
   BOOST_TEST((*scaled)->training.optimizer.staleness_rule() == pb::Optimizer::SCALE_LR);
   BOOST_TEST((*scaled)->training.optimizer.staleness_floor() == 0.05f);
+  BOOST_TEST((*scaled)->training.optimizer.staleness_power() == 0.5f);
+  auto fresh = training_job(1, "pull_ahead = false\n");
+  BOOST_REQUIRE_MESSAGE(fresh && fresh->has_value(), why(fresh));
+  BOOST_TEST(!(*fresh)->training.pull_ahead);
   for (auto& [training, error] : std::vector<std::pair<std::string, std::string>>{
            {"warmup_steps = 10\n",
             "training.warmup_steps: a warm-up of 10 steps outlasts the job's 10 (1 epochs of 10)"},
@@ -475,7 +479,12 @@ BOOST_AUTO_TEST_CASE(warm_up_and_staleness_keys_are_read_and_checked) {
             "training.staleness_rule: sync applies each step's mean of fresh gradients: there is no staleness"},
            {"staleness_floor = 0.1\n", "training.staleness_floor: needs staleness_rule = \"scale_lr\""},
            {"staleness_rule = \"scale_lr\"\nstaleness_floor = 2\n",
-            "training.staleness_floor: expected a number in [0, 1]"}}) {
+            "training.staleness_floor: expected a number in [0, 1]"},
+           {"staleness_rule = \"apply\"\nstaleness_power = 0.5\n",
+            "training.staleness_power: needs staleness_rule = \"scale_lr\""},
+           {"staleness_rule = \"scale_lr\"\nstaleness_power = 0\n",
+            "training.staleness_power: expected a number in (0, 1]"},
+           {"consistency = \"sync\"\npull_ahead = false\n", "training.pull_ahead: only async workers pull ahead"}}) {
     auto bad = training_job(1, training);
     BOOST_REQUIRE_MESSAGE(!bad, training);
     BOOST_TEST(exit_code(bad.error()) == 2);

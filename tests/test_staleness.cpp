@@ -100,39 +100,82 @@ BOOST_FIXTURE_TEST_CASE(a_dense_gradient_steps_by_the_updates_since_its_pull, co
   BOOST_TEST(step_of(3, 1) == 4.0f);  // a pull the shard never saw: a full step
 }
 
-BOOST_FIXTURE_TEST_CASE(rows_step_by_the_tables_updates_since_their_pull, core_fixture) {
-  auto rows = [&](uint32_t worker, int64_t step) {
-    pb::SparsePush sp;
-    sp.set_worker(worker);
-    sp.set_step(step);
-    auto* g = sp.mutable_gradient();
-    g->set_name("emb");
-    g->set_dim(1);
-    g->add_ids(worker);  // each worker its own row
-    const float eight = 8.0f;
-    g->set_data(reinterpret_cast<const char*>(&eight), 4);
-    BOOST_REQUIRE(core.apply_rows(sp));
-  };
-  auto pull_rows = [&](uint32_t worker, int64_t step) {
-    pb::SparsePull p;
-    p.set_name("emb");
-    p.add_ids(worker);
-    p.set_worker(worker);
-    p.set_step(step);
-    BOOST_REQUIRE(core.read_rows(p));
-  };
-  pull_rows(2, 1);
-  for (int64_t s = 1; s < 5; ++s) {
-    pull_rows(1, s);
-    rows(1, s);
-  }
-  rows(2, 1);  // 4 updates of the table behind
+namespace {
+
+// Row pushes and pulls of "emb" by `worker` at `step`, 8 for each row.
+pb::SparsePush row_push(uint32_t worker, int64_t step, std::vector<int64_t> ids) {
+  pb::SparsePush sp;
+  sp.set_worker(worker);
+  sp.set_step(step);
+  auto* g = sp.mutable_gradient();
+  g->set_name("emb");
+  g->set_dim(1);
+  std::vector<float> eights(ids.size(), 8.0f);
+  for (auto id : ids) g->add_ids(id);
+  g->set_data(reinterpret_cast<const char*>(eights.data()), eights.size() * 4);
+  return sp;
+}
+
+void pull_rows(shard_core& core, uint32_t worker, int64_t step, std::vector<int64_t> ids) {
+  pb::SparsePull p;
+  p.set_name("emb");
+  for (auto id : ids) p.add_ids(id);
+  p.set_worker(worker);
+  p.set_step(step);
+  BOOST_REQUIRE(core.read_rows(p));
+}
+
+std::vector<float> table(shard_core& core) {
   pb::Pull all;
   all.add_names("emb");
   all.set_step(-1);
-  const auto emb = floats(core.read(all)->tensors(0).data());
-  BOOST_TEST(emb[1] == -16.0f);  // four fresh steps of 4
-  BOOST_TEST(emb[2] == -1.0f);   // one step of lr 0.5 / 4
+  return floats(core.read(all)->tensors(0).data());
+}
+
+}  // namespace
+
+// A row's staleness is its own updates since the pull, not the table's: a
+// table's rows are each touched by few of its updates.
+BOOST_FIXTURE_TEST_CASE(each_row_steps_by_its_own_updates_since_its_pull, core_fixture) {
+  pull_rows(core, 2, 1, {1, 2});
+  for (int64_t s = 1; s < 5; ++s) {  // row 1 updated 4 times by worker 1; row 2 never
+    pull_rows(core, 1, s, {1});
+    BOOST_REQUIRE(core.apply_rows(row_push(1, s, {1})));
+  }
+  BOOST_REQUIRE(core.apply_rows(row_push(2, 1, {2, 1, 2})));  // row 2 twice: summed, one staleness
+  const auto emb = table(core);
+  BOOST_TEST(emb[1] == -17.0f);  // four fresh steps of 4, then lr 0.5 / 4 x 8
+  BOOST_TEST(emb[2] == -8.0f);   // its own staleness 0: a full step of 16
+  BOOST_TEST(emb[3] == table(core)[3]);
+}
+
+BOOST_AUTO_TEST_CASE(the_power_softens_the_division) {
+  auto o = scale_lr(0.0f);
+  o.set_staleness_power(0.5f);
+  BOOST_TEST(lr_at(o, 7, 16) == 0.125f);  // 0.5 / sqrt(16)
+  BOOST_TEST(lr_at(o, 7, 4) == 0.25f);
+  o.set_staleness_power(0.0f);  // unset: Zhang et al.'s 1/s
+  BOOST_TEST(lr_at(o, 7, 4) == 0.125f);
+}
+
+BOOST_AUTO_TEST_CASE(a_backup_applies_the_row_staleness_its_primary_stamped) {
+  core_fixture primary, backup;
+  pull_rows(primary.core, 2, 1, {1, 2});
+  for (int64_t s = 1; s < 5; ++s) {  // worker 1's, their pulls unseen: full steps on both
+    auto p = row_push(1, s, {1});
+    primary.core.stamp(p);
+    BOOST_REQUIRE(primary.core.apply_rows(p));
+    BOOST_REQUIRE(backup.core.apply_rows(p));
+  }
+  auto late = row_push(2, 1, {1, 2});
+  primary.core.stamp(late);
+  BOOST_REQUIRE(late.gradient().staleness_size() == 2);
+  BOOST_TEST(late.gradient().staleness(0) == 4u);
+  BOOST_TEST(late.gradient().staleness(1) == 0u);
+  BOOST_REQUIRE(primary.core.apply_rows(late));
+  BOOST_REQUIRE(backup.core.apply_rows(late));  // the backup saw no pull: the stamp decides
+  BOOST_TEST(table(primary.core) == table(backup.core));
+  BOOST_TEST(table(backup.core)[1] == -17.0f);
 }
 
 BOOST_AUTO_TEST_CASE(a_backup_applies_the_staleness_its_primary_stamped) {

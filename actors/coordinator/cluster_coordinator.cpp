@@ -71,7 +71,7 @@ caf::error cluster_coordinator::create_variables(const kernels::model_spec& mode
   return p_->ps->create_variables(probe.parameters(), seed, optimizer, split);
 }
 
-caf::error cluster_coordinator::create_workers(const kernels::model_spec& model, const worker_devices& compute) {
+caf::error cluster_coordinator::create_workers(const kernels::model_spec& model, const worker_options& compute) {
   const auto& vars = p_->ps->variables();
   if (vars.empty()) return make_error(errc::invalid_argument, "create_workers: create_variables first");
   if (p_->membership) return make_error(errc::invalid_argument, "create_workers: called twice");
@@ -89,7 +89,7 @@ caf::error cluster_coordinator::create_workers(const kernels::model_spec& model,
   sw.set_device(compute.device);
   sw.set_devices(compute.devices);
   const bool async = p_->consistency.mode() == pb::Consistency::ASYNC;
-  sw.set_pull_ahead(async);
+  sw.set_pull_ahead(async && compute.pull_ahead);
   sw.set_request_timeout_ms(async ? spec.runtime.request_timeout_ms : 0);
   // Incarnations count up from this run's start (as closure ids do): a PS
   // node keeps its shards for a restarted coordinator, and a worker of this

@@ -61,14 +61,15 @@ class cluster_coordinator {
   [[nodiscard]] caf::error create_variables(const kernels::model_spec& model, uint64_t seed,
                                             const pb::Optimizer& optimizer, const partitioner& split = {});
   /// How every worker computes.
-  struct worker_devices {
+  struct worker_options {
     uint32_t threads = 0;                 // CPU kernel threads; 0 = all cores
     pb::Device device = pb::DEVICE_AUTO;  // GPUs or the CPU (messages/train.proto Device)
     uint32_t devices = 1;                 // each batch split over this many
+    bool pull_ahead = true;               // ASYNC: step s + 1's values pulled while step s computes
   };
   /// A proxy per declared worker task, over those variables: each brings its
   /// worker up as soon as the worker's node answers (returns at once).
-  [[nodiscard]] caf::error create_workers(const kernels::model_spec& model, const worker_devices& compute);
+  [[nodiscard]] caf::error create_workers(const kernels::model_spec& model, const worker_options& compute);
   /// Blocks until `n` workers take closures; errc::not_up (naming the
   /// absent ones) when they did not within `timeout`; the worker's error
   /// when one cannot train at all (errc::device_unavailable: its node lacks

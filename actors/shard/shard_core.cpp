@@ -259,7 +259,11 @@ caf::expected<pb::Rows> shard_core::read_rows(const pb::SparsePull& req) {
   for (int i = 0; i < req.ids_size(); ++i)
     std::memcpy(&(*data)[size_t(i) * row_bytes], (*v)->value.data() + req.ids(i) * (*v)->row_size, row_bytes);
   (*v)->load.rows(req.ids().data(), req.ids_size());
-  if (req.step() >= 0) (*v)->pulled.remember(req.worker(), req.step(), (*v)->version);
+  if (req.step() >= 0) {
+    (*v)->pulled.remember(req.worker(), req.step(), (*v)->version);
+    const auto counts = (*v)->row_counts(req.ids());
+    (*v)->pulled.remember_rows(req.worker(), req.step(), req.ids().data(), counts.data(), req.ids_size());
+  }
   *out.mutable_ids() = req.ids();
   return out;
 }
@@ -278,10 +282,25 @@ void shard_core::stamp(pb::Push& push) const {
   }
 }
 
+std::vector<uint32_t> shard_core::variable::row_counts(const google::protobuf::RepeatedField<int64_t>& ids) const {
+  std::vector<uint32_t> out(size_t(ids.size()), 0);
+  if (row_updates.empty()) return out;
+  for (int i = 0; i < ids.size(); ++i)  // an id out of range (stamped before the checks): 0
+    if (ids[i] >= 0 && size_t(ids[i]) < row_updates.size()) out[size_t(i)] = row_updates[size_t(ids[i])];
+  return out;
+}
+
+std::vector<uint64_t> shard_core::row_staleness(const variable& v, const pb::SparsePush& push) const {
+  auto& g = push.gradient();
+  if (g.staleness_size() == g.ids_size() && g.ids_size() > 0) return {g.staleness().begin(), g.staleness().end()};
+  const auto counts = v.row_counts(g.ids());
+  return v.pulled.row_staleness(push.worker(), push.step(), g.ids().data(), counts.data(), g.ids_size());
+}
+
 void shard_core::stamp(pb::SparsePush& push) const {
   auto v = vars_.find(push.gradient().name());
-  if (push.gradient().has_staleness() || v == vars_.end()) return;
-  if (auto s = staleness_of(v->second, push.worker(), push.step())) push.mutable_gradient()->set_staleness(*s);
+  if (push.gradient().staleness_size() > 0 || v == vars_.end()) return;
+  for (auto s : row_staleness(v->second, push)) push.mutable_gradient()->add_staleness(s);
 }
 
 void shard_core::apply_dense(variable& v, int64_t offset, int64_t count, const float* grad) {
@@ -420,16 +439,25 @@ caf::expected<pb::PushAck> shard_core::apply_rows(const pb::SparsePush& req) {
   if (consistency_.mode() == pb::Consistency::SYNC)
     for (auto& x : merged.rows) x /= float(consistency_.replicas_to_aggregate());
   auto& var = **v;
-  const auto stale = g.has_staleness() ? g.staleness() : staleness_of(var, req.worker(), req.step());
+  std::vector<uint64_t> stale;  // of each merged row, when the rule needs it
+  if (var.spec.optimizer().staleness_rule() == pb::Optimizer::SCALE_LR) {
+    const auto of_ids = row_staleness(var, req);
+    std::vector<std::pair<int64_t, uint64_t>> by_id;  // equal ids were pulled together: one staleness
+    for (size_t i = 0; i < of_ids.size(); ++i) by_id.emplace_back(g.ids(int(i)), of_ids[i]);
+    std::sort(by_id.begin(), by_id.end());
+    for (auto id : merged.ids)  // ascending, as by_id
+      if (!by_id.empty())
+        stale.push_back(std::lower_bound(by_id.begin(), by_id.end(), std::pair{id, uint64_t(0)})->second);
+  }
   var.by_rows = true;
   var.load.rows(g.ids().data(), g.ids_size());
   ++var.version;
   var.params.step = int64_t(var.version);
   float* slots[2] = {nullptr, nullptr};
   for (int i = 0; i < kernels::slot_count(var.kind); ++i) slots[i] = var.slot(i);
-  kernels::cpu_ops().apply_sparse(var.kind, step_params(var.params, var.spec.optimizer(), stale),
-                                  int64_t(merged.ids.size()), g.dim(), merged.ids.data(), var.value.data(), slots,
-                                  merged.rows.data());
+  step_rows(var.kind, var.params, var.spec.optimizer(), merged, stale, var.value.data(), slots);
+  if (var.row_updates.empty()) var.row_updates.assign(size_t(var.rows()), 0);
+  for (auto id : merged.ids) ++var.row_updates[size_t(id)];
   if (logging(g.name())) {
     pb::MoveChange change;
     *change.mutable_sparse_push() = req;

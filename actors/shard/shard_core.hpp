@@ -121,11 +121,14 @@ class shard_core {
     int64_t received = 0;               // SYNC: elements received this step
     bool by_rows = false;               // pushed by rows (apply_rows): not part of SYNC's step
     pull_versions pulled;               // for each worker's latest steps (staleness)
+    std::vector<uint32_t> row_updates;  // pulled or pushed by rows: each row's update count
     std::optional<uint64_t> staleness;  // the gradient being applied's (its slice at offset 0 says)
 
     int64_t size() const { return value.size(); }
     int64_t rows() const { return spec.shape_size() == 0 ? 1 : spec.shape(0); }
     float* slot(int i) { return slots[size_t(i)].data(); }
+    /// The update counts of rows `ids`, 0 for rows never pushed.
+    std::vector<uint32_t> row_counts(const google::protobuf::RepeatedField<int64_t>& ids) const;
   };
   // step -> (variable, offset) applied.
   using steps_seen = std::map<int64_t, std::set<std::pair<std::string, int64_t>>>;
@@ -145,6 +148,9 @@ class shard_core {
   template <class Push>
   bool seen_before(const Push& push, const std::string& name, int64_t offset);
   std::optional<uint64_t> staleness_of(const variable& v, uint32_t worker, int64_t step) const;
+  /// Each of `push`'s ids' staleness: its stamp, else from the pull this
+  /// shard remembers; empty when neither is there.
+  std::vector<uint64_t> row_staleness(const variable& v, const pb::SparsePush& push) const;
   int64_t slowest_clock() const;
   int64_t visible_step() const;
   void advance_clock(uint32_t worker, int64_t step);

@@ -67,7 +67,8 @@ caf::expected<std::unique_ptr<cluster_coordinator>> connect_job(caf::actor_syste
     for (auto& v : job.initial_values) values.push_back(v.data());
     if (auto err = (*c)->placement().assign_values(values)) return in_context(err, "the model's initial values");
   }
-  if (auto err = (*c)->create_workers(job.model, {t.threads_per_worker, t.device, t.devices_per_worker})) return err;
+  if (auto err = (*c)->create_workers(job.model, {t.threads_per_worker, t.device, t.devices_per_worker, t.pull_ahead}))
+    return err;
   if (job.cluster.node_of(task_id{pb::COORDINATOR, 0}) != nullptr)  // joins from now on, late workers included
     if (auto port = (*c)->accept_joins(); !port)
       spdlog::warn("coordinator: `actorps node --join` cannot reach this job: {}", describe(port.error()));
