@@ -34,14 +34,14 @@ struct run_row {
 
 // A --rules entry into `t`: "job" (the job file's own), "apply", or
 // "scale_lr" with an optional ":POWER" (scale_lr:0.5: lr / sqrt(s)), then
-// any of "+warmup" (a warm-up of warmup_per_worker updates per worker) and
-// "+fresh" (pull_ahead = false).
+// any of "+warmup" (a warm-up of warmup_per_worker updates per worker),
+// "+ahead" (pull_ahead = true) and "+fresh" (pull_ahead = false).
 caf::error set_rule(const staleness_bench_options& opts, const std::string& entry, uint32_t workers,
                     training_options& t) {
   auto bad = [&] {
     return make_error(errc::invalid_argument,
                       fmt::format("--rules: unknown rule \"{}\" (expected job, apply or scale_lr[:POWER in (0, 1]], "
-                                  "then any of +warmup, +fresh)",
+                                  "then any of +warmup, +ahead, +fresh)",
                                   entry));
   };
   std::vector<std::string> parts{""};
@@ -70,8 +70,8 @@ caf::error set_rule(const staleness_bench_options& opts, const std::string& entr
   for (size_t i = 1; i < parts.size(); ++i) {
     if (parts[i] == "warmup")
       o.set_warmup_updates(uint64_t(opts.warmup_per_worker) * workers);
-    else if (parts[i] == "fresh")
-      t.pull_ahead = false;
+    else if (parts[i] == "ahead" || parts[i] == "fresh")
+      t.pull_ahead = parts[i] == "ahead";
     else
       return bad();
   }

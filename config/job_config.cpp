@@ -12,6 +12,8 @@ pb::Optimizer default_optimizer() {
   o.set_kind(pb::Optimizer::SGD);
   o.set_learning_rate(0.01f);
   o.set_momentum(0.9f);
+  o.set_staleness_rule(pb::Optimizer::SCALE_LR);  // config/README.md: why
+  o.set_staleness_power(0.5f);
   return o;
 }
 

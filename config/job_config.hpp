@@ -56,7 +56,7 @@ struct training_options {
   uint32_t threads_per_worker = 0;       // CPU kernel threads; 0 = all cores
   pb::Device device = pb::DEVICE_AUTO;   // [training] device: "auto", "cpu" or "cuda"
   uint32_t devices_per_worker = 1;       // each batch split over this many devices (GPUs, or CPU stand-ins)
-  bool pull_ahead = true;                // async: a worker pulls step s + 1's values while step s computes
+  bool pull_ahead = false;               // async: a worker pulls step s + 1's values while step s computes
   double target_accuracy = 0;            // > 0: exit 1 when the last evaluation is below it
   std::string checkpoint_dir;            // "": none; else written each epoch (see checkpoint_steps), restored on start
   uint32_t checkpoint_keep = 3;          // newest checkpoints kept

@@ -79,11 +79,10 @@ caf::error read_staleness_floor(training_reading& in, const char* key) {
 }
 
 caf::error read_staleness_power(training_reading& in, const char* key) {
-  if (!in.t.contains(key)) return caf::none;  // unset (0): 1
-  float power = 1;
+  float power = in.o.optimizer.staleness_power();
   if (auto err = in.get(key, power)) return err;
   if (!(power > 0 && power <= 1)) return in.fail(key, "expected a number in (0, 1]");
-  in.o.optimizer.set_staleness_power(power == 1 ? 0 : power);  // 0 (unset) is 1
+  in.o.optimizer.set_staleness_power(power);
   return caf::none;
 }
 
@@ -153,15 +152,16 @@ const std::vector<training_key> kTrainingKeys = {
      "the learning rate ramps linearly from learning_rate / N to learning_rate over each variable's first N "
      "updates (Goyal et al. 2017); 0: none",
      read_warmup_steps},
-    {"staleness_rule", "\"apply\"",
-     "what a shard does with a gradient computed on values s updates old (async, bounded_staleness): \"apply\" "
-     "as it comes (TF's), \"scale_lr\" with learning_rate / s (Zhang et al., IJCAI 2016)",
+    {"staleness_rule", "\"scale_lr\"",
+     "what a shard does with a gradient computed on values s updates old (async, bounded_staleness; sync: "
+     "\"apply\"): \"scale_lr\" steps with learning_rate / s^staleness_power (Zhang et al., IJCAI 2016, with "
+     "power 1), \"apply\" as it comes (TF's)",
      read_staleness_rule},
     {"staleness_floor", "0", "staleness_rule \"scale_lr\": the learning rate is at least this fraction of itself",
      read_staleness_floor},
-    {"staleness_power", "1",
-     "staleness_rule \"scale_lr\": the learning rate is divided by s^power (1: Zhang et al.'s 1/s; 0.5: "
-     "1/sqrt(s))",
+    {"staleness_power", "0.5",
+     "staleness_rule \"scale_lr\": the learning rate is divided by s^power (0.5: 1/sqrt(s), what 128 workers "
+     "need; 1: Zhang et al.'s 1/s)",
      read_staleness_power},
     {"momentum", "0.9", "optimizer \"momentum\": the decay of its velocity", read_momentum},
     {"nesterov", "false", "optimizer \"momentum\": Nesterov's look-ahead", read_nesterov},
@@ -184,9 +184,9 @@ const std::vector<training_key> kTrainingKeys = {
      }},
     {"devices_per_worker", "1", "devices each worker's batch is split over",
      [](training_reading& in, const char* key) { return in.get(key, in.o.devices_per_worker, 1, 64); }},
-    {"pull_ahead", "true",
-     "async: a worker pulls step s + 1's values while step s computes (faster steps, each gradient one step "
-     "staler); false: it pulls after each push",
+    {"pull_ahead", "false",
+     "async: true: a worker pulls step s + 1's values while step s computes (faster steps; each gradient about "
+     "one more update per worker staler); false: it pulls after each push",
      [](training_reading& in, const char* key) { return in.get(key, in.o.pull_ahead); }},
     {"target_accuracy", "0", "> 0: exit 1 when the last evaluation's accuracy is below it", read_target_accuracy},
     {"checkpoint_dir", "\"\"", "\"\": no checkpoints; else written each epoch and restored on start",
@@ -271,22 +271,32 @@ caf::error check_epoch_keys(const reader& r, const toml::table& t, const job_spe
   } else if (!t.contains("steps_per_epoch")) {
     return r.fail(t, "training", "missing required key 'steps_per_epoch' (as in TF)");
   }
-  if (o.optimizer.staleness_rule() != pb::Optimizer::APPLY && o.consistency.mode() == pb::Consistency::SYNC)
-    return r.fail(*t.get("staleness_rule"), "training.staleness_rule",
-                  "sync applies each step's mean of fresh gradients: there is no staleness to scale by");
-  if (!o.pull_ahead && o.consistency.mode() != pb::Consistency::ASYNC)
-    return r.fail(*t.get("pull_ahead"), "training.pull_ahead",
-                  "only async workers pull ahead (sync and bounded_staleness pull after each step's barrier)");
-  const auto& opt = o.optimizer;
-  for (auto [key, set] : {std::pair{"staleness_floor", opt.staleness_floor() > 0},
-                          std::pair{"staleness_power", opt.staleness_power() > 0}})
-    if (set && opt.staleness_rule() != pb::Optimizer::SCALE_LR)
-      return r.fail(*t.get(key), std::string("training.") + key, "needs staleness_rule = \"scale_lr\"");
   const int64_t steps = int64_t(o.epochs) * int64_t(o.steps_per_epoch);
   if (!o.exactly_once && o.optimizer.warmup_updates() > 0 && o.optimizer.warmup_updates() >= uint64_t(steps))
     return r.fail(*t.get("warmup_steps"), "training.warmup_steps",
                   fmt::format("a warm-up of {} steps outlasts the job's {} ({} epochs of {})",
                               o.optimizer.warmup_updates(), steps, o.epochs, o.steps_per_epoch));
+  return caf::none;
+}
+
+// The staleness rule (default scale_lr) and pull-ahead (default off) need
+// stale gradients: sync has none (its default rule is apply; asking for
+// scale_lr there exits 2), and only async pulls ahead. floor and power
+// belong to scale_lr.
+caf::error settle_staleness(const reader& r, const toml::table& t, training_options& o) {
+  auto& opt = o.optimizer;
+  const auto mode = o.consistency.mode();
+  if (mode == pb::Consistency::SYNC && !t.contains("staleness_rule")) opt.set_staleness_rule(pb::Optimizer::APPLY);
+  if (opt.staleness_rule() != pb::Optimizer::APPLY && mode == pb::Consistency::SYNC)
+    return r.fail(*t.get("staleness_rule"), "training.staleness_rule",
+                  "sync applies each step's mean of fresh gradients: there is no staleness to scale by");
+  if (o.pull_ahead && mode != pb::Consistency::ASYNC)
+    return r.fail(*t.get("pull_ahead"), "training.pull_ahead",
+                  "only async workers pull ahead (sync and bounded_staleness pull after each step's barrier)");
+  for (auto key : {"staleness_floor", "staleness_power"})
+    if (t.contains(key) && opt.staleness_rule() != pb::Optimizer::SCALE_LR)
+      return r.fail(*t.get(key), std::string("training.") + key, "needs staleness_rule = \"scale_lr\"");
+  if (opt.staleness_rule() != pb::Optimizer::SCALE_LR) opt.clear_staleness_power();
   return caf::none;
 }
 
@@ -384,7 +394,7 @@ caf::error check_training(const reader& r, const toml::table& t, job_spec& job) 
   o.consistency.set_num_workers(workers);
   if (o.consistency.replicas_to_aggregate() == 0) o.consistency.set_replicas_to_aggregate(workers);
   caf::error err;
-  (err = check_epoch_keys(r, t, job)) || (err = check_output_dirs(r, t)) ||
+  (err = check_epoch_keys(r, t, job)) || (err = settle_staleness(r, t, o)) || (err = check_output_dirs(r, t)) ||
       (err = has_cluster ? settle_min_workers(r, t, o, workers) : caf::error{}) ||
       (err = check_worker_gpus(r, t, o, job.cluster)) ||
       (err = has_cluster ? check_replicas(r, t, o, job.cluster) : caf::error{}) ||

@@ -394,10 +394,11 @@ BOOST_AUTO_TEST_CASE(a_training_table_without_keys_gives_the_documented_defaults
   BOOST_REQUIRE_MESSAGE(job && job->has_value(), why(job));
   BOOST_TEST(dump((*job)->training) ==
              "epochs=1 steps_per_epoch=10 exactly_once=0 split_size=0 min_workers=1 steps_per_execution=10 "
-             "optimizer={learning_rate: 0.01 momentum: 0.9} learning_rate_decay=1 "
+             "optimizer={learning_rate: 0.01 momentum: 0.9 staleness_rule: SCALE_LR staleness_power: 0.5} "
+             "learning_rate_decay=1 "
              "consistency={replicas_to_aggregate: 1 num_workers: 1} partitioner=0 num_shards=1 "
              "min_shard_bytes=262144 max_shard_bytes=0 max_shards=0 rebalance_interval_s=10 max_load_ratio=1.3 "
-             "ps_replicas=1 seed=1 threads_per_worker=0 device=0 devices_per_worker=1 pull_ahead=1 target_accuracy=0 "
+             "ps_replicas=1 seed=1 threads_per_worker=0 device=0 devices_per_worker=1 pull_ahead=0 target_accuracy=0 "
              "checkpoint_dir=\"\" checkpoint_keep=3 checkpoint_steps=0 log_dir=\"\" early_stopping_patience=0 "
              "early_stopping_monitor=test_loss early_stopping_min_delta=0");
   // Jobs built in code start from the same defaults.
@@ -467,9 +468,12 @@ BOOST_AUTO_TEST_CASE(warm_up_and_staleness_keys_are_read_and_checked) {
   BOOST_TEST((*scaled)->training.optimizer.staleness_rule() == pb::Optimizer::SCALE_LR);
   BOOST_TEST((*scaled)->training.optimizer.staleness_floor() == 0.05f);
   BOOST_TEST((*scaled)->training.optimizer.staleness_power() == 0.5f);
-  auto fresh = training_job(1, "pull_ahead = false\n");
-  BOOST_REQUIRE_MESSAGE(fresh && fresh->has_value(), why(fresh));
-  BOOST_TEST(!(*fresh)->training.pull_ahead);
+  auto ahead = training_job(1, "pull_ahead = true\n");
+  BOOST_REQUIRE_MESSAGE(ahead && ahead->has_value(), why(ahead));
+  BOOST_TEST((*ahead)->training.pull_ahead);
+  auto sync = training_job(1, "consistency = \"sync\"\n");  // its default rule: apply
+  BOOST_REQUIRE_MESSAGE(sync && sync->has_value(), why(sync));
+  BOOST_TEST((*sync)->training.optimizer.staleness_rule() == pb::Optimizer::APPLY);
   for (auto& [training, error] : std::vector<std::pair<std::string, std::string>>{
            {"warmup_steps = 10\n",
             "training.warmup_steps: a warm-up of 10 steps outlasts the job's 10 (1 epochs of 10)"},
@@ -477,14 +481,17 @@ BOOST_AUTO_TEST_CASE(warm_up_and_staleness_keys_are_read_and_checked) {
            {"staleness_rule = \"halve\"\n", "training.staleness_rule: expected one of \"apply\", \"scale_lr\""},
            {"consistency = \"sync\"\nstaleness_rule = \"scale_lr\"\n",
             "training.staleness_rule: sync applies each step's mean of fresh gradients: there is no staleness"},
-           {"staleness_floor = 0.1\n", "training.staleness_floor: needs staleness_rule = \"scale_lr\""},
+           {"staleness_rule = \"apply\"\nstaleness_floor = 0.1\n",
+            "training.staleness_floor: needs staleness_rule = \"scale_lr\""},
            {"staleness_rule = \"scale_lr\"\nstaleness_floor = 2\n",
             "training.staleness_floor: expected a number in [0, 1]"},
            {"staleness_rule = \"apply\"\nstaleness_power = 0.5\n",
             "training.staleness_power: needs staleness_rule = \"scale_lr\""},
            {"staleness_rule = \"scale_lr\"\nstaleness_power = 0\n",
             "training.staleness_power: expected a number in (0, 1]"},
-           {"consistency = \"sync\"\npull_ahead = false\n", "training.pull_ahead: only async workers pull ahead"}}) {
+           {"consistency = \"sync\"\npull_ahead = true\n", "training.pull_ahead: only async workers pull ahead"},
+           {"consistency = \"sync\"\nstaleness_power = 0.5\n",
+            "training.staleness_power: needs staleness_rule = \"scale_lr\""}}) {
     auto bad = training_job(1, training);
     BOOST_REQUIRE_MESSAGE(!bad, training);
     BOOST_TEST(exit_code(bad.error()) == 2);

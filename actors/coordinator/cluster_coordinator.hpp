@@ -65,7 +65,7 @@ class cluster_coordinator {
     uint32_t threads = 0;                 // CPU kernel threads; 0 = all cores
     pb::Device device = pb::DEVICE_AUTO;  // GPUs or the CPU (messages/train.proto Device)
     uint32_t devices = 1;                 // each batch split over this many
-    bool pull_ahead = true;               // ASYNC: step s + 1's values pulled while step s computes
+    bool pull_ahead = false;              // ASYNC: step s + 1's values pulled while step s computes
   };
   /// A proxy per declared worker task, over those variables: each brings its
   /// worker up as soon as the worker's node answers (returns at once).

@@ -367,6 +367,7 @@ pb::PushAck shard_core::apply(const pb::Push& push) {
     if (g.offset() == 0) {  // the gradient's first slice: its staleness holds for the rest
       v.staleness = g.has_staleness() ? g.staleness() : staleness_of(v, push.worker(), push.step());
       if (v.staleness && staleness_ != nullptr) staleness_->observe(double(*v.staleness));
+      if (sync) v.staleness.reset();  // the step's mean of fresh gradients: nothing to scale by
     }
     if (sync) {
       if (v.sum.empty()) v.sum.assign(size_t(v.size()), 0.0f);
@@ -440,7 +441,8 @@ caf::expected<pb::PushAck> shard_core::apply_rows(const pb::SparsePush& req) {
     for (auto& x : merged.rows) x /= float(consistency_.replicas_to_aggregate());
   auto& var = **v;
   std::vector<uint64_t> stale;  // of each merged row, when the rule needs it
-  if (var.spec.optimizer().staleness_rule() == pb::Optimizer::SCALE_LR) {
+  if (var.spec.optimizer().staleness_rule() == pb::Optimizer::SCALE_LR &&
+      consistency_.mode() != pb::Consistency::SYNC) {  // sync: a step's rows, as its dense gradients, step fully
     const auto of_ids = row_staleness(var, req);
     std::vector<std::pair<int64_t, uint64_t>> by_id;  // equal ids were pulled together: one staleness
     for (size_t i = 0; i < of_ids.size(); ++i) by_id.emplace_back(g.ids(int(i)), of_ids[i]);
