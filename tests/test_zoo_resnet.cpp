@@ -28,6 +28,11 @@ BOOST_AUTO_TEST_CASE(the_residual_cnn_learns_across_processes) {
   rewrite_values(job, "epochs", [](int64_t) { return 1; });
   rewrite_values(job, "steps_per_epoch", [](int64_t) { return kSteps; });
   replace_all(job, "target_accuracy = 0.93", "target_accuracy = 0.5");
+  // The staleness defaults, not the pins of the job's PyTorch-parity figures:
+  // with apply and pull-ahead, 300 steps of a loaded CI machine's slow
+  // workers measured 57% (73% idle); the defaults absorb the staleness.
+  replace_all(job, "staleness_rule = \"apply\"", "staleness_rule = \"scale_lr\"");
+  replace_all(job, "pull_ahead = true", "pull_ahead = false");
   const std::string path = dir + "/resnet.toml";
   std::ofstream(path) << job;
 

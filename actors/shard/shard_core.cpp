@@ -270,39 +270,6 @@ caf::expected<pb::Rows> shard_core::read_rows(const pb::SparsePull& req) {
 
 // ---- applying ----
 
-std::optional<uint64_t> shard_core::staleness_of(const variable& v, uint32_t worker, int64_t step) const {
-  return v.pulled.staleness(worker, step, v.version);
-}
-
-void shard_core::stamp(pb::Push& push) const {
-  for (auto& g : *push.mutable_gradients()) {
-    auto v = vars_.find(g.name());
-    if (g.offset() != 0 || g.has_staleness() || v == vars_.end()) continue;
-    if (auto s = staleness_of(v->second, push.worker(), push.step())) g.set_staleness(*s);
-  }
-}
-
-std::vector<uint32_t> shard_core::variable::row_counts(const google::protobuf::RepeatedField<int64_t>& ids) const {
-  std::vector<uint32_t> out(size_t(ids.size()), 0);
-  if (row_updates.empty()) return out;
-  for (int i = 0; i < ids.size(); ++i)  // an id out of range (stamped before the checks): 0
-    if (ids[i] >= 0 && size_t(ids[i]) < row_updates.size()) out[size_t(i)] = row_updates[size_t(ids[i])];
-  return out;
-}
-
-std::vector<uint64_t> shard_core::row_staleness(const variable& v, const pb::SparsePush& push) const {
-  auto& g = push.gradient();
-  if (g.staleness_size() == g.ids_size() && g.ids_size() > 0) return {g.staleness().begin(), g.staleness().end()};
-  const auto counts = v.row_counts(g.ids());
-  return v.pulled.row_staleness(push.worker(), push.step(), g.ids().data(), counts.data(), g.ids_size());
-}
-
-void shard_core::stamp(pb::SparsePush& push) const {
-  auto v = vars_.find(push.gradient().name());
-  if (push.gradient().staleness_size() > 0 || v == vars_.end()) return;
-  for (auto s : row_staleness(v->second, push)) push.mutable_gradient()->add_staleness(s);
-}
-
 void shard_core::apply_dense(variable& v, int64_t offset, int64_t count, const float* grad) {
   if (offset == 0) ++v.version;  // once per gradient (slices of one gradient arrive in order)
   v.params.step = int64_t(std::max<uint64_t>(v.version, 1));
@@ -440,17 +407,9 @@ caf::expected<pb::PushAck> shard_core::apply_rows(const pb::SparsePush& req) {
   if (consistency_.mode() == pb::Consistency::SYNC)
     for (auto& x : merged.rows) x /= float(consistency_.replicas_to_aggregate());
   auto& var = **v;
-  std::vector<uint64_t> stale;  // of each merged row, when the rule needs it
-  if (var.spec.optimizer().staleness_rule() == pb::Optimizer::SCALE_LR &&
-      consistency_.mode() != pb::Consistency::SYNC) {  // sync: a step's rows, as its dense gradients, step fully
-    const auto of_ids = row_staleness(var, req);
-    std::vector<std::pair<int64_t, uint64_t>> by_id;  // equal ids were pulled together: one staleness
-    for (size_t i = 0; i < of_ids.size(); ++i) by_id.emplace_back(g.ids(int(i)), of_ids[i]);
-    std::sort(by_id.begin(), by_id.end());
-    for (auto id : merged.ids)  // ascending, as by_id
-      if (!by_id.empty())
-        stale.push_back(std::lower_bound(by_id.begin(), by_id.end(), std::pair{id, uint64_t(0)})->second);
-  }
+  std::vector<uint64_t> stale;  // of each merged row, when the rule needs it (sync: a step's rows step fully)
+  if (var.spec.optimizer().staleness_rule() == pb::Optimizer::SCALE_LR && consistency_.mode() != pb::Consistency::SYNC)
+    stale = staleness_of_merged(g.ids().data(), row_staleness(var, req), merged);
   var.by_rows = true;
   var.load.rows(g.ids().data(), g.ids_size());
   ++var.version;

@@ -56,6 +56,18 @@ kernels::optimizer_params step_params(kernels::optimizer_params p, const pb::Opt
   return p;
 }
 
+std::vector<uint64_t> staleness_of_merged(const int64_t* ids, const std::vector<uint64_t>& staleness,
+                                          const kernels::sparse_rows& merged) {
+  if (staleness.empty()) return {};
+  std::vector<std::pair<int64_t, uint64_t>> by_id;
+  for (size_t i = 0; i < staleness.size(); ++i) by_id.emplace_back(ids[i], staleness[i]);
+  std::sort(by_id.begin(), by_id.end());
+  std::vector<uint64_t> out;
+  for (auto id : merged.ids)  // each one of ids
+    out.push_back(std::lower_bound(by_id.begin(), by_id.end(), std::pair{id, uint64_t(0)})->second);
+  return out;
+}
+
 void step_rows(kernels::optimizer_kind kind, const kernels::optimizer_params& p, const pb::Optimizer& o,
                const kernels::sparse_rows& merged, const std::vector<uint64_t>& staleness, float* param,
                float* const* slots) {

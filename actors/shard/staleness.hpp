@@ -58,6 +58,12 @@ class pull_versions {
 kernels::optimizer_params step_params(kernels::optimizer_params p, const pb::Optimizer& o,
                                       std::optional<uint64_t> staleness = std::nullopt);
 
+/// The staleness of each of `merged`'s rows, `staleness[i]` being that of
+/// `ids[i]` (the ids merged; equal ids were pulled together: one staleness);
+/// empty when `staleness` is.
+std::vector<uint64_t> staleness_of_merged(const int64_t* ids, const std::vector<uint64_t>& staleness,
+                                          const kernels::sparse_rows& merged);
+
 /// Applies `merged`'s rows to param and slots, row i with step_params()
 /// for `staleness[i]` (empty: for none, as under APPLY); rows of equal
 /// staleness go to the optimizer kernel together.
