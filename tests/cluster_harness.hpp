@@ -147,19 +147,6 @@ struct cluster_client {
   }
 };
 
-/// A sparse push of `g` to rows `ids` (of `dim` floats) of shard `name`, keyed by `closure`.
-inline pb::SparsePush rows_push(uint64_t closure, const std::string& name, std::vector<int64_t> ids, int dim, float g) {
-  pb::SparsePush p;
-  p.mutable_closure_step()->set_closure(closure);
-  auto& rows = *p.mutable_gradient();
-  rows.set_name(name);
-  rows.set_dim(dim);
-  for (auto id : ids) rows.add_ids(id);
-  std::vector<float> data(ids.size() * size_t(dim), g);
-  rows.set_data(reinterpret_cast<const char*>(data.data()), data.size() * 4);
-  return p;
-}
-
 /// The variable `name` of a shard snapshot (the test fails without it).
 inline const pb::ShardSnapshot::Variable& held(const pb::ShardSnapshot& snap, const std::string& name) {
   for (auto& v : snap.variables())

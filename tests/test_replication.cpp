@@ -24,6 +24,19 @@ pb::ShardStats stats(cluster_client& coord, const ps_shard_actor& shard) {
   return *s;
 }
 
+// A coordinator's view of two PS node processes, both up and dialed.
+struct two_ps_nodes {
+  two_ps_nodes() {
+    cluster.start("ps:0");
+    cluster.start("ps:1");
+    nodes[0] = coord.must_dial("ps:0");
+    nodes[1] = coord.must_dial("ps:1");
+  }
+  local_cluster cluster{{"coordinator", "ps", "ps", "worker"}};
+  cluster_client coord{cluster.config};
+  node_actor nodes[2];
+};
+
 }  // namespace
 
 // A backup's rules, in one process (a scoped actor plays its primary, the
@@ -70,12 +83,7 @@ BOOST_FIXTURE_TEST_CASE(a_backup_serves_its_primary_only_and_a_dropped_one_is_ne
   for (auto& s : {backup, dropped}) stop(s);
 }
 
-BOOST_AUTO_TEST_CASE(killed_primaries_lose_no_acknowledged_push_and_apply_none_twice) {
-  local_cluster cluster({"coordinator", "ps", "ps", "worker"});
-  cluster.start("ps:0");
-  cluster.start("ps:1");
-  cluster_client coord(cluster.config);
-  node_actor nodes[2] = {coord.must_dial("ps:0"), coord.must_dial("ps:1")};
+BOOST_FIXTURE_TEST_CASE(killed_primaries_lose_no_acknowledged_push_and_apply_none_twice, two_ps_nodes) {
   std::vector<ps_shard_actor> shards;
   for (uint32_t ps = 0; ps < 2; ++ps) shards.push_back(*coord.spawn_shard(nodes[ps], ps, pb::Consistency{}));
   // Each shard's backup on the other PS node (the next ps task's).
@@ -242,12 +250,7 @@ BOOST_AUTO_TEST_CASE(both_replicas_of_a_shard_killed_restore_it_from_the_checkpo
 // staleness_rule = "scale_lr" across processes: the primary writes each
 // push's staleness into the message it forwards, so its backup, which saw
 // no pulls, applies the same step.
-BOOST_AUTO_TEST_CASE(a_backup_applies_the_staleness_its_primary_saw) {
-  local_cluster cluster({"coordinator", "ps", "ps", "worker"});
-  cluster.start("ps:0");
-  cluster.start("ps:1");
-  cluster_client coord(cluster.config);
-  node_actor nodes[2] = {coord.must_dial("ps:0"), coord.must_dial("ps:1")};
+BOOST_FIXTURE_TEST_CASE(a_backup_applies_the_staleness_its_primary_saw, two_ps_nodes) {
   auto primary = coord.spawn_shard(nodes[0], 0, pb::Consistency{});
   BOOST_REQUIRE(primary);
   replicate(coord, nodes[1], "ps:1", *primary, 0);

@@ -102,17 +102,12 @@ BOOST_FIXTURE_TEST_CASE(a_dense_gradient_steps_by_the_updates_since_its_pull, co
 
 namespace {
 
-// Row pushes and pulls of "emb" by `worker` at `step`, 8 for each row.
+// A push of 8 to each of rows `ids` of "emb" by `worker` at `step`, keyed
+// by closure worker * 100 + step (ids that grow within each test).
 pb::SparsePush row_push(uint32_t worker, int64_t step, std::vector<int64_t> ids) {
-  pb::SparsePush sp;
+  auto sp = rows_push(worker * 100 + uint64_t(step), "emb", std::move(ids), 1, 8.0f);
   sp.set_worker(worker);
   sp.set_step(step);
-  auto* g = sp.mutable_gradient();
-  g->set_name("emb");
-  g->set_dim(1);
-  std::vector<float> eights(ids.size(), 8.0f);
-  for (auto id : ids) g->add_ids(id);
-  g->set_data(reinterpret_cast<const char*>(eights.data()), eights.size() * 4);
   return sp;
 }
 

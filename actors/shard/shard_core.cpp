@@ -261,8 +261,10 @@ caf::expected<pb::Rows> shard_core::read_rows(const pb::SparsePull& req) {
   (*v)->load.rows(req.ids().data(), req.ids_size());
   if (req.step() >= 0) {
     (*v)->pulled.remember(req.worker(), req.step(), (*v)->version);
-    const auto counts = (*v)->row_counts(req.ids());
-    (*v)->pulled.remember_rows(req.worker(), req.step(), req.ids().data(), counts.data(), req.ids_size());
+    if (scales_rows(**v)) {
+      const auto counts = (*v)->row_counts(req.ids());
+      (*v)->pulled.remember_rows(req.worker(), req.step(), req.ids().data(), counts.data(), req.ids_size());
+    }
   }
   *out.mutable_ids() = req.ids();
   return out;
@@ -407,9 +409,8 @@ caf::expected<pb::PushAck> shard_core::apply_rows(const pb::SparsePush& req) {
   if (consistency_.mode() == pb::Consistency::SYNC)
     for (auto& x : merged.rows) x /= float(consistency_.replicas_to_aggregate());
   auto& var = **v;
-  std::vector<uint64_t> stale;  // of each merged row, when the rule needs it (sync: a step's rows step fully)
-  if (var.spec.optimizer().staleness_rule() == pb::Optimizer::SCALE_LR && consistency_.mode() != pb::Consistency::SYNC)
-    stale = staleness_of_merged(g.ids().data(), row_staleness(var, req), merged);
+  std::vector<uint64_t> stale;  // of each merged row, when the rule needs it
+  if (scales_rows(var)) stale = staleness_of_merged(g.ids().data(), row_staleness(var, req), merged);
   var.by_rows = true;
   var.load.rows(g.ids().data(), g.ids_size());
   ++var.version;
@@ -417,8 +418,10 @@ caf::expected<pb::PushAck> shard_core::apply_rows(const pb::SparsePush& req) {
   float* slots[2] = {nullptr, nullptr};
   for (int i = 0; i < kernels::slot_count(var.kind); ++i) slots[i] = var.slot(i);
   step_rows(var.kind, var.params, var.spec.optimizer(), merged, stale, var.value.data(), slots);
-  if (var.row_updates.empty()) var.row_updates.assign(size_t(var.rows()), 0);
-  for (auto id : merged.ids) ++var.row_updates[size_t(id)];
+  if (scales_rows(var)) {
+    if (var.row_updates.empty()) var.row_updates.assign(size_t(var.rows()), 0);
+    for (auto id : merged.ids) ++var.row_updates[size_t(id)];
+  }
   if (logging(g.name())) {
     pb::MoveChange change;
     *change.mutable_sparse_push() = req;

@@ -121,7 +121,7 @@ class shard_core {
     int64_t received = 0;               // SYNC: elements received this step
     bool by_rows = false;               // pushed by rows (apply_rows): not part of SYNC's step
     pull_versions pulled;               // for each worker's latest steps (staleness)
-    std::vector<uint32_t> row_updates;  // pulled or pushed by rows: each row's update count
+    std::vector<uint32_t> row_updates;  // scales_rows(): each row's update count
     std::optional<uint64_t> staleness;  // the gradient being applied's (its slice at offset 0 says)
 
     int64_t size() const { return value.size(); }
@@ -151,6 +151,9 @@ class shard_core {
   /// Each of `push`'s ids' staleness: its stamp, else from the pull this
   /// shard remembers; empty when neither is there.
   std::vector<uint64_t> row_staleness(const variable& v, const pb::SparsePush& push) const;
+  /// Whether `v`'s rows step by their staleness (SCALE_LR, not sync): only
+  /// then are row update counts and pulled rows kept.
+  bool scales_rows(const variable& v) const;
   int64_t slowest_clock() const;
   int64_t visible_step() const;
   void advance_clock(uint32_t worker, int64_t step);

@@ -17,6 +17,11 @@ void shard_core::stamp(pb::Push& push) const {
   }
 }
 
+bool shard_core::scales_rows(const variable& v) const {
+  return v.spec.optimizer().staleness_rule() == pb::Optimizer::SCALE_LR &&
+         consistency_.mode() != pb::Consistency::SYNC;  // sync: a step's rows, as its dense gradients, step fully
+}
+
 std::vector<uint32_t> shard_core::variable::row_counts(const google::protobuf::RepeatedField<int64_t>& ids) const {
   std::vector<uint32_t> out(size_t(ids.size()), 0);
   if (row_updates.empty()) return out;
@@ -34,7 +39,7 @@ std::vector<uint64_t> shard_core::row_staleness(const variable& v, const pb::Spa
 
 void shard_core::stamp(pb::SparsePush& push) const {
   auto v = vars_.find(push.gradient().name());
-  if (push.gradient().staleness_size() > 0 || v == vars_.end()) return;
+  if (push.gradient().staleness_size() > 0 || v == vars_.end() || !scales_rows(v->second)) return;
   for (auto s : row_staleness(v->second, push)) push.mutable_gradient()->add_staleness(s);
 }
 

@@ -8,7 +8,11 @@ namespace actorps {
 pull_versions::pull& pull_versions::slot(uint32_t worker, int64_t step) {
   auto& pulls = pulled_[worker];
   auto& p = pulls[size_t(step) % pulls.size()];
-  if (p.step != step) p = pull{step, 0, {}};
+  if (p.step != step) {  // a new step's pull: its rows reuse the slot's memory
+    p.step = step;
+    p.version = 0;
+    p.rows.clear();
+  }
   return p;
 }
 
