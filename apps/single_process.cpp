@@ -13,8 +13,10 @@ single_process::single_process(const job_spec& job, data::pipeline train)
   params_ = std::make_unique<kernels::host_parameters>(initial_values(job, *model_));
   const auto trained = static_cast<kernels::optimizer_kind>(job.training.optimizer.kind());
   for (auto& p : model_->parameters()) kinds_.push_back(kernels::optimizer_of(p, trained));
+  const auto opt = optimizer_params_of(job.training.optimizer);  // the accumulators start as a shard's do
   for (size_t v = 0; v < kinds_.size(); ++v)
-    for (int s = 0; s < kernels::slot_count(kinds_[v]); ++s) slots_.emplace_back(params_->values[v].size(), 0.0f);
+    for (int s = 0; s < kernels::slot_count(kinds_[v]); ++s)
+      slots_.emplace_back(params_->values[v].size(), kernels::initial_slot_value(kinds_[v], s, opt));
 }
 
 caf::expected<std::unique_ptr<single_process>> single_process::create(const job_spec& job) {

@@ -26,20 +26,25 @@ caf::error read_files(const reader& r, const toml::table& t, const std::string& 
 caf::error read_column(const reader& r, const toml::node& n, const std::string& p, pb::CsvColumn& c) {
   auto* t = n.as_table();
   if (t == nullptr) return r.fail(n, p, std::string("expected a table, got ") + type_name(n));
-  if (auto err = r.only_keys(*t, p, {"name", "kind", "vocabulary", "hash_buckets", "one_hot"})) return err;
+  if (auto err = r.only_keys(*t, p, {"name", "kind", "vocabulary", "hash_buckets", "one_hot", "id64"})) return err;
   if (!t->contains("name")) return r.fail(n, p, "missing required key 'name'");
   pb::CsvColumn::Kind kind = pb::CsvColumn::NUMERIC;
   uint32_t buckets = 0;
-  bool one_hot = false;
+  bool one_hot = false, id64 = false;
   caf::error err;
   (err = r.get(*t, p, "name", *c.mutable_name())) ||
       (err =
            r.choose(*t, p, "kind", kind,
                     {std::pair{"numeric", pb::CsvColumn::NUMERIC}, std::pair{"categorical", pb::CsvColumn::CATEGORICAL},
                      std::pair{"label", pb::CsvColumn::LABEL}, std::pair{"ignore", pb::CsvColumn::IGNORE}})) ||
-      (err = r.get(*t, p, "hash_buckets", buckets, 1, 1 << 24)) || (err = r.get(*t, p, "one_hot", one_hot));
+      (err = r.get(*t, p, "hash_buckets", buckets, 1, 1 << 24)) || (err = r.get(*t, p, "one_hot", one_hot)) ||
+      (err = r.get(*t, p, "id64", id64));
   if (err) return err;
-  c.set_kind(kind), c.set_hash_buckets(buckets), c.set_one_hot(one_hot);
+  if (id64 && (kind != pb::CsvColumn::CATEGORICAL || buckets != 0 || one_hot || t->contains("vocabulary")))
+    return r.fail(
+        *t->get("id64"), p + ".id64",
+        "id64 = true makes a categorical column's strings 64-bit ids: no hash_buckets, vocabulary or one_hot");
+  c.set_kind(kind), c.set_hash_buckets(buckets), c.set_one_hot(one_hot), c.set_id64(id64);
   if (auto* vocab = t->get("vocabulary")) {
     if (auto file = vocab->value<std::string>()) {  // a file of one token per line
       auto text = read_text_file(*file);
@@ -80,7 +85,7 @@ caf::error read_csv_source(const reader& r, const toml::table& t, pb::CsvSource&
   if (!shared) return caf::none;
   uint64_t ids = 0, indexed = 0;
   for (auto& c : src.columns())
-    if (c.kind() == pb::CsvColumn::CATEGORICAL && !c.one_hot()) ids += csv_categories(c), ++indexed;
+    if (c.kind() == pb::CsvColumn::CATEGORICAL && !c.one_hot() && !c.id64()) ids += csv_categories(c), ++indexed;
   if (indexed == 0)
     return r.fail(*t.get("shared_ids"), "dataset.shared_ids", "needs categorical columns that give ids (not one_hot)");
   if (ids > (uint64_t(1) << 24))
@@ -141,7 +146,7 @@ uint64_t known_features(const pb::DatasetSpec& spec) {
   uint64_t n = 0;
   for (auto& c : spec.csv().columns())
     if (c.kind() == pb::CsvColumn::NUMERIC || c.kind() == pb::CsvColumn::CATEGORICAL)
-      n += c.kind() == pb::CsvColumn::CATEGORICAL && c.one_hot() ? csv_categories(c) : 1;
+      n += c.kind() == pb::CsvColumn::CATEGORICAL && c.one_hot() ? csv_categories(c) : c.id64() ? 2 : 1;
   return n;
 }
 

@@ -47,6 +47,38 @@ caf::expected<cluster_spec> cluster_of_job(const toml::table& doc, std::string_v
   return with_toml_settings(std::move(*nodes), text, path);
 }
 
+// The examples of the largest batch `spec` makes (1 without a batch op).
+int64_t batch_size(const pb::DatasetSpec& spec) {
+  int64_t most = 1;
+  for (auto& op : spec.ops())
+    if (op.has_batch()) most = std::max<int64_t>(most, op.batch().size());
+  return most;
+}
+
+// A dynamic table's copy on a worker holds the rows of one batch's ids:
+// as many as the largest batch (training or evaluation) holds ids of its
+// input. What a job with dynamic tables cannot do yet is refused.
+caf::error size_dynamic_tables(job_spec& job, const std::string& path) {
+  const int64_t batch = std::max(batch_size(job.train), batch_size(job.eval));
+  bool any = false;
+  for (auto& l : job.model.layers) {
+    if (!l.dynamic) continue;
+    any = true;
+    for (auto& in : job.model.inputs)
+      if (in.name == l.inputs.at(0)) l.vocabulary = batch * in.shape.at(0);
+  }
+  if (!any) return caf::none;
+  auto refuse = [&](const char* what) {
+    return make_error(errc::invalid_config,
+                      path + ": " + what + " (issue 51: dynamic tables are not checkpointed, replicated or moved yet)");
+  };
+  if (!job.training.checkpoint_dir.empty()) return refuse("[training] checkpoint_dir with a dynamic table");
+  if (job.training.ps_replicas > 1) return refuse("[training] ps_replicas = 2 with a dynamic table");
+  if (job.training.variable_partitioner.type == partitioner::kind::load)
+    return refuse("[training] partitioner = \"load\" with a dynamic table");
+  return caf::none;
+}
+
 }  // namespace
 
 caf::expected<std::optional<job_spec>> parse_job_toml(std::string_view text, const std::string& path,
@@ -71,6 +103,7 @@ caf::expected<std::optional<job_spec>> parse_job_toml(std::string_view text, con
   if (!eval) return eval.error();
   job.eval = std::move(*eval);
   if (auto err = parse_training_toml(text, path, job)) return err;
+  if (auto err = size_dynamic_tables(job, path)) return err;
   // Without a cluster (cluster_use::optional), what depends on it is left unchecked.
   if (job.cluster.nodes.empty()) return std::optional<job_spec>{std::move(job)};
   auto faults = parse_faults(text, path, job.cluster);

@@ -1,5 +1,7 @@
 #include "config/model_config.hpp"
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include "config/onnx/onnx_import.hpp"
@@ -153,6 +155,30 @@ caf::error read_combiner(const reader& r, const toml::table& t, const std::strin
   return caf::none;
 }
 
+// An embedding with dynamic = true: keyed by 64-bit ids, no vocabulary;
+// its rows per batch (`vocabulary` in the model) come from the job's
+// batch sizes (size_dynamic_tables), 1 until then.
+caf::error read_dynamic_table(const reader& r, const toml::node& n, const toml::table& t, const std::string& p,
+                              layer_spec& l) {
+  if (t.contains("vocabulary"))
+    return r.fail(*t.get("vocabulary"), p + ".vocabulary",
+                  "a dynamic table has no vocabulary: a row is made for each id it admits (drop dynamic = true for "
+                  "a fixed one)");
+  if (!t.contains("dim")) return r.fail(n, p, "missing required key 'dim'");
+  uint32_t dim = 0;
+  caf::error err;
+  (err = r.only_keys(t, p,
+                     {"type", "name", "dim", "inputs", "combiner", "dynamic", "min_count", "ttl_steps", "max_rows"})) ||
+      (err = r.get(t, p, "dim", dim, 1, 65536)) || (err = read_combiner(r, t, p, l)) ||
+      (err = r.get(t, p, "min_count", l.rules.min_count, 1, 255)) ||
+      (err = r.get(t, p, "ttl_steps", l.rules.ttl_steps, 0, int64_t(1) << 60)) ||
+      (err = r.get(t, p, "max_rows", l.rules.max_rows, 0, int64_t(1) << 40));
+  l.dynamic = true;
+  l.units = int(dim);
+  l.vocabulary = 1;
+  return err;
+}
+
 caf::error read_layer(const reader& r, const toml::node& n, const std::string& p, layer_spec& l) {
   auto* t = n.as_table();
   if (t == nullptr) return r.fail(n, p, std::string("expected a table, got ") + type_name(n));
@@ -208,7 +234,10 @@ caf::error read_layer(const reader& r, const toml::node& n, const std::string& p
       l.units = int(units);
       return err;
     case layer_kind::embedding:
-      (err = r.only_keys(*t, p, {"type", "name", "vocabulary", "dim", "inputs", "combiner"})) ||
+      if (auto* d = t->get("dynamic"); d != nullptr && d->value_or(false)) return read_dynamic_table(r, n, *t, p, l);
+      for (auto* key : {"min_count", "ttl_steps", "max_rows"})
+        if (auto* k = t->get(key)) return r.fail(*k, p + "." + key, "only a dynamic = true embedding has it");
+      (err = r.only_keys(*t, p, {"type", "name", "vocabulary", "dim", "inputs", "combiner", "dynamic"})) ||
           (err = required({"vocabulary", "dim"})) || (err = r.get(*t, p, "vocabulary", vocabulary, 1, big)) ||
           (err = r.get(*t, p, "dim", units, 1, 65536)) ||
           (err = l.inputs.empty() ? r.get(*t, p, "inputs", inputs, 1, 65536) : caf::error{}) ||
@@ -219,6 +248,22 @@ caf::error read_layer(const reader& r, const toml::node& n, const std::string& p
     case layer_kind::batchnorm: return read_batchnorm(r, *t, p, l);
   }
   return err;
+}
+
+// Whether each embedding is dynamic exactly when it reads an ids64 input.
+caf::error check_dynamic_tables(const reader& r, const toml::array& layers, const model_spec& m) {
+  for (size_t i = 0; i < m.layers.size(); ++i) {
+    auto& l = m.layers[i];
+    if (l.kind != layer_kind::embedding) continue;
+    auto in = std::find_if(m.inputs.begin(), m.inputs.end(),
+                           [&](auto& x) { return !l.inputs.empty() && x.name == l.inputs[0]; });
+    const bool ids64 = in != m.inputs.end() && in->kind == input_kind::ids64;
+    if (l.dynamic == ids64) continue;
+    return r.fail(*layers.get(i), "model.layers[" + std::to_string(i) + "]",
+                  l.dynamic ? "a dynamic table reads an input of kind \"ids64\": name one in its inputs"
+                            : "input '" + in->name + "' holds 64-bit ids: only a dynamic = true embedding reads them");
+  }
+  return caf::none;
 }
 
 caf::error read_input(const reader& r, const toml::node& n, model_spec& m) {
@@ -247,7 +292,8 @@ caf::error read_inputs(const reader& r, const toml::node& n, model_spec& m) {
     caf::error err;
     (err = r.only_keys(*t, p, {"name", "shape", "kind"})) || (err = r.get(*t, p, "name", in.name)) ||
         (err = r.choose(*t, p, "kind", in.kind,
-                        {std::pair{"float", input_kind::floats}, std::pair{"ids", input_kind::ids}}));
+                        {std::pair{"float", input_kind::floats}, std::pair{"ids", input_kind::ids},
+                         std::pair{"ids64", input_kind::ids64}}));
     if (err) return err;
     if (in.name.empty()) return r.fail(*t, p, "missing required key 'name'");
     auto* shape = t->get("shape") ? t->get("shape")->as_array() : nullptr;
@@ -323,6 +369,7 @@ caf::expected<model_file> parse_model_section(std::string_view text, std::string
     if (auto err = read_layer(r, *arr->get(i), "model.layers[" + std::to_string(i) + "]", l)) return err;
     m.layers.push_back(l);
   }
+  if (auto err = check_dynamic_tables(r, *arr, m)) return err;
   if (auto bad = m.check()) {
     auto* inputs = t.get("inputs");
     if (!bad->layer && inputs && bad->what.rfind("input", 0) == 0) return r.fail(*inputs, "model.inputs", bad->what);

@@ -40,7 +40,8 @@ caf::error read_optimizer(training_reading& in, const char* key) {
   auto kind = in.o.optimizer.kind();
   if (auto err = in.choose(key, kind,
                            {std::pair{"sgd", pb::Optimizer::SGD}, std::pair{"momentum", pb::Optimizer::MOMENTUM},
-                            std::pair{"adam", pb::Optimizer::ADAM}, std::pair{"adagrad", pb::Optimizer::ADAGRAD}}))
+                            std::pair{"adam", pb::Optimizer::ADAM}, std::pair{"adagrad", pb::Optimizer::ADAGRAD},
+                            std::pair{"ftrl", pb::Optimizer::FTRL}}))
     return err;
   in.o.optimizer.set_kind(kind);
   return caf::none;
@@ -100,6 +101,17 @@ caf::error read_nesterov(training_reading& in, const char* key) {
   return caf::none;
 }
 
+// An FTRL hyper-parameter, when the table has it: >= 0, or <= 0 (lr_power).
+caf::error read_ftrl(training_reading& in, const char* key, bool at_most_zero, void (pb::Optimizer::*set)(float)) {
+  if (!in.t.contains(key)) return caf::none;  // lr_power keeps no value: check_ftrl gives it its default
+  float value = 0;
+  if (auto err = in.get(key, value)) return err;
+  if (at_most_zero ? !(value <= 0) : !(value >= 0))
+    return in.fail(key, at_most_zero ? "expected a number <= 0" : "expected a number >= 0");
+  (in.o.optimizer.*set)(value);
+  return caf::none;
+}
+
 // The rows of consistency keys, which live in a pb::Consistency.
 caf::error read_consistency(training_reading& in, const char* key) {
   auto mode = in.o.consistency.mode();
@@ -146,7 +158,8 @@ const std::vector<training_key> kTrainingKeys = {
      [](training_reading& in, const char* key) { return in.get(key, in.o.steps_per_epoch, 1, 100000000); }},
     {"steps_per_execution", "10", "steps per closure (TF's steps_per_execution)",
      [](training_reading& in, const char* key) { return in.get(key, in.o.steps_per_execution, 1, 100000); }},
-    {"optimizer", "\"sgd\"", "\"sgd\", \"momentum\", \"adam\" or \"adagrad\" (TF's formulas)", read_optimizer},
+    {"optimizer", "\"sgd\"", "\"sgd\", \"momentum\", \"adam\", \"adagrad\" or \"ftrl\" (TF's formulas)",
+     read_optimizer},
     {"learning_rate", "0.01", "the optimizer's step size, > 0", read_learning_rate},
     {"warmup_steps", "0",
      "the learning rate ramps linearly from learning_rate / N to learning_rate over each variable's first N "
@@ -165,6 +178,18 @@ const std::vector<training_key> kTrainingKeys = {
      read_staleness_power},
     {"momentum", "0.9", "optimizer \"momentum\": the decay of its velocity", read_momentum},
     {"nesterov", "false", "optimizer \"momentum\": Nesterov's look-ahead", read_nesterov},
+    {"ftrl_l1", "0",
+     "optimizer \"ftrl\": L1 regularization strength, >= 0; a weight whose linear term z is at most this in "
+     "magnitude is exactly 0 (sparse models)",
+     [](training_reading& in, const char* key) { return read_ftrl(in, key, false, &pb::Optimizer::set_l1); }},
+    {"ftrl_l2", "0", "optimizer \"ftrl\": L2 regularization strength, >= 0",
+     [](training_reading& in, const char* key) { return read_ftrl(in, key, false, &pb::Optimizer::set_l2); }},
+    {"ftrl_lr_power", "-0.5",
+     "optimizer \"ftrl\": the learning rate's power, <= 0: a weight steps with learning_rate / n^-power, n its "
+     "squared gradients summed from 0.1 (Keras' initial accumulator); 0: a fixed learning rate",
+     [](training_reading& in, const char* key) { return read_ftrl(in, key, true, &pb::Optimizer::set_lr_power); }},
+    {"ftrl_beta", "0", "optimizer \"ftrl\": >= 0; adds beta / (2 learning_rate) to ftrl_l2 (Keras' beta)",
+     [](training_reading& in, const char* key) { return read_ftrl(in, key, false, &pb::Optimizer::set_beta); }},
     {"consistency", "\"async\"",
      "\"async\" (each push applied at once), \"sync\" (one step of replicas_to_aggregate pushes) or "
      "\"bounded_staleness\"",
@@ -300,6 +325,17 @@ caf::error settle_staleness(const reader& r, const toml::table& t, training_opti
   return caf::none;
 }
 
+// The ftrl_ keys belong to optimizer "ftrl", which gets lr_power's
+// default (-0.5) on the wire when the table leaves it out.
+caf::error check_ftrl(const reader& r, const toml::table& t, training_options& o) {
+  auto& opt = o.optimizer;
+  for (auto key : {"ftrl_l1", "ftrl_l2", "ftrl_lr_power", "ftrl_beta"})
+    if (t.contains(key) && opt.kind() != pb::Optimizer::FTRL)
+      return r.fail(*t.get(key), std::string("training.") + key, "needs optimizer = \"ftrl\"");
+  if (opt.kind() == pb::Optimizer::FTRL && !opt.has_lr_power()) opt.set_lr_power(-0.5f);
+  return caf::none;
+}
+
 // Sync and bounded_staleness pin steps to workers (fixed membership): all
 // of them start. Async starts with min_workers (default 1, as TF's
 // ClusterCoordinator schedules on whichever workers are up).
@@ -394,8 +430,8 @@ caf::error check_training(const reader& r, const toml::table& t, job_spec& job) 
   o.consistency.set_num_workers(workers);
   if (o.consistency.replicas_to_aggregate() == 0) o.consistency.set_replicas_to_aggregate(workers);
   caf::error err;
-  (err = check_epoch_keys(r, t, job)) || (err = settle_staleness(r, t, o)) || (err = check_output_dirs(r, t)) ||
-      (err = has_cluster ? settle_min_workers(r, t, o, workers) : caf::error{}) ||
+  (err = check_epoch_keys(r, t, job)) || (err = settle_staleness(r, t, o)) || (err = check_ftrl(r, t, o)) ||
+      (err = check_output_dirs(r, t)) || (err = has_cluster ? settle_min_workers(r, t, o, workers) : caf::error{}) ||
       (err = check_worker_gpus(r, t, o, job.cluster)) ||
       (err = has_cluster ? check_replicas(r, t, o, job.cluster) : caf::error{}) ||
       (err = check_partitioner(r, t, o, job.cluster));

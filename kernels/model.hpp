@@ -52,8 +52,21 @@ enum class activation { none, relu };
 /// mse: mean squared error of one output against the label as a float.
 enum class loss_kind { softmax_xent, sigmoid_bce, mse };
 /// What an input's columns hold: floats, or ids (floats in the batch,
-/// converted to int64 by the model) that only embeddings read.
-enum class input_kind { floats, ids };
+/// converted to int64 by the model) that only embeddings read, or ids64:
+/// any 64-bit id (>= 0; negative: padding), two floats of the batch each,
+/// holding the id's 8 bytes (little-endian), read by dynamic embeddings.
+/// Before the model sees a batch, id_remap (kernels/id_remap.hpp) puts in
+/// each id64's place its index among the batch's distinct ids of that
+/// input: inside the model an ids64 input is one float per id, as ids.
+enum class input_kind { floats, ids, ids64 };
+
+/// A dynamic embedding table's admission and eviction on the PS
+/// (actors/shard/dynamic_table.hpp; 0: the rule is off).
+struct table_rules {
+  uint32_t min_count = 1;  // pushes of an id before its row is created
+  uint64_t ttl_steps = 0;  // rows not updated in the table's last ttl_steps updates go
+  uint64_t max_rows = 0;   // per PS shard: the least recently updated rows beyond it go
+};
 
 /// One named input of the model: `shape` per example ([c], [w, c] or
 /// [h, w, c]), its columns laid out consecutively in the example's flat
@@ -88,6 +101,10 @@ struct layer_spec {
   float epsilon = 1e-5f;         // layernorm, batchnorm (PyTorch's default)
   float momentum = 0.1f;         // batchnorm: PyTorch's (moving = (1 - momentum) * moving + momentum * batch)
   bool no_combiner = false;      // embedding (combiner = "none"): one row per id, [ids, dim]; `comb` unused
+  // embedding reading an ids64 input: a dynamic table on the PS, whose
+  // `vocabulary` is the distinct ids one batch can hold (the worker's copy)
+  bool dynamic = false;
+  table_rules rules{};
 };
 
 /// Why a model_spec cannot be built (kernels/ knows no caf::error: config/
@@ -138,6 +155,9 @@ struct param_info {
   /// the delta to add to it, applied as value += delta with no learning
   /// rate and no optimizer slots (optimizer_kind::accumulate).
   bool trainable = true;
+  bool dynamic = false;  // a dynamic table (layer_spec::dynamic): on the PS keyed by 64-bit ids
+  table_rules rules{};
+  std::string ids_input{};  // dynamic: the ids64 input its rows are looked up by
   int64_t size() const;
 };
 

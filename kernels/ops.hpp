@@ -97,11 +97,12 @@ struct pool_shape {
 
 /// The optimizers a variable may use; each keeps slot_count(kind) slot
 /// tensors of the variable's shape beside it (momentum: velocity; Adam: m,
-/// v; Adagrad: accumulator, which starts at initial_accumulator).
+/// v; Adagrad: accumulator, which starts at initial_accumulator; FTRL:
+/// accumulator n, which starts at initial_accumulator, and linear z).
 /// accumulate: param += grad, no learning rate, no slots: what a
 /// non-trainable variable (moving statistics) applies, its "gradient" being
-/// the delta to add.
-enum class optimizer_kind { sgd, momentum, adam, adagrad, accumulate };
+/// the delta to add. The numbers are pb::Optimizer::Kind's (ps.proto).
+enum class optimizer_kind { sgd, momentum, adam, adagrad, accumulate, ftrl };
 constexpr int slot_count(optimizer_kind kind) {
   switch (kind) {
     case optimizer_kind::accumulate: return 0;
@@ -109,6 +110,7 @@ constexpr int slot_count(optimizer_kind kind) {
     case optimizer_kind::momentum: return 1;
     case optimizer_kind::adam: return 2;
     case optimizer_kind::adagrad: return 1;
+    case optimizer_kind::ftrl: return 2;
   }
   return 0;
 }
@@ -121,9 +123,19 @@ struct optimizer_params {
   float beta1 = 0.9f;                // adam
   float beta2 = 0.999f;              // adam
   float epsilon = 1e-7f;             // adam, adagrad (TF's default)
-  float initial_accumulator = 0.1f;  // adagrad (TF's default)
+  float initial_accumulator = 0.1f;  // adagrad, ftrl (TF's and Keras' default)
+  float l1 = 0.0f;                   // ftrl: L1 strength, >= 0 (weights with |z| <= l1 are exactly 0)
+  float l2 = 0.0f;                   // ftrl: L2 strength, >= 0
+  float lr_power = -0.5f;            // ftrl: <= 0; the per-coordinate rate is lr / n^-lr_power (0: fixed)
+  float beta = 0.0f;                 // ftrl: >= 0; adds beta / (2 lr) to l2 (Keras' `beta`)
   int64_t step = 1;                  // adam
 };
+
+/// What slot `slot` of `kind` starts at: initial_accumulator for the
+/// accumulators (Adagrad's, FTRL's n), 0 for every other slot.
+constexpr float initial_slot_value(optimizer_kind kind, int slot, const optimizer_params& p) {
+  return (kind == optimizer_kind::adagrad || kind == optimizer_kind::ftrl) && slot == 0 ? p.initial_accumulator : 0.0f;
+}
 
 enum class combiner { sum, mean };
 
@@ -207,6 +219,12 @@ using split = void(int m, int count, const int* widths, const float* dout, float
 /// momentum: v = momentum * v - lr * g; param += v (Nesterov: += momentum * v - lr * g).
 /// adam (TF): lr_t = lr * sqrt(1 - b2^t) / (1 - b1^t); param -= lr_t * m / (sqrt(v) + eps).
 /// adagrad: acc += g^2; param -= lr * g / (sqrt(acc) + eps).
+/// ftrl (TF's ApplyFtrlV2, Keras' Ftrl; McMahan et al. KDD'13), slots n, z:
+///   n_new = n + g^2; sigma = (n_new^-lr_power - n^-lr_power) / lr;
+///   z += g - sigma * param; n = n_new;
+///   l2' = l2 + beta / (2 lr); quadratic = n_new^-lr_power / lr + 2 l2';
+///   param = |z| <= l1 ? 0 : (sign(z) l1 - z) / quadratic
+///   (x^-lr_power is sqrt(x) at lr_power = -0.5, the default).
 using apply_dense = void(optimizer_kind kind, const optimizer_params& p, int64_t count, float* param,
                          float* const* slots, const float* grad);
 /// Sparse rows (lazy, as TF's sparse apply): only rows ids[0..rows) of

@@ -412,7 +412,8 @@ BOOST_AUTO_TEST_CASE(a_training_table_without_keys_gives_the_documented_defaults
     BOOST_TEST(std::string(key.doc).size() > 10u, key.name);
     if (key.fallback == nullptr) continue;  // decided by other keys or the cluster: its doc says how
     const bool load = std::string(key.name) == "rebalance_interval_s" || std::string(key.name) == "max_load_ratio";
-    const std::string context = load ? "partitioner = \"load\"\n" : "";
+    const bool ftrl = std::string(key.name).rfind("ftrl_", 0) == 0;
+    const std::string context = load ? "partitioner = \"load\"\n" : ftrl ? "optimizer = \"ftrl\"\n" : "";
     auto without = training_job(1, context);
     auto with = training_job(1, context + key.name + " = " + key.fallback + "\n");
     BOOST_REQUIRE_MESSAGE(with && with->has_value(), key.name << ": " << why(with));
@@ -492,6 +493,35 @@ BOOST_AUTO_TEST_CASE(warm_up_and_staleness_keys_are_read_and_checked) {
            {"consistency = \"sync\"\npull_ahead = true\n", "training.pull_ahead: only async workers pull ahead"},
            {"consistency = \"sync\"\nstaleness_power = 0.5\n",
             "training.staleness_power: needs staleness_rule = \"scale_lr\""}}) {
+    auto bad = training_job(1, training);
+    BOOST_REQUIRE_MESSAGE(!bad, training);
+    BOOST_TEST(exit_code(bad.error()) == 2);
+    BOOST_TEST(contains(describe(bad.error()), error), describe(bad.error()));
+  }
+}
+
+BOOST_AUTO_TEST_CASE(ftrl_and_its_keys_are_read_and_checked) {
+  auto set = training_job(1, "optimizer = \"ftrl\"\nftrl_l1 = 0.01\nftrl_l2 = 0.5\nftrl_lr_power = 0\nftrl_beta = 1\n");
+  BOOST_REQUIRE_MESSAGE(set && set->has_value(), why(set));
+  const auto& o = (*set)->training.optimizer;
+  BOOST_TEST(o.kind() == pb::Optimizer::FTRL);
+  BOOST_TEST(o.l1() == 0.01f);
+  BOOST_TEST(o.l2() == 0.5f);
+  BOOST_TEST((o.has_lr_power() && o.lr_power() == 0.0f));  // 0 is a fixed rate, not "unset"
+  BOOST_TEST(o.beta() == 1.0f);
+  auto plain = training_job(1, "optimizer = \"ftrl\"\n");
+  BOOST_REQUIRE_MESSAGE(plain && plain->has_value(), why(plain));
+  BOOST_TEST((*plain)->training.optimizer.lr_power() == -0.5f);  // Keras' default, on the wire
+  BOOST_TEST((*plain)->training.optimizer.l1() == 0.0f);
+  for (auto& [training, error] : std::vector<std::pair<std::string, std::string>>{
+           {"optimizer = \"ftrl\"\nftrl_l1 = -0.1\n", "job.toml:27:11: training.ftrl_l1: expected a number >= 0"},
+           {"optimizer = \"ftrl\"\nftrl_l2 = -1\n", "training.ftrl_l2: expected a number >= 0"},
+           {"optimizer = \"ftrl\"\nftrl_lr_power = 0.5\n", "training.ftrl_lr_power: expected a number <= 0"},
+           {"optimizer = \"ftrl\"\nftrl_beta = -2\n", "training.ftrl_beta: expected a number >= 0"},
+           {"optimizer = \"ftrl\"\nftrl_l2 = \"big\"\n", "training.ftrl_l2: expected a number, got a string"},
+           {"optimizer = \"adagrad\"\nftrl_l1 = 0.1\n", "training.ftrl_l1: needs optimizer = \"ftrl\""},
+           {"ftrl_lr_power = -0.5\n", "training.ftrl_lr_power: needs optimizer = \"ftrl\""},
+           {"optimizer = \"ftlr\"\n", "\"adagrad\", \"ftrl\""}}) {
     auto bad = training_job(1, training);
     BOOST_REQUIRE_MESSAGE(!bad, training);
     BOOST_TEST(exit_code(bad.error()) == 2);

@@ -37,8 +37,8 @@ std::vector<conv2d_shape> conv_cases() {
   };
 }
 
-constexpr optimizer_kind kOptimizers[] = {optimizer_kind::sgd, optimizer_kind::momentum, optimizer_kind::adam,
-                                          optimizer_kind::adagrad, optimizer_kind::accumulate};
+constexpr optimizer_kind kOptimizers[] = {optimizer_kind::sgd,     optimizer_kind::momentum,   optimizer_kind::adam,
+                                          optimizer_kind::adagrad, optimizer_kind::accumulate, optimizer_kind::ftrl};
 
 const char* name(optimizer_kind kind) {
   switch (kind) {
@@ -47,6 +47,7 @@ const char* name(optimizer_kind kind) {
     case optimizer_kind::adam: return "adam";
     case optimizer_kind::adagrad: return "adagrad";
     case optimizer_kind::accumulate: return "accumulate";
+    case optimizer_kind::ftrl: return "ftrl";
   }
   return "?";
 }
@@ -163,13 +164,16 @@ BOOST_AUTO_TEST_CASE(dense_optimizers_match_reference) {
   optimizer_params p;
   p.lr = 0.05f;
   p.step = 3;
+  p.l1 = 0.05f, p.l2 = 0.01f, p.beta = 0.1f;  // ftrl: every term counts, some weights end exactly 0
   for (auto* ops : fast_tables())
     for (auto kind : kOptimizers)
-      for (bool nesterov : {false, true}) {
-        BOOST_TEST_CONTEXT(ops->name << " " << name(kind) << (nesterov ? " nesterov" : "")) {
-          p.nesterov = nesterov;
+      for (bool variant : {false, true}) {  // momentum: Nesterov's; ftrl: lr_power -0.3 (pow, not sqrt)
+        BOOST_TEST_CONTEXT(ops->name << " " << name(kind) << (variant ? " variant" : "")) {
+          p.nesterov = variant;
+          p.lr_power = variant ? -0.3f : -0.5f;
           auto param0 = random_vector(count, 14), slot0 = random_vector(count, 15), slot1 = random_positive(count, 16);
-          if (kind == optimizer_kind::adam || kind == optimizer_kind::adagrad) slot0 = random_positive(count, 15);
+          if (kind == optimizer_kind::adam || kind == optimizer_kind::adagrad || kind == optimizer_kind::ftrl)
+            slot0 = random_positive(count, 15);  // accumulators: >= 0
           buffer pr(param0), s0r(slot0), s1r(slot1), pf(count), s0f(count), s1f(count);
           float* ref_slots[2] = {s0r.data(), s1r.data()};
           for (int step = 0; step < 2; ++step)  // twice: the slots carry state

@@ -16,6 +16,7 @@ packages=(
   libonnx-dev                           # onnx.proto, compiled by our protoc: [model] onnx = "model.onnx" (not linked)
   libtomlplusplus-dev nlohmann-json3-dev  # TOML topologies, TF_CONFIG (JSON)
   libcli11-dev libspdlog-dev libfmt-dev # CLI parsing, logging, formatting
+  libxxhash-dev                         # XXH64: a dataset's string ids as stable 64-bit ids (dynamic tables)
   libcpp-httplib-dev                    # every node's /metrics (Prometheus text format); actorps top scrapes them
   libopenblas-openmp-dev                # GEMM for the CPU kernels (OpenMP-threaded OpenBLAS)
   libboost-dev                          # Boost.CRC (header-only): TFRecord's CRC-32C

@@ -16,6 +16,7 @@
 #include "actors/node/node_actor.hpp"
 #include "actors/variables/wire_forms.hpp"
 #include "config/model_config.hpp"
+#include "kernels/id_remap.hpp"
 
 namespace actorps {
 
@@ -26,7 +27,7 @@ struct cluster_coordinator::impl {
   caf::scoped_actor self;
   std::chrono::milliseconds timeout{spec.runtime.connect_timeout_ms};
   std::unique_ptr<ps_placement> ps;  // the shards, and from create_workers on their keeper
-  int64_t input_size = 0;            // the model's, once variables exist
+  int64_t input_size = 0;            // floats per example its batches hold, once variables exist
   membership_actor membership;       // from create_workers on: the one owner of the worker set
   node_actor node;                   // accept_joins: this process's node actor, published on the coordinator's node
   uint16_t node_port = 0;
@@ -67,7 +68,7 @@ caf::error cluster_coordinator::create_variables(const kernels::model_spec& mode
                                                  const pb::Optimizer& optimizer, const partitioner& split) {
   if (auto err = check_model(model)) return in_context(err, "model");
   kernels::graph_model probe(model, kernels::reference_ops());
-  p_->input_size = probe.input_size();
+  p_->input_size = kernels::id_remap(model).data_features();  // a batch's floats: an id64 is two
   return p_->ps->create_variables(probe.parameters(), seed, optimizer, split);
 }
 

@@ -3,10 +3,13 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <limits>
 #include <string>
 #include <unordered_map>
+
+#include <xxhash.h>
 
 #include "config/dataset_config.hpp"
 #include "messages/errors.hpp"
@@ -43,12 +46,12 @@ caf::error read_csv(const pb::CsvSource& src, std::vector<std::vector<float>>& x
   uint32_t ids = 0;
   for (int i = 0; i < src.columns_size(); ++i) {
     auto& c = src.columns(i);
-    if (src.shared_ids() && c.kind() == pb::CsvColumn::CATEGORICAL && !c.one_hot()) {
+    if (src.shared_ids() && c.kind() == pb::CsvColumn::CATEGORICAL && !c.one_hot() && !c.id64()) {
       first_id[size_t(i)] = ids;
       ids += csv_categories(c);
     }
     label_columns += c.kind() == pb::CsvColumn::LABEL ? 1 : 0;
-    if (c.kind() == pb::CsvColumn::CATEGORICAL && csv_categories(c) == 0)
+    if (c.kind() == pb::CsvColumn::CATEGORICAL && csv_categories(c) == 0 && !c.id64())
       return bad("csv: column '" + c.name() + "': a categorical column needs a vocabulary or hash_buckets");
     for (int v = 0; v < c.vocabulary_size(); ++v) lookup[size_t(i)][c.vocabulary(v)] = uint32_t(v + 1);
   }
@@ -95,6 +98,11 @@ caf::error read_csv(const pb::CsvSource& src, std::vector<std::vector<float>>& x
           } else {
             x.push_back(float(v));
           }
+        } else if (c.kind() == pb::CsvColumn::CATEGORICAL && c.id64()) {
+          const int64_t id = int64_t(XXH64(value.data(), value.size(), i) >> 1);
+          float two[2];
+          std::memcpy(two, &id, sizeof id);
+          x.insert(x.end(), two, two + 2);
         } else if (c.kind() == pb::CsvColumn::CATEGORICAL) {
           uint32_t index = 0;
           if (c.vocabulary_size() > 0) {

@@ -38,10 +38,18 @@ caf::error check_spec(const pb::VariableSpec& v, const std::string& where) {
   if (v.shape_size() > 0 && (v.first_row() < 0 || v.first_row() + v.shape(0) > v.full_shape(0)))
     return bad("rows [first_row, first_row + shape[0]) outside full_shape[0]");
   if (v.optimizer().learning_rate() <= 0) return bad("learning_rate must be > 0");
+  if (v.has_dynamic()) {
+    if (v.shape_size() != 2 || v.full_shape(0) != kernels::kVirtualRows)
+      return bad("a dynamic table is [2^31 virtual rows, dim], split along its virtual rows");
+    if (v.dynamic().min_count() > 255) return bad("dynamic.min_count must be in [1, 255]");
+    if (v.optimizer().kind() == pb::Optimizer::ACCUMULATE) return bad("a dynamic table is trained");
+  }
   return caf::none;
 }
 
-kernels::initializer to_kernels(const pb::Initializer& i) {
+}  // namespace
+
+kernels::initializer initializer_of(const pb::Initializer& i) {
   kernels::initializer out;
   out.type = static_cast<kernels::initializer::kind>(i.kind());
   out.value = i.value();
@@ -50,8 +58,6 @@ kernels::initializer to_kernels(const pb::Initializer& i) {
   out.seed = i.seed();
   return out;
 }
-
-}  // namespace
 
 kernels::optimizer_params optimizer_params_of(const pb::Optimizer& o) {
   kernels::optimizer_params p;
@@ -62,6 +68,10 @@ kernels::optimizer_params optimizer_params_of(const pb::Optimizer& o) {
   if (o.beta2() > 0) p.beta2 = o.beta2();
   if (o.epsilon() > 0) p.epsilon = o.epsilon();
   if (o.initial_accumulator() > 0) p.initial_accumulator = o.initial_accumulator();
+  p.l1 = o.l1();
+  p.l2 = o.l2();
+  if (o.has_lr_power()) p.lr_power = o.lr_power();  // unset: -0.5; 0 is a fixed rate
+  p.beta = o.beta();
   return p;
 }
 
@@ -79,15 +89,20 @@ shard_core::variable shard_core::make_variable(const pb::VariableSpec& spec) {
   v.spec = spec;
   std::vector<int64_t> shape(spec.shape().begin(), spec.shape().end());
   std::vector<int64_t> full(spec.full_shape().begin(), spec.full_shape().end());
-  v.value = kernels::tensor(shape);
   for (size_t i = 1; i < shape.size(); ++i) v.row_size *= shape[i];
   v.load = range_load(v.rows(), v.row_size);
-  kernels::initialize_rows(to_kernels(spec.initializer()), full, spec.first_row(), v.rows(), v.value.data());
   v.kind = static_cast<optimizer_kind>(spec.optimizer().kind());
   v.params = optimizer_params_of(spec.optimizer());
+  if (spec.has_dynamic()) {
+    v.table = make_table(v);
+    return v;
+  }
+  v.value = kernels::tensor(shape);
+  kernels::initialize_rows(initializer_of(spec.initializer()), full, spec.first_row(), v.rows(), v.value.data());
   for (int i = 0; i < kernels::slot_count(v.kind); ++i) {
     v.slots.emplace_back(shape);
-    if (v.kind == optimizer_kind::adagrad) std::fill_n(v.slots.back().data(), v.size(), v.params.initial_accumulator);
+    if (const float start = kernels::initial_slot_value(v.kind, i, v.params); start != 0)
+      std::fill_n(v.slots.back().data(), v.size(), start);
   }
   return v;
 }
@@ -156,6 +171,7 @@ caf::error shard_core::check_worker(uint32_t worker) const {
 caf::error shard_core::check_slice(const pb::TensorSlice& s) {
   auto v = find(s.name());
   if (!v) return v.error();
+  if (auto err = refuse_dense(**v)) return err;
   if (s.dtype() != pb::FLOAT32) return error(errc::bad_tensor, "'" + s.name() + "': dtype must be FLOAT32");
   if (auto err = check_range(s.name(), s.offset(), s.count(), (*v)->size())) return err;
   if (int64_t(s.data().size()) != s.count() * 4)
@@ -198,76 +214,6 @@ int64_t shard_core::slowest_clock() const {
 
 int64_t shard_core::visible_step() const {
   return consistency_.mode() == pb::Consistency::SYNC ? step_ : slowest_clock();
-}
-
-bool shard_core::ready(const pb::Pull& p) const {
-  switch (consistency_.mode()) {
-    case pb::Consistency::SYNC: return p.step() <= step_;
-    case pb::Consistency::BOUNDED_STALENESS: return p.step() - slowest_clock() <= int64_t(consistency_.staleness());
-    default: return true;
-  }
-}
-
-caf::expected<pb::Values> shard_core::read(const pb::Pull& p) {
-  std::vector<variable*> chosen;
-  if (p.names().empty()) {
-    for (auto& [name, v] : vars_)
-      if (moved_.count(name) == 0) chosen.push_back(&v);
-  } else {
-    for (auto& name : p.names()) {
-      auto v = find(name);
-      if (!v) return v.error();
-      chosen.push_back(*v);
-    }
-  }
-  const bool ranged = p.offset() != 0 || p.count() != 0;
-  if (ranged && chosen.size() != 1) return error(errc::out_of_range, "a ranged pull names exactly one variable");
-  pb::Values out;
-  for (auto* v : chosen) {
-    if (p.slot() > uint32_t(kernels::slot_count(v->kind)))
-      return error(errc::out_of_range, "'" + v->spec.name() + "': its optimizer has " +
-                                           std::to_string(kernels::slot_count(v->kind)) + " slot(s), slot " +
-                                           std::to_string(p.slot()) + " asked");
-    const int64_t offset = p.offset(), count = p.count() == 0 ? v->size() - offset : p.count();
-    if (auto err = check_range(v->spec.name(), offset, count, v->size())) return err;
-    auto* t = out.add_tensors();
-    t->set_name(v->spec.name());
-    t->set_dtype(pb::FLOAT32);
-    t->set_offset(offset);
-    t->set_count(count);
-    const float* from = p.slot() == 0 ? v->value.data() : v->slot(int(p.slot()) - 1);
-    assign_floats(t->mutable_data(), from + offset, count);
-    t->set_slot(p.slot());
-    out.add_versions(v->version);
-    if (p.slot() == 0 && p.step() >= 0) v->pulled.remember(p.worker(), p.step(), v->version);
-    v->load.elements(offset, count);
-  }
-  out.set_step(visible_step());
-  return out;
-}
-
-caf::expected<pb::Rows> shard_core::read_rows(const pb::SparsePull& req) {
-  auto v = find(req.name());
-  if (!v) return v.error();
-  if (auto err = check_rows(req.name(), req.ids(), **v)) return err;
-  const size_t row_bytes = size_t((*v)->row_size) * 4;
-  pb::Rows out;
-  out.set_name(req.name());
-  out.set_dim(int32_t((*v)->row_size));
-  auto* data = out.mutable_data();
-  data->resize(size_t(req.ids_size()) * row_bytes);
-  for (int i = 0; i < req.ids_size(); ++i)
-    std::memcpy(&(*data)[size_t(i) * row_bytes], (*v)->value.data() + req.ids(i) * (*v)->row_size, row_bytes);
-  (*v)->load.rows(req.ids().data(), req.ids_size());
-  if (req.step() >= 0) {
-    (*v)->pulled.remember(req.worker(), req.step(), (*v)->version);
-    if (scales_rows(**v)) {
-      const auto counts = (*v)->row_counts(req.ids());
-      (*v)->pulled.remember_rows(req.worker(), req.step(), req.ids().data(), counts.data(), req.ids_size());
-    }
-  }
-  *out.mutable_ids() = req.ids();
-  return out;
 }
 
 // ---- applying ----
@@ -395,7 +341,7 @@ caf::expected<pb::PushAck> shard_core::apply_rows(const pb::SparsePush& req) {
   if (int64_t(g.data().size()) != int64_t(g.ids_size()) * g.dim() * 4)
     return error(errc::bad_tensor, "'" + g.name() + "': " + std::to_string(g.data().size()) + " bytes for " +
                                        std::to_string(g.ids_size()) + " rows of " + std::to_string(g.dim()));
-  if (auto err = check_rows(g.name(), g.ids(), **v)) return err;
+  if (auto err = (*v)->table ? check_ids(g.name(), g.ids(), **v) : check_rows(g.name(), g.ids(), **v)) return err;
   pb::PushAck ack;
   if (seen_before(req, g.name(), -1)) {
     ack.set_duplicates(1);
@@ -412,13 +358,17 @@ caf::expected<pb::PushAck> shard_core::apply_rows(const pb::SparsePush& req) {
   std::vector<uint64_t> stale;  // of each merged row, when the rule needs it
   if (scales_rows(var)) stale = staleness_of_merged(g.ids().data(), row_staleness(var, req), merged);
   var.by_rows = true;
-  var.load.rows(g.ids().data(), g.ids_size());
   ++var.version;
   var.params.step = int64_t(var.version);
-  float* slots[2] = {nullptr, nullptr};
-  for (int i = 0; i < kernels::slot_count(var.kind); ++i) slots[i] = var.slot(i);
-  step_rows(var.kind, var.params, var.spec.optimizer(), merged, stale, var.value.data(), slots);
-  if (scales_rows(var)) {
+  if (var.table) {
+    apply_table(var, merged, stale);
+  } else {
+    var.load.rows(g.ids().data(), g.ids_size());
+    float* slots[2] = {nullptr, nullptr};
+    for (int i = 0; i < kernels::slot_count(var.kind); ++i) slots[i] = var.slot(i);
+    step_rows(var.kind, var.params, var.spec.optimizer(), merged, stale, var.value.data(), slots);
+  }
+  if (scales_rows(var) && !var.table) {
     if (var.row_updates.empty()) var.row_updates.assign(size_t(var.rows()), 0);
     for (auto id : merged.ids) ++var.row_updates[size_t(id)];
   }
@@ -478,7 +428,10 @@ pb::ShardStats shard_core::stats() const {
   pb::ShardStats out = stats_;
   out.set_variables(uint32_t(vars_.size()));
   int64_t bytes = 0;
-  for (auto& [name, v] : vars_) bytes += v.size() * 4 * int64_t(1 + v.slots.size());
+  for (auto& [name, v] : vars_) {
+    bytes += v.size() * 4 * int64_t(1 + v.slots.size());
+    if (v.table) bytes += table_stats(name, *v.table, out);
+  }
   out.set_bytes(bytes);
   out.set_step(visible_step());
   for (auto& [name, v] : vars_) v.load.fill(name, out);

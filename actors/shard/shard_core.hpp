@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -21,6 +22,7 @@
 #include <caf/expected.hpp>
 
 #include "actors/metrics/registry.hpp"
+#include "actors/shard/dynamic_table.hpp"
 #include "actors/shard/range_load.hpp"
 #include "actors/shard/staleness.hpp"
 #include "kernels/ops.hpp"
@@ -116,13 +118,14 @@ class shard_core {
     kernels::optimizer_params params;
     int64_t row_size = 1;
     uint64_t version = 0;
-    range_load load{1, 1};              // what its pulls and pushes touched
-    std::vector<float> sum;             // SYNC: gradients of the current step
-    int64_t received = 0;               // SYNC: elements received this step
-    bool by_rows = false;               // pushed by rows (apply_rows): not part of SYNC's step
-    pull_versions pulled;               // for each worker's latest steps (staleness)
-    std::vector<uint32_t> row_updates;  // scales_rows(): each row's update count
-    std::optional<uint64_t> staleness;  // the gradient being applied's (its slice at offset 0 says)
+    range_load load{1, 1};                 // what its pulls and pushes touched
+    std::vector<float> sum;                // SYNC: gradients of the current step
+    int64_t received = 0;                  // SYNC: elements received this step
+    bool by_rows = false;                  // pushed by rows (apply_rows): not part of SYNC's step
+    pull_versions pulled;                  // for each worker's latest steps (staleness)
+    std::vector<uint32_t> row_updates;     // scales_rows(): each row's update count
+    std::optional<uint64_t> staleness;     // the gradient being applied's (its slice at offset 0 says)
+    std::unique_ptr<dynamic_table> table;  // a dynamic table's rows (spec.dynamic set): `value` stays empty
 
     int64_t size() const { return value.size(); }
     int64_t rows() const { return spec.shape_size() == 0 ? 1 : spec.shape(0); }
@@ -145,6 +148,17 @@ class shard_core {
   caf::error check_slice(const pb::TensorSlice& s);
   caf::error check_rows(const std::string& name, const google::protobuf::RepeatedField<int64_t>& ids,
                         const variable& v) const;
+  // A dynamic table's (shard_dynamic.cpp): ids this shard's hash range
+  // holds; rows read (their initial values where they have none); merged
+  // gradient rows applied to the rows admitted, then eviction.
+  caf::error check_ids(const std::string& name, const google::protobuf::RepeatedField<int64_t>& ids,
+                       const variable& v) const;
+  caf::error refuse_dense(const variable& v) const;
+  static std::unique_ptr<dynamic_table> make_table(const variable& v);
+  /// Adds `table`'s figures to `out`; its bytes.
+  static int64_t table_stats(const std::string& name, const dynamic_table& table, pb::ShardStats& out);
+  void read_table(const variable& v, const pb::SparsePull& req, std::string& data) const;
+  void apply_table(variable& v, const kernels::sparse_rows& merged, const std::vector<uint64_t>& staleness);
   template <class Push>
   bool seen_before(const Push& push, const std::string& name, int64_t offset);
   std::optional<uint64_t> staleness_of(const variable& v, uint32_t worker, int64_t step) const;
@@ -207,6 +221,8 @@ class shard_core {
 /// The kernels' hyper-parameters of `o` (its zero fields: the kernels'
 /// defaults); `step` is the caller's.
 kernels::optimizer_params optimizer_params_of(const pb::Optimizer& o);
+/// The kernels' initializer `i` describes.
+kernels::initializer initializer_of(const pb::Initializer& i);
 
 /// Whether `c` is usable (errc::invalid_argument naming the field otherwise).
 [[nodiscard]] caf::error check_consistency(const pb::Consistency& c);

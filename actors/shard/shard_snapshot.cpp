@@ -141,6 +141,7 @@ caf::expected<pb::MoveData> shard_core::begin_move(const std::string& name) {
   if (moving_) return error(errc::busy, "moving '" + moving_->name + "' already: one move at a time");
   auto v = find(name);
   if (!v) return v.error();
+  if ((*v)->table) return error(errc::invalid_argument, "'" + name + "' is a dynamic table: it does not move yet");
   outgoing out;
   out.name = name;
   auto freeze = [&](const kernels::tensor& t) {
@@ -247,6 +248,7 @@ caf::expected<pb::MoveData> shard_core::split(const pb::MoveOut& req) {
   auto v = find(name);
   if (!v) return v.error();
   auto& var = **v;
+  if (var.table) return error(errc::invalid_argument, "'" + name + "' is a dynamic table: it does not split yet");
   if (moving_ && moving_->name == name) return error(errc::busy, "'" + name + "' is moving: not split");
   if (into.empty() || vars_.count(into) > 0 || moved_.count(into) > 0)
     return error(errc::invalid_argument,

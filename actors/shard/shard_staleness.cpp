@@ -24,6 +24,10 @@ bool shard_core::scales_rows(const variable& v) const {
 
 std::vector<uint32_t> shard_core::variable::row_counts(const google::protobuf::RepeatedField<int64_t>& ids) const {
   std::vector<uint32_t> out(size_t(ids.size()), 0);
+  if (table) {
+    for (int i = 0; i < ids.size(); ++i) out[size_t(i)] = ids[i] >= 0 ? table->updates(ids[i]) : 0;
+    return out;
+  }
   if (row_updates.empty()) return out;
   for (int i = 0; i < ids.size(); ++i)  // an id out of range (stamped before the checks): 0
     if (ids[i] >= 0 && size_t(ids[i]) < row_updates.size()) out[size_t(i)] = row_updates[size_t(ids[i])];

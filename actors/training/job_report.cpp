@@ -38,6 +38,15 @@ json to_json(const job_report& r) {
                       {"test_log_loss", optional_number(e.test_log_loss)}});
   for (auto& s : r.shards)
     shards.push_back({{"ps", s.ps}, {"examples_applied", s.examples_applied}, {"duplicates", s.duplicates}});
+  json tables = json::array();
+  for (auto& t : r.tables)
+    tables.push_back({{"ps", t.ps},
+                      {"name", t.name},
+                      {"rows", t.rows},
+                      {"admitted", t.admitted},
+                      {"evicted", t.evicted},
+                      {"dropped", t.dropped},
+                      {"bytes", t.bytes}});
   for (auto& [w, n] : r.closures_by_worker) by_worker["worker:" + std::to_string(w)] = n;
   json events = json::array();
   for (auto& e : r.recoveries) events.push_back({{"at", e.at}, {"task", e.task}, {"what", e.what}});
@@ -54,6 +63,7 @@ json to_json(const job_report& r) {
             {"log_loss", optional_number(r.test_log_loss)}}},
           {"closures_by_worker", by_worker},
           {"shards", shards},
+          {"tables", tables},
           {"split_examples", r.split_examples},
           {"recoveries",
            {{"worker_respawns", r.worker_respawns},
@@ -89,6 +99,10 @@ job_report from_json(const json& j) {
   for (auto& s : j.at("shards"))
     r.shards.push_back(
         {s.at("ps").get<uint32_t>(), s.at("examples_applied").get<int64_t>(), s.at("duplicates").get<uint64_t>()});
+  for (auto& t : j.value("tables", json::array()))
+    r.tables.push_back({t.at("ps").get<uint32_t>(), t.at("name").get<std::string>(), t.at("rows").get<int64_t>(),
+                        t.at("admitted").get<uint64_t>(), t.at("evicted").get<uint64_t>(),
+                        t.at("dropped").get<uint64_t>(), t.at("bytes").get<int64_t>()});
   r.split_examples = j.at("split_examples").get<int64_t>();
   const auto& rec = j.at("recoveries");
   r.worker_respawns = rec.at("worker_respawns").get<uint64_t>();

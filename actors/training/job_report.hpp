@@ -41,6 +41,14 @@ struct report_shard {
   uint64_t duplicates = 0;       // push slices discarded as seen before
 };
 
+/// One PS shard's part of a dynamic table at the end (pb::TableRows).
+struct report_table {
+  uint32_t ps = 0;
+  std::string name;  // the shard's ("<variable>/part_<i>")
+  int64_t rows = 0;  // live
+  uint64_t admitted = 0, evicted = 0, dropped = 0;
+  int64_t bytes = 0;
+};
 struct job_report {
   std::string exit_cause = "failed";  // "completed", "preempted" (SIGTERM) or "failed"
   std::string error;                  // why, when failed or preempted
@@ -55,6 +63,7 @@ struct job_report {
   std::optional<double> test_auc, test_log_loss;    // the last evaluation's, of a binary model
   std::map<uint32_t, uint64_t> closures_by_worker;  // closures each worker ran to the end
   std::vector<report_shard> shards;                 // empty unless exactly_once
+  std::vector<report_table> tables;                 // the dynamic tables' shards
   int64_t split_examples = 0;                       // exactly_once: this run's splits' examples
   uint64_t worker_respawns = 0;                     // workers lost and respawned
   uint64_t ps_restores = 0;                         // PS shards lost and restored (or failed over)

@@ -1,5 +1,6 @@
 #include "actors/training/run_job.hpp"
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <memory>
@@ -46,11 +47,16 @@ caf::error record_cluster(cluster_coordinator& c, bool exactly_once, job_report&
   rep.closures_retried = counters.retried.value();
   for (auto& e : c.recoveries().events()) rep.recoveries.push_back({e.at, e.task(), e.what});
   rep.ended_at = c.recoveries().now();
-  if (!exactly_once) return caf::none;
+  auto& vars = c.placement().variables();
+  const bool tables = std::any_of(vars.begin(), vars.end(), [](auto& v) { return v.dynamic; });
+  if (!exactly_once && !tables) return caf::none;
   auto stats = c.placement().shard_stats();
   if (!stats) return stats.error();
-  for (size_t ps = 0; ps < stats->size(); ++ps)
-    rep.shards.push_back({uint32_t(ps), (*stats)[ps].examples_applied(), (*stats)[ps].duplicates()});
+  for (size_t ps = 0; ps < stats->size(); ++ps) {
+    if (exactly_once) rep.shards.push_back({uint32_t(ps), (*stats)[ps].examples_applied(), (*stats)[ps].duplicates()});
+    for (auto& t : (*stats)[ps].tables())
+      rep.tables.push_back({uint32_t(ps), t.name(), t.rows(), t.admitted(), t.evicted(), t.dropped(), t.bytes()});
+  }
   return caf::none;
 }
 
@@ -94,6 +100,9 @@ void print_summary(const job_report& rep) {
     fmt::print("examples applied: {} (this run's splits hold {})\n", counts, rep.split_examples);
     if (discarded > 0) fmt::print("duplicates discarded (push slices seen before): {}\n", duplicates);
   }
+  for (auto& t : rep.tables)
+    fmt::print("ps:{} '{}': {} rows ({} admitted, {} evicted, {} gradient rows dropped before admission), {:.1f} MiB\n",
+               t.ps, t.name, t.rows, t.admitted, t.evicted, t.dropped, double(t.bytes) / (1 << 20));
   if (rep.test_accuracy)
     fmt::print("test accuracy {:.2f}% ({} examples)\n", 100.0 * *rep.test_accuracy, rep.test_examples);
   if (rep.test_auc && rep.test_log_loss)

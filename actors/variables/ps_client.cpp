@@ -32,6 +32,11 @@ pb::VariableSpec sharded_variable::spec(size_t i) const {
   v.set_first_row(shards[i].first_row);
   *v.mutable_initializer() = initializer;
   *v.mutable_optimizer() = optimizer;
+  if (dynamic) {
+    v.mutable_dynamic()->set_min_count(rules.min_count);
+    v.mutable_dynamic()->set_ttl_steps(rules.ttl_steps);
+    v.mutable_dynamic()->set_max_rows(rules.max_rows);
+  }
   return v;
 }
 
@@ -41,7 +46,8 @@ static_assert(int(kernels::initializer::kind::glorot_uniform) == pb::Initializer
                   int(kernels::initializer::kind::constant) == pb::Initializer::CONSTANT,
               "pb::Initializer::Kind mirrors kernels::initializer::kind");
 static_assert(int(kernels::optimizer_kind::adagrad) == pb::Optimizer::ADAGRAD &&
-                  int(kernels::optimizer_kind::accumulate) == pb::Optimizer::ACCUMULATE,
+                  int(kernels::optimizer_kind::accumulate) == pb::Optimizer::ACCUMULATE &&
+                  int(kernels::optimizer_kind::ftrl) == pb::Optimizer::FTRL,
               "pb::Optimizer::Kind mirrors kernels::optimizer_kind");
 
 std::vector<sharded_variable> model_variables(const std::vector<kernels::param_info>& params, int ps_tasks,
@@ -53,7 +59,10 @@ std::vector<sharded_variable> model_variables(const std::vector<kernels::param_i
     sharded_variable v;
     v.name = p.name;
     v.shape = p.shape;
-    v.shards = *place.place(p.shape, 4, split);
+    v.dynamic = p.dynamic;
+    v.rules = p.rules;
+    if (p.dynamic) v.shape[0] = kernels::kVirtualRows;  // hash ranges, one per PS task
+    v.shards = *place.place(v.shape, 4, p.dynamic ? partitioner{partitioner::kind::fixed_shards, ps_tasks} : split);
     v.initializer.set_kind(static_cast<pb::Initializer::Kind>(p.init));
     v.initializer.set_value(p.value);
     v.initializer.set_low(defaults.low);
@@ -207,11 +216,13 @@ void set_versions(std::map<int, std::vector<pb::Assign>>& msgs, const std::vecto
 
 namespace {
 
-// The shard of `var` holding whole-variable row `id`.
-size_t shard_of_row(const sharded_variable& var, int64_t id) {
+// The shard of `var` holding whole-variable row `id` (a dynamic table's:
+// the id's virtual row), and the id it is asked for by there.
+std::pair<size_t, int64_t> shard_of_row(const sharded_variable& var, int64_t id) {
+  const int64_t row = var.dynamic ? kernels::virtual_row(id) : id;
   size_t s = 0;
-  while (s + 1 < var.shards.size() && id >= var.shards[s + 1].first_row) ++s;
-  return s;
+  while (s + 1 < var.shards.size() && row >= var.shards[s + 1].first_row) ++s;
+  return {s, var.dynamic ? id : id - var.shards[s].first_row};
 }
 
 }  // namespace
@@ -227,10 +238,10 @@ std::multimap<int, Msg> by_task(const sharded_variable& var, std::map<size_t, Ms
 std::multimap<int, pb::SparsePull> split_sparse_pull(const sharded_variable& var, const std::vector<int64_t>& ids) {
   std::map<size_t, pb::SparsePull> by_shard;
   for (auto id : ids) {
-    const size_t s = shard_of_row(var, id);
+    const auto [s, local] = shard_of_row(var, id);
     auto& pull = by_shard[s];
     pull.set_name(var.shard_name(s));
-    pull.add_ids(id - var.shards[s].first_row);
+    pull.add_ids(local);
   }
   return by_task(var, by_shard);
 }
@@ -257,14 +268,14 @@ std::multimap<int, pb::SparsePush> split_sparse_push(uint32_t worker, int64_t st
   std::map<size_t, pb::SparsePush> by_shard;
   const auto dim = var.row_size();
   for (size_t i = 0; i < ids.size(); ++i) {
-    const size_t s = shard_of_row(var, ids[i]);
+    const auto [s, local] = shard_of_row(var, ids[i]);
     auto& push = by_shard[s];
     push.set_worker(worker);
     push.set_step(step);
     auto* g = push.mutable_gradient();
     g->set_name(var.shard_name(s));
     g->set_dim(int32_t(dim));
-    g->add_ids(ids[i] - var.shards[s].first_row);
+    g->add_ids(local);
     g->mutable_data()->append(reinterpret_cast<const char*>(rows + int64_t(i) * dim), size_t(dim) * 4);
   }
   return by_task(var, by_shard);

@@ -26,6 +26,10 @@ struct sharded_variable {
   std::vector<shard_placement> shards;  // placement::place
   pb::Initializer initializer;
   pb::Optimizer optimizer;
+  // A dynamic table (kernels::param_info::dynamic): `shape` counts virtual
+  // rows (kernels::virtual_row), and its rows are asked for by id.
+  bool dynamic = false;
+  kernels::table_rules rules{};
 
   /// The shard's name on its PS: the variable's own when unpartitioned,
   /// else "<name>/part_<n>" (TF's naming; n: its part number, which is
@@ -72,7 +76,9 @@ std::map<int, std::vector<pb::Pull>> split_pull(const std::vector<const sharded_
 
 /// SparsePulls reading rows `ids` (whole-variable row numbers, unique,
 /// ascending) of `var` (an embedding table, split by rows): one per shard
-/// they touch, keyed by its PS task (which may hold several shards).
+/// they touch, keyed by its PS task (which may hold several shards). A
+/// dynamic table's ids are the ids themselves (unique), each sent to the
+/// shard holding its virtual row.
 std::multimap<int, pb::SparsePull> split_sparse_pull(const sharded_variable& var, const std::vector<int64_t>& ids);
 
 /// Copies one Rows answer (a shard of `var`, shard-local ids) into `table`

@@ -43,12 +43,14 @@ pb::ModelSpec to_proto(const kernels::model_spec& m) {
     p->set_momentum(l.momentum);
     p->set_epsilon(l.epsilon);
     p->set_no_combiner(l.no_combiner);
+    p->set_dynamic(l.dynamic);
   }
   for (auto& in : m.inputs) {
     auto* p = out.add_inputs();
     p->set_name(in.name);
     for (auto d : in.shape) p->add_shape(d);
     p->set_ids(in.kind == kernels::input_kind::ids);
+    p->set_ids64(in.kind == kernels::input_kind::ids64);
   }
   return out;
 }
@@ -78,12 +80,15 @@ kernels::model_spec from_proto(const pb::ModelSpec& m) {
     l.momentum = p.momentum();
     l.epsilon = p.epsilon();
     l.no_combiner = p.no_combiner();
+    l.dynamic = p.dynamic();
     out.layers.push_back(std::move(l));
   }
   for (auto& p : m.inputs())
     out.inputs.push_back({p.name(),
                           {p.shape().begin(), p.shape().end()},
-                          p.ids() ? kernels::input_kind::ids : kernels::input_kind::floats});
+                          p.ids64() ? kernels::input_kind::ids64
+                          : p.ids() ? kernels::input_kind::ids
+                                    : kernels::input_kind::floats});
   return out;
 }
 
@@ -91,6 +96,7 @@ pb::VariableLayout to_proto(const sharded_variable& v) {
   pb::VariableLayout out;
   out.set_name(v.name);
   for (auto d : v.shape) out.add_shape(d);
+  out.set_dynamic(v.dynamic);
   for (size_t i = 0; i < v.shards.size(); ++i) {
     auto* s = out.add_shards();
     s->set_ps_task(uint32_t(v.shards[i].ps_task));
@@ -106,6 +112,7 @@ sharded_variable from_proto(const pb::VariableLayout& v) {
   sharded_variable out;
   out.name = v.name();
   out.shape.assign(v.shape().begin(), v.shape().end());
+  out.dynamic = v.dynamic();
   for (int i = 0; i < v.shards_size(); ++i) {
     shard_placement s;
     s.shard = int(v.shards(i).part());

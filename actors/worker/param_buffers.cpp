@@ -1,6 +1,7 @@
 #include "actors/worker/param_buffers.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <utility>
 
 #include <fmt/format.h>
@@ -11,20 +12,25 @@
 namespace actorps {
 
 param_buffers::param_buffers(kernels::device_model& model, std::vector<sharded_variable> vars, uint64_t routing_version,
-                             uint32_t worker, bool pull_ahead, transport& net, kernels::host_parameters** in_use)
+                             uint32_t worker, bool pull_ahead, transport& net, kernels::host_parameters** in_use,
+                             const kernels::id_remap& remap)
     : model_(model),
       vars_(std::move(vars)),
       routing_version_(routing_version),
       worker_(worker),
       pull_ahead_(pull_ahead),
       net_(net),
-      in_use_(in_use) {
+      in_use_(in_use),
+      remap_(remap) {
   std::vector<std::vector<float>> zeros;
   auto& params = model_.parameters();
+  const auto inputs = model_.spec().model_inputs();
   for (size_t i = 0; i < vars_.size(); ++i) {
     (params[i].sparse ? sparse_ : dense_).push_back(i);
     if (!params[i].sparse) view_.push_back(&vars_[i]);
-    zeros.emplace_back(size_t(vars_[i].size()));
+    zeros.emplace_back(size_t(params[i].size()));  // a dynamic table: the rows of one batch
+    auto in = std::find_if(inputs.begin(), inputs.end(), [&](auto& x) { return x.name == params[i].ids_input; });
+    ids_input_.push_back(params[i].dynamic && in != inputs.end() ? int(in - inputs.begin()) : -1);
   }
   for (int b = 0; b < 2; ++b) {
     buffers_[b] = std::make_unique<kernels::host_parameters>(zeros);
@@ -177,16 +183,9 @@ void param_buffers::pull_rows(int64_t step, const std::vector<std::vector<int64_
   size_t total = 0;
   for (auto i : sparse_) {
     static const std::vector<int64_t> none;
-    std::vector<int64_t> unique;
-    for (auto id : i < ids.size() ? ids[i] : none)
-      if (id >= 0) unique.push_back(id);  // negative: padding
-    std::sort(unique.begin(), unique.end());
-    unique.erase(std::unique(unique.begin(), unique.end()), unique.end());
-    auto& var = vars_[i];
-    if (!unique.empty() && unique.back() >= var.shape[0])
-      return then(make_error(errc::out_of_range,
-                             fmt::format("id {} outside the {} rows of '{}'", unique.back(), var.shape[0], var.name)));
-    pulls.emplace_back(i, split_sparse_pull(var, unique));
+    auto by_ps = row_pulls(i, i < ids.size() ? ids[i] : none);
+    if (!by_ps) return then(by_ps.error());
+    pulls.emplace_back(i, std::move(*by_ps));
     for (auto& [ps, req] : pulls.back().second) req.set_worker(worker_), req.set_step(step);
     total += pulls.back().second.size();
   }
@@ -197,7 +196,7 @@ void param_buffers::pull_rows(int64_t step, const std::vector<std::vector<int64_
       net_.to_shard<pb::Rows>(
           ps, std::move(req),
           [this, c, i = i](const pb::Rows& rows) {
-            if (auto err = scatter_rows(rows, vars_[i], buffers_[current_]->value_ptrs[i])) return c->fail(err);
+            if (auto err = scatter(i, rows)) return c->fail(err);
             c->ok();
           },
           [c](caf::error err) { c->fail(std::move(err)); });
@@ -220,11 +219,48 @@ size_t param_buffers::push(int64_t step, const pb::ClosureStep& key, std::functi
   }
   for (auto& [ps, list] : split_push(worker_, step, caf_view_, caf_grads_[current_]))
     for (auto& m : list) send(ps, std::move(m));
+  std::vector<int64_t> ids;  // a dynamic table's gradient rows, by id
   for (auto i : sparse_) {
     auto& g = model_.sparse_gradient(i);
-    for (auto& [ps, m] : split_sparse_push(worker_, step, vars_[i], g.ids, g.rows.data())) send(ps, std::move(m));
+    if (ids_input_[i] >= 0) {
+      auto& distinct = remap_.ids(size_t(ids_input_[i]));
+      ids.clear();
+      for (auto row : g.ids) ids.push_back(distinct[size_t(row)]);
+    }
+    for (auto& [ps, m] : split_sparse_push(worker_, step, vars_[i], ids_input_[i] >= 0 ? ids : g.ids, g.rows.data()))
+      send(ps, std::move(m));
   }
   return sent;
+}
+
+caf::expected<std::multimap<int, pb::SparsePull>> param_buffers::row_pulls(size_t i,
+                                                                           const std::vector<int64_t>& ids) const {
+  auto& var = vars_[i];
+  if (ids_input_[i] >= 0) return split_sparse_pull(var, remap_.ids(size_t(ids_input_[i])));
+  std::vector<int64_t> unique;
+  for (auto id : ids)
+    if (id >= 0) unique.push_back(id);  // negative: padding
+  std::sort(unique.begin(), unique.end());
+  unique.erase(std::unique(unique.begin(), unique.end()), unique.end());
+  if (!unique.empty() && unique.back() >= var.shape[0])
+    return make_error(errc::out_of_range,
+                      fmt::format("id {} outside the {} rows of '{}'", unique.back(), var.shape[0], var.name));
+  return split_sparse_pull(var, unique);
+}
+
+caf::error param_buffers::scatter(size_t i, const pb::Rows& rows) {
+  float* table = buffers_[current_]->value_ptrs[i];
+  if (ids_input_[i] < 0) return scatter_rows(rows, vars_[i], table);
+  const int64_t dim = vars_[i].row_size();
+  if (rows.dim() != dim || int64_t(rows.data().size()) != int64_t(rows.ids_size()) * dim * 4)
+    return make_error(errc::bad_tensor, "rows of '" + rows.name() + "' do not have the table's shape");
+  for (int k = 0; k < rows.ids_size(); ++k) {
+    const int64_t at = remap_.index(size_t(ids_input_[i]), rows.ids(k));
+    if (at < 0)
+      return make_error(errc::out_of_range, fmt::format("'{}': id {} not asked for", rows.name(), rows.ids(k)));
+    std::memcpy(table + at * dim, rows.data().data() + size_t(k) * size_t(dim) * 4, size_t(dim) * 4);
+  }
+  return caf::none;
 }
 
 }  // namespace actorps

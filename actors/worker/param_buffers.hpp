@@ -25,6 +25,7 @@
 #include "actors/variables/ps_client.hpp"
 #include "actors/worker/transport.hpp"
 #include "kernels/device_model.hpp"
+#include "kernels/id_remap.hpp"
 
 namespace actorps {
 
@@ -41,10 +42,12 @@ class param_buffers {
 
   /// Buffers for `vars` (the model's parameters in order); the requests of
   /// worker `worker` go through `net`; `*in_use` always points at the
-  /// buffer in use (the closures' worker_context::params). All three must
-  /// outlive it.
+  /// buffer in use (the closures' worker_context::params); `remap` holds
+  /// the ids of the batch a dynamic table's rows are pulled and pushed for.
+  /// All four must outlive it.
   param_buffers(kernels::device_model& model, std::vector<sharded_variable> vars, uint64_t routing_version,
-                uint32_t worker, bool pull_ahead, transport& net, kernels::host_parameters** in_use);
+                uint32_t worker, bool pull_ahead, transport& net, kernels::host_parameters** in_use,
+                const kernels::id_remap& remap);
 
   /// Chooses each dense variable's path, once the transport's lanes are
   /// open (before the first pull or push).
@@ -57,7 +60,9 @@ class param_buffers {
   /// The same for training step `step` (see the state machine above).
   void pull_for_step(int64_t step, then_fn then);
   /// Rows ids[i] (negative: padding) of each sparse parameter i into the
-  /// current buffer, for training step `step` (< 0: not for a step).
+  /// current buffer, for training step `step` (< 0: not for a step). A
+  /// dynamic table's: the rows of the ids remap's last batch held, by
+  /// index (ids[i] are those indices).
   void pull_rows(int64_t step, const std::vector<std::vector<int64_t>>& ids, then_fn then);
   /// Sends the current gradients (dense whole, sparse as rows) of `step`
   /// under `key`; `acked` is called once per message sent; returns how many.
@@ -65,6 +70,9 @@ class param_buffers {
 
  private:
   void pull_into(int buffer, int64_t step, then_fn then);
+  /// The SparsePulls of sparse parameter i's rows `ids` (model rows).
+  caf::expected<std::multimap<int, pb::SparsePull>> row_pulls(size_t i, const std::vector<int64_t>& ids) const;
+  caf::error scatter(size_t i, const pb::Rows& rows);
   void pull_ahead(int64_t step);
 
   kernels::device_model& model_;
@@ -74,6 +82,8 @@ class param_buffers {
   bool pull_ahead_;
   transport& net_;
   kernels::host_parameters** in_use_;
+  const kernels::id_remap& remap_;
+  std::vector<int> ids_input_;  // per parameter: a dynamic table's ids64 input (model_inputs() index), else -1
   std::vector<const sharded_variable*> view_;             // the dense variables (pulled and pushed whole)
   std::vector<const sharded_variable*> caf_view_;         // ... of them, those that go over CAF
   std::vector<size_t> dense_, sparse_;                    // model parameter indices of each kind

@@ -23,6 +23,7 @@
 #include "config/model_config.hpp"
 #include "kernels/device_memory.hpp"
 #include "kernels/device_model.hpp"
+#include "kernels/sparse.hpp"
 
 namespace actorps {
 namespace {
@@ -55,6 +56,7 @@ struct worker_state {
   ~worker_state() { net.reset(); }
   uint32_t index = 0;
   std::unique_ptr<kernels::device_model> model;
+  std::unique_ptr<kernels::id_remap> remap;  // the batch's 64-bit ids as rows (dynamic tables)
   std::unique_ptr<transport> net;
   std::unique_ptr<param_buffers> params;
   std::unique_ptr<batch_prefetch> batches;
@@ -276,6 +278,7 @@ void wire_context(worker_ptr self) {
   auto& ctx = st.ctx;
   ctx.worker = st.index;
   ctx.model = st.model.get();
+  ctx.remap = st.remap.get();
   ctx.metrics = st.metrics.get();
   ctx.dataset = [self](const pb::Value& arg) { return dataset_of(self, arg); };
   ctx.next_batch = [self](const dataset_actor& d, batch_prefetch::batch_fn then) {
@@ -337,6 +340,7 @@ local_worker_actor::behavior_type worker_behavior(worker_ptr self, pb::SpawnWork
   st.incarnation = spec.incarnation();
   st.where = fmt::format("worker:{}: ", st.index);
   st.model = std::make_unique<kernels::device_model>(train::from_proto(spec.model()), std::move(devices));
+  st.remap = std::make_unique<kernels::id_remap>(st.model->spec());
   std::vector<sharded_variable> vars;
   for (auto& v : spec.variables()) vars.push_back(train::from_proto(v));
   std::optional<std::chrono::milliseconds> deadline;
@@ -349,7 +353,7 @@ local_worker_actor::behavior_type worker_behavior(worker_ptr self, pb::SpawnWork
   st.num_shards = uint32_t(shards.size());
   st.net = std::make_unique<transport>(self, st.index, std::move(shards), deadline);
   st.params = std::make_unique<param_buffers>(*st.model, std::move(vars), spec.routing_version(), st.index,
-                                              spec.pull_ahead(), *st.net, &st.ctx.params);
+                                              spec.pull_ahead(), *st.net, &st.ctx.params, *st.remap);
   st.batches = std::make_unique<batch_prefetch>(*st.net);
   st.metrics = std::make_unique<worker_metrics>(metrics::registry_of(self->home_system()),
                                                 trace::recorder_of(self->home_system()), st.index);
@@ -399,7 +403,9 @@ caf::expected<local_worker_actor> spawn_worker(caf::actor_system& sys, const pb:
                                                 std::to_string(spec.variables_size()) + " variables given");
   for (size_t i = 0; i < params.size(); ++i) {
     auto& v = spec.variables(int(i));
-    if (std::vector<int64_t>(v.shape().begin(), v.shape().end()) != params[i].shape)
+    auto shape = params[i].shape;  // a dynamic table's: [rows of one batch, dim] here, [virtual rows, dim] on the PS
+    if (params[i].dynamic) shape[0] = kernels::kVirtualRows;
+    if (std::vector<int64_t>(v.shape().begin(), v.shape().end()) != shape || v.dynamic() != params[i].dynamic)
       return make_error(errc::bad_tensor, "variable '" + v.name() + "' does not have the shape of " + params[i].name);
     for (auto& s : v.shards())
       if (s.ps_task() >= shards.size() || !shards[s.ps_task()])

@@ -31,6 +31,19 @@ bool looks_up(const std::vector<std::vector<int64_t>>& ids) {
   return std::any_of(ids.begin(), ids.end(), [](auto& rows) { return !rows.empty(); });
 }
 
+// Floats per example in the data: an id64 is two (kernels/id_remap.hpp).
+int64_t data_features(const worker_context& ctx) {
+  return ctx.remap != nullptr ? ctx.remap->data_features() : ctx.model->input_size();
+}
+
+// A batch x[n, data_features] as the model reads it: with 64-bit ids, in
+// `converted` (each id its row in the batch's tables), else as it is.
+const float* model_view(worker_context& ctx, const float* x, int n, std::vector<float>& converted) {
+  if (ctx.remap == nullptr || !ctx.remap->active()) return x;
+  ctx.remap->convert(x, n, converted);
+  return converted.data();
+}
+
 // train_step: `steps` steps over the worker's dataset; see the header.
 struct train_run {
   worker_context* ctx;
@@ -42,6 +55,7 @@ struct train_run {
   pb::BatchData batch;
   const float* x = nullptr;               // the batch's inputs, in place when aligned
   std::vector<float> x_copy;              // ... else here
+  std::vector<float> x_model;             // ... as the model reads them, where they hold 64-bit ids
   std::vector<std::vector<int64_t>> ids;  // per parameter: the rows the batch looks up
   std::function<void(caf::expected<values>)> done;
 
@@ -64,7 +78,7 @@ struct train_run {
         return run->done(make_error(
             errc::out_of_range,
             fmt::format("the dataset ended after {} of {} steps (add repeat to the dataset)", run->ran, run->steps)));
-      const int64_t features = run->ctx->model->input_size();
+      const int64_t features = data_features(*run->ctx);
       if (int64_t(b->features()) != features)
         return run->done(make_error(
             errc::bad_tensor, fmt::format("batches of {} features, the model takes {}", b->features(), features)));
@@ -101,7 +115,7 @@ struct train_run {
 
   // The batch's inputs, and the rows its embeddings look up.
   void unpack() {
-    x = float_view(batch.x(), x_copy);
+    x = model_view(*ctx, float_view(batch.x(), x_copy), batch.size(), x_model);
     ctx->model->lookups(x, batch.size(), ids);
   }
 
@@ -163,6 +177,8 @@ struct eval_run {
   data::pipeline pipeline;
   std::function<void(caf::expected<values>)> done;
   data::batch b{};
+  const float* x = nullptr;                 // b's inputs as the model reads them
+  std::vector<float> x_model{};             // ... where they hold 64-bit ids
   std::vector<std::vector<int64_t>> ids{};  // per parameter: the rows the batch looks up
   double loss_sum = 0;
   int64_t correct = 0, examples = 0;
@@ -172,7 +188,8 @@ struct eval_run {
 
   static void next(std::shared_ptr<eval_run> run) {
     while (run->pipeline.next(run->b)) {
-      run->ctx->model->lookups(run->b.x.data(), run->b.size(), run->ids);
+      run->x = model_view(*run->ctx, run->b.x.data(), run->b.size(), run->x_model);
+      run->ctx->model->lookups(run->x, run->b.size(), run->ids);
       if (!looks_up(run->ids)) {
         run->evaluate();
         continue;
@@ -189,7 +206,7 @@ struct eval_run {
   }
 
   void evaluate() {
-    const kernels::batch_view view{b.size(), b.x.data(), b.labels.data()};
+    const kernels::batch_view view{b.size(), x, b.labels.data()};
     if (binary) logits.resize(size_t(b.size()));
     auto r = ctx->model->evaluate(view, ctx->params->params, binary ? logits.data() : nullptr);
     if (binary) train::append_scored(scored, logits.data(), b.labels.data(), b.size());
@@ -217,9 +234,9 @@ void eval_step(worker_context& ctx, const std::vector<pb::Value>& args,
   for (auto& op : spec.ops()) *mine.add_ops() = op;
   auto pipeline = data::pipeline::build(mine);
   if (!pipeline) return done(pipeline.error());
-  if (pipeline->features() != ctx.model->input_size())
+  if (pipeline->features() != data_features(ctx))
     return done(make_error(errc::bad_tensor, fmt::format("eval data has {} features, the model takes {}",
-                                                         pipeline->features(), ctx.model->input_size())));
+                                                         pipeline->features(), data_features(ctx))));
   auto run = std::make_shared<eval_run>(eval_run{&ctx, std::move(*pipeline), std::move(done)});
   ctx.pull(0, [run](caf::error err) {
     if (err) return run->done(std::move(err));

@@ -34,6 +34,7 @@
 
 #include "actors/worker/worker_metrics.hpp"
 #include "kernels/device_model.hpp"
+#include "kernels/id_remap.hpp"
 #include "messages/closure_values.hpp"
 #include "messages/wire.hpp"
 
@@ -45,6 +46,7 @@ namespace actorps {
 struct worker_context {
   uint32_t worker = 0;
   kernels::device_model* model = nullptr;      // on the worker's devices
+  kernels::id_remap* remap = nullptr;          // a batch's 64-bit ids into the model's rows (dynamic tables)
   kernels::host_parameters* params = nullptr;  // pulled values, computed gradients
   worker_metrics* metrics = nullptr;           // where steps are timed (never null on a worker)
 

@@ -129,6 +129,18 @@ __global__ void embedding_backward_k(embedding_shape s, const int64_t* ids, cons
   rows[t] = ids[lookup] < 0 ? 0.0f : row_weight(s, ids, example) * dy[example * s.dim + d];
 }
 
+// One element of FTRL (ops.hpp), in the reference's order of operations.
+__device__ void ftrl_update(const optimizer_params& p, float& param, float* n, float* z, float g) {
+  const bool root = p.lr_power == -0.5f;  // TF's fast path
+  const float n_new = *n + g * g;
+  const float rate_old = root ? sqrtf(*n) : powf(*n, -p.lr_power);
+  const float rate_new = root ? sqrtf(n_new) : powf(n_new, -p.lr_power);
+  const float zi = *z + g - (rate_new - rate_old) / p.lr * param;
+  *n = n_new, *z = zi;
+  const float quadratic = rate_new / p.lr + 2 * (p.l2 + p.beta / (2 * p.lr));
+  param = fabsf(zi) <= p.l1 ? 0.0f : (copysignf(p.l1, zi) - zi) / quadratic;
+}
+
 // One element of one optimizer; lr_t is Adam's bias-corrected rate.
 __device__ void update(optimizer_kind kind, const optimizer_params& p, float lr_t, float& param, float* s0, float* s1,
                        float g) {
@@ -148,6 +160,7 @@ __device__ void update(optimizer_kind kind, const optimizer_params& p, float lr_
       param -= p.lr * g / (sqrtf(*s0) + p.epsilon);
       break;
     case optimizer_kind::accumulate: param += g; break;
+    case optimizer_kind::ftrl: ftrl_update(p, param, s0, s1, g); break;
   }
 }
 

@@ -34,7 +34,7 @@ struct graph_model::graph {
 
   int tensor_of(size_t node) const { return int(inputs.size() + node); }
   bool is_input(int t) const { return t < int(inputs.size()); }
-  bool is_ids(int t) const { return is_input(t) && inputs[size_t(t)].kind == input_kind::ids; }
+  bool is_ids(int t) const { return is_input(t) && inputs[size_t(t)].kind != input_kind::floats; }  // ids or ids64
   std::vector<std::vector<dims>> in;  // per node: the shapes of what it reads
 };
 

@@ -216,6 +216,9 @@ const node_rule embedding{
     },
     [](const layer_spec& l, const std::vector<dims>&, const std::string& prefix, std::vector<param_info>& out) {
       out.push_back({prefix + "/embeddings", {l.vocabulary, l.units}, true, initializer::kind::uniform});
+      out.back().dynamic = l.dynamic;
+      out.back().rules = l.rules;
+      if (l.dynamic && !l.inputs.empty()) out.back().ids_input = l.inputs[0];
     },
     nullptr,
     [](const layer_spec& l, const std::vector<dims>& in, const dims&, int batch, device where, node_buffers& buf) {

@@ -23,7 +23,8 @@ std::string resolve_inputs(graph_model::graph& g) {
     bool positive = !s.empty() && s.size() <= 3;
     for (auto d : s) positive = positive && d > 0 && d <= (int64_t(1) << 30);
     if (!positive) return which + ": shape must be 1 to 3 positive sizes, got " + shape_str(s);
-    if (in.kind == input_kind::ids && s.size() != 1) return which + ": ids need a shape [count], got " + shape_str(s);
+    if (in.kind != input_kind::floats && s.size() != 1)
+      return which + ": ids need a shape [count], got " + shape_str(s);
     dims d{1, 1, int(s.back()), s.size() == 3};
     if (s.size() >= 2) d.w = int(s[s.size() - 2]);
     if (s.size() == 3) d.h = int(s[0]);

@@ -94,6 +94,28 @@ inline void adagrad(int64_t count, const optimizer_params& p, float* param, floa
   }
 }
 
+// FTRL's loop (ops.hpp has the formula); `root`: lr_power is -0.5, so
+// n^-lr_power is sqrt(n) (TF's fast path), else std::pow.
+template <bool root>
+inline void ftrl_loop(int64_t count, const optimizer_params& p, float* param, float* n, float* z, const float* grad) {
+  const float lr = p.lr, l1 = p.l1, power = -p.lr_power;  // locals, as in adam above
+  const float twice_l2 = 2 * (p.l2 + p.beta / (2 * lr));  // Keras folds beta into l2
+  for (int64_t i = 0; i < count; ++i) {
+    const float g = grad[i], n_old = n[i], n_new = n_old + g * g;
+    const float rate_old = root ? std::sqrt(n_old) : std::pow(n_old, power);
+    const float rate_new = root ? std::sqrt(n_new) : std::pow(n_new, power);
+    const float zi = z[i] + g - (rate_new - rate_old) / lr * param[i];
+    n[i] = n_new, z[i] = zi;
+    const float quadratic = rate_new / lr + twice_l2;
+    param[i] = std::abs(zi) <= l1 ? 0.0f : (std::copysign(l1, zi) - zi) / quadratic;
+  }
+}
+
+inline void ftrl(int64_t count, const optimizer_params& p, float* param, float* n, float* z, const float* grad) {
+  if (p.lr_power == -0.5f) return ftrl_loop<true>(count, p, param, n, z, grad);
+  ftrl_loop<false>(count, p, param, n, z, grad);
+}
+
 inline void apply_dense(optimizer_kind kind, const optimizer_params& p, int64_t count, float* param,
                         float* const* slots, const float* grad) {
   switch (kind) {
@@ -102,6 +124,7 @@ inline void apply_dense(optimizer_kind kind, const optimizer_params& p, int64_t 
     case optimizer_kind::adam: return adam(count, p, param, slots[0], slots[1], grad);
     case optimizer_kind::adagrad: return adagrad(count, p, param, slots[0], grad);
     case optimizer_kind::accumulate: return scale_add(count, 1.0f, grad, 1.0f, param);
+    case optimizer_kind::ftrl: return ftrl(count, p, param, slots[0], slots[1], grad);
   }
 }
 

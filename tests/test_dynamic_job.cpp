@@ -1,0 +1,53 @@
+// config/dlrm_dynamic.toml run by `actorps local` across 2 workers and 2 PS
+// processes on a small generated Criteo-shaped data set: the 26 fields'
+// strings travel as 64-bit ids, each PS shard makes rows as ids are
+// admitted (min_count = 2) and evicts beyond max_rows. The job must learn,
+// and every shard's rows must add up: admitted = live + evicted, none
+// beyond the cap, gradients of ids seen once dropped.
+#define BOOST_TEST_MODULE dynamic_job
+#include <boost/test/unit_test.hpp>
+
+#include <filesystem>
+
+#include "actors/launch/local_host.hpp"
+#include "actors/training/job_report.hpp"
+#include "tests/job_files.hpp"
+
+using namespace actorps;
+using namespace actorps::test;
+using namespace std::chrono_literals;
+
+BOOST_AUTO_TEST_CASE(dlrm_over_a_dynamic_table_learns_and_its_rows_add_up) {
+  const std::string dir = make_temp_dir("test");
+  auto gen = run_command({ACTORPS_BIN, "data", "criteo", "--out", dir, "--train", "60000", "--test", "5000"}, 60s,
+                         dir + "/cli.log");
+  BOOST_REQUIRE(gen && gen->exit_code == 0);
+  auto job = read_file(std::string(ACTORPS_SOURCE_DIR) + "/config/dlrm_dynamic.toml");
+  replace_all(job, "data/criteo", dir);
+  replace_all(job, "build/dlrm_dynamic", dir + "/run");
+  rewrite_values(job, "port", [](int64_t) { return free_port(); });
+  rewrite_values(job, "steps_per_epoch", [](int64_t) { return 300; });  // 76,800 examples: 1.3 passes
+  constexpr int64_t kMaxRows = 20000;
+  rewrite_values(job, "max_rows", [](int64_t) { return kMaxRows; });
+  const std::string path = dir + "/dlrm_dynamic.toml";
+  std::ofstream(path) << job;
+  auto res = run_command({ACTORPS_BIN, "local", path, "--log", dir + "/job.log"}, 120s, dir + "/cli.log");
+  BOOST_REQUIRE(res);
+  BOOST_TEST_MESSAGE(res->out);
+  BOOST_REQUIRE_MESSAGE(res->exit_code == 0, res->out);
+  auto report = train::read_report(dir + "/run/logs/report.json");
+  BOOST_REQUIRE_MESSAGE(report, (report ? "" : to_string(report.error())));
+  BOOST_REQUIRE(report->test_auc.has_value());
+  BOOST_TEST(*report->test_auc > 0.65);        // chance 0.5, the hidden model ~0.83 (test_zoo_recsys's bar)
+  BOOST_REQUIRE(report->tables.size() == 2u);  // one hash range per PS task
+  for (auto& t : report->tables) {
+    BOOST_TEST_MESSAGE("ps:" << t.ps << " " << t.name << ": " << t.rows << " rows, " << t.admitted << " admitted, "
+                             << t.evicted << " evicted, " << t.dropped << " dropped, " << t.bytes << " B");
+    BOOST_TEST(t.rows > 0);
+    BOOST_TEST(t.rows <= kMaxRows);
+    BOOST_TEST(t.evicted > 0u);  // the cap was reached
+    BOOST_TEST(t.admitted == t.evicted + uint64_t(t.rows));
+    BOOST_TEST(t.dropped > 0u);  // ids pushed once
+  }
+  std::filesystem::remove_all(dir);
+}

@@ -1,0 +1,165 @@
+// A dynamic embedding table on the shard core (VariableSpec.dynamic), the
+// worker's side of it (routing by virtual row, a batch's 64-bit ids as
+// rows): closed forms, no actors.
+#define BOOST_TEST_MODULE dynamic_shard
+#include <boost/test/unit_test.hpp>
+
+#include <cstring>
+
+#include "actors/shard/shard_core.hpp"
+#include "actors/variables/ps_client.hpp"
+#include "kernels/id_remap.hpp"
+#include "tests/ps_check.hpp"
+
+using namespace actorps;
+using namespace actorps::test;
+
+namespace {
+
+constexpr int kDim = 4;
+constexpr float kLr = 0.5f;
+
+// Shard `part` of 2 of a dynamic [2^31, kDim] table under SGD.
+pb::VariableSpec table_spec(int part, uint32_t min_count, uint64_t max_rows = 0) {
+  auto v = variable_spec("t", {kernels::kVirtualRows / 2, kDim}, pb::Optimizer::SGD, kLr);
+  v.set_full_shape(0, kernels::kVirtualRows);
+  v.set_first_row(part * (kernels::kVirtualRows / 2));
+  v.mutable_initializer()->set_kind(pb::Initializer::UNIFORM);
+  v.mutable_initializer()->set_low(-1);
+  v.mutable_initializer()->set_high(1);
+  v.mutable_initializer()->set_seed(7);
+  v.mutable_dynamic()->set_min_count(min_count);
+  v.mutable_dynamic()->set_max_rows(max_rows);
+  return v;
+}
+
+// Ids whose virtual rows fall in part `part` of 2.
+std::vector<int64_t> ids_of_part(int part, size_t n) {
+  std::vector<int64_t> out;
+  for (int64_t id = 1000; out.size() < n; ++id)
+    if ((kernels::virtual_row(id) >= kernels::kVirtualRows / 2) == (part == 1)) out.push_back(id);
+  return out;
+}
+
+shard_core table_core(int part, uint32_t min_count, uint64_t max_rows = 0) {
+  shard_core core(0, {}, 0);
+  pb::CreateVariables req;
+  *req.add_variables() = table_spec(part, min_count, max_rows);
+  BOOST_REQUIRE(core.create(req));
+  return core;
+}
+
+std::vector<float> read(shard_core& core, const std::vector<int64_t>& ids) {
+  pb::SparsePull pull;
+  pull.set_name("t");
+  for (auto id : ids) pull.add_ids(id);
+  pull.set_step(-1);
+  auto rows = core.read_rows(pull);
+  BOOST_REQUIRE_MESSAGE(rows, (rows ? "" : to_string(rows.error())));
+  return floats(rows->data());
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(unseen_ids_read_their_seeded_initial_values_on_any_shard) {
+  auto ids = ids_of_part(0, 3);
+  auto a = table_core(0, 1), b = table_core(0, 3);
+  const auto first = read(a, ids);
+  BOOST_TEST(first == read(b, ids), boost::test_tools::per_element());
+  BOOST_TEST(first != read(a, {ids[1], ids[0], ids[2]}));  // each id its own row
+  for (auto x : first) BOOST_TEST((x >= -1 && x <= 1));
+  BOOST_TEST(a.stats().tables(0).rows() == 0);  // reading makes no row
+}
+
+BOOST_AUTO_TEST_CASE(a_row_is_made_at_its_min_count_th_push_and_steps_from_its_initial_values) {
+  auto core = table_core(0, 2);
+  auto ids = ids_of_part(0, 2);
+  const auto initial = read(core, ids);
+  BOOST_REQUIRE(core.apply_rows(rows_push(1, "t", {ids[0]}, kDim, 1.0f)));  // 1st sighting: dropped
+  BOOST_TEST(read(core, ids) == initial, boost::test_tools::per_element());
+  BOOST_REQUIRE(core.apply_rows(rows_push(2, "t", {ids[0], ids[1]}, kDim, 1.0f)));  // ids[0] admitted
+  auto now = read(core, ids);
+  for (int k = 0; k < kDim; ++k) {
+    BOOST_TEST(now[size_t(k)] == initial[size_t(k)] - kLr);
+    BOOST_TEST(now[size_t(kDim + k)] == initial[size_t(kDim + k)]);  // ids[1]: seen once
+  }
+  const auto t = core.stats().tables(0);
+  BOOST_TEST(t.rows() == 1);
+  BOOST_TEST(t.admitted() == 1u);
+  BOOST_TEST(t.dropped() == 2u);  // ids[0] once, ids[1] once
+  BOOST_TEST(t.bytes() > 0);
+}
+
+BOOST_AUTO_TEST_CASE(rows_beyond_max_rows_go_least_recently_updated_first) {
+  auto core = table_core(0, 1, 2);
+  auto ids = ids_of_part(0, 3);
+  const auto initial = read(core, ids);
+  for (size_t i = 0; i < 3; ++i) BOOST_REQUIRE(core.apply_rows(rows_push(10 + i, "t", {ids[i]}, kDim, 1.0f)));
+  const auto t = core.stats().tables(0);
+  BOOST_TEST(t.rows() == 2);
+  BOOST_TEST(t.evicted() == 1u);
+  BOOST_TEST(t.admitted() == t.evicted() + uint64_t(t.rows()));
+  const auto now = read(core, ids);
+  BOOST_TEST(now[0] == initial[0]);                      // ids[0], the oldest, went: its initial values again
+  BOOST_TEST(now[2 * kDim] == initial[2 * kDim] - kLr);  // the newest stayed
+}
+
+BOOST_AUTO_TEST_CASE(ids_of_another_shard_and_dense_requests_are_refused_whole) {
+  auto core = table_core(0, 1);
+  auto mine = ids_of_part(0, 1), theirs = ids_of_part(1, 1);
+  auto bad = core.apply_rows(rows_push(1, "t", {mine[0], theirs[0]}, kDim, 1.0f));
+  BOOST_REQUIRE(!bad);
+  BOOST_TEST(to_string(bad.error()).find("outside this shard") != std::string::npos, to_string(bad.error()));
+  BOOST_TEST(core.stats().tables(0).rows() == 0);  // nothing applied
+  pb::Pull dense;
+  dense.add_names("t");
+  auto refused = core.read(dense);
+  BOOST_REQUIRE(!refused);
+  BOOST_TEST(to_string(refused.error()).find("dynamic table") != std::string::npos, to_string(refused.error()));
+  pb::Pull all;  // "every variable": the dense ones, none here
+  BOOST_REQUIRE(core.read(all));
+  BOOST_TEST(core.read(all)->tensors_size() == 0);
+  pb::MoveOut split;
+  split.set_step(pb::MoveOut::SPLIT);
+  split.set_name("t");
+  split.set_new_name("t2");
+  split.set_offset(10);
+  BOOST_TEST(!core.move_out(split, false));
+}
+
+BOOST_AUTO_TEST_CASE(workers_send_each_id_to_the_shard_of_its_virtual_row) {
+  sharded_variable var;
+  var.name = "t";
+  var.dynamic = true;
+  var.shape = {kernels::kVirtualRows, kDim};
+  for (int s = 0; s < 2; ++s)
+    var.shards.push_back({s, s, s * (kernels::kVirtualRows / 2), {kernels::kVirtualRows / 2, kDim}});
+  auto a = ids_of_part(0, 3), b = ids_of_part(1, 2);
+  std::vector<int64_t> ids{a[0], b[0], a[1], b[1], a[2]};
+  auto pulls = split_sparse_pull(var, ids);
+  BOOST_REQUIRE(pulls.size() == 2u);
+  for (auto& [ps, pull] : pulls) {
+    const auto& want = ps == 0 ? a : b;
+    BOOST_TEST(std::vector<int64_t>(pull.ids().begin(), pull.ids().end()) == want, boost::test_tools::per_element());
+    BOOST_TEST(pull.name() == "t/part_" + std::to_string(ps));
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_batch_of_64_bit_ids_becomes_rows_of_its_distinct_ids) {
+  kernels::model_spec spec;
+  spec.inputs = {{"dense", {2}, kernels::input_kind::floats}, {"ids", {3}, kernels::input_kind::ids64}};
+  kernels::id_remap remap(spec);
+  BOOST_TEST(remap.data_features() == 2 + 3 * 2);
+  const int64_t big = int64_t(1) << 62, ids[2][3] = {{big, 5, -1}, {5, big + 1, big}};
+  std::vector<float> x(2 * 8);
+  for (int e = 0; e < 2; ++e) {
+    x[size_t(e * 8)] = float(e), x[size_t(e * 8 + 1)] = 0.5f;
+    std::memcpy(&x[size_t(e * 8 + 2)], ids[e], sizeof ids[e]);
+  }
+  std::vector<float> out;
+  remap.convert(x.data(), 2, out);
+  BOOST_TEST(out == (std::vector<float>{0, 0.5f, 0, 1, -1, 1, 0.5f, 1, 2, 0}), boost::test_tools::per_element());
+  BOOST_TEST(remap.ids(1) == (std::vector<int64_t>{big, 5, big + 1}), boost::test_tools::per_element());
+  BOOST_TEST(remap.index(1, big + 1) == 2);
+  BOOST_TEST(remap.index(1, 6) == -1);
+}
