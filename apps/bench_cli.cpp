@@ -7,6 +7,9 @@
 #include "apps/commands.hpp"
 
 namespace actorps {
+
+void add_bench_embeddings(CLI::App& bench, command_list& out);  // apps/bench_embeddings.cpp
+
 namespace {
 
 void add_bench_rtt(CLI::App& bench, command_list& out) {
@@ -227,6 +230,7 @@ void add_bench_commands(CLI::App& app, command_list& out) {
   add_tcp_bulk(*bench, out);
   add_tcp_echo(*bench, out);
   add_bench_tta(*bench, out);
+  add_bench_embeddings(*bench, out);
   for (size_t i = first; i < out.size(); ++i)
     if (!out[i].app->get_group().empty()) add_record(out[i]);
 }

@@ -3,7 +3,11 @@
 // up or down, steps/s and closures/s (workers, coordinator), requests/s,
 // p99 apply time, waiting requests, gradient staleness and the hot range (a
 // variable's busiest row range's bytes over its mean range's; PS shards),
-// each over the last interval.
+// each over the last interval. A PS node holding dynamic embedding tables
+// gets a second line: their live rows and bytes, and the rows they
+// admitted, evicted and dropped (gradients of ids not admitted yet), in
+// all and per second.
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <map>
@@ -57,6 +61,21 @@ std::string range_skew(const samples& d) {
   return skew > 0 ? fmt::format("{:.1f}", skew) : "-";
 }
 
+// The line under a PS node's row for its dynamic tables, summed over them
+// (`d`: over the interval, when there was one), "" when it holds none.
+std::string tables_row(const samples& now, const samples& d, double seconds, bool interval) {
+  if (std::none_of(now.begin(), now.end(), [](auto& s) { return s.name == "actorps_ps_table_rows"; })) return "";
+  auto counted = [&](const std::string& what) {
+    const std::string name = "actorps_ps_table_" + what + "_total";
+    return fmt::format("{} {:.0f} ({}/s)", what, metrics::sum(now, name),
+                       rate(metrics::sum(d, name), seconds, interval));
+  };
+  return fmt::format("{:<28} rows {:.0f} ({:.1f} MiB), {}, {}, {}\n", "  dynamic tables",
+                     metrics::sum(now, "actorps_ps_table_rows"),
+                     metrics::sum(now, "actorps_ps_table_bytes") / (1 << 20), counted("admitted"), counted("evicted"),
+                     counted("dropped"));
+}
+
 // One node's row from two scrapes `seconds` apart (nullopt: it did not answer).
 std::string node_row(const node_spec& node, const std::optional<samples>& now, const std::optional<samples>& before,
                      double seconds) {
@@ -70,7 +89,7 @@ std::string node_row(const node_spec& node, const std::optional<samples>& now, c
   const double closures = metrics::sum(d, "actorps_worker_closures_total") +
                           metrics::sum(d, "actorps_coordinator_closures_total", {{"result", "ok"}});
   const double staleness_n = metrics::sum(d, "actorps_ps_gradient_staleness_count");
-  return fmt::format(
+  const std::string row = fmt::format(
       line, tasks, "up", rate(metrics::sum(d, "actorps_worker_steps_total"), seconds, worker && before),
       rate(closures, seconds, (worker || coordinator) && before),
       rate(metrics::sum(d, "actorps_ps_requests_total"), seconds, ps && before),
@@ -79,6 +98,7 @@ std::string node_row(const node_spec& node, const std::optional<samples>& now, c
       ps && staleness_n > 0 ? fmt::format("{:.2f}", metrics::sum(d, "actorps_ps_gradient_staleness_sum") / staleness_n)
                             : "-",
       ps && before ? range_skew(d) : "-");
+  return ps ? row + tables_row(*now, d, seconds, bool(before)) : row;
 }
 
 std::vector<std::optional<samples>> scrape_all(const cluster_spec& spec, std::chrono::milliseconds timeout) {

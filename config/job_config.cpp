@@ -69,11 +69,8 @@ caf::error size_dynamic_tables(job_spec& job, const std::string& path) {
   }
   if (!any) return caf::none;
   auto refuse = [&](const char* what) {
-    return make_error(errc::invalid_config,
-                      path + ": " + what + " (issue 51: dynamic tables are not checkpointed, replicated or moved yet)");
+    return make_error(errc::invalid_config, path + ": " + what + " (dynamic tables do not move yet)");
   };
-  if (!job.training.checkpoint_dir.empty()) return refuse("[training] checkpoint_dir with a dynamic table");
-  if (job.training.ps_replicas > 1) return refuse("[training] ps_replicas = 2 with a dynamic table");
   if (job.training.variable_partitioner.type == partitioner::kind::load)
     return refuse("[training] partitioner = \"load\" with a dynamic table");
   return caf::none;

@@ -24,7 +24,8 @@ using ps_shard_actor = caf::typed_actor<
     caf::replies_to<pb::ShardStatsRequest>::with<pb::ShardStats>, caf::replies_to<pb::WorkerLost>::with<pb::ShardStats>,
     caf::replies_to<pb::Replicate, caf::strong_actor_ptr>::with<pb::Replicated>,
     caf::replies_to<pb::Promote>::with<pb::ShardStats>, caf::reacts_to<pb::ReplicaDropped>,
-    caf::replies_to<pb::MoveOut>::with<pb::MoveData>, caf::replies_to<pb::MoveIn>::with<pb::MoveData>>;
+    caf::replies_to<pb::MoveOut>::with<pb::MoveData>, caf::replies_to<pb::MoveIn>::with<pb::MoveData>,
+    caf::replies_to<pb::TableRead>::with<pb::TableData>, caf::replies_to<pb::TableLoad>::with<pb::TableLoaded>>;
 
 /// A worker's input pipeline (actors/dataset/dataset_actor.hpp).
 using dataset_actor = caf::typed_actor<caf::replies_to<pb::DatasetInfoRequest>::with<pb::DatasetInfo>,

@@ -17,7 +17,7 @@
 namespace actorps {
 
 /// Bumped whenever a change to messages/*.proto breaks compatibility.
-constexpr uint32_t kProtocolVersion = 15;
+constexpr uint32_t kProtocolVersion = 16;
 
 /// Registers every wire type and the error category. Every node must call
 /// this: a type registered on one side only makes typed connects fail.
@@ -87,6 +87,10 @@ CAF_BEGIN_TYPE_ID_BLOCK(actorps, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(actorps, (actorps::pb::MoveOut))
   CAF_ADD_TYPE_ID(actorps, (actorps::pb::MoveIn))
   CAF_ADD_TYPE_ID(actorps, (actorps::pb::MoveData))
+  CAF_ADD_TYPE_ID(actorps, (actorps::pb::TableRead))
+  CAF_ADD_TYPE_ID(actorps, (actorps::pb::TableData))
+  CAF_ADD_TYPE_ID(actorps, (actorps::pb::TableLoad))
+  CAF_ADD_TYPE_ID(actorps, (actorps::pb::TableLoaded))
   CAF_ADD_TYPE_ID(actorps, (actorps::pb::Reroute))
 CAF_END_TYPE_ID_BLOCK(actorps)
 // clang-format on

@@ -54,6 +54,5 @@ BOOST_AUTO_TEST_CASE(misused_dynamic_tables_name_the_key) {
   expect_error(text, rules, "vocabulary = 10\n", "holds 64-bit ids");
   expect_error(text, "{ name = \"C1\",  kind = \"categorical\", id64 = true }",
                "{ name = \"C1\",  kind = \"categorical\", id64 = true, hash_buckets = 10 }", "id64");
-  expect_error(text, "num_shards = 2\n", "num_shards = 2\ncheckpoint_dir = \"ckpt\"\n", "checkpoint_dir");
   expect_error(text, "num_shards = 2\n", "num_shards = 2\nps_replicas = 2\n", "ps_replicas");
 }

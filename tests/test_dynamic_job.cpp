@@ -12,13 +12,19 @@
 #include "actors/launch/local_host.hpp"
 #include "actors/training/job_report.hpp"
 #include "tests/job_files.hpp"
+#include "tests/local_jobs.hpp"
 
 using namespace actorps;
 using namespace actorps::test;
 using namespace std::chrono_literals;
 
-BOOST_AUTO_TEST_CASE(dlrm_over_a_dynamic_table_learns_and_its_rows_add_up) {
-  const std::string dir = make_temp_dir("test");
+namespace {
+
+constexpr int64_t kMaxRows = 20000;
+
+// config/dlrm_dynamic.toml on a small generated data set in `dir`, free
+// ports, `steps` steps, kMaxRows rows per PS shard, `extra` [training] keys.
+std::string dynamic_job(const std::string& dir, int steps, const std::string& extra = "") {
   auto gen = run_command({ACTORPS_BIN, "data", "criteo", "--out", dir, "--train", "60000", "--test", "5000"}, 60s,
                          dir + "/cli.log");
   BOOST_REQUIRE(gen && gen->exit_code == 0);
@@ -26,11 +32,19 @@ BOOST_AUTO_TEST_CASE(dlrm_over_a_dynamic_table_learns_and_its_rows_add_up) {
   replace_all(job, "data/criteo", dir);
   replace_all(job, "build/dlrm_dynamic", dir + "/run");
   rewrite_values(job, "port", [](int64_t) { return free_port(); });
-  rewrite_values(job, "steps_per_epoch", [](int64_t) { return 300; });  // 76,800 examples: 1.3 passes
-  constexpr int64_t kMaxRows = 20000;
+  rewrite_values(job, "steps_per_epoch", [&](int64_t) { return steps; });
   rewrite_values(job, "max_rows", [](int64_t) { return kMaxRows; });
+  replace_all(job, "[training]\n", "[training]\n" + extra);
   const std::string path = dir + "/dlrm_dynamic.toml";
   std::ofstream(path) << job;
+  return path;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(dlrm_over_a_dynamic_table_learns_and_its_rows_add_up) {
+  const std::string dir = make_temp_dir("test");
+  const auto path = dynamic_job(dir, 300);  // 76,800 examples: 1.3 passes
   auto res = run_command({ACTORPS_BIN, "local", path, "--log", dir + "/job.log"}, 120s, dir + "/cli.log");
   BOOST_REQUIRE(res);
   BOOST_TEST_MESSAGE(res->out);
@@ -48,6 +62,26 @@ BOOST_AUTO_TEST_CASE(dlrm_over_a_dynamic_table_learns_and_its_rows_add_up) {
     BOOST_TEST(t.evicted > 0u);  // the cap was reached
     BOOST_TEST(t.admitted == t.evicted + uint64_t(t.rows));
     BOOST_TEST(t.dropped > 0u);  // ids pushed once
+  }
+  std::filesystem::remove_all(dir);
+}
+
+BOOST_AUTO_TEST_CASE(a_replicated_dynamic_table_fails_over_with_its_rows) {
+  // ps_replicas = 2: ps:0's node SIGKILLed mid-job; its backup on ps:1's
+  // node, which got every push forwarded, serves the table from then on,
+  // and a new backup gets the rows by snapshot. No checkpoint to fall back on.
+  const std::string dir = make_temp_dir("test");
+  const auto path = dynamic_job(dir, 800, "ps_replicas = 2\n");  // ~5 s: 3.4 passes
+  auto r = run_job(dir, path, "ps:0", sigkill_after(1000ms));
+  BOOST_REQUIRE_MESSAGE(r.exit_code == 0, r.out << r.log);
+  BOOST_TEST(count_of(r.log, "coordinator: ps:0 failed over to its backup") == 1u, r.log);
+  BOOST_REQUIRE(r.report.test_auc.has_value());
+  BOOST_TEST(*r.report.test_auc > 0.6);  // learned (chance 0.5); passes beyond one overfit DLRM's tables
+  BOOST_REQUIRE(r.report.tables.size() == 2u);
+  for (auto& t : r.report.tables) {
+    BOOST_TEST(t.rows > 0);
+    BOOST_TEST(t.rows <= kMaxRows);
+    BOOST_TEST(t.admitted == t.evicted + uint64_t(t.rows));  // the promoted backup counted every push
   }
   std::filesystem::remove_all(dir);
 }

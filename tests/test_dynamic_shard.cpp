@@ -119,12 +119,10 @@ BOOST_AUTO_TEST_CASE(ids_of_another_shard_and_dense_requests_are_refused_whole) 
   pb::Pull all;  // "every variable": the dense ones, none here
   BOOST_REQUIRE(core.read(all));
   BOOST_TEST(core.read(all)->tensors_size() == 0);
-  pb::MoveOut split;
-  split.set_step(pb::MoveOut::SPLIT);
-  split.set_name("t");
-  split.set_new_name("t2");
-  split.set_offset(10);
-  BOOST_TEST(!core.move_out(split, false));
+  pb::MoveOut move;  // a table does not move yet
+  move.set_step(pb::MoveOut::BEGIN);
+  move.set_name("t");
+  BOOST_TEST(!core.move_out(move, false));
 }
 
 BOOST_AUTO_TEST_CASE(workers_send_each_id_to_the_shard_of_its_virtual_row) {
@@ -162,4 +160,78 @@ BOOST_AUTO_TEST_CASE(a_batch_of_64_bit_ids_becomes_rows_of_its_distinct_ids) {
   BOOST_TEST(remap.ids(1) == (std::vector<int64_t>{big, 5, big + 1}), boost::test_tools::per_element());
   BOOST_TEST(remap.index(1, big + 1) == 2);
   BOOST_TEST(remap.index(1, 6) == -1);
+}
+
+BOOST_AUTO_TEST_CASE(a_sync_table_under_adam_admits_and_evicts_over_many_pushes) {
+  pb::Consistency sync;
+  sync.set_mode(pb::Consistency::SYNC);
+  sync.set_num_workers(1);
+  sync.set_replicas_to_aggregate(1);
+  shard_core core(0, sync, 0);
+  BOOST_TEST(!core.advance());  // a table alone is no SYNC step to finish (its rows apply as they come)
+  auto spec = table_spec(0, 2, 12);
+  spec.mutable_optimizer()->set_kind(pb::Optimizer::ADAM);
+  pb::CreateVariables req;
+  *req.add_variables() = spec;
+  BOOST_REQUIRE(core.create(req));
+  BOOST_TEST(!core.advance());
+  auto ids = ids_of_part(0, 30);
+  for (int step = 0; step < 40; ++step) {
+    auto p = rows_push(uint64_t(step + 1), "t", {ids[size_t(step % 30)], ids[size_t(step * 7 % 30)]}, kDim, 0.5f);
+    p.set_step(step);
+    p.mutable_closure_step()->set_step(0);
+    auto applied = core.apply_rows(p);
+    BOOST_REQUIRE_MESSAGE(applied, (applied ? "" : to_string(applied.error())));
+  }
+  const auto t = core.stats().tables(0);
+  BOOST_TEST(t.rows() <= 12);
+  BOOST_TEST(t.admitted() == t.evicted() + uint64_t(t.rows()));
+}
+
+BOOST_AUTO_TEST_CASE(a_snapshot_and_a_split_carry_every_row_with_its_order_and_sketch) {
+  auto core = table_core(0, 2, 3);
+  auto ids = ids_of_part(0, 8);
+  for (size_t i = 0; i < 8; ++i)  // ids[0..3] pushed twice: admitted; the rest once
+    for (int twice = 0; twice < (i < 4 ? 2 : 1); ++twice)
+      BOOST_REQUIRE(core.apply_rows(rows_push(100 + i * 2 + uint64_t(twice), "t", {ids[i]}, kDim, 1.0f)));
+  shard_core copy(0, {}, 0);
+  BOOST_REQUIRE(!copy.restore(core.snapshot()));
+  BOOST_TEST(read(copy, ids) == read(core, ids), boost::test_tools::per_element());
+  BOOST_TEST(copy.stats().tables(0).rows() == 3);  // max_rows 3: ids[0] went
+  // The same pushes on both: the same admissions (sketch) and evictions (order).
+  for (auto* c : {&core, &copy})
+    for (size_t i = 4; i < 8; ++i) BOOST_REQUIRE(c->apply_rows(rows_push(200 + i, "t", {ids[i]}, kDim, 1.0f)));
+  BOOST_TEST(read(copy, ids) == read(core, ids), boost::test_tools::per_element());
+  // A split by virtual row: each row to the part that owns it, none lost.
+  const auto before = read(core, ids);
+  pb::MoveOut split;
+  split.set_step(pb::MoveOut::SPLIT);
+  split.set_name("t");
+  split.set_new_name("t2");
+  split.set_offset(kernels::kVirtualRows / 4);
+  BOOST_REQUIRE(core.move_out(split, false));
+  std::vector<int64_t> low, high;
+  for (auto id : ids) (kernels::virtual_row(id) < kernels::kVirtualRows / 4 ? low : high).push_back(id);
+  BOOST_REQUIRE(!low.empty());
+  BOOST_REQUIRE(!high.empty());
+  const auto low_rows = read(core, low);
+  pb::SparsePull pull;
+  pull.set_name("t2");
+  for (auto id : high) pull.add_ids(id);
+  pull.set_step(-1);
+  auto high_rows = core.read_rows(pull);
+  BOOST_REQUIRE(high_rows);
+  const auto high_values = floats(high_rows->data());
+  for (size_t i = 0, l = 0, h = 0; i < ids.size(); ++i) {
+    const bool is_low = kernels::virtual_row(ids[i]) < kernels::kVirtualRows / 4;
+    for (int k = 0; k < kDim; ++k)
+      BOOST_TEST(before[i * kDim + size_t(k)] ==
+                 (is_low ? low_rows[l * kDim + size_t(k)] : high_values[h * kDim + size_t(k)]));
+    (is_low ? l : h) += 1;
+  }
+  auto stats = core.stats();
+  BOOST_TEST(stats.tables(0).rows() + stats.tables(1).rows() == 3);
+  auto moved = core.apply_rows(rows_push(300, "t", {high[0]}, kDim, 1.0f));  // the old part no longer holds it
+  BOOST_REQUIRE(!moved);
+  BOOST_CHECK_MESSAGE(moved.error() == errc::moved, to_string(moved.error()));
 }

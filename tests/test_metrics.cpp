@@ -1,13 +1,16 @@
 // The metrics registry and its text format (checked by Prometheus' own
-// promtool), the parser and quantiles `actorps top` reads them with, and a
-// PS shard's counts for requests, bytes and gradient staleness.
+// promtool), the parser and quantiles `actorps top` reads them with, a
+// PS shard's counts for requests, bytes and gradient staleness, and its
+// dynamic tables' rows as metrics and in `actorps top`.
 #define BOOST_TEST_MODULE metrics
 #include <boost/test/unit_test.hpp>
 
 #include <fstream>
+#include <sstream>
 
 #include "actors/launch/local_host.hpp"
 #include "actors/launch/subprocess.hpp"
+#include "actors/metrics/exporter.hpp"
 #include "actors/metrics/registry.hpp"
 #include "actors/metrics/scrape.hpp"
 #include "tests/promtool.hpp"
@@ -181,4 +184,99 @@ BOOST_FIXTURE_TEST_CASE(a_shard_counts_load_per_row_range_and_its_hot_rows, shar
   BOOST_TEST(metrics::sum(*samples, "actorps_ps_range_bytes_total", {{"variable", "emb"}, {"rows", "945-999"}}) ==
              1600);
   BOOST_TEST(metrics::sum(*samples, "actorps_ps_range_requests_total", {{"variable", "emb"}}) > 10);
+}
+
+namespace {
+
+// Shard 0 of 2 of a dynamic [2^31, 4] table "t" under SGD: ids whose virtual
+// row is in the lower half.
+pb::VariableSpec dynamic_spec(uint32_t min_count, uint64_t max_rows) {
+  auto v = variable_spec("t", {kernels::kVirtualRows / 2, 4});
+  v.set_full_shape(0, kernels::kVirtualRows);
+  v.mutable_dynamic()->set_min_count(min_count);
+  v.mutable_dynamic()->set_max_rows(max_rows);
+  return v;
+}
+
+std::vector<int64_t> lower_half_ids(size_t n) {
+  std::vector<int64_t> out;
+  for (int64_t id = 1000; out.size() < n; ++id)
+    if (kernels::virtual_row(id) < kernels::kVirtualRows / 2) out.push_back(id);
+  return out;
+}
+
+// `actorps top --once` over a coordinator and PS tasks whose metrics_port
+// each is; its output.
+std::string top_once(const std::vector<uint16_t>& metrics_ports) {
+  auto dir = make_temp_dir("test");
+  std::ofstream job(dir + "/top.toml");
+  job << "[cluster]\nname = \"tables\"\n[[cluster.nodes]]\nhost = \"127.0.0.1\"\nport = " << free_port()
+      << "\nroles = [\"coordinator\"]\n";  // without metrics_port
+  for (auto port : metrics_ports)
+    job << "[[cluster.nodes]]\nhost = \"127.0.0.1\"\nport = " << free_port()
+        << "\nroles = [\"ps\"]\nmetrics_port = " << port << "\n";
+  job.close();
+  auto res = run_command({ACTORPS_BIN, "top", dir + "/top.toml", "--once", "--interval", "0.2"},
+                         std::chrono::seconds(30), dir + "/top.log");
+  BOOST_REQUIRE(res);
+  BOOST_REQUIRE_MESSAGE(res->exit_code == 0, res->out << read_log(dir + "/top.log"));
+  return res->out;
+}
+
+}  // namespace
+
+// A dynamic table admitting an id at its 2nd push and keeping 2 rows: its
+// rows, bytes, admissions, evictions and drops as the shard's metrics
+// (counters added by what they grew, not their totals) and in `actorps top`,
+// which shows nothing more for a PS node without tables.
+BOOST_FIXTURE_TEST_CASE(a_shard_exports_its_dynamic_tables_rows_and_top_shows_them, shard_system) {
+  shard = spawn_shard(0, pb::Consistency{});
+  pb::CreateVariables create;
+  *create.add_variables() = dynamic_spec(2, 2);
+  BOOST_REQUIRE(call<pb::Created>(self, shard, create));
+  auto& reg = metrics::registry_of(sys);
+  auto value = [&](const std::string& name) {
+    auto samples = metrics::parse_text(reg.expose());
+    BOOST_REQUIRE(samples);
+    return metrics::sum(*samples, name, {{"shard", "0"}, {"table", "t"}});
+  };
+  BOOST_TEST(reg.expose().find("actorps_ps_table_rows{shard=\"0\",table=\"t\"} 0\n") != std::string::npos);
+  const auto ids = lower_half_ids(4);
+  const std::vector<int64_t> first3(ids.begin(), ids.begin() + 3);
+  BOOST_REQUIRE(call<pb::PushAck>(self, shard, rows_push(1, "t", first3, 4, 1.0f)));  // 3 dropped
+  BOOST_TEST(value("actorps_ps_table_dropped_total") == 3);
+  BOOST_TEST(value("actorps_ps_table_rows") == 0);
+  BOOST_REQUIRE(call<pb::PushAck>(self, shard, rows_push(2, "t", first3, 4, 1.0f)));    // 3 admitted, 1 evicted
+  BOOST_REQUIRE(call<pb::PushAck>(self, shard, rows_push(3, "t", {ids[3]}, 4, 1.0f)));  // 1 more dropped
+  BOOST_REQUIRE(call<pb::PushAck>(self, shard, rows_push(4, "t", {ids[0]}, 4, 1.0f)));  // a live row again
+  BOOST_TEST(value("actorps_ps_table_rows") == 2);
+  BOOST_TEST(value("actorps_ps_table_admitted_total") == 4);
+  BOOST_TEST(value("actorps_ps_table_evicted_total") == 2);
+  BOOST_TEST(value("actorps_ps_table_dropped_total") == 4);
+  auto stats = call<pb::ShardStats>(self, shard, pb::ShardStatsRequest{});
+  BOOST_REQUIRE((stats && stats->tables_size() == 1));
+  BOOST_TEST(value("actorps_ps_table_bytes") == double(stats->tables(0).bytes()));
+  BOOST_TEST(stats->tables(0).admitted() == 4u);
+  auto [rc, said] = promtool_check(reg.expose());
+  BOOST_TEST(rc == 0, said);
+
+  // ps:0 serves this shard's metrics; ps:1 a shard without tables.
+  metrics::registry plain;
+  plain.gauges("actorps_ps_waiting_requests", "Waiting", {"shard"}).with({"1"}).set(0);
+  auto with_tables = metrics::exporter::start(reg, "127.0.0.1", 0);
+  auto without = metrics::exporter::start(plain, "127.0.0.1", 0);
+  BOOST_REQUIRE((with_tables && without));
+  const auto out = top_once({(*with_tables)->port(), (*without)->port()});
+  BOOST_TEST_MESSAGE("top:\n" << out);
+  const auto at = out.find("\nps:0 ");
+  BOOST_REQUIRE(at != std::string::npos);
+  std::istringstream lines(out.substr(at + 1));
+  std::string ps0, tables, ps1;
+  std::getline(lines, ps0), std::getline(lines, tables), std::getline(lines, ps1);
+  BOOST_TEST(tables.rfind("  dynamic tables ", 0) == 0u, tables);
+  BOOST_TEST(tables.find(" rows 2 (") != std::string::npos, tables);
+  BOOST_TEST(tables.find("admitted 4 (0.0/s), evicted 2 (0.0/s), dropped 4 (0.0/s)") != std::string::npos, tables);
+  BOOST_TEST(ps1.rfind("ps:1 ", 0) == 0u, ps1);
+  BOOST_TEST(out.find("dynamic tables", at + 1 + ps0.size() + tables.size()) == std::string::npos, out);
+  stop(shard);
 }

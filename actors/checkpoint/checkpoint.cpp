@@ -13,6 +13,7 @@
 #include <spdlog/spdlog.h>
 
 #include "actors/dataset/tfrecord.hpp"
+#include "kernels/sparse.hpp"
 #include "messages/errors.hpp"
 #include "messages/tensor_bytes.hpp"
 
@@ -69,8 +70,10 @@ caf::expected<checkpoint> load(const fs::path& path) {
     pb::CheckpointVariable v;
     if (!v.ParseFromString((*records)[i])) return bad("record " + std::to_string(i) + ": not a variable");
     saved_variable s{v.name(), {v.shape().begin(), v.shape().end()}, std::vector<float>(v.data().size() / 4), {}, 0};
+    s.table.assign(v.table().begin(), v.table().end());
     int64_t elements = 1;
     for (auto d : s.shape) elements *= d;
+    if (v.table_size() > 0) elements = 0;  // a dynamic table: its rows
     if (int64_t(v.data().size()) != elements * 4)
       return bad("variable '" + v.name() + "': size does not match its shape");
     std::memcpy(s.values.data(), v.data().data(), v.data().size());
@@ -89,8 +92,16 @@ caf::expected<checkpoint> load(const fs::path& path) {
 
 caf::expected<const saved_variable*> find_variable(const checkpoint& c, const std::string& dir, const std::string& name,
                                                    const std::vector<int64_t>& shape) {
-  for (auto& v : c.variables)
-    if (v.name == name && v.shape == shape) return &v;
+  auto dynamic = [](const std::vector<int64_t>& s) { return !s.empty() && s[0] == kernels::kVirtualRows; };
+  for (auto& v : c.variables) {
+    if (v.name != name) continue;
+    if (dynamic(v.shape) != dynamic(shape))
+      return make_error(errc::invalid_config, dir + ": the checkpoint of step " + std::to_string(c.step) + " holds '" +
+                                                  name + "' as a " + (dynamic(v.shape) ? "dynamic" : "fixed") +
+                                                  " table, the job's model as a " +
+                                                  (dynamic(shape) ? "dynamic" : "fixed") + " one");
+    if (v.shape == shape) return &v;
+  }
   return make_error(errc::invalid_config, dir + ": the checkpoint of step " + std::to_string(c.step) +
                                               " has no variable '" + name +
                                               "' of the model's shape (another model? delete the directory)");
@@ -100,6 +111,10 @@ caf::expected<std::vector<const saved_variable*>> model_variables(const checkpoi
                                                                   const std::vector<kernels::param_info>& params) {
   std::vector<const saved_variable*> out;
   for (auto& p : params) {
+    if (p.dynamic)
+      return make_error(errc::invalid_config, dir + ": '" + p.name +
+                                                  "' is a dynamic table: its model is evaluated on the cluster "
+                                                  "(eval_step), not from a checkpoint alone");
     auto saved = find_variable(c, dir, p.name, p.shape);
     if (!saved) return saved.error();
     out.push_back(*saved);
@@ -142,6 +157,7 @@ caf::error save_checkpoint(const std::string& dir, const checkpoint& c, int keep
       assign_floats(record.mutable_data(), v.values.data(), int64_t(v.values.size()));
       for (auto& slot : v.slots) assign_floats(record.add_slots(), slot.data(), int64_t(slot.size()));
       record.set_version(v.version);
+      *record.mutable_table() = {v.table.begin(), v.table.end()};
       out << data::tfrecord_frame(record.SerializeAsString());
     }
     if (!out.flush()) return make_error(errc::io_error, tmp + ": write failed (disk full?)");

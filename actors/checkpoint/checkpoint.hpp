@@ -23,6 +23,7 @@ struct saved_variable {
   std::vector<float> values;
   std::vector<std::vector<float>> slots;  // the optimizer's, each shaped like values
   uint64_t version = 0;                   // updates applied (Adam's step count); 0: unknown
+  std::vector<pb::TableData> table;       // a dynamic table's rows per table shard (values, slots empty)
 };
 
 struct checkpoint {
@@ -34,7 +35,8 @@ struct checkpoint {
 };
 
 /// The variable `name` of `shape` in `c` (read from `dir`), or an error
-/// naming them: the checkpoint belongs to another model.
+/// naming them: the checkpoint belongs to another model, or holds a fixed
+/// table where the job has a dynamic one (shape[0] = 2^31) or the other way.
 [[nodiscard]] caf::expected<const saved_variable*> find_variable(const checkpoint& c, const std::string& dir,
                                                                  const std::string& name,
                                                                  const std::vector<int64_t>& shape);

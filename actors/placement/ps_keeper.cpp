@@ -18,6 +18,7 @@
 #include "actors/net/countdown.hpp"
 #include "actors/net/lossy_link.hpp"
 #include "actors/placement/keeper_state.hpp"
+#include "actors/variables/table_rows.hpp"
 #include "actors/variables/wire_forms.hpp"
 
 namespace actorps::keeper {
@@ -139,18 +140,34 @@ void retry_later(keeper_ptr self, uint32_t ps, const caf::error& why) {
   self->delayed_send(self, kShardRetry, keeper_retry_atom_v, ps);
 }
 
+// The rows of the dynamic tables of `c` that shard `ps` holds.
+std::vector<pb::TableLoad> table_restore(const keeper_setup& l, const train::checkpoint& c, uint32_t ps) {
+  std::vector<pb::TableLoad> out;
+  for (auto& v : l.vars) {
+    auto saved = train::find_variable(c, l.checkpoint_dir, v.name, v.shape);
+    if (!v.dynamic || !saved) continue;
+    for (size_t s = 0; s < v.shards.size(); ++s)
+      if (v.shards[s].ps_task == int(ps))
+        for (auto& load : table_loads(v, s, (*saved)->table)) out.push_back(std::move(load));
+  }
+  return out;
+}
+
 // The shard's restore: the newest checkpoint's values and optimizer slots
-// (or, without one, nothing: the initial values CreateVariables gave them).
-std::vector<pb::Assign> restore_messages(const keeper_setup& l, uint32_t ps, int64_t& step) {
+// (or, without one, nothing: the initial values CreateVariables gave them),
+// and its dynamic tables' rows (`tables`).
+std::vector<pb::Assign> restore_messages(const keeper_setup& l, uint32_t ps, int64_t& step,
+                                         std::vector<pb::TableLoad>& tables) {
   step = -1;
   if (l.checkpoint_dir.empty()) return {};
   auto restored = train::restore_latest(l.checkpoint_dir);
   if (!restored.latest) return {};
+  tables = table_restore(l, *restored.latest, ps);
   std::vector<const sharded_variable*> view;
   std::vector<const float*> values;
   std::vector<const train::saved_variable*> saved_of;
   for (auto& v : l.vars)
-    if (auto saved = train::find_variable(*restored.latest, l.checkpoint_dir, v.name, v.shape)) {
+    if (auto saved = train::find_variable(*restored.latest, l.checkpoint_dir, v.name, v.shape); saved && !v.dynamic) {
       view.push_back(&v);
       values.push_back((*saved)->values.data());
       saved_of.push_back(*saved);
@@ -213,9 +230,10 @@ void resume(keeper_ptr self, uint32_t ps, ps_shard_actor shard, int64_t step) {
 void restore_values(keeper_ptr self, uint32_t ps, ps_shard_actor shard) {
   auto& st = self->state;
   int64_t step = -1;
-  auto assigns = restore_messages(st.l, ps, step);
+  std::vector<pb::TableLoad> tables;
+  auto assigns = restore_messages(st.l, ps, step, tables);
   const float lr = st.learning_rate;
-  const size_t replies = assigns.size() + (lr > 0);
+  const size_t replies = assigns.size() + tables.size() + (lr > 0);
   if (replies == 0) return resume(self, ps, shard, step);
   auto c = std::make_shared<countdown>(countdown{replies, [self, ps, shard, step](caf::error err) {
                                                    if (err) return retry_later(self, ps, err);
@@ -231,6 +249,9 @@ void restore_values(keeper_ptr self, uint32_t ps, ps_shard_actor shard) {
   for (auto& a : assigns)
     self->request(shard, timeout, a)
         .then([c](const pb::Assigned&) { c->ok(); }, [c](caf::error& err) { c->fail(std::move(err)); });
+  for (auto& t : tables)  // in order (one sender's messages keep it): the first empties the table
+    self->request(shard, timeout, t)
+        .then([c](const pb::TableLoaded&) { c->ok(); }, [c](caf::error& err) { c->fail(std::move(err)); });
 }
 
 void spawn_restored(keeper_ptr self, uint32_t ps, node_actor node, int64_t first_step) {

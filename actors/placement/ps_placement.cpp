@@ -4,6 +4,7 @@
 
 #include "actors/placement/ps_keeper.hpp"
 #include "actors/placement/ps_placement_impl.hpp"
+#include "actors/variables/table_rows.hpp"
 
 namespace actorps {
 
@@ -70,21 +71,25 @@ uint32_t ps_placement::slot_count() const {
 
 caf::expected<std::vector<std::vector<float>>> ps_placement::pull_values(uint32_t slot,
                                                                          std::vector<uint64_t>* versions) {
-  if (versions != nullptr) versions->assign(p_->vars.size(), 0);
   auto view = p_->view(slot);
+  const auto index = p_->view_index(slot);  // view[k] is vars[index[k]]
   std::vector<std::vector<float>> values(p_->vars.size());
   std::vector<float*> outs;
-  for (size_t i = 0; i < p_->vars.size(); ++i)
-    if (slot <= p_->vars[i].slot_count()) {
-      values[i].resize(size_t(p_->vars[i].size()));
-      outs.push_back(values[i].data());
-    }
+  for (auto i : index) {
+    values[i].resize(size_t(p_->vars[i].size()));
+    outs.push_back(values[i].data());
+  }
+  std::vector<uint64_t> seen(view.size(), 0);  // in view order
   for (auto& [ps, pulls] : split_pull(view, kDefaultChunkBytes, slot))
     for (auto& pull : pulls) {
       auto got = p_->ask_shard<pb::Values>(size_t(ps), pull);
       if (!got) return got.error();
-      if (auto err = scatter_values(*got, view, outs, versions)) return err;
+      if (auto err = scatter_values(*got, view, outs, &seen)) return err;
     }
+  if (versions != nullptr) {
+    versions->assign(p_->vars.size(), 0);
+    for (size_t k = 0; k < index.size(); ++k) (*versions)[index[k]] = seen[k];
+  }
   return values;
 }
 
@@ -94,14 +99,57 @@ caf::error ps_placement::assign_values(const std::vector<const float*>& values, 
     return make_error(errc::invalid_argument,
                       fmt::format("assign_values: {} values for {} variables", values.size(), p_->vars.size()));
   auto view = p_->view(slot);
-  std::vector<const float*> having;  // the values of the variables in view
-  for (size_t i = 0; i < p_->vars.size(); ++i)
-    if (slot <= p_->vars[i].slot_count()) having.push_back(values[i]);
+  std::vector<const float*> having;  // the values of the variables in view, and their update counts
+  std::vector<uint64_t> counts;
+  for (auto i : p_->view_index(slot)) {
+    having.push_back(values[i]);
+    if (versions != nullptr && versions->size() == p_->vars.size()) counts.push_back((*versions)[i]);
+  }
   auto by_ps = split_assign(view, having, kDefaultChunkBytes, slot);
-  if (versions != nullptr && versions->size() == view.size()) set_versions(by_ps, view, *versions);
+  if (counts.size() == view.size()) set_versions(by_ps, view, counts);
   for (auto& [ps, msgs] : by_ps)
     for (auto& m : msgs)
       if (auto done = p_->ask_shard<pb::Assigned>(size_t(ps), m); !done) return done.error();
+  return caf::none;
+}
+
+caf::expected<std::vector<std::vector<pb::TableData>>> ps_placement::pull_tables() {
+  std::vector<std::vector<pb::TableData>> out(p_->vars.size());
+  for (size_t i = 0; i < p_->vars.size(); ++i) {
+    auto& var = p_->vars[i];
+    if (!var.dynamic) continue;
+    for (size_t s = 0; s < var.shards.size(); ++s) {
+      pb::TableRead read;
+      read.set_name(var.shard_name(s));
+      auto& whole = out[i].emplace_back();
+      for (bool first = true;; first = false) {
+        auto page = p_->ask_shard<pb::TableData>(size_t(var.shards[s].ps_task), read);
+        if (!page) return in_context(page.error(), "reading table '" + read.name() + "'");
+        const bool more = page->has_next();
+        if (more) read.set_from(page->next());
+        if (first)
+          whole = std::move(*page);
+        else
+          append_page(whole, *page);
+        if (!more) break;
+      }
+      whole.clear_next();
+      whole.set_first_row(var.shards[s].first_row);
+      whole.set_virtual_rows(var.shards[s].shape.at(0));
+    }
+  }
+  return out;
+}
+
+caf::error ps_placement::load_tables(const std::vector<const std::vector<pb::TableData>*>& saved) {
+  for (size_t i = 0; i < p_->vars.size() && i < saved.size(); ++i) {
+    auto& var = p_->vars[i];
+    if (!var.dynamic || saved[i] == nullptr || saved[i]->empty()) continue;
+    for (size_t s = 0; s < var.shards.size(); ++s)
+      for (auto& load : table_loads(var, s, *saved[i]))
+        if (auto done = p_->ask_shard<pb::TableLoaded>(size_t(var.shards[s].ps_task), load); !done)
+          return in_context(done.error(), "loading table '" + var.shard_name(s) + "'");
+  }
   return caf::none;
 }
 

@@ -76,6 +76,13 @@ class ps_placement {
   /// their update counts (Adam's step).
   [[nodiscard]] caf::error assign_values(const std::vector<const float*>& values, uint32_t slot = 0,
                                          const std::vector<uint64_t>* versions = nullptr);
+  /// Each dynamic table's rows (of variables()[i]; empty for a dense one),
+  /// one TableData per table shard with its virtual rows: what a
+  /// checkpoint saves. Read while no push reaches the shards.
+  [[nodiscard]] caf::expected<std::vector<std::vector<pb::TableData>>> pull_tables();
+  /// Puts saved tables (per variable, as pull_tables gives them; null or
+  /// empty: left as it is) into the table shards, whatever their layout.
+  [[nodiscard]] caf::error load_tables(const std::vector<const std::vector<pb::TableData>*>& saved);
   /// Every variable's learning rate from now on (a schedule's step).
   [[nodiscard]] caf::error set_learning_rate(float learning_rate);
   /// Each PS shard's counters, in ps task order (a retired task's empty).

@@ -141,11 +141,18 @@ struct ps_placement::impl {
     return told ? caf::none : told.error();
   }
 
-  /// The variables that have `slot` (0: the values, every one; k: optimizer slot k - 1).
+  /// The dense variables that have `slot` (0: the values, every one; k:
+  /// optimizer slot k - 1); dynamic tables travel as rows (pull_tables).
   std::vector<const sharded_variable*> view(uint32_t slot = 0) const {
     std::vector<const sharded_variable*> out;
-    for (auto& v : vars)
-      if (slot <= v.slot_count()) out.push_back(&v);
+    for (auto i : view_index(slot)) out.push_back(&vars[i]);
+    return out;
+  }
+  /// Their indices in `vars`.
+  std::vector<size_t> view_index(uint32_t slot = 0) const {
+    std::vector<size_t> out;
+    for (size_t i = 0; i < vars.size(); ++i)
+      if (slot <= vars[i].slot_count() && !vars[i].dynamic) out.push_back(i);
     return out;
   }
 };

@@ -7,6 +7,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -73,6 +75,18 @@ class dynamic_table {
   template <class F>
   void for_each(F&& fn) const {
     for (uint32_t r = head_; r != kNone; r = links(r).next) fn(key(r).id, row(r), key(r).last_update, links(r).updates);
+  }
+  /// for_each() in pages: at most `max` rows from the row of `from` (none:
+  /// the first); returns the id of the row the next page starts at, none
+  /// after the last. The table must not change between pages; `from` must
+  /// be a live row's id (else std::out_of_range).
+  template <class F>
+  std::optional<int64_t> for_some(std::optional<int64_t> from, int64_t max, F&& fn) const {
+    uint32_t r = head_;
+    if (from) r = lookup(*from);
+    if (from && r == kNone) throw std::out_of_range("dynamic_table: no row " + std::to_string(*from));
+    for (; r != kNone && max > 0; r = links(r).next, --max) fn(key(r).id, row(r), key(r).last_update, links(r).updates);
+    return r == kNone ? std::nullopt : std::optional<int64_t>(key(r).id);
   }
   /// Inserts or overwrites a row whole (restores, moves): no admission; it
   /// becomes the most recently used (and, like touch(), advances the table's

@@ -296,6 +296,8 @@ caf::result<pb::PushAck> on_sparse_push(shard_actor self, const pb::SparsePush& 
   const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
   self->state.metrics->received(req.gradient().data().size());
   self->state.metrics->applied(took.count(), ack->applied(), ack->duplicates(), ack->stale());
+  if (auto* table = self->state.core->table(req.gradient().name()))
+    self->state.metrics->table(req.gradient().name(), *table);
   self->state.core->advance();  // SYNC: the step's last gradient may have come before its first rows
   release_waiters(self);
   return replicated(self, std::move(*ack));
@@ -429,8 +431,12 @@ ps_shard_actor::behavior_type shard_behavior(shard_actor self, shard_options opt
   using K = shard_request;
   return {
       [self](const pb::CreateVariables& req) {
-        return served<pb::Created>(self, K::create_variables, req, "CreateVariables",
-                                   [&] { return replicated(self, self->state.core->create(req)); });
+        return served<pb::Created>(self, K::create_variables, req, "CreateVariables", [&] {
+          auto created = self->state.core->create(req);
+          for (auto& v : req.variables())
+            if (auto* table = self->state.core->table(v.name())) self->state.metrics->table(v.name(), *table);
+          return replicated(self, std::move(created));
+        });
       },
       [self](const pb::Pull& req) { return counted(self, K::pull, on_pull(self, req)); },
       [self](pb::Push& req) {  // stamped in place: a backup gets it as applied here
@@ -478,6 +484,19 @@ ps_shard_actor::behavior_type shard_behavior(shard_actor self, shard_options opt
       [self](const pb::MoveIn& req) {
         return served<pb::MoveData>(self, K::move_in, req, "MoveIn",
                                     [&] { return on_move(self, self->state.core->move_in(req), true); });
+      },
+      // A dynamic table's rows, whole (checkpoints): counted as pulls and assigns.
+      [self](const pb::TableRead& req) {
+        return served<pb::TableData>(self, K::pull, req, "TableRead",
+                                     [&] { return answer(self, self->state.core->table_page(req)); });
+      },
+      [self](const pb::TableLoad& req) {
+        return served<pb::TableLoaded>(self, K::assign, req, "TableLoad", [&] {
+          auto loaded = self->state.core->load_table(req);
+          if (auto* table = self->state.core->table(req.data().name()))
+            self->state.metrics->table(req.data().name(), *table);
+          return replicated(self, std::move(loaded));
+        });
       },
       [self](const pb::ReplicaDropped& req) {
         auto& st = self->state;

@@ -95,6 +95,7 @@ shard_core::variable shard_core::make_variable(const pb::VariableSpec& spec) {
   v.params = optimizer_params_of(spec.optimizer());
   if (spec.has_dynamic()) {
     v.table = make_table(v);
+    v.by_rows = true;  // never part of a SYNC step's dense sums
     return v;
   }
   v.value = kernels::tensor(shape);

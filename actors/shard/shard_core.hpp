@@ -73,6 +73,10 @@ class shard_core {
   [[nodiscard]] caf::expected<pb::Rows> read_rows(const pb::SparsePull& req);
   [[nodiscard]] caf::expected<pb::PushAck> apply_rows(const pb::SparsePush& req);
   [[nodiscard]] caf::expected<pb::Assigned> assign(const pb::Assign& req);
+  /// A dynamic table's rows in pages, least recently updated first, and
+  /// back (shard_dynamic.cpp; ps.proto TableRead, TableLoad).
+  [[nodiscard]] caf::expected<pb::TableData> table_page(const pb::TableRead& req);
+  [[nodiscard]] caf::expected<pb::TableLoaded> load_table(const pb::TableLoad& req);
   [[nodiscard]] caf::expected<pb::LearningRateSet> set_learning_rate(const pb::SetLearningRate& req);
   /// BOUNDED_STALENESS: the worker's clock stops holding the others back
   /// until its respawn pushes.
@@ -88,6 +92,12 @@ class shard_core {
                     const std::string& shard);
 
   pb::ShardStats stats() const;
+  /// The dynamic table of variable shard `name`, for its metrics (one map
+  /// look-up); nullptr when there is no such variable or it is not dynamic.
+  const dynamic_table* table(const std::string& name) const {
+    auto i = vars_.find(name);
+    return i == vars_.end() ? nullptr : i->second.table.get();
+  }
   /// Everything it holds, for a new replica (shard_snapshot.cpp); restore()
   /// makes an empty core that copy: the same values, slots, update counts,
   /// learning rates, applied push keys and counters.
@@ -154,6 +164,12 @@ class shard_core {
   caf::error check_ids(const std::string& name, const google::protobuf::RepeatedField<int64_t>& ids,
                        const variable& v) const;
   caf::error refuse_dense(const variable& v) const;
+  /// Every row of dynamic table `v` (named `name`), as a page of all of them.
+  static pb::TableData table_rows(const std::string& name, const variable& v);
+  /// A split of table `from` (its spec already cut): the rows of the
+  /// virtual rows `tail` holds go there, in their eviction order, with
+  /// the admission sketch.
+  static void split_table(variable& from, variable& tail);
   static std::unique_ptr<dynamic_table> make_table(const variable& v);
   /// Adds `table`'s figures to `out`; its bytes.
   static int64_t table_stats(const std::string& name, const dynamic_table& table, pb::ShardStats& out);

@@ -40,11 +40,26 @@ caf::error shard_core::check_ids(const std::string& name, const google::protobuf
     if (id < 0) return error(errc::out_of_range, "'" + name + "': id " + std::to_string(id) + " is negative");
     const int64_t row = kernels::virtual_row(id);
     if (row >= first && row < end) continue;
+    if (auto before = rows_before_split_.find(name);
+        before != rows_before_split_.end() && row >= first && row < first + before->second)
+      return error(errc::moved, "'" + name + "': id " + std::to_string(id) + " is in a shard split off from it");
     return error(errc::out_of_range, "'" + name + "': id " + std::to_string(id) + " hashes to virtual row " +
                                          std::to_string(row) + ", outside this shard's [" + std::to_string(first) +
                                          ", " + std::to_string(end) + ")");
   }
   return caf::none;
+}
+
+void shard_core::split_table(variable& from, variable& tail) {
+  const int64_t first = tail.spec.first_row();
+  std::vector<int64_t> leaving;
+  from.table->for_each([&](int64_t id, const float* row, uint64_t last, uint32_t updates) {
+    if (kernels::virtual_row(id) < first) return;
+    tail.table->put(id, row, last, updates);
+    leaving.push_back(id);
+  });
+  for (auto id : leaving) from.table->erase(id);
+  tail.table->set_sketch(from.table->sketch_bytes());
 }
 
 caf::error shard_core::refuse_dense(const variable& v) const {
@@ -75,6 +90,84 @@ void shard_core::apply_table(variable& v, const kernels::sparse_rows& merged, co
     v.table->touch(merged.ids[i], v.version);
   }
   v.table->evict(v.version);
+}
+
+}  // namespace actorps
+
+namespace actorps {
+
+namespace {
+
+// At most `max` rows of `table` from the row of `from` (none: the first)
+// into `out`, with the table's update count `version`, and its sketch when
+// they start at the first row.
+void page(const dynamic_table& table, uint64_t version, std::optional<int64_t> from, int64_t max, pb::TableData& out) {
+  out.set_floats(table.row_floats());
+  out.set_version(version);
+  if (!from) out.set_sketch(table.sketch_bytes());
+  const size_t row_bytes = size_t(table.row_floats()) * sizeof(float);
+  auto* rows = out.mutable_rows();
+  rows->reserve(size_t(std::min(max, table.rows())) * row_bytes);
+  auto next = table.for_some(from, max, [&](int64_t id, const float* row, uint64_t last, uint32_t updates) {
+    out.add_ids(id);
+    rows->append(reinterpret_cast<const char*>(row), row_bytes);
+    out.add_last_update(last);
+    out.add_updates(updates);
+  });
+  if (next) out.set_next(*next);
+}
+
+}  // namespace
+
+pb::TableData shard_core::table_rows(const std::string& name, const variable& v) {
+  pb::TableData out;
+  out.set_name(name);
+  page(*v.table, v.version, std::nullopt, v.table->rows(), out);
+  return out;
+}
+
+caf::expected<pb::TableData> shard_core::table_page(const pb::TableRead& req) {
+  auto v = find(req.name());
+  if (!v) return v.error();
+  if (!(*v)->table) return error(errc::invalid_argument, "'" + req.name() + "' is not a dynamic table");
+  if (req.has_from() && (*v)->table->find(req.from()) == nullptr)
+    return error(errc::out_of_range, "'" + req.name() + "': no row " + std::to_string(req.from()) +
+                                         " to read from (the table changed between pages)");
+  pb::TableData out;
+  out.set_name(req.name());
+  std::optional<int64_t> from;
+  if (req.has_from()) from = req.from();
+  page(*(*v)->table, (*v)->version, from, req.max_rows() == 0 ? 4096 : int64_t(req.max_rows()), out);
+  return out;
+}
+
+caf::expected<pb::TableLoaded> shard_core::load_table(const pb::TableLoad& req) {
+  const auto& d = req.data();
+  auto v = find(d.name());
+  if (!v) return v.error();
+  auto& var = **v;
+  if (!var.table) return error(errc::invalid_argument, "'" + d.name() + "' is not a dynamic table");
+  const auto n = size_t(d.ids_size());
+  if ((n > 0 && d.floats() != var.table->row_floats()) || d.rows().size() != n * size_t(d.floats()) * sizeof(float) ||
+      size_t(d.last_update_size()) != n || size_t(d.updates_size()) != n)
+    return error(errc::bad_tensor, "'" + d.name() + "': rows of " + std::to_string(d.floats()) + " floats for " +
+                                       std::to_string(var.table->row_floats()) + ", or counts not one per id");
+  if (auto err = check_ids(d.name(), d.ids(), var)) return err;
+  if (req.first()) {
+    var.table = make_table(var);
+    var.version = d.version();
+    if (!d.sketch().empty()) try {
+        var.table->set_sketch(d.sketch());
+      } catch (const std::invalid_argument& e) {
+        return error(errc::bad_tensor, "'" + d.name() + "': " + e.what());
+      }
+  }
+  const float* rows = floats(d.rows());
+  for (size_t i = 0; i < n; ++i)
+    var.table->put(d.ids(int(i)), rows + i * size_t(d.floats()), d.last_update(int(i)), d.updates(int(i)));
+  pb::TableLoaded out;
+  out.set_rows(var.table->rows());
+  return out;
 }
 
 }  // namespace actorps

@@ -5,6 +5,13 @@
 namespace actorps {
 namespace {
 
+// Adds to `c` what `now` has grown by since `exported` (a count that went
+// down, a table made again, adds nothing: counters only grow).
+void add_growth(metrics::counter& c, uint64_t& exported, uint64_t now) {
+  if (now > exported) c.inc(now - exported);
+  exported = now;
+}
+
 constexpr const char* kKindNames[kShardRequestKinds] = {
     "pull",  "push",        "sparse_pull", "sparse_push", "assign", "create_variables", "set_learning_rate",
     "stats", "worker_lost", "move_out",    "move_in"};
@@ -45,7 +52,19 @@ shard_metrics::shard_metrics(metrics::registry& reg, uint32_t shard)
                      .with({shard_})),
       waiting_(reg.gauges("actorps_ps_waiting_requests", "Pulls and pushes a PS shard holds for a step (SYNC, SSP)",
                           {"shard"})
-                   .with({shard_})) {
+                   .with({shard_})),
+      table_rows_(
+          reg.gauges("actorps_ps_table_rows", "Live rows of a dynamic table on a PS shard", {"shard", "table"})),
+      table_bytes_(reg.gauges("actorps_ps_table_bytes",
+                              "Bytes a dynamic table holds on a PS shard: rows, index, per-row metadata, sketch",
+                              {"shard", "table"})),
+      table_admitted_(reg.counters("actorps_ps_table_admitted_total",
+                                   "Rows a dynamic table on a PS shard created (ids admitted)", {"shard", "table"})),
+      table_evicted_(reg.counters("actorps_ps_table_evicted_total",
+                                  "Rows a dynamic table on a PS shard evicted (TTL, max_rows)", {"shard", "table"})),
+      table_dropped_(reg.counters("actorps_ps_table_dropped_total",
+                                  "Gradient rows a dynamic table on a PS shard dropped: their ids not admitted yet",
+                                  {"shard", "table"})) {
   for (size_t k = 0; k < kShardRequestKinds; ++k) ok_[k] = &requests_.with({shard_, kKindNames[k], "ok"});
 }
 
@@ -59,6 +78,27 @@ void shard_metrics::applied(double seconds, uint32_t slices, uint32_t duplicates
   updates_.inc(slices);
   duplicates_.inc(duplicates);
   stale_.inc(stale);
+}
+
+void shard_metrics::table(const std::string& name, const dynamic_table& t) {
+  auto i = tables_.find(name);
+  if (i == tables_.end()) {
+    const std::vector<std::string> labels{shard_, name};
+    i = tables_
+            .emplace(name, table_metrics{table_rows_.with(labels),
+                                         table_bytes_.with(labels),
+                                         table_admitted_.with(labels),
+                                         table_evicted_.with(labels),
+                                         table_dropped_.with(labels),
+                                         {}})
+            .first;
+  }
+  auto& m = i->second;
+  m.rows.set(double(t.rows()));
+  m.bytes.set(double(t.memory_bytes()));
+  add_growth(m.admitted, m.exported.admitted, t.counts().admitted);
+  add_growth(m.evicted, m.exported.evicted, t.counts().evicted);
+  add_growth(m.dropped, m.exported.dropped, t.counts().dropped);
 }
 
 // The apply span of a push, and the end of the arrow from the worker's push.

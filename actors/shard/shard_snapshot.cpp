@@ -56,6 +56,7 @@ pb::ShardSnapshot shard_core::snapshot() const {
   for (auto& [name, v] : vars_) {
     auto& s = *out.add_variables();
     *s.mutable_spec() = v.spec;
+    if (v.table) *s.mutable_table() = table_rows(name, v);
     s.set_value(bytes_of(v.value));
     for (auto& slot : v.slots) s.add_slots(bytes_of(slot));
     s.set_version(v.version);
@@ -78,6 +79,7 @@ caf::error shard_core::restore(const pb::ShardSnapshot& snap) {
     auto fits = [&](const std::string& b) { return b.size() == size_t(elements) * sizeof(float); };
     bool ok = fits(s.value()) && s.slots_size() == kernels::slot_count(kind);
     for (auto& slot : s.slots()) ok = ok && fits(slot);
+    if (s.spec().has_dynamic()) ok = s.value().empty() && s.slots_size() == 0;  // its rows: s.table
     if (!ok)
       return error(errc::bad_tensor, "snapshot of '" + s.spec().name() + "': value or slots do not fit its spec");
     *create.add_variables() = s.spec();
@@ -85,6 +87,12 @@ caf::error shard_core::restore(const pb::ShardSnapshot& snap) {
   if (auto created = this->create(create); !created) return created.error();
   for (auto& s : snap.variables()) {
     auto& v = vars_.at(s.spec().name());
+    if (v.table) {
+      pb::TableLoad all;
+      *all.mutable_data() = s.table();
+      all.set_first(true);
+      if (auto loaded = load_table(all); !loaded) return loaded.error();
+    }
     std::memcpy(v.value.data(), s.value().data(), s.value().size());
     for (int i = 0; i < s.slots_size(); ++i)
       std::memcpy(v.slots[size_t(i)].data(), s.slots(i).data(), s.slots(i).size());
@@ -248,7 +256,6 @@ caf::expected<pb::MoveData> shard_core::split(const pb::MoveOut& req) {
   auto v = find(name);
   if (!v) return v.error();
   auto& var = **v;
-  if (var.table) return error(errc::invalid_argument, "'" + name + "' is a dynamic table: it does not split yet");
   if (moving_ && moving_->name == name) return error(errc::busy, "'" + name + "' is moving: not split");
   if (into.empty() || vars_.count(into) > 0 || moved_.count(into) > 0)
     return error(errc::invalid_argument,
@@ -263,14 +270,18 @@ caf::expected<pb::MoveData> shard_core::split(const pb::MoveOut& req) {
   spec.set_shape(0, rows - at);
   spec.set_first_row(var.spec.first_row() + at);
   variable tail = make_variable(spec);
-  tail.value = rows_of(var.value, at, rows - at, var.row_size, shape);
   tail.version = var.version;
   tail.params = var.params;
   var.spec.set_shape(0, at);
-  var.value = rows_of(var.value, 0, at, var.row_size, shape);
-  for (size_t k = 0; k < var.slots.size(); ++k) {
-    tail.slots[k] = rows_of(var.slots[k], at, rows - at, var.row_size, shape);
-    var.slots[k] = rows_of(var.slots[k], 0, at, var.row_size, shape);
+  if (var.table) {
+    split_table(var, tail);
+  } else {
+    tail.value = rows_of(var.value, at, rows - at, var.row_size, shape);
+    var.value = rows_of(var.value, 0, at, var.row_size, shape);
+    for (size_t k = 0; k < var.slots.size(); ++k) {
+      tail.slots[k] = rows_of(var.slots[k], at, rows - at, var.row_size, shape);
+      var.slots[k] = rows_of(var.slots[k], 0, at, var.row_size, shape);
+    }
   }
   var.load = range_load(at, var.row_size);
   auto copy_keys = [&](auto& seen) {

@@ -22,19 +22,22 @@ caf::error backup_and_restore::on_train_begin(cluster_coordinator& c, fit_start&
   std::vector<uint64_t> versions;
   std::vector<std::vector<const float*>> slots(c.placement().slot_count());
   std::vector<bool> saved_whole(slots.size(), true);  // per slot: every variable that has it has it saved
+  std::vector<const std::vector<pb::TableData>*> tables;
   for (auto& v : c.placement().variables()) {
     auto found = find_variable(ckpt, dir_, v.name, v.shape);
     if (!found) return found.error();
     auto* saved = *found;
     values.push_back(saved->values.data());
     versions.push_back(saved->version);
-    for (size_t k = 0; k < slots.size(); ++k) {
-      const bool has = k < v.slot_count(), kept = k < saved->slots.size();
+    tables.push_back(&saved->table);
+    for (size_t k = 0; k < slots.size(); ++k) {  // (a dynamic table's slots are in its rows)
+      const bool has = k < v.slot_count() && !v.dynamic, kept = k < saved->slots.size();
       slots[k].push_back(has && kept ? saved->slots[k].data() : nullptr);
       if (has && !kept) saved_whole[k] = false;
     }
   }
   if (auto err = c.placement().assign_values(values, 0, &versions)) return err;
+  if (auto err = c.placement().load_tables(tables)) return err;
   for (size_t k = 0; k < slots.size(); ++k)  // a checkpoint of another optimizer (or none) leaves them fresh
     if (saved_whole[k])
       if (auto err = c.placement().assign_values(slots[k], uint32_t(k + 1))) return err;
@@ -76,8 +79,11 @@ caf::expected<checkpoint> pull_checkpoint(cluster_coordinator& c, int64_t step, 
     auto slot = c.placement().pull_values(k);
     if (!slot) return slot.error();
     for (size_t i = 0; i < vars.size(); ++i)
-      if (k <= vars[i].slot_count()) ckpt.variables[i].slots.push_back(std::move((*slot)[i]));
+      if (k <= vars[i].slot_count() && !vars[i].dynamic) ckpt.variables[i].slots.push_back(std::move((*slot)[i]));
   }
+  auto tables = c.placement().pull_tables();  // a dynamic table's rows, slots within
+  if (!tables) return tables.error();
+  for (size_t i = 0; i < vars.size(); ++i) ckpt.variables[i].table = std::move((*tables)[i]);
   return ckpt;
 }
 
