@@ -143,7 +143,7 @@ hidden_model::hidden_model(uint64_t seed) : seed_(seed) {
   bias_ = (low + high) / 2;
 }
 
-example hidden_model::draw(std::mt19937_64& gen) const {
+example hidden_model::draw(std::mt19937_64& gen, fresh_ids* fresh) const {
   example e;
   for (int j = 0; j < kIntegerFields; ++j) {
     const bool missing = uniform(gen) < kInteger[j].missing;
@@ -158,8 +158,22 @@ example hidden_model::draw(std::mt19937_64& gen) const {
     const double u = uniform(gen) * sums.back();
     const auto r = std::min(size_t(std::upper_bound(sums.begin(), sums.end(), u) - sums.begin()), sums.size() - 1);
     e.ids[size_t(k)] = missing ? -1 : int32_t(r);
+    // The extra draw only with a tail: F = 0 keeps today's stream of draws.
+    if (!missing && fresh != nullptr && fresh->rate > 0 && uniform(gen) < fresh->rate)
+      e.ids[size_t(k)] = fresh->next[size_t(k)]++;
   }
   return e;
+}
+
+fresh_ids hidden_model::tail(double rate) const {
+  fresh_ids f;
+  f.rate = rate;
+  for (int k = 0; k < kCategoricalFields; ++k) f.next[size_t(k)] = int32_t(kCategorical[k].vocabulary);
+  return f;
+}
+
+bool hidden_model::known(int field, int32_t id) const {
+  return id >= 0 && uint32_t(id) < kCategorical[field].vocabulary;
 }
 
 double hidden_model::score(const example& e) const {
@@ -167,12 +181,12 @@ double hidden_model::score(const example& e) const {
   for (int j = 0; j < kIntegerFields; ++j)
     if (e.integers[size_t(j)] >= 0) z += kInteger[j].coefficient * std::log1p(double(e.integers[size_t(j)]));
   for (int k = 0; k < kCategoricalFields; ++k)
-    if (e.ids[size_t(k)] >= 0 && kCategorical[k].weight > 0)
+    if (known(k, e.ids[size_t(k)]) && kCategorical[k].weight > 0)
       z += kCategorical[k].weight * normalish(hash(seed_, uint64_t(k), uint64_t(e.ids[size_t(k)]), 0));
   for (size_t c = 0; c < std::size(kCrosses); ++c) {
     auto& x = kCrosses[c];
     const int32_t a = e.ids[size_t(x.a)], b = e.ids[size_t(x.b)];
-    if (a < 0 || b < 0) continue;
+    if (!known(x.a, a) || !known(x.b, b)) continue;  // missing or fresh: no cross term
     double w = 0;
     if (!x.factored) {
       w = normalish(hash(seed_, 100 + c, uint64_t(a), uint64_t(b)));
@@ -248,12 +262,12 @@ class hashed_file {
   bool ok_ = false;
 };
 
-caf::expected<file_summary> write_file(const hidden_model& model, std::mt19937_64& gen, const std::string& path,
-                                       uint32_t examples) {
+caf::expected<file_summary> write_file(const hidden_model& model, std::mt19937_64& gen, fresh_ids& fresh,
+                                       const std::string& path, uint32_t examples) {
   hashed_file file(path);
   kernels::scored_labels best;
   for (uint32_t i = 0; i < examples; ++i) {
-    auto e = model.draw(gen);
+    auto e = model.draw(gen, &fresh);
     const double p = model.probability(e);
     e.label = uniform(gen) < p ? 1 : 0;
     best.add(p, e.label);
@@ -278,15 +292,24 @@ nlohmann::json to_json(const std::string& file, const file_summary& s) {
 }  // namespace
 
 caf::expected<summary> write_data(const options& opts) {
+  if (!(opts.new_ids >= 0 && opts.new_ids < 1))
+    return make_error(errc::invalid_argument,
+                      fmt::format("--new-ids: expected a rate in [0, 1), got {}", opts.new_ids));
+  if (opts.new_ids > 0 && uint64_t(opts.train) + opts.test > kMaxFreshExamples)
+    return make_error(errc::invalid_argument,
+                      fmt::format("--new-ids: at most {} examples (train + test) with fresh ids (they stay below "
+                                  "2^27), got {}",
+                                  kMaxFreshExamples, uint64_t(opts.train) + opts.test));
   std::error_code ec;
   std::filesystem::create_directories(opts.out, ec);
   if (ec) return make_error(errc::io_error, opts.out + ": cannot create (" + ec.message() + ")");
   const hidden_model model(opts.seed);
   std::mt19937_64 gen(opts.seed);
+  auto fresh = model.tail(opts.new_ids);  // one tail: test.tsv's fresh ids are unseen in train.tsv too
   summary s;
-  auto train = write_file(model, gen, opts.out + "/train.tsv", opts.train);
+  auto train = write_file(model, gen, fresh, opts.out + "/train.tsv", opts.train);
   if (!train) return train.error();
-  auto test = write_file(model, gen, opts.out + "/test.tsv", opts.test);
+  auto test = write_file(model, gen, fresh, opts.out + "/test.tsv", opts.test);
   if (!test) return test.error();
   s.train = *train, s.test = *test;
   nlohmann::json vocabularies = nlohmann::json::array();
@@ -294,6 +317,7 @@ caf::expected<summary> write_data(const options& opts) {
   const nlohmann::json meta = {{"generator", "actorps data criteo"},
                                {"version", kGeneratorVersion},
                                {"seed", opts.seed},
+                               {"new_ids", opts.new_ids},  // F: fresh ids' rate (they add nothing to z)
                                {"vocabularies", vocabularies},
                                {"train", to_json("train.tsv", s.train)},
                                {"test", to_json("test.tsv", s.test)}};
@@ -307,14 +331,15 @@ int run_data_criteo(const options& opts) {
   auto s = write_data(opts);
   if (!s) {
     fmt::print(stderr, "data criteo: {}\n", describe(s.error()));
-    return 1;
+    return code_of(s.error()) == errc::invalid_argument ? 2 : 1;
   }
   for (auto [name, f] : {std::pair{"train.tsv", &s->train}, std::pair{"test.tsv", &s->test}})
     fmt::print("{}/{}: {} examples, {:.2f}% positive, sha256 {}\n", opts.out, name, f->examples, 100 * f->positive_rate,
                f->sha256);
   fmt::print("best achievable on test.tsv (the hidden model's probabilities): AUC {:.6f}, log loss {:.6f}\n",
              s->test.best_auc, s->test.best_log_loss);
-  fmt::print("wrote {}/meta.json (generator version {}, seed {})\n", opts.out, kGeneratorVersion, opts.seed);
+  fmt::print("wrote {}/meta.json (generator version {}, seed {}, new ids {})\n", opts.out, kGeneratorVersion, opts.seed,
+             opts.new_ids);
   return 0;
 }
 

@@ -290,6 +290,9 @@ void add_data_criteo(CLI::App& data, command_list& out) {
   sub->add_option("--train", o->train, "training examples")->check(CLI::Range(1u, 100000000u));
   sub->add_option("--test", o->test, "test examples")->check(CLI::Range(1u, 100000000u));
   sub->add_option("--seed", o->seed, "random seed (the hidden model's and the draws')");
+  sub->add_option("--new-ids", o->new_ids,
+                  "rate F in [0, 1) of categorical values that are an id never seen before (adds nothing to the "
+                  "label's odds; default 0)");
   out.push_back({sub, [o] { return criteo::run_data_criteo(*o); }});
 }
 

@@ -66,17 +66,23 @@ caf::error read_column(const reader& r, const toml::node& n, const std::string& 
   return caf::none;
 }
 
-// source = "csv": files, delimiter, header, columns and shared_ids.
+// source = "csv": files, delimiter, header, columns, shared_ids and
+// bad_lines ("fail", the default, or "skip": malformed lines dropped and
+// counted).
 caf::error read_csv_source(const reader& r, const toml::table& t, pb::CsvSource& src) {
-  if (auto err = r.only_keys(t, "dataset", {"source", "files", "delimiter", "header", "columns", "shared_ids", "ops"}))
+  if (auto err = r.only_keys(t, "dataset",
+                             {"source", "files", "delimiter", "header", "columns", "shared_ids", "bad_lines", "ops"}))
     return err;
   bool header = false, shared = false;
+  pb::CsvSource::BadLines bad_lines = pb::CsvSource::FAIL;
   caf::error err;
   (err = read_files(r, t, "csv", *src.mutable_files())) ||
       (err = r.get(t, "dataset", "delimiter", *src.mutable_delimiter())) ||
-      (err = r.get(t, "dataset", "header", header)) || (err = r.get(t, "dataset", "shared_ids", shared));
+      (err = r.get(t, "dataset", "header", header)) || (err = r.get(t, "dataset", "shared_ids", shared)) ||
+      (err = r.choose(t, "dataset", "bad_lines", bad_lines,
+                      {std::pair{"fail", pb::CsvSource::FAIL}, std::pair{"skip", pb::CsvSource::SKIP}}));
   if (err) return err;
-  src.set_header(header), src.set_shared_ids(shared);
+  src.set_header(header), src.set_shared_ids(shared), src.set_bad_lines(bad_lines);
   auto* columns = t.get("columns") ? t.get("columns")->as_array() : nullptr;
   if (columns == nullptr) return r.fail(t, "dataset", "source \"csv\" needs [[dataset.columns]]");
   for (size_t i = 0; i < columns->size(); ++i)

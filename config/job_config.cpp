@@ -68,6 +68,11 @@ caf::error size_dynamic_tables(job_spec& job, const std::string& path) {
       if (in.name == l.inputs.at(0)) l.vocabulary = batch * in.shape.at(0);
   }
   if (!any) return caf::none;
+  for (auto& l : job.model.layers)
+    if (l.rules.cache_steps > 0 && job.training.consistency.mode() == pb::Consistency::SYNC)
+      return make_error(errc::invalid_config, path + ": layer '" + l.name +
+                                                  "': cache_steps under consistency \"sync\" (a SYNC step reads "
+                                                  "the values of its step: no cache)");
   auto refuse = [&](const char* what) {
     return make_error(errc::invalid_config, path + ": " + what + " (dynamic tables do not move yet)");
   };

@@ -168,11 +168,13 @@ caf::error read_dynamic_table(const reader& r, const toml::node& n, const toml::
   uint32_t dim = 0;
   caf::error err;
   (err = r.only_keys(t, p,
-                     {"type", "name", "dim", "inputs", "combiner", "dynamic", "min_count", "ttl_steps", "max_rows"})) ||
+                     {"type", "name", "dim", "inputs", "combiner", "dynamic", "min_count", "ttl_steps", "max_rows",
+                      "cache_steps"})) ||
       (err = r.get(t, p, "dim", dim, 1, 65536)) || (err = read_combiner(r, t, p, l)) ||
       (err = r.get(t, p, "min_count", l.rules.min_count, 1, 255)) ||
       (err = r.get(t, p, "ttl_steps", l.rules.ttl_steps, 0, int64_t(1) << 60)) ||
-      (err = r.get(t, p, "max_rows", l.rules.max_rows, 0, int64_t(1) << 40));
+      (err = r.get(t, p, "max_rows", l.rules.max_rows, 0, int64_t(1) << 40)) ||
+      (err = r.get(t, p, "cache_steps", l.rules.cache_steps, 0, 1000));
   l.dynamic = true;
   l.units = int(dim);
   l.vocabulary = 1;
@@ -235,7 +237,7 @@ caf::error read_layer(const reader& r, const toml::node& n, const std::string& p
       return err;
     case layer_kind::embedding:
       if (auto* d = t->get("dynamic"); d != nullptr && d->value_or(false)) return read_dynamic_table(r, n, *t, p, l);
-      for (auto* key : {"min_count", "ttl_steps", "max_rows"})
+      for (auto* key : {"min_count", "ttl_steps", "max_rows", "cache_steps"})
         if (auto* k = t->get(key)) return r.fail(*k, p + "." + key, "only a dynamic = true embedding has it");
       (err = r.only_keys(*t, p, {"type", "name", "vocabulary", "dim", "inputs", "combiner", "dynamic"})) ||
           (err = required({"vocabulary", "dim"})) || (err = r.get(*t, p, "vocabulary", vocabulary, 1, big)) ||

@@ -61,11 +61,13 @@ enum class loss_kind { softmax_xent, sigmoid_bce, mse };
 enum class input_kind { floats, ids, ids64 };
 
 /// A dynamic embedding table's admission and eviction on the PS
-/// (actors/shard/dynamic_table.hpp; 0: the rule is off).
+/// (actors/shard/dynamic_table.hpp), and the workers' cache of its rows
+/// (actors/worker/row_cache.hpp); 0: the rule is off.
 struct table_rules {
-  uint32_t min_count = 1;  // pushes of an id before its row is created
-  uint64_t ttl_steps = 0;  // rows not updated in the table's last ttl_steps updates go
-  uint64_t max_rows = 0;   // per PS shard: the least recently updated rows beyond it go
+  uint32_t min_count = 1;    // pushes of an id before its row is created
+  uint64_t ttl_steps = 0;    // rows not updated in the table's last ttl_steps updates go
+  uint64_t max_rows = 0;     // per PS shard: the least recently updated rows beyond it go
+  uint32_t cache_steps = 0;  // a worker reuses a row it pulled for up to this many of its steps
 };
 
 /// One named input of the model: `shape` per example ([c], [w, c] or

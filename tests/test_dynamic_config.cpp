@@ -54,5 +54,12 @@ BOOST_AUTO_TEST_CASE(misused_dynamic_tables_name_the_key) {
   expect_error(text, rules, "vocabulary = 10\n", "holds 64-bit ids");
   expect_error(text, "{ name = \"C1\",  kind = \"categorical\", id64 = true }",
                "{ name = \"C1\",  kind = \"categorical\", id64 = true, hash_buckets = 10 }", "id64");
-  expect_error(text, "num_shards = 2\n", "num_shards = 2\nps_replicas = 2\n", "ps_replicas");
+  expect_error(text, "partitioner = \"fixed\"", "partitioner = \"load\"", "partitioner");
+  expect_error(text, "dynamic = true ", "dynamic = true\ncache_steps = 2000 ", "cache_steps");
+  auto sync = text;
+  replace_all(sync, "consistency = \"async\"", "consistency = \"sync\"");
+  replace_all(sync, "pull_ahead = true", "pull_ahead = false");
+  replace_all(sync, "staleness_rule = \"apply\"\n", "");
+  BOOST_TEST(error_of(sync).empty(), error_of(sync));  // a SYNC dynamic table is fine
+  expect_error(sync, "dynamic = true ", "dynamic = true\ncache_steps = 4 ", "cache_steps under consistency");
 }

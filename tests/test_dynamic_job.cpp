@@ -85,3 +85,30 @@ BOOST_AUTO_TEST_CASE(a_replicated_dynamic_table_fails_over_with_its_rows) {
   }
   std::filesystem::remove_all(dir);
 }
+
+BOOST_AUTO_TEST_CASE(workers_that_cache_rows_for_4_steps_pull_fewer_and_still_learn) {
+  // Zipf ids: the hot ones come back in most batches, so a row pulled for
+  // one step serves the next few (cache_steps = 4) instead of a pull.
+  const std::string dir = make_temp_dir("test");
+  uint64_t read[2] = {0, 0};
+  for (int cached = 0; cached < 2; ++cached) {
+    auto path = dynamic_job(dir, 300);
+    if (cached == 1) {
+      auto text = read_file(path);
+      replace_all(text, "dynamic = true ", "dynamic = true\ncache_steps = 4 ");
+      std::ofstream(path) << text;
+    }
+    auto res = run_command({ACTORPS_BIN, "local", path, "--log", dir + "/job.log"}, 120s, dir + "/cli.log");
+    BOOST_REQUIRE(res);
+    BOOST_REQUIRE_MESSAGE(res->exit_code == 0, res->out);
+    auto report = train::read_report(dir + "/run/logs/report.json");
+    BOOST_REQUIRE_MESSAGE(report, (report ? "" : to_string(report.error())));
+    BOOST_REQUIRE(report->test_auc.has_value());
+    BOOST_TEST(*report->test_auc > 0.65, "cache_steps " << 4 * cached);
+    for (auto& t : report->tables) read[cached] += t.rows_read;
+  }
+  BOOST_TEST_MESSAGE("rows read by the workers' pulls: " << read[0] << " without a cache, " << read[1] << " with");
+  BOOST_TEST(read[1] > 0u);
+  BOOST_TEST(double(read[1]) < 0.8 * double(read[0]));
+  std::filesystem::remove_all(dir);
+}

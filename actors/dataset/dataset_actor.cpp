@@ -81,6 +81,7 @@ dataset_actor::behavior_type dataset_behavior(dataset_ptr self, uint32_t worker,
         info.set_features(uint32_t(p.features()));
         info.set_examples_at_source(p.examples_at_source());
         info.set_prefetch(p.prefetch());
+        info.set_bad_lines(p.bad_lines());
         return info;
       },
       [self](const pb::NextBatch& req) -> caf::result<pb::BatchData> {

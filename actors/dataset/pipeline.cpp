@@ -229,7 +229,8 @@ class repeat_stage : public stage {
   int64_t count_, pass_ = 0, in_pass_ = 0;
 };
 
-caf::expected<std::unique_ptr<indexed_source>> open_source(const pb::DatasetSpec& spec) {
+// The spec's source, opened; a CSV source adds the lines it skipped to `bad_lines`.
+caf::expected<std::unique_ptr<indexed_source>> open_source(const pb::DatasetSpec& spec, uint64_t& bad_lines) {
   switch (spec.source_case()) {
     case pb::DatasetSpec::kIdx: {
       auto images = read_idx(spec.idx().images());
@@ -245,8 +246,13 @@ caf::expected<std::unique_ptr<indexed_source>> open_source(const pb::DatasetSpec
     case pb::DatasetSpec::kCsv: {
       std::vector<std::vector<float>> xs;
       std::vector<int32_t> labels;
-      if (auto err = read_csv(spec.csv(), xs, labels)) return err;
-      if (xs.empty()) return bad("the CSV files hold no examples");
+      csv_skipped skipped;
+      if (auto err = read_csv(spec.csv(), xs, labels, &skipped)) return err;
+      bad_lines += skipped.lines;
+      if (xs.empty())
+        return bad(skipped.lines == 0 ? std::string("the CSV files hold no examples")
+                                      : "the CSV files hold no examples, only " + std::to_string(skipped.lines) +
+                                            " malformed lines (skipped), the first: " + skipped.first.front());
       return std::unique_ptr<indexed_source>(new memory_source(std::move(xs), std::move(labels)));
     }
     case pb::DatasetSpec::kSlices: {
@@ -315,7 +321,7 @@ class shuffle_stage : public stage {
 
 caf::expected<pipeline> pipeline::build(const pb::DatasetSpec& spec) {
   pipeline p;
-  auto source = open_source(spec);
+  auto source = open_source(spec, p.bad_lines_);
   if (!source) return source.error();
   p.source_ = source->get();
   p.source_size_ = p.source_->size();

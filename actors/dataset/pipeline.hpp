@@ -80,6 +80,8 @@ class pipeline {
   void read_range(int64_t begin, int64_t end);
   int features() const { return features_; }
   int64_t examples_at_source() const { return source_size_; }
+  /// Malformed lines the source skipped (CSV, bad_lines = SKIP).
+  uint64_t bad_lines() const { return bad_lines_; }
   uint32_t prefetch() const { return prefetch_; }
 
  private:
@@ -88,6 +90,7 @@ class pipeline {
   std::vector<shuffle_stage*> shuffles_;  // owned through head_ too
   int features_ = 0;
   int64_t source_size_ = 0;
+  uint64_t bad_lines_ = 0;
   uint32_t batch_size_ = 1;
   bool drop_remainder_ = false;
   int64_t skip_examples_ = 0;  // skip after batch: its batches' examples, dropped at the first next()

@@ -431,7 +431,7 @@ pb::ShardStats shard_core::stats() const {
   int64_t bytes = 0;
   for (auto& [name, v] : vars_) {
     bytes += v.size() * 4 * int64_t(1 + v.slots.size());
-    if (v.table) bytes += table_stats(name, *v.table, out);
+    if (v.table) bytes += table_stats(name, v, out);
   }
   out.set_bytes(bytes);
   out.set_step(visible_step());

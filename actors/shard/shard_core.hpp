@@ -136,6 +136,7 @@ class shard_core {
     std::vector<uint32_t> row_updates;     // scales_rows(): each row's update count
     std::optional<uint64_t> staleness;     // the gradient being applied's (its slice at offset 0 says)
     std::unique_ptr<dynamic_table> table;  // a dynamic table's rows (spec.dynamic set): `value` stays empty
+    uint64_t rows_read = 0;                // a table's: rows its SparsePulls read
 
     int64_t size() const { return value.size(); }
     int64_t rows() const { return spec.shape_size() == 0 ? 1 : spec.shape(0); }
@@ -172,8 +173,8 @@ class shard_core {
   static void split_table(variable& from, variable& tail);
   static std::unique_ptr<dynamic_table> make_table(const variable& v);
   /// Adds `table`'s figures to `out`; its bytes.
-  static int64_t table_stats(const std::string& name, const dynamic_table& table, pb::ShardStats& out);
-  void read_table(const variable& v, const pb::SparsePull& req, std::string& data) const;
+  static int64_t table_stats(const std::string& name, const variable& v, pb::ShardStats& out);
+  void read_table(variable& v, const pb::SparsePull& req, std::string& data) const;
   void apply_table(variable& v, const kernels::sparse_rows& merged, const std::vector<uint64_t>& staleness);
   template <class Push>
   bool seen_before(const Push& push, const std::string& name, int64_t offset);

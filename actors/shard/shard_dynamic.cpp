@@ -22,8 +22,10 @@ std::unique_ptr<dynamic_table> shard_core::make_table(const variable& v) {
   return std::make_unique<dynamic_table>(std::move(o));
 }
 
-int64_t shard_core::table_stats(const std::string& name, const dynamic_table& table, pb::ShardStats& out) {
+int64_t shard_core::table_stats(const std::string& name, const variable& v, pb::ShardStats& out) {
+  const auto& table = *v.table;
   auto* t = out.add_tables();
+  t->set_rows_read(v.rows_read);
   t->set_name(name);
   t->set_rows(table.rows());
   t->set_admitted(table.counts().admitted);
@@ -69,7 +71,8 @@ caf::error shard_core::refuse_dense(const variable& v) const {
       "'" + v.spec.name() + "' is a dynamic table: it is read and written by ids only (SparsePull, SparsePush)");
 }
 
-void shard_core::read_table(const variable& v, const pb::SparsePull& req, std::string& data) const {
+void shard_core::read_table(variable& v, const pb::SparsePull& req, std::string& data) const {
+  v.rows_read += uint64_t(req.ids_size());
   const size_t row_bytes = size_t(v.row_size) * 4;
   data.resize(size_t(req.ids_size()) * row_bytes);
   for (int i = 0; i < req.ids_size(); ++i)

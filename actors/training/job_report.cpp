@@ -46,7 +46,8 @@ json to_json(const job_report& r) {
                       {"admitted", t.admitted},
                       {"evicted", t.evicted},
                       {"dropped", t.dropped},
-                      {"bytes", t.bytes}});
+                      {"bytes", t.bytes},
+                      {"rows_read", t.rows_read}});
   for (auto& [w, n] : r.closures_by_worker) by_worker["worker:" + std::to_string(w)] = n;
   json events = json::array();
   for (auto& e : r.recoveries) events.push_back({{"at", e.at}, {"task", e.task}, {"what", e.what}});
@@ -102,7 +103,8 @@ job_report from_json(const json& j) {
   for (auto& t : j.value("tables", json::array()))
     r.tables.push_back({t.at("ps").get<uint32_t>(), t.at("name").get<std::string>(), t.at("rows").get<int64_t>(),
                         t.at("admitted").get<uint64_t>(), t.at("evicted").get<uint64_t>(),
-                        t.at("dropped").get<uint64_t>(), t.at("bytes").get<int64_t>()});
+                        t.at("dropped").get<uint64_t>(), t.at("bytes").get<int64_t>(),
+                        t.value("rows_read", uint64_t(0))});
   r.split_examples = j.at("split_examples").get<int64_t>();
   const auto& rec = j.at("recoveries");
   r.worker_respawns = rec.at("worker_respawns").get<uint64_t>();

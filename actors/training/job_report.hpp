@@ -48,6 +48,7 @@ struct report_table {
   int64_t rows = 0;  // live
   uint64_t admitted = 0, evicted = 0, dropped = 0;
   int64_t bytes = 0;
+  uint64_t rows_read = 0;  // by the workers' pulls (their caches read the rest)
 };
 struct job_report {
   std::string exit_cause = "failed";  // "completed", "preempted" (SIGTERM) or "failed"

@@ -55,7 +55,8 @@ caf::error record_cluster(cluster_coordinator& c, bool exactly_once, job_report&
   for (size_t ps = 0; ps < stats->size(); ++ps) {
     if (exactly_once) rep.shards.push_back({uint32_t(ps), (*stats)[ps].examples_applied(), (*stats)[ps].duplicates()});
     for (auto& t : (*stats)[ps].tables())
-      rep.tables.push_back({uint32_t(ps), t.name(), t.rows(), t.admitted(), t.evicted(), t.dropped(), t.bytes()});
+      rep.tables.push_back(
+          {uint32_t(ps), t.name(), t.rows(), t.admitted(), t.evicted(), t.dropped(), t.bytes(), t.rows_read()});
   }
   return caf::none;
 }
@@ -101,8 +102,10 @@ void print_summary(const job_report& rep) {
     if (discarded > 0) fmt::print("duplicates discarded (push slices seen before): {}\n", duplicates);
   }
   for (auto& t : rep.tables)
-    fmt::print("ps:{} '{}': {} rows ({} admitted, {} evicted, {} gradient rows dropped before admission), {:.1f} MiB\n",
-               t.ps, t.name, t.rows, t.admitted, t.evicted, t.dropped, double(t.bytes) / (1 << 20));
+    fmt::print(
+        "ps:{} '{}': {} rows ({} admitted, {} evicted, {} gradient rows dropped before admission), {:.1f} MiB, "
+        "{} rows read\n",
+        t.ps, t.name, t.rows, t.admitted, t.evicted, t.dropped, double(t.bytes) / (1 << 20), t.rows_read);
   if (rep.test_accuracy)
     fmt::print("test accuracy {:.2f}% ({} examples)\n", 100.0 * *rep.test_accuracy, rep.test_examples);
   if (rep.test_auc && rep.test_log_loss)

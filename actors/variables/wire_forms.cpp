@@ -44,6 +44,7 @@ pb::ModelSpec to_proto(const kernels::model_spec& m) {
     p->set_epsilon(l.epsilon);
     p->set_no_combiner(l.no_combiner);
     p->set_dynamic(l.dynamic);
+    p->set_cache_steps(l.rules.cache_steps);
   }
   for (auto& in : m.inputs) {
     auto* p = out.add_inputs();
@@ -81,6 +82,7 @@ kernels::model_spec from_proto(const pb::ModelSpec& m) {
     l.epsilon = p.epsilon();
     l.no_combiner = p.no_combiner();
     l.dynamic = p.dynamic();
+    l.rules.cache_steps = p.cache_steps();
     out.layers.push_back(std::move(l));
   }
   for (auto& p : m.inputs())

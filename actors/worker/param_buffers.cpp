@@ -31,6 +31,9 @@ param_buffers::param_buffers(kernels::device_model& model, std::vector<sharded_v
     zeros.emplace_back(size_t(params[i].size()));  // a dynamic table: the rows of one batch
     auto in = std::find_if(inputs.begin(), inputs.end(), [&](auto& x) { return x.name == params[i].ids_input; });
     ids_input_.push_back(params[i].dynamic && in != inputs.end() ? int(in - inputs.begin()) : -1);
+    const bool cached = ids_input_.back() >= 0 && params[i].rules.cache_steps > 0;
+    caches_.push_back(cached ? std::make_unique<row_cache>(int(vars_[i].row_size()), params[i].rules.cache_steps)
+                             : nullptr);
   }
   for (int b = 0; b < 2; ++b) {
     buffers_[b] = std::make_unique<kernels::host_parameters>(zeros);
@@ -183,20 +186,21 @@ void param_buffers::pull_rows(int64_t step, const std::vector<std::vector<int64_
   size_t total = 0;
   for (auto i : sparse_) {
     static const std::vector<int64_t> none;
-    auto by_ps = row_pulls(i, i < ids.size() ? ids[i] : none);
+    auto by_ps = row_pulls(i, i < ids.size() ? ids[i] : none, step);
     if (!by_ps) return then(by_ps.error());
     pulls.emplace_back(i, std::move(*by_ps));
     for (auto& [ps, req] : pulls.back().second) req.set_worker(worker_), req.set_step(step);
     total += pulls.back().second.size();
   }
+  count_cache();
   if (total == 0) return then(caf::none);
   auto c = std::make_shared<countdown>(countdown{total, std::move(then)});
   for (auto& [i, by_ps] : pulls)
     for (auto& [ps, req] : by_ps)
       net_.to_shard<pb::Rows>(
           ps, std::move(req),
-          [this, c, i = i](const pb::Rows& rows) {
-            if (auto err = scatter(i, rows)) return c->fail(err);
+          [this, c, i = i, step](const pb::Rows& rows) {
+            if (auto err = scatter(i, rows, step)) return c->fail(err);
             c->ok();
           },
           [c](caf::error err) { c->fail(std::move(err)); });
@@ -233,10 +237,22 @@ size_t param_buffers::push(int64_t step, const pb::ClosureStep& key, std::functi
   return sent;
 }
 
-caf::expected<std::multimap<int, pb::SparsePull>> param_buffers::row_pulls(size_t i,
-                                                                           const std::vector<int64_t>& ids) const {
+caf::expected<std::multimap<int, pb::SparsePull>> param_buffers::row_pulls(size_t i, const std::vector<int64_t>& ids,
+                                                                           int64_t step) {
   auto& var = vars_[i];
-  if (ids_input_[i] >= 0) return split_sparse_pull(var, remap_.ids(size_t(ids_input_[i])));
+  const auto& distinct = ids_input_[i] >= 0 ? remap_.ids(size_t(ids_input_[i])) : ids;
+  if (ids_input_[i] >= 0 && (caches_[i] == nullptr || step < 0)) return split_sparse_pull(var, distinct);
+  if (ids_input_[i] >= 0) {  // the cache's rows now, the rest pulled
+    std::vector<int64_t> missing;
+    const int64_t dim = var.row_size();
+    float* table = buffers_[current_]->value_ptrs[i];
+    for (size_t at = 0; at < distinct.size(); ++at)
+      if (const float* row = caches_[i]->find(distinct[at], step))
+        std::copy_n(row, dim, table + int64_t(at) * dim);
+      else
+        missing.push_back(distinct[at]);
+    return split_sparse_pull(var, missing);
+  }
   std::vector<int64_t> unique;
   for (auto id : ids)
     if (id >= 0) unique.push_back(id);  // negative: padding
@@ -248,7 +264,18 @@ caf::expected<std::multimap<int, pb::SparsePull>> param_buffers::row_pulls(size_
   return split_sparse_pull(var, unique);
 }
 
-caf::error param_buffers::scatter(size_t i, const pb::Rows& rows) {
+void param_buffers::count_cache() {
+  auto& c = cache_counters_;
+  uint64_t hits = 0, misses = 0;
+  for (auto& cache : caches_)
+    if (cache) hits += cache->hits(), misses += cache->misses();
+  if (c.hits == nullptr) return;
+  c.hits->inc(hits - c.hits_seen);
+  c.misses->inc(misses - c.misses_seen);
+  c.hits_seen = hits, c.misses_seen = misses;
+}
+
+caf::error param_buffers::scatter(size_t i, const pb::Rows& rows, int64_t step) {
   float* table = buffers_[current_]->value_ptrs[i];
   if (ids_input_[i] < 0) return scatter_rows(rows, vars_[i], table);
   const int64_t dim = vars_[i].row_size();
@@ -259,6 +286,7 @@ caf::error param_buffers::scatter(size_t i, const pb::Rows& rows) {
     if (at < 0)
       return make_error(errc::out_of_range, fmt::format("'{}': id {} not asked for", rows.name(), rows.ids(k)));
     std::memcpy(table + at * dim, rows.data().data() + size_t(k) * size_t(dim) * 4, size_t(dim) * 4);
+    if (caches_[i] != nullptr && step >= 0) caches_[i]->put(rows.ids(k), step, table + at * dim);
   }
   return caf::none;
 }

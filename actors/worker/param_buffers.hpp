@@ -22,7 +22,9 @@
 #include <memory>
 #include <vector>
 
+#include "actors/metrics/registry.hpp"
 #include "actors/variables/ps_client.hpp"
+#include "actors/worker/row_cache.hpp"
 #include "actors/worker/transport.hpp"
 #include "kernels/device_model.hpp"
 #include "kernels/id_remap.hpp"
@@ -64,6 +66,9 @@ class param_buffers {
   /// dynamic table's: the rows of the ids remap's last batch held, by
   /// index (ids[i] are those indices).
   void pull_rows(int64_t step, const std::vector<std::vector<int64_t>>& ids, then_fn then);
+  /// Where the rows a dynamic table's cache served (and did not) are
+  /// counted from now on (layer key cache_steps; row_cache.hpp).
+  void observe_cache(metrics::counter& hits, metrics::counter& misses) { cache_counters_ = {&hits, &misses}; }
   /// Sends the current gradients (dense whole, sparse as rows) of `step`
   /// under `key`; `acked` is called once per message sent; returns how many.
   size_t push(int64_t step, const pb::ClosureStep& key, std::function<void(caf::error)> acked);
@@ -71,8 +76,10 @@ class param_buffers {
  private:
   void pull_into(int buffer, int64_t step, then_fn then);
   /// The SparsePulls of sparse parameter i's rows `ids` (model rows).
-  caf::expected<std::multimap<int, pb::SparsePull>> row_pulls(size_t i, const std::vector<int64_t>& ids) const;
-  caf::error scatter(size_t i, const pb::Rows& rows);
+  /// Those a dynamic table's cache holds for `step` are copied in now.
+  caf::expected<std::multimap<int, pb::SparsePull>> row_pulls(size_t i, const std::vector<int64_t>& ids, int64_t step);
+  caf::error scatter(size_t i, const pb::Rows& rows, int64_t step);
+  void count_cache();
   void pull_ahead(int64_t step);
 
   kernels::device_model& model_;
@@ -84,6 +91,11 @@ class param_buffers {
   kernels::host_parameters** in_use_;
   const kernels::id_remap& remap_;
   std::vector<int> ids_input_;  // per parameter: a dynamic table's ids64 input (model_inputs() index), else -1
+  std::vector<std::unique_ptr<row_cache>> caches_;  // per parameter: a dynamic table's with cache_steps > 0
+  struct {
+    metrics::counter *hits = nullptr, *misses = nullptr;
+    uint64_t hits_seen = 0, misses_seen = 0;
+  } cache_counters_;
   std::vector<const sharded_variable*> view_;             // the dense variables (pulled and pushed whole)
   std::vector<const sharded_variable*> caf_view_;         // ... of them, those that go over CAF
   std::vector<size_t> dense_, sparse_;                    // model parameter indices of each kind

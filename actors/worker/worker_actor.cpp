@@ -357,6 +357,7 @@ local_worker_actor::behavior_type worker_behavior(worker_ptr self, pb::SpawnWork
   st.batches = std::make_unique<batch_prefetch>(*st.net);
   st.metrics = std::make_unique<worker_metrics>(metrics::registry_of(self->home_system()),
                                                 trace::recorder_of(self->home_system()), st.index);
+  st.params->observe_cache(st.metrics->cache_hits(), st.metrics->cache_misses());
   if (spec.threads() > 0) kernels::set_cpu_threads(int(spec.threads()));
   dial_ps_nodes(self, cluster, spec.ps_nodes());
   self->set_down_handler([self](const caf::down_msg& msg) {

@@ -22,7 +22,15 @@ worker_metrics::worker_metrics(metrics::registry& reg, trace::recorder& tracer, 
               .with({std::to_string(worker), "ok"})),
       closures_failed_(
           reg.counters("actorps_worker_closures_total", "Closures a worker ran, by result", {"worker", "result"})
-              .with({std::to_string(worker), "error"})) {
+              .with({std::to_string(worker), "error"})),
+      cache_hits_(reg.counters("actorps_worker_cache_rows_total",
+                               "Dynamic-table rows a step needed, by whether the worker's cache held them",
+                               {"worker", "result"})
+                      .with({std::to_string(worker), "hit"})),
+      cache_misses_(reg.counters("actorps_worker_cache_rows_total",
+                                 "Dynamic-table rows a step needed, by whether the worker's cache held them",
+                                 {"worker", "result"})
+                        .with({std::to_string(worker), "miss"})) {
   auto& family = reg.histograms("actorps_worker_step_phase_seconds",
                                 "Time of each phase of a training step: waiting for the batch, pulling the values, "
                                 "forward and backward, and the push until its last acknowledgement",

@@ -36,6 +36,9 @@ class worker_metrics {
   void pushing(int64_t step, uint32_t shards, clock::time_point sent);
   void pushed(int64_t step, clock::time_point sent);
   void closure(bool ok, uint64_t id, clock::time_point since);
+  /// Dynamic-table rows a step found in the worker's cache, and not.
+  metrics::counter& cache_hits() { return cache_hits_; }
+  metrics::counter& cache_misses() { return cache_misses_; }
   /// When a closure starts, for its trace span (no clock read unless tracing:
   /// no-op closures run a million a second).
   clock::time_point closure_start() const { return tracer_.on() ? clock::now() : clock::time_point{}; }
@@ -53,7 +56,7 @@ class worker_metrics {
   uint32_t worker_;
   std::array<metrics::histogram*, kStepPhases> phases_;
   metrics::histogram& step_;
-  metrics::counter &steps_, &examples_, &closures_ok_, &closures_failed_;
+  metrics::counter &steps_, &examples_, &closures_ok_, &closures_failed_, &cache_hits_, &cache_misses_;
 };
 
 }  // namespace actorps
