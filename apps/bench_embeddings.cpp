@@ -36,14 +36,15 @@ namespace embeddings_bench {
 
 struct options {
   std::string self_exe, tools_dir;
-  std::string job = "config/dlrm_dynamic.toml";    // model, columns, optimizer, batch; its cluster is replaced
-  uint32_t train = 200000, test = 20000;           // examples `actorps data criteo` writes (one pass: train)
-  std::vector<std::string> configs{"2x2", "8x4"};  // WORKERSxPS, a fresh cluster each
-  uint64_t seed = 1;                               // the data's, the initializers', the shuffles'
+  std::string job = "config/dlrm_dynamic.toml";             // model, columns, optimizer, batch; its cluster is replaced
+  uint32_t train = 200000, test = 20000;                    // examples `actorps data criteo` writes (one pass: train)
+  std::vector<std::string> configs{"2x2", "2x2c4", "8x4"};  // WORKERSxPS[cK], a fresh cluster each
+  uint64_t seed = 1;                                        // the data's, the initializers', the shuffles'
 };
 
 struct shape {
   uint32_t workers = 0, ps = 0;
+  uint32_t cache = 0;  // the workers' cache_steps (cK)
 };
 
 // One system's pass.
@@ -58,6 +59,7 @@ struct result {
   double ps_cpu_s = 0;       // the PS processes' CPU seconds over the pass, all together
   int64_t rows = 0, bytes = 0;
   uint64_t admitted = 0, evicted = 0, dropped = 0;
+  uint64_t rows_read = 0;    // by the workers' pulls (a cache reads the rest)
   double raw_row_bytes = 0;  // dim x (1 + optimizer slots) x 4
 
   double examples_per_s() const { return double(examples) / seconds; }
@@ -75,9 +77,11 @@ int64_t batch_size(const pb::DatasetSpec& data) {
 
 caf::expected<shape> parse_shape(const std::string& text) {
   std::smatch m;
-  if (!std::regex_match(text, m, std::regex(R"((\d+)x(\d+))")) || std::stoul(m[1]) == 0 || std::stoul(m[2]) == 0)
-    return make_error(errc::invalid_argument, "--configs: '" + text + "' is not WORKERSxPS (e.g. 2x2, 8x4)");
-  return shape{uint32_t(std::stoul(m[1])), uint32_t(std::stoul(m[2]))};
+  if (!std::regex_match(text, m, std::regex(R"((\d+)x(\d+)(c(\d+))?)")) || std::stoul(m[1]) == 0 ||
+      std::stoul(m[2]) == 0 || (m[4].matched && (std::stoul(m[4]) == 0 || std::stoul(m[4]) > 1000)))
+    return make_error(errc::invalid_argument,
+                      "--configs: '" + text + "' is not WORKERSxPS[cK], K in 1..1000 (e.g. 2x2, 2x2c4, 8x4)");
+  return shape{uint32_t(std::stoul(m[1])), uint32_t(std::stoul(m[2])), m[4].matched ? uint32_t(std::stoul(m[4])) : 0};
 }
 
 // `actorps data criteo` into `dir`: the hidden model's test AUC (meta.json).
@@ -184,6 +188,7 @@ caf::error table_counts(cluster_coordinator& c, result& out) {
     for (auto& t : s.tables()) {
       out.rows += t.rows(), out.bytes += t.bytes();
       out.admitted += t.admitted(), out.evicted += t.evicted(), out.dropped += t.dropped();
+      out.rows_read += t.rows_read();
     }
   return caf::none;
 }
@@ -203,6 +208,8 @@ caf::expected<result> run_cluster(const options& opts, job_spec job, shape at) {
   t.consistency.set_num_workers(at.workers);
   t.min_workers = at.workers;  // every worker from the first step
   if (t.variable_partitioner.type == partitioner::kind::fixed_shards) t.variable_partitioner.num_shards = at.ps;
+  for (auto& l : job.model.layers)
+    if (l.dynamic) l.rules.cache_steps = at.cache;
   std::vector<pid_t> ps_pids;
   for (uint32_t p = 0; p < at.ps; ++p) ps_pids.push_back(cluster.node(at.workers + p).pid());
   system_config cfg(job.cluster.runtime);
@@ -215,7 +222,8 @@ caf::expected<result> run_cluster(const options& opts, job_spec job, shape at) {
   const auto& e = fitted->history.back();
   if (!e.test || !e.test->auc) return make_error(errc::internal, "the job's evaluation gave no AUC");
   result out;
-  out.system = fmt::format("actorps {}w + {}ps", at.workers, at.ps);
+  out.system =
+      fmt::format("actorps {}w + {}ps{}", at.workers, at.ps, at.cache > 0 ? fmt::format(", cache {}", at.cache) : "");
   out.examples = e.train_examples, out.seconds = e.seconds;
   out.auc = *e.test->auc, out.log_loss = e.test->log_loss.value_or(NAN);
   out.ps = at.ps, out.ps_cpu_s = probe.seconds();
@@ -280,18 +288,20 @@ void print_row(const result& r) {
 }
 
 void print_tables(const std::vector<result>& rows) {
-  fmt::print("\n{:<38} {:>9} {:>9} {:>8} {:>9} {:>10} {:>8} {:>6} {:>10}\n", "tables (all PS together)", "rows",
-             "admitted", "evicted", "dropped", "grad rows", "MiB", "raw B", "rows/cpu-s");
+  fmt::print("\n{:<38} {:>9} {:>9} {:>8} {:>9} {:>10} {:>8} {:>6} {:>10} {:>10}\n", "tables (all PS together)", "rows",
+             "admitted", "evicted", "dropped", "grad rows", "MiB", "raw B", "rows/cpu-s", "rows read");
   for (auto& r : rows)
     if (r.ps > 0)
-      fmt::print("{:<38} {:>9} {:>9} {:>8} {:>9} {:>10.0f} {:>8.1f} {:>6.0f} {:>10.0f}\n", r.system, r.rows, r.admitted,
-                 r.evicted, r.dropped, r.rows_received, double(r.bytes) / (1 << 20), r.raw_row_bytes,
-                 r.rows_applied() / r.ps_cpu_s);
+      fmt::print("{:<38} {:>9} {:>9} {:>8} {:>9} {:>10.0f} {:>8.1f} {:>6.0f} {:>10.0f} {:>10}\n", r.system, r.rows,
+                 r.admitted, r.evicted, r.dropped, r.rows_received, double(r.bytes) / (1 << 20), r.raw_row_bytes,
+                 r.rows_applied() / r.ps_cpu_s, r.rows_read);
   fmt::print(
       "grad rows: gradient rows that reached the tables; no counter holds them: the PS processes' received bytes\n"
       "  less the dense gradients' (steps x dense floats x 4), / (dim x 4). Applied: those less the dropped.\n"
       "rows/s/PS: applied rows per second of the pass per PS process; rows/cpu-s: per CPU second of the PS\n"
       "  processes (all their work: dense pulls and pushes too); PS cores: their CPU over the pass per process.\n"
+      "rows read: rows the workers' pulls read from the tables; with a cache (cK: cache_steps = K) the\n"
+      "  workers reuse rows they pulled for up to K of their steps and read fewer.\n"
       "B/row: the tables' bytes as the job reports them (slabs, index, per-row metadata, and each PS's\n"
       "  admission sketch, a fixed size) per live row; raw B: dim x (1 + optimizer slots) x 4.\n");
 }
@@ -365,7 +375,9 @@ void add_bench_embeddings(CLI::App& bench, command_list& out) {
   sub->add_option("--job", o->job, "job file with a dynamic table (its model, columns, optimizer, batch)");
   sub->add_option("--train", o->train, "training examples generated (one pass)")->check(CLI::Range(1000u, 50000000u));
   sub->add_option("--test", o->test, "test examples generated")->check(CLI::Range(1000u, 10000000u));
-  sub->add_option("--configs", o->configs, "WORKERSxPS shapes, a cluster each; targets from 2x2 (else the first)")
+  sub->add_option("--configs", o->configs,
+                  "WORKERSxPS[cK] shapes (cK: the workers cache rows K steps), a cluster each; targets from 2x2 (else "
+                  "the first)")
       ->delimiter(',');
   sub->add_option("--seed", o->seed, "the data's, initializers' and shuffles' seed");
   out.push_back({sub, [o] {

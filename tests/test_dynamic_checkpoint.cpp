@@ -10,6 +10,8 @@
 #include <cstring>
 #include <map>
 
+#include "actors/checkpoint/checkpoint.hpp"
+#include "kernels/sparse.hpp"
 #include "tests/job_files.hpp"
 #include "tests/training_jobs.hpp"
 
@@ -125,4 +127,21 @@ BOOST_AUTO_TEST_CASE(a_dynamic_table_resumes_bit_for_bit_with_its_sketch_and_evi
 BOOST_AUTO_TEST_CASE(a_dynamic_table_of_2_ps_tasks_resumes_on_3) {
   const auto dir = make_temp_dir("test");
   same_ends(dir + "/2to3", {pb::Optimizer::ADAGRAD, 2, 0}, {pb::Optimizer::ADAGRAD, 3, 0});
+}
+
+BOOST_AUTO_TEST_CASE(a_fixed_table_in_a_checkpoint_is_no_dynamic_one_and_the_other_way) {
+  train::checkpoint c;
+  c.step = 7;
+  c.variables.push_back({"fixed", {100, 4}, std::vector<float>(400), {}, 1, {}});
+  c.variables.push_back({"dynamic", {kernels::kVirtualRows, 4}, {}, {}, 1, {pb::TableData{}}});
+  auto as_dynamic = train::find_variable(c, "ckpt", "fixed", {kernels::kVirtualRows, 4});
+  BOOST_REQUIRE(!as_dynamic);
+  BOOST_TEST(describe(as_dynamic.error()).find("holds 'fixed' as a fixed table, the job's model as a dynamic one") !=
+                 std::string::npos,
+             describe(as_dynamic.error()));
+  BOOST_CHECK(as_dynamic.error() == errc::invalid_config);
+  auto as_fixed = train::find_variable(c, "ckpt", "dynamic", {100, 4});
+  BOOST_REQUIRE(!as_fixed);
+  BOOST_TEST(describe(as_fixed.error()).find("as a dynamic table, the job's model as a fixed one") != std::string::npos,
+             describe(as_fixed.error()));
 }

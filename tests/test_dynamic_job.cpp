@@ -24,18 +24,19 @@ constexpr int64_t kMaxRows = 20000;
 
 // config/dlrm_dynamic.toml on a small generated data set in `dir`, free
 // ports, `steps` steps, kMaxRows rows per PS shard, `extra` [training] keys.
-std::string dynamic_job(const std::string& dir, int steps, const std::string& extra = "") {
+std::string dynamic_job(const std::string& dir, int steps, const std::string& extra = "",
+                        const std::string& name = "dlrm_dynamic") {
   auto gen = run_command({ACTORPS_BIN, "data", "criteo", "--out", dir, "--train", "60000", "--test", "5000"}, 60s,
                          dir + "/cli.log");
   BOOST_REQUIRE(gen && gen->exit_code == 0);
-  auto job = read_file(std::string(ACTORPS_SOURCE_DIR) + "/config/dlrm_dynamic.toml");
+  auto job = read_file(std::string(ACTORPS_SOURCE_DIR) + "/config/" + name + ".toml");
   replace_all(job, "data/criteo", dir);
-  replace_all(job, "build/dlrm_dynamic", dir + "/run");
+  replace_all(job, "build/" + name, dir + "/run");
   rewrite_values(job, "port", [](int64_t) { return free_port(); });
   rewrite_values(job, "steps_per_epoch", [&](int64_t) { return steps; });
   rewrite_values(job, "max_rows", [](int64_t) { return kMaxRows; });
   replace_all(job, "[training]\n", "[training]\n" + extra);
-  const std::string path = dir + "/dlrm_dynamic.toml";
+  const std::string path = dir + "/" + name + ".toml";
   std::ofstream(path) << job;
   return path;
 }
@@ -110,5 +111,23 @@ BOOST_AUTO_TEST_CASE(workers_that_cache_rows_for_4_steps_pull_fewer_and_still_le
   BOOST_TEST_MESSAGE("rows read by the workers' pulls: " << read[0] << " without a cache, " << read[1] << " with");
   BOOST_TEST(read[1] > 0u);
   BOOST_TEST(double(read[1]) < 0.8 * double(read[0]));
+  std::filesystem::remove_all(dir);
+}
+
+BOOST_AUTO_TEST_CASE(wide_and_deep_over_two_dynamic_tables_of_one_input_learns) {
+  const std::string dir = make_temp_dir("test");
+  const auto path = dynamic_job(dir, 300, "", "wide_deep_dynamic");
+  auto res = run_command({ACTORPS_BIN, "local", path, "--log", dir + "/job.log"}, 120s, dir + "/cli.log");
+  BOOST_REQUIRE(res);
+  BOOST_REQUIRE_MESSAGE(res->exit_code == 0, res->out);
+  auto report = train::read_report(dir + "/run/logs/report.json");
+  BOOST_REQUIRE_MESSAGE(report, (report ? "" : to_string(report.error())));
+  BOOST_REQUIRE(report->test_auc.has_value());
+  BOOST_TEST(*report->test_auc > 0.65);
+  BOOST_REQUIRE(report->tables.size() == 4u);  // wide and fields, a hash range on each PS
+  for (auto& t : report->tables) {
+    BOOST_TEST(t.rows > 0);
+    BOOST_TEST(t.admitted == t.evicted + uint64_t(t.rows));
+  }
   std::filesystem::remove_all(dir);
 }
