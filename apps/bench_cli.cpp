@@ -9,6 +9,7 @@
 namespace actorps {
 
 void add_bench_embeddings(CLI::App& bench, command_list& out);  // apps/bench_embeddings.cpp
+void add_table_memory_modes(command& embeddings);               // apps/bench_table_memory.cpp: --memory, --rows-50m
 
 namespace {
 
@@ -231,6 +232,7 @@ void add_bench_commands(CLI::App& app, command_list& out) {
   add_tcp_echo(*bench, out);
   add_bench_tta(*bench, out);
   add_bench_embeddings(*bench, out);
+  add_table_memory_modes(out.back());
   for (size_t i = first; i < out.size(); ++i)
     if (!out[i].app->get_group().empty()) add_record(out[i]);
 }
