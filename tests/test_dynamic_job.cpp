@@ -41,11 +41,9 @@ std::string dynamic_job(const std::string& dir, int steps, const std::string& ex
   return path;
 }
 
-}  // namespace
-
-BOOST_AUTO_TEST_CASE(dlrm_over_a_dynamic_table_learns_and_its_rows_add_up) {
-  const std::string dir = make_temp_dir("test");
-  const auto path = dynamic_job(dir, 300);  // 76,800 examples: 1.3 passes
+// `actorps local` of the job at `path` (made by dynamic_job in `dir`): its
+// report, which must hold a test AUC.
+train::job_report run_local(const std::string& dir, const std::string& path) {
   auto res = run_command({ACTORPS_BIN, "local", path, "--log", dir + "/job.log"}, 120s, dir + "/cli.log");
   BOOST_REQUIRE(res);
   BOOST_TEST_MESSAGE(res->out);
@@ -53,9 +51,18 @@ BOOST_AUTO_TEST_CASE(dlrm_over_a_dynamic_table_learns_and_its_rows_add_up) {
   auto report = train::read_report(dir + "/run/logs/report.json");
   BOOST_REQUIRE_MESSAGE(report, (report ? "" : to_string(report.error())));
   BOOST_REQUIRE(report->test_auc.has_value());
-  BOOST_TEST(*report->test_auc > 0.65);        // chance 0.5, the hidden model ~0.83 (test_zoo_recsys's bar)
-  BOOST_REQUIRE(report->tables.size() == 2u);  // one hash range per PS task
-  for (auto& t : report->tables) {
+  return *report;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(dlrm_over_a_dynamic_table_learns_and_its_rows_add_up) {
+  const std::string dir = make_temp_dir("test");
+  const auto path = dynamic_job(dir, 300);  // 76,800 examples: 1.3 passes
+  const auto report = run_local(dir, path);
+  BOOST_TEST(*report.test_auc > 0.65);        // chance 0.5, the hidden model ~0.83 (test_zoo_recsys's bar)
+  BOOST_REQUIRE(report.tables.size() == 2u);  // one hash range per PS task
+  for (auto& t : report.tables) {
     BOOST_TEST_MESSAGE("ps:" << t.ps << " " << t.name << ": " << t.rows << " rows, " << t.admitted << " admitted, "
                              << t.evicted << " evicted, " << t.dropped << " dropped, " << t.bytes << " B");
     BOOST_TEST(t.rows > 0);
@@ -99,14 +106,9 @@ BOOST_AUTO_TEST_CASE(workers_that_cache_rows_for_4_steps_pull_fewer_and_still_le
       replace_all(text, "dynamic = true ", "dynamic = true\ncache_steps = 4 ");
       std::ofstream(path) << text;
     }
-    auto res = run_command({ACTORPS_BIN, "local", path, "--log", dir + "/job.log"}, 120s, dir + "/cli.log");
-    BOOST_REQUIRE(res);
-    BOOST_REQUIRE_MESSAGE(res->exit_code == 0, res->out);
-    auto report = train::read_report(dir + "/run/logs/report.json");
-    BOOST_REQUIRE_MESSAGE(report, (report ? "" : to_string(report.error())));
-    BOOST_REQUIRE(report->test_auc.has_value());
-    BOOST_TEST(*report->test_auc > 0.65, "cache_steps " << 4 * cached);
-    for (auto& t : report->tables) read[cached] += t.rows_read;
+    const auto report = run_local(dir, path);
+    BOOST_TEST(*report.test_auc > 0.65, "cache_steps " << 4 * cached);
+    for (auto& t : report.tables) read[cached] += t.rows_read;
   }
   BOOST_TEST_MESSAGE("rows read by the workers' pulls: " << read[0] << " without a cache, " << read[1] << " with");
   BOOST_TEST(read[1] > 0u);
@@ -117,15 +119,10 @@ BOOST_AUTO_TEST_CASE(workers_that_cache_rows_for_4_steps_pull_fewer_and_still_le
 BOOST_AUTO_TEST_CASE(wide_and_deep_over_two_dynamic_tables_of_one_input_learns) {
   const std::string dir = make_temp_dir("test");
   const auto path = dynamic_job(dir, 300, "", "wide_deep_dynamic");
-  auto res = run_command({ACTORPS_BIN, "local", path, "--log", dir + "/job.log"}, 120s, dir + "/cli.log");
-  BOOST_REQUIRE(res);
-  BOOST_REQUIRE_MESSAGE(res->exit_code == 0, res->out);
-  auto report = train::read_report(dir + "/run/logs/report.json");
-  BOOST_REQUIRE_MESSAGE(report, (report ? "" : to_string(report.error())));
-  BOOST_REQUIRE(report->test_auc.has_value());
-  BOOST_TEST(*report->test_auc > 0.65);
-  BOOST_REQUIRE(report->tables.size() == 4u);  // wide and fields, a hash range on each PS
-  for (auto& t : report->tables) {
+  const auto report = run_local(dir, path);
+  BOOST_TEST(*report.test_auc > 0.65);
+  BOOST_REQUIRE(report.tables.size() == 4u);  // wide and fields, a hash range on each PS
+  for (auto& t : report.tables) {
     BOOST_TEST(t.rows > 0);
     BOOST_TEST(t.admitted == t.evicted + uint64_t(t.rows));
   }

@@ -20,8 +20,9 @@ constexpr int kDim = 4;
 constexpr float kLr = 0.5f;
 
 // Shard `part` of 2 of a dynamic [2^31, kDim] table under SGD.
-pb::VariableSpec table_spec(int part, uint32_t min_count, uint64_t max_rows = 0) {
-  auto v = variable_spec("t", {kernels::kVirtualRows / 2, kDim}, pb::Optimizer::SGD, kLr);
+pb::VariableSpec table_spec(int part, uint32_t min_count, uint64_t max_rows = 0,
+                            pb::Optimizer::Kind kind = pb::Optimizer::SGD) {
+  auto v = variable_spec("t", {kernels::kVirtualRows / 2, kDim}, kind, kLr);
   v.set_full_shape(0, kernels::kVirtualRows);
   v.set_first_row(part * (kernels::kVirtualRows / 2));
   v.mutable_initializer()->set_kind(pb::Initializer::UNIFORM);
@@ -41,10 +42,11 @@ std::vector<int64_t> ids_of_part(int part, size_t n) {
   return out;
 }
 
-shard_core table_core(int part, uint32_t min_count, uint64_t max_rows = 0) {
+shard_core table_core(int part, uint32_t min_count, uint64_t max_rows = 0,
+                      pb::Optimizer::Kind kind = pb::Optimizer::SGD) {
   shard_core core(0, {}, 0);
   pb::CreateVariables req;
-  *req.add_variables() = table_spec(part, min_count, max_rows);
+  *req.add_variables() = table_spec(part, min_count, max_rows, kind);
   BOOST_REQUIRE(core.create(req));
   return core;
 }
@@ -234,4 +236,38 @@ BOOST_AUTO_TEST_CASE(a_snapshot_and_a_split_carry_every_row_with_its_order_and_s
   auto moved = core.apply_rows(rows_push(300, "t", {high[0]}, kDim, 1.0f));  // the old part no longer holds it
   BOOST_REQUIRE(!moved);
   BOOST_CHECK_MESSAGE(moved.error() == errc::moved, to_string(moved.error()));
+}
+
+BOOST_AUTO_TEST_CASE(table_pages_load_into_another_core_with_their_order_sketch_and_count) {
+  auto from = table_core(0, 2, 5, pb::Optimizer::ADAM);  // Adam: the update count matters
+  auto ids = ids_of_part(0, 9);
+  for (size_t i = 0; i < ids.size(); ++i)  // all admitted (2 pushes each), 5 kept
+    for (int twice = 0; twice < 2; ++twice)
+      BOOST_REQUIRE(from.apply_rows(rows_push(10 + i * 2 + uint64_t(twice), "t", {ids[i]}, kDim, 1.0f)));
+  pb::TableRead ask;
+  ask.set_name("t");
+  ask.set_max_rows(2);
+  auto into = table_core(0, 2, 5, pb::Optimizer::ADAM);
+  int pages = 0;
+  for (bool first = true;; first = false) {
+    ++pages;
+    auto page = from.table_page(ask);
+    BOOST_REQUIRE(page);
+    pb::TableLoad load;
+    *load.mutable_data() = *page;
+    load.set_first(first);
+    BOOST_REQUIRE(into.load_table(load));
+    if (!page->has_next()) break;
+    ask.set_from(page->next());
+  }
+  BOOST_TEST(pages == 3);  // 5 rows, 2 per page
+  BOOST_TEST(read(into, ids) == read(from, ids), boost::test_tools::per_element());
+  // The same next pushes evict and admit alike (order, sketch, update count).
+  auto more = ids_of_part(0, 12);
+  for (auto* core : {&from, &into})
+    for (size_t i = 9; i < 12; ++i)  // admitted at their second push: each evicts the least recently updated
+      for (uint64_t twice = 0; twice < 2; ++twice)
+        BOOST_REQUIRE(core->apply_rows(rows_push(100 + i * 2 + twice, "t", {more[i]}, kDim, 1.0f)));
+  BOOST_TEST(read(into, more) == read(from, more), boost::test_tools::per_element());
+  BOOST_TEST(into.stats().tables(0).rows() == from.stats().tables(0).rows());
 }

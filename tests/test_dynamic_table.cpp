@@ -52,6 +52,14 @@ bool has_pattern(const float* row, int64_t id, int n) {
   return true;
 }
 
+// Rows 1..n admitted, row k updated at step k.
+void admit_in_order(dynamic_table& t, int64_t n) {
+  for (int64_t id = 1; id <= n; ++id) {
+    t.admit(id);
+    t.touch(id, uint64_t(id));
+  }
+}
+
 std::vector<int64_t> lru_order(const dynamic_table& t) {
   std::vector<int64_t> ids;
   t.for_each([&](int64_t id, const float*, uint64_t, uint32_t) { ids.push_back(id); });
@@ -219,10 +227,7 @@ BOOST_AUTO_TEST_CASE(ttl_evicts_rows_not_updated) {
   auto o = options(2, {}, kernels::initializer::kind::zeros);
   o.ttl_steps = 10;
   dynamic_table t(o);
-  for (int64_t id = 1; id <= 3; ++id) {
-    t.admit(id);
-    t.touch(id, uint64_t(id));
-  }
+  admit_in_order(t, 3);
   t.touch(1, 12);
   BOOST_TEST(t.updates(1) == 2u);
   BOOST_TEST(t.last_update(1) == 12u);
@@ -249,10 +254,7 @@ BOOST_AUTO_TEST_CASE(max_rows_evicts_the_least_recently_updated) {
   auto o = options(2, {}, kernels::initializer::kind::zeros);
   o.max_rows = 3;
   dynamic_table t(o);
-  for (int64_t id = 1; id <= 5; ++id) {
-    t.admit(id);
-    t.touch(id, uint64_t(id));
-  }
+  admit_in_order(t, 5);
   t.touch(1, 6);
   BOOST_TEST(lru_order(t) == (std::vector<int64_t>{2, 3, 4, 5, 1}));
   BOOST_TEST(t.evict(6) == 2);

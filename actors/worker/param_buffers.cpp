@@ -223,7 +223,7 @@ size_t param_buffers::push(int64_t step, const pb::ClosureStep& key, std::functi
   }
   for (auto& [ps, list] : split_push(worker_, step, caf_view_, caf_grads_[current_]))
     for (auto& m : list) send(ps, std::move(m));
-  std::vector<int64_t> ids;  // a dynamic table's gradient rows, by id
+  auto& ids = push_ids_;
   for (auto i : sparse_) {
     auto& g = model_.sparse_gradient(i);
     if (ids_input_[i] >= 0) {

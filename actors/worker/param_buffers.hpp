@@ -90,7 +90,8 @@ class param_buffers {
   transport& net_;
   kernels::host_parameters** in_use_;
   const kernels::id_remap& remap_;
-  std::vector<int> ids_input_;  // per parameter: a dynamic table's ids64 input (model_inputs() index), else -1
+  std::vector<int> ids_input_;     // per parameter: a dynamic table's ids64 input (model_inputs() index), else -1
+  std::vector<int64_t> push_ids_;  // a dynamic table's gradient rows by id (kept: no allocation per step)
   std::vector<std::unique_ptr<row_cache>> caches_;  // per parameter: a dynamic table's with cache_steps > 0
   struct {
     metrics::counter *hits = nullptr, *misses = nullptr;
