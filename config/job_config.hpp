@@ -60,6 +60,7 @@ struct training_options {
   double target_accuracy = 0;            // > 0: exit 1 when the last evaluation is below it
   std::string checkpoint_dir;            // "": none; else written each epoch (see checkpoint_steps), restored on start
   uint32_t checkpoint_keep = 3;          // newest checkpoints kept
+  uint32_t checkpoint_full_every = 1;    // every Nth checkpoint full, the others incremental (dynamic tables)
   uint32_t checkpoint_steps = 0;         // > 0: also one (consistent) once that many more steps finished
   std::string log_dir;                   // "": none; else metrics.csv and TensorBoard events
   uint32_t early_stopping_patience = 0;  // 0: off; else epochs without improvement before stopping

@@ -3,14 +3,18 @@
 // 1 and resumed ends where one never stopped ends, bit for bit: its rows,
 // their optimizer slots, update counts, the admission sketch and the
 // eviction order, on the same PS tasks; on another number of PS tasks
-// (rows routed by virtual row) with Adagrad and no cap, the same rows.
+// (rows routed by virtual row) with Adagrad and no cap, the same rows;
+// from an incremental checkpoint (its chain resolved), bit for bit too.
 #define BOOST_TEST_MODULE dynamic_checkpoint
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <map>
 
 #include "actors/checkpoint/checkpoint.hpp"
+#include "actors/dataset/tfrecord.hpp"
 #include "kernels/sparse.hpp"
 #include "tests/job_files.hpp"
 #include "tests/training_jobs.hpp"
@@ -62,7 +66,9 @@ kernels::model_spec id_model(uint64_t max_rows) {
 struct run {
   pb::Optimizer::Kind optimizer;
   int ps;
-  uint64_t max_rows;  // per shard; 0: no cap
+  uint64_t max_rows;         // per shard; 0: no cap
+  uint32_t every_steps = 0;  // checkpoint_steps
+  uint32_t full_every = 1;   // checkpoint_full_every
 };
 
 // Each table row by id: its values and slots, and its update count.
@@ -84,6 +90,7 @@ std::pair<std::vector<std::vector<float>>, rows_by_id> fit_ids(uint32_t epochs, 
   t.threads_per_worker = 1;
   t.epochs = epochs;
   t.steps_per_epoch = 16;
+  t.steps_per_execution = r.every_steps > 0 ? 1 : t.steps_per_execution;  // callbacks see every step
   t.optimizer.set_kind(r.optimizer);
   t.optimizer.set_learning_rate(0.1f);
   t.consistency.set_mode(pb::Consistency::SYNC);
@@ -91,7 +98,7 @@ std::pair<std::vector<std::vector<float>>, rows_by_id> fit_ids(uint32_t epochs, 
   t.consistency.set_replicas_to_aggregate(1);
   auto c = train::connect_job(client.sys, job);
   BOOST_REQUIRE_MESSAGE(c, (c ? "" : describe(c.error())));
-  train::backup_and_restore backup(dir, 10, 0);
+  train::backup_and_restore backup(dir, 10, r.every_steps, r.full_every);
   auto fitted = train::fit(**c, job, {&backup});
   BOOST_REQUIRE_MESSAGE(fitted, (fitted ? "" : describe(fitted.error())));
   auto values = (*c)->placement().pull_values();
@@ -122,6 +129,36 @@ void same_ends(const std::string& dir, run before, run after) {
 BOOST_AUTO_TEST_CASE(a_dynamic_table_resumes_bit_for_bit_with_its_sketch_and_eviction_order) {
   const auto dir = make_temp_dir("test");
   same_ends(dir + "/same", {pb::Optimizer::ADAM, 2, 12}, {pb::Optimizer::ADAM, 2, 12});
+}
+
+// checkpoint_full_every = 4 with a checkpoint every 5 steps (or a little
+// later: a checkpoint counts the steps that finished while the closures
+// were held): the first run writes a full one, then ones holding the rows
+// changed since the one before; the second run resumes from the last
+// through that chain and writes a full one first.
+BOOST_AUTO_TEST_CASE(a_dynamic_table_resumes_bit_for_bit_from_an_incremental_checkpoint) {
+  const auto dir = make_temp_dir("test");
+  const run r{pb::Optimizer::ADAM, 2, 12, 5, 4};
+  same_ends(dir + "/incremental", r, r);
+  const std::string resumed = dir + "/incremental/resumed";
+  std::map<int, int64_t> base_of;  // step -> the step it builds on (-1: full)
+  for (auto& f : std::filesystem::directory_iterator(resumed)) {
+    const auto name = f.path().filename().string();
+    if (name.rfind("ckpt-", 0) != 0) continue;
+    auto records = data::read_tfrecords(f.path().string(), 1);
+    pb::CheckpointHeader header;
+    BOOST_REQUIRE(records && records->size() == 1u && header.ParseFromString(records->front()));
+    base_of[int(header.step())] = header.has_base_step() ? header.base_step() : -1;
+  }
+  BOOST_REQUIRE(base_of.count(16) == 1u);  // the first run's last: what the second resumed from
+  int64_t before = -1;
+  for (auto [step, base] : base_of) {
+    if (step <= 16) BOOST_TEST(base == before, "ckpt-" << step << " builds on " << base);
+    if (step > 16 && before <= 16) BOOST_TEST(base == -1, "the second run's first, ckpt-" << step);
+    before = step;
+  }
+  BOOST_TEST(base_of.begin()->first < 16);  // the chain 16 resumed through had an incremental link
+  BOOST_TEST(base_of.at(16) != -1);
 }
 
 BOOST_AUTO_TEST_CASE(a_dynamic_table_of_2_ps_tasks_resumes_on_3) {

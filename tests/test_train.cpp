@@ -4,14 +4,18 @@
 #define BOOST_TEST_MODULE train
 #include <boost/test/unit_test.hpp>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <optional>
+#include <tuple>
 
 #include "actors/checkpoint/checkpoint.hpp"
 #include "actors/launch/local_host.hpp"
 #include "actors/training/event_log.hpp"
 #include "actors/training/job_report.hpp"
+#include "kernels/sparse.hpp"
 #include "messages/errors.hpp"
 #include "tests/job_files.hpp"
 
@@ -82,6 +86,99 @@ BOOST_AUTO_TEST_CASE(checkpoints_round_trip_keep_the_newest_and_fall_back_past_d
   auto nowhere = save_checkpoint(dir + "/a-file/ckpt", at_step(1), 1);
   BOOST_REQUIRE(nowhere);
   BOOST_TEST(describe(nowhere) == "checkpoint directory " + dir + "/a-file/ckpt cannot be created: Not a directory");
+}
+
+namespace {
+
+// A checkpoint at `step` of one dynamic table "emb" (dim 2, one shard):
+// rows {id, last update, value}; with `base`, an incremental one holding
+// the values of the rows updated after update `since` only.
+checkpoint table_at(int64_t step, uint64_t version, std::vector<std::tuple<int64_t, uint64_t, float>> rows,
+                    std::optional<int64_t> base = std::nullopt, uint64_t since = 0) {
+  checkpoint c;
+  c.step = step;
+  c.base_step = base;
+  pb::TableData t;
+  t.set_name("emb/part_0");
+  t.set_floats(2);
+  t.set_version(version);
+  t.set_virtual_rows(kernels::kVirtualRows);
+  if (base) t.set_since(since);
+  for (auto [id, last, value] : rows) {
+    t.add_ids(id);
+    t.add_last_update(last);
+    t.add_updates(uint32_t(last));
+    const float row[2] = {value, -value};
+    if (!base || last > since) t.mutable_rows()->append(reinterpret_cast<const char*>(row), sizeof(row));
+  }
+  c.variables.push_back({"emb", {kernels::kVirtualRows, 2}, {}, {}, version, {t}});
+  return c;
+}
+
+// The restored table's rows as {id, last update, value}, in order.
+std::vector<std::tuple<int64_t, uint64_t, float>> rows_of(const checkpoint& c) {
+  std::vector<std::tuple<int64_t, uint64_t, float>> out;
+  const auto& t = c.variables.at(0).table.at(0);
+  BOOST_TEST(!t.has_since());
+  BOOST_REQUIRE(t.rows().size() == size_t(t.ids_size()) * 8);
+  for (int i = 0; i < t.ids_size(); ++i) {
+    float row[2];
+    std::memcpy(row, t.rows().data() + size_t(i) * 8, 8);
+    BOOST_TEST(row[1] == -row[0]);
+    out.emplace_back(t.ids(i), t.last_update(i), row[0]);
+  }
+  return out;
+}
+
+}  // namespace
+
+// Incremental checkpoints (training.checkpoint_full_every): restore reads
+// the chain back to its full checkpoint; keep_max keeps what a kept one
+// builds on; a damaged link skips the checkpoints built on it, saying so.
+BOOST_AUTO_TEST_CASE(incremental_checkpoints_resolve_their_chain_and_keep_their_bases) {
+  const std::string dir = make_temp_dir("test") + "/ckpt";
+  using rows = std::vector<std::tuple<int64_t, uint64_t, float>>;
+  BOOST_REQUIRE(!save_checkpoint(dir, table_at(10, 3, {{1, 1, 1.f}, {2, 2, 2.f}, {3, 3, 3.f}}), 1));
+  // Row 1 evicted, 3 updated, 4 admitted; 2 unchanged (its values stay in step 10's file).
+  BOOST_REQUIRE(!save_checkpoint(dir, table_at(20, 6, {{2, 2, 0.f}, {3, 5, 30.f}, {4, 6, 40.f}}, 10, 3), 1));
+  BOOST_REQUIRE(!save_checkpoint(dir, table_at(30, 7, {{2, 2, 0.f}, {4, 6, 0.f}, {3, 7, 300.f}}, 20, 6), 1));
+  BOOST_TEST(fs::exists(dir + "/ckpt-10.tfrecord"));  // keep_max 1, but step 30 builds on 20, 20 on 10
+  BOOST_TEST(fs::exists(dir + "/ckpt-20.tfrecord"));
+  BOOST_TEST(fs::file_size(dir + "/ckpt-30.tfrecord") < fs::file_size(dir + "/ckpt-10.tfrecord"));
+  auto r = restore_latest(dir);
+  BOOST_REQUIRE(r.latest);
+  BOOST_TEST(r.skipped.empty());
+  BOOST_TEST(r.latest->step == 30);
+  BOOST_TEST(!r.latest->base_step);
+  BOOST_TEST((rows_of(*r.latest) == rows{{2, 2, 2.f}, {4, 6, 40.f}, {3, 7, 300.f}}));
+  BOOST_TEST(r.latest->variables[0].table[0].version() == 7u);
+
+  // Step 20's file damaged: 30 cannot be resolved, 20 cannot be read; 10 is restored.
+  flip_byte(dir + "/ckpt-20.tfrecord", 6);
+  r = restore_latest(dir);
+  BOOST_REQUIRE(r.latest);
+  BOOST_TEST(r.latest->step == 10);
+  BOOST_TEST((rows_of(*r.latest) == rows{{1, 1, 1.f}, {2, 2, 2.f}, {3, 3, 3.f}}));
+  BOOST_REQUIRE(r.skipped.size() == 2u);
+  BOOST_TEST(r.skipped[0].find(dir + "/ckpt-30.tfrecord builds on a damaged checkpoint: " + dir +
+                               "/ckpt-20.tfrecord: record 1: data CRC mismatch") == 0u,
+             r.skipped[0]);
+
+  // An incremental one whose unchanged row is not so in its base is refused, naming the row.
+  BOOST_REQUIRE(!save_checkpoint(dir, table_at(40, 8, {{1, 1, 0.f}, {9, 2, 0.f}}, 10, 3), 3));
+  r = restore_latest(dir);
+  BOOST_TEST(r.latest->step == 10);
+  BOOST_REQUIRE(!r.skipped.empty());
+  BOOST_TEST(r.skipped[0] == dir +
+                                 "/ckpt-40.tfrecord: table shard 'emb/part_0': row 9 (last updated at 2) is not "
+                                 "so in the checkpoint it builds on");
+
+  // A full checkpoint frees the chain before it.
+  BOOST_REQUIRE(!save_checkpoint(dir, table_at(50, 9, {{5, 9, 5.f}}), 1));
+  BOOST_TEST(!fs::exists(dir + "/ckpt-10.tfrecord"));
+  BOOST_TEST(!fs::exists(dir + "/ckpt-30.tfrecord"));
+  BOOST_TEST((rows_of(*restore_latest(dir).latest) == rows{{5, 9, 5.f}}));
+  fs::remove_all(fs::path(dir).parent_path());
 }
 
 BOOST_AUTO_TEST_CASE(event_files_hold_checked_scalars) {

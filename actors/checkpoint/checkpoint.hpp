@@ -32,6 +32,10 @@ struct checkpoint {
   std::vector<saved_variable> variables;
   pb::SplitStatus splits;
   std::vector<uint32_t> restored_ps;  // CheckpointHeader.restored_ps: shards that may lack steps
+  // Incremental (CheckpointHeader.base_step): its tables hold the rows
+  // changed since the checkpoint of this step. Never set in a restored one
+  // (restoring resolves the chain).
+  std::optional<int64_t> base_step;
 };
 
 /// The variable `name` of `shape` in `c` (read from `dir`), or an error
@@ -52,7 +56,8 @@ struct checkpoint {
 [[nodiscard]] caf::expected<std::string> checkpoint_dir_of(const std::string& job_dir, const std::string& given);
 
 /// Writes `c` into `dir` (created with its parents), then deletes the
-/// oldest checkpoints beyond `keep_max` (>= 1).
+/// oldest checkpoints beyond `keep_max` (>= 1) but those a kept
+/// incremental one builds on.
 [[nodiscard]] caf::error save_checkpoint(const std::string& dir, const checkpoint& c, int keep_max);
 
 struct restored {
@@ -60,7 +65,9 @@ struct restored {
   std::vector<std::string> skipped;  // damaged files passed over, with why
 };
 
-/// The newest intact checkpoint of `dir` (a missing dir: none).
+/// The newest intact checkpoint of `dir` (a missing dir: none), whole: an
+/// incremental one resolved against the chain it builds on (a chain with a
+/// damaged or missing link is skipped, saying which).
 [[nodiscard]] restored restore_latest(const std::string& dir);
 
 /// The same for a command that needs one: damaged newer ones logged as

@@ -3,7 +3,6 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
-#include <iterator>
 
 #include <boost/crc.hpp>
 
@@ -36,24 +35,28 @@ uint32_t crc32c(const char* data, size_t n) {
   return crc.checksum();
 }
 
-caf::expected<std::vector<std::string>> read_tfrecords(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
+caf::expected<std::vector<std::string>> read_tfrecords(const std::string& path, size_t max_records) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) return make_error(errc::invalid_config, path + ": cannot open file");
-  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const uint64_t size = uint64_t(in.tellg());
+  in.seekg(0);
   std::vector<std::string> records;
-  for (size_t at = 0; at < bytes.size();) {
+  char header[12], crc[4];
+  for (uint64_t at = 0; at < size && records.size() < max_records;) {
     const std::string where = path + ": record " + std::to_string(records.size()) + ": ";
-    if (bytes.size() - at < 12) return make_error(errc::invalid_config, where + "truncated header");
-    const uint64_t length = load<uint64_t>(&bytes[at]);
-    if (load<uint32_t>(&bytes[at + 8]) != masked_crc(&bytes[at], 8))
+    if (size - at < 12 || !in.read(header, 12)) return make_error(errc::invalid_config, where + "truncated header");
+    const uint64_t length = load<uint64_t>(header);
+    if (load<uint32_t>(header + 8) != masked_crc(header, 8))
       return make_error(errc::invalid_config, where + "length CRC mismatch (corrupt file)");
-    if (bytes.size() - at - 12 < length + 4)
+    if (size - at - 12 < 4 || size - at - 16 < length)
       return make_error(errc::invalid_config, where + "truncated: " + std::to_string(length) + " bytes announced");
-    const char* data = &bytes[at + 12];
-    if (load<uint32_t>(data + length) != masked_crc(data, size_t(length)))
+    std::string data(size_t(length), '\0');
+    if (!in.read(data.data(), std::streamsize(length)) || !in.read(crc, 4))
+      return make_error(errc::io_error, where + "read failed");
+    if (load<uint32_t>(crc) != masked_crc(data.data(), data.size()))
       return make_error(errc::invalid_config, where + "data CRC mismatch (corrupt record)");
-    records.emplace_back(data, size_t(length));
-    at += 12 + length + 4;
+    records.push_back(std::move(data));
+    at += 16 + length;
   }
   return records;
 }

@@ -12,9 +12,10 @@
 
 namespace actorps::data {
 
-/// Every record of the file; errors name the file, the record index and
-/// what is wrong (a CRC mismatch, a truncated record).
-[[nodiscard]] caf::expected<std::vector<std::string>> read_tfrecords(const std::string& path);
+/// The file's records (its first `max_records`); errors name the file, the
+/// record index and what is wrong (a CRC mismatch, a truncated record).
+[[nodiscard]] caf::expected<std::vector<std::string>> read_tfrecords(const std::string& path,
+                                                                     size_t max_records = SIZE_MAX);
 
 /// CRC-32C (Castagnoli), the checksum TFRecord stores (masked).
 uint32_t crc32c(const char* data, size_t n);

@@ -113,7 +113,8 @@ caf::error ps_placement::assign_values(const std::vector<const float*>& values, 
   return caf::none;
 }
 
-caf::expected<std::vector<std::vector<pb::TableData>>> ps_placement::pull_tables() {
+caf::expected<std::vector<std::vector<pb::TableData>>> ps_placement::pull_tables(
+    const std::map<std::string, uint64_t>& since) {
   std::vector<std::vector<pb::TableData>> out(p_->vars.size());
   for (size_t i = 0; i < p_->vars.size(); ++i) {
     auto& var = p_->vars[i];
@@ -121,6 +122,7 @@ caf::expected<std::vector<std::vector<pb::TableData>>> ps_placement::pull_tables
     for (size_t s = 0; s < var.shards.size(); ++s) {
       pb::TableRead read;
       read.set_name(var.shard_name(s));
+      if (auto it = since.find(read.name()); it != since.end()) read.set_since(it->second);
       auto& whole = out[i].emplace_back();
       for (bool first = true;; first = false) {
         auto page = p_->ask_shard<pb::TableData>(size_t(var.shards[s].ps_task), read);

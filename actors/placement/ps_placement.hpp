@@ -14,6 +14,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -78,8 +79,11 @@ class ps_placement {
                                          const std::vector<uint64_t>* versions = nullptr);
   /// Each dynamic table's rows (of variables()[i]; empty for a dense one),
   /// one TableData per table shard with its virtual rows: what a
-  /// checkpoint saves. Read while no push reaches the shards.
-  [[nodiscard]] caf::expected<std::vector<std::vector<pb::TableData>>> pull_tables();
+  /// checkpoint saves. Read while no push reaches the shards. A table
+  /// shard named in `since` is read incrementally (TableRead.since): the
+  /// values of only its rows updated after that update count.
+  [[nodiscard]] caf::expected<std::vector<std::vector<pb::TableData>>> pull_tables(
+      const std::map<std::string, uint64_t>& since = {});
   /// Puts saved tables (per variable, as pull_tables gives them; null or
   /// empty: left as it is) into the table shards, whatever their layout.
   [[nodiscard]] caf::error load_tables(const std::vector<const std::vector<pb::TableData>*>& saved);

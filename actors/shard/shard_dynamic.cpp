@@ -103,17 +103,20 @@ namespace {
 
 // At most `max` rows of `table` from the row of `from` (none: the first)
 // into `out`, with the table's update count `version`, and its sketch when
-// they start at the first row.
-void page(const dynamic_table& table, uint64_t version, std::optional<int64_t> from, int64_t max, pb::TableData& out) {
+// they start at the first row; with `since`, the floats of only the rows
+// updated after it (an incremental checkpoint's).
+void page(const dynamic_table& table, uint64_t version, std::optional<int64_t> from, int64_t max,
+          std::optional<uint64_t> since, pb::TableData& out) {
   out.set_floats(table.row_floats());
   out.set_version(version);
+  if (since) out.set_since(*since);
   if (!from) out.set_sketch(table.sketch_bytes());
   const size_t row_bytes = size_t(table.row_floats()) * sizeof(float);
   auto* rows = out.mutable_rows();
-  rows->reserve(size_t(std::min(max, table.rows())) * row_bytes);
+  if (!since) rows->reserve(size_t(std::min(max, table.rows())) * row_bytes);
   auto next = table.for_some(from, max, [&](int64_t id, const float* row, uint64_t last, uint32_t updates) {
     out.add_ids(id);
-    rows->append(reinterpret_cast<const char*>(row), row_bytes);
+    if (!since || last > *since) rows->append(reinterpret_cast<const char*>(row), row_bytes);
     out.add_last_update(last);
     out.add_updates(updates);
   });
@@ -125,7 +128,7 @@ void page(const dynamic_table& table, uint64_t version, std::optional<int64_t> f
 pb::TableData shard_core::table_rows(const std::string& name, const variable& v) {
   pb::TableData out;
   out.set_name(name);
-  page(*v.table, v.version, std::nullopt, v.table->rows(), out);
+  page(*v.table, v.version, std::nullopt, v.table->rows(), std::nullopt, out);
   return out;
 }
 
@@ -140,7 +143,9 @@ caf::expected<pb::TableData> shard_core::table_page(const pb::TableRead& req) {
   out.set_name(req.name());
   std::optional<int64_t> from;
   if (req.has_from()) from = req.from();
-  page(*(*v)->table, (*v)->version, from, req.max_rows() == 0 ? 4096 : int64_t(req.max_rows()), out);
+  std::optional<uint64_t> since;
+  if (req.has_since()) since = req.since();
+  page(*(*v)->table, (*v)->version, from, req.max_rows() == 0 ? 4096 : int64_t(req.max_rows()), since, out);
   return out;
 }
 
@@ -150,6 +155,9 @@ caf::expected<pb::TableLoaded> shard_core::load_table(const pb::TableLoad& req) 
   if (!v) return v.error();
   auto& var = **v;
   if (!var.table) return error(errc::invalid_argument, "'" + d.name() + "' is not a dynamic table");
+  if (d.has_since())
+    return error(errc::invalid_argument, "'" + d.name() + "': an incremental page (rows changed since update " +
+                                             std::to_string(d.since()) + ") loads only resolved against its base");
   const auto n = size_t(d.ids_size());
   if ((n > 0 && d.floats() != var.table->row_floats()) || d.rows().size() != n * size_t(d.floats()) * sizeof(float) ||
       size_t(d.last_update_size()) != n || size_t(d.updates_size()) != n)

@@ -60,10 +60,19 @@ std::vector<uint32_t> restored_shards(const cluster_coordinator& c, std::vector<
   return before;
 }
 
+// PS tasks restored so far in this run.
+size_t ps_restores(const cluster_coordinator& c) {
+  const auto& events = c.recoveries().events();
+  return size_t(
+      std::count_if(events.begin(), events.end(), [](auto& e) { return e.role == "ps" && e.what == "restored"; }));
+}
+
 // The variables and their optimizer slots, as the shards hold them now;
-// `restored`: the shards restored so far (checkpoint::restored_ps).
+// `restored`: the shards restored so far (checkpoint::restored_ps); the
+// table shards named in `since` read incrementally.
 caf::expected<checkpoint> pull_checkpoint(cluster_coordinator& c, int64_t step, uint32_t epochs_done,
-                                          const pb::SplitStatus* splits, std::vector<uint32_t> restored) {
+                                          const pb::SplitStatus* splits, std::vector<uint32_t> restored,
+                                          const std::map<std::string, uint64_t>& since) {
   std::vector<uint64_t> versions;
   auto values = c.placement().pull_values(0, &versions);
   if (!values) return values.error();
@@ -81,7 +90,7 @@ caf::expected<checkpoint> pull_checkpoint(cluster_coordinator& c, int64_t step, 
     for (size_t i = 0; i < vars.size(); ++i)
       if (k <= vars[i].slot_count() && !vars[i].dynamic) ckpt.variables[i].slots.push_back(std::move((*slot)[i]));
   }
-  auto tables = c.placement().pull_tables();  // a dynamic table's rows, slots within
+  auto tables = c.placement().pull_tables(since);  // a dynamic table's rows, slots within
   if (!tables) return tables.error();
   for (size_t i = 0; i < vars.size(); ++i) ckpt.variables[i].table = std::move((*tables)[i]);
   return ckpt;
@@ -93,13 +102,30 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
 
 }  // namespace
 
+caf::expected<checkpoint> backup_and_restore::pull(cluster_coordinator& c, int64_t step, uint32_t epochs_done,
+                                                   const pb::SplitStatus* splits) {
+  const bool incremental =
+      full_every_ > 1 && incremental_ + 1 < full_every_ && !table_versions_.empty() && ps_restores(c) == ps_restores_;
+  static const std::map<std::string, uint64_t> none;
+  auto ckpt = pull_checkpoint(c, step, epochs_done, splits, restored_shards(c, restored_before_),
+                              incremental ? table_versions_ : none);
+  if (ckpt && incremental) ckpt->base_step = last_saved_;
+  return ckpt;
+}
+
 caf::error backup_and_restore::write(cluster_coordinator& c, caf::expected<checkpoint> ckpt,
                                      std::chrono::steady_clock::time_point started) {
   if (!ckpt) return ckpt.error();
   last_saved_ = ckpt->step;
-  auto err = save_checkpoint(dir_, *ckpt, int(keep_));
-  if (!err) coordinator_metrics(c.metrics()).checkpoint_seconds.observe(seconds_since(started));
-  return err;
+  std::map<std::string, uint64_t> versions;
+  for (auto& v : ckpt->variables)
+    for (auto& t : v.table) versions[t.name()] = t.version();
+  if (auto err = save_checkpoint(dir_, *ckpt, int(keep_))) return err;
+  table_versions_ = std::move(versions);
+  incremental_ = ckpt->base_step ? incremental_ + 1 : 0;
+  ps_restores_ = ps_restores(c);
+  coordinator_metrics(c.metrics()).checkpoint_seconds.observe(seconds_since(started));
+  return caf::none;
 }
 
 caf::error backup_and_restore::on_steps(cluster_coordinator& c, const step_progress& p) {
@@ -120,7 +146,7 @@ caf::expected<int64_t> backup_and_restore::save_now(cluster_coordinator& c, cons
     c.resume();
     return last_saved_;
   }
-  auto ckpt = pull_checkpoint(c, at.job_step, at.epoch - 1, at.splits, restored_shards(c, restored_before_));
+  auto ckpt = pull(c, at.job_step, at.epoch - 1, at.splits);
   c.resume();
   coordinator_metrics(c.metrics()).checkpoint_pause_seconds.observe(seconds_since(started));
   if (auto err = write(c, std::move(ckpt), started)) return err;
@@ -130,7 +156,7 @@ caf::expected<int64_t> backup_and_restore::save_now(cluster_coordinator& c, cons
 caf::error backup_and_restore::on_epoch_end(cluster_coordinator& c, const epoch_logs& logs, bool&) {
   if (logs.step == last_saved_) return caf::none;  // every closure of the epoch joined: nothing runs
   const auto started = std::chrono::steady_clock::now();
-  return write(c, pull_checkpoint(c, logs.step, logs.epoch, nullptr, restored_shards(c, restored_before_)), started);
+  return write(c, pull(c, logs.step, logs.epoch, nullptr), started);
 }
 
 caf::expected<log_files> open_log_files(const std::string& dir, const std::string& header) {

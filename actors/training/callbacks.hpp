@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <optional>
 #include <string>
 
@@ -19,10 +20,14 @@ namespace actorps::train {
 /// mid-epoch checkpoint is consistent: pulled while no closure runs
 /// (cluster_coordinator::hold), it holds the updates of exactly the steps
 /// and splits it counts as done; it resumes mid-epoch (the dataset starts afresh).
+/// With `full_every` > 1, only every that many-th checkpoint is full: the
+/// others hold the dynamic tables' rows changed since the checkpoint before
+/// (dense variables whole). A run's first checkpoint, and the first after a
+/// PS task was restored, is full.
 class backup_and_restore : public fit_callback {
  public:
-  backup_and_restore(std::string dir, uint32_t keep, uint32_t every_steps = 0)
-      : dir_(std::move(dir)), keep_(keep), every_steps_(every_steps) {}
+  backup_and_restore(std::string dir, uint32_t keep, uint32_t every_steps = 0, uint32_t full_every = 1)
+      : dir_(std::move(dir)), keep_(keep), every_steps_(every_steps), full_every_(full_every) {}
   caf::error on_train_begin(cluster_coordinator& c, fit_start& start) override;
   caf::error on_steps(cluster_coordinator& c, const step_progress& p) override;
   caf::error on_epoch_end(cluster_coordinator& c, const epoch_logs& logs, bool& stop) override;
@@ -33,9 +38,18 @@ class backup_and_restore : public fit_callback {
  private:
   caf::error write(cluster_coordinator& c, caf::expected<checkpoint> ckpt,
                    std::chrono::steady_clock::time_point started);
+  // The checkpoint of where training is now: incremental when it may be.
+  caf::expected<checkpoint> pull(cluster_coordinator& c, int64_t step, uint32_t epochs_done,
+                                 const pb::SplitStatus* splits);
   std::string dir_;
-  uint32_t keep_, every_steps_;
+  uint32_t keep_, every_steps_, full_every_;
   int64_t last_saved_ = -1;
+  // Of the last checkpoint this run wrote: each table shard's update count
+  // (what the next incremental one reads rows changed since), incremental
+  // ones since the last full one, PS restores the job had seen.
+  std::map<std::string, uint64_t> table_versions_;
+  uint32_t incremental_ = 0;
+  size_t ps_restores_ = 0;
   std::vector<uint32_t> restored_before_;  // the resumed checkpoint's restored_ps
 };
 

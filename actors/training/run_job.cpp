@@ -162,7 +162,8 @@ int train_job(const job_spec& job, std::function<void(int64_t)> on_step, const s
   std::unique_ptr<train::backup_and_restore> backup;
   if (!t.checkpoint_dir.empty()) {
     train::clear_final(t.checkpoint_dir);  // training again: a sidecar evaluator waits for the new end
-    backup = std::make_unique<train::backup_and_restore>(t.checkpoint_dir, t.checkpoint_keep, t.checkpoint_steps);
+    backup = std::make_unique<train::backup_and_restore>(t.checkpoint_dir, t.checkpoint_keep, t.checkpoint_steps,
+                                                         t.checkpoint_full_every);
   }
   std::optional<train::preemption> preempted;
   if (deployed)  // before the actor system starts its threads
