@@ -57,7 +57,7 @@ int64_t batch_size(const pb::DatasetSpec& spec) {
 
 // A dynamic table's copy on a worker holds the rows of one batch's ids:
 // as many as the largest batch (training or evaluation) holds ids of its
-// input. What a job with dynamic tables cannot do yet is refused.
+// input. cache_steps under consistency sync is refused.
 caf::error size_dynamic_tables(job_spec& job, const std::string& path) {
   const int64_t batch = std::max(batch_size(job.train), batch_size(job.eval));
   bool any = false;
@@ -73,11 +73,6 @@ caf::error size_dynamic_tables(job_spec& job, const std::string& path) {
       return make_error(errc::invalid_config, path + ": layer '" + l.name +
                                                   "': cache_steps under consistency \"sync\" (a SYNC step reads "
                                                   "the values of its step: no cache)");
-  auto refuse = [&](const char* what) {
-    return make_error(errc::invalid_config, path + ": " + what + " (dynamic tables do not move yet)");
-  };
-  if (job.training.variable_partitioner.type == partitioner::kind::load)
-    return refuse("[training] partitioner = \"load\" with a dynamic table");
   return caf::none;
 }
 

@@ -8,6 +8,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <filesystem>
+#include <sstream>
 
 #include "actors/launch/local_host.hpp"
 #include "actors/training/job_report.hpp"
@@ -42,12 +43,14 @@ std::string dynamic_job(const std::string& dir, int steps, const std::string& ex
 }
 
 // `actorps local` of the job at `path` (made by dynamic_job in `dir`): its
-// report, which must hold a test AUC.
-train::job_report run_local(const std::string& dir, const std::string& path) {
+// report, which must hold a test AUC; its stderr (the coordinator's log)
+// into `log` when given.
+train::job_report run_local(const std::string& dir, const std::string& path, std::string* log = nullptr) {
   auto res = run_command({ACTORPS_BIN, "local", path, "--log", dir + "/job.log"}, 120s, dir + "/cli.log");
   BOOST_REQUIRE(res);
   BOOST_TEST_MESSAGE(res->out);
   BOOST_REQUIRE_MESSAGE(res->exit_code == 0, res->out);
+  if (log != nullptr) *log = read_file(dir + "/cli.log");
   auto report = train::read_report(dir + "/run/logs/report.json");
   BOOST_REQUIRE_MESSAGE(report, (report ? "" : to_string(report.error())));
   BOOST_REQUIRE(report->test_auc.has_value());
@@ -90,6 +93,45 @@ BOOST_AUTO_TEST_CASE(a_replicated_dynamic_table_fails_over_with_its_rows) {
     BOOST_TEST(t.rows > 0);
     BOOST_TEST(t.rows <= kMaxRows);
     BOOST_TEST(t.admitted == t.evicted + uint64_t(t.rows));  // the promoted backup counted every push
+  }
+  std::filesystem::remove_all(dir);
+}
+
+BOOST_AUTO_TEST_CASE(the_load_partitioner_moves_a_table_shard_while_the_job_learns) {
+  // partitioner = "load", a look every second. The dense variables stay
+  // whole (num_shards = 1) and the top MLP's first kernel is widened to
+  // [367, 512] (751 KB, pulled and pushed whole each step): the PS task it
+  // lands on is the busiest, and the move that leaves it lowest is that of
+  // its table shard (a hash range, about half the table's traffic) to the
+  // other task. The table shard moves live (rows in pages, then the sparse
+  // pushes of the meantime); every move succeeds, the rows still add up,
+  // and the job learns.
+  const std::string dir = make_temp_dir("test");
+  const auto path = dynamic_job(dir, 600);  // ~5 s: looks after the move too
+  auto text = read_file(path);
+  replace_all(text, "partitioner = \"fixed\"",
+              "partitioner = \"load\"\nrebalance_interval_s = 1\nmax_load_ratio = 1.05\n#");
+  replace_all(text, "num_shards = 2\n", "num_shards = 1\n");
+  BOOST_REQUIRE(count_of(text, "units = 128\n") == 1u);
+  replace_all(text, "units = 128\n", "units = 512\n");
+  std::ofstream(path) << text;
+  std::string log;
+  const auto report = run_local(dir, path, &log);
+  std::istringstream lines(log);
+  for (std::string line; std::getline(lines, line);)
+    if (line.find("coordinator: PS load") != std::string::npos || line.find("coordinator: moved") != std::string::npos)
+      BOOST_TEST_MESSAGE(line);
+  BOOST_TEST(count_of(log, "coordinator: PS load max/mean") >= 2u, log);
+  BOOST_TEST(count_of(log, "coordinator: moved 'fields/") >= 1u, log);  // a table shard: fields/embeddings/part_<i>
+  BOOST_TEST(count_of(log, "rebalancing:") == 0u, log);                 // no move failed or was given up
+  BOOST_TEST(*report.test_auc > 0.65);
+  BOOST_REQUIRE(report.tables.size() == 2u);
+  for (auto& t : report.tables) {
+    BOOST_TEST_MESSAGE("ps:" << t.ps << " " << t.name << ": " << t.rows << " rows, " << t.admitted << " admitted, "
+                             << t.evicted << " evicted, " << t.dropped << " dropped");
+    BOOST_TEST(t.rows > 0);
+    BOOST_TEST(t.rows <= kMaxRows);
+    BOOST_TEST(t.admitted == t.evicted + uint64_t(t.rows));  // the counters moved with the rows
   }
   std::filesystem::remove_all(dir);
 }

@@ -5,6 +5,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <cstring>
+#include <functional>
 
 #include "actors/shard/shard_core.hpp"
 #include "actors/variables/ps_client.hpp"
@@ -49,6 +50,14 @@ shard_core table_core(int part, uint32_t min_count, uint64_t max_rows = 0,
   *req.add_variables() = table_spec(part, min_count, max_rows, kind);
   BOOST_REQUIRE(core.create(req));
   return core;
+}
+
+// The same sparse push of `g` to `ids` of "t", keyed by `closure`, on each of `cores`.
+void push_all(std::initializer_list<shard_core*> cores, uint64_t closure, const std::vector<int64_t>& ids, float g) {
+  for (auto* core : cores) {
+    auto done = core->apply_rows(rows_push(closure, "t", ids, kDim, g));
+    BOOST_REQUIRE_MESSAGE(done, (done ? "" : to_string(done.error())));
+  }
 }
 
 std::vector<float> read(shard_core& core, const std::vector<int64_t>& ids) {
@@ -121,10 +130,6 @@ BOOST_AUTO_TEST_CASE(ids_of_another_shard_and_dense_requests_are_refused_whole) 
   pb::Pull all;  // "every variable": the dense ones, none here
   BOOST_REQUIRE(core.read(all));
   BOOST_TEST(core.read(all)->tensors_size() == 0);
-  pb::MoveOut move;  // a table does not move yet
-  move.set_step(pb::MoveOut::BEGIN);
-  move.set_name("t");
-  BOOST_TEST(!core.move_out(move, false));
 }
 
 BOOST_AUTO_TEST_CASE(workers_send_each_id_to_the_shard_of_its_virtual_row) {
@@ -200,6 +205,10 @@ BOOST_AUTO_TEST_CASE(a_snapshot_and_a_split_carry_every_row_with_its_order_and_s
   BOOST_REQUIRE(!copy.restore(core.snapshot()));
   BOOST_TEST(read(copy, ids) == read(core, ids), boost::test_tools::per_element());
   BOOST_TEST(copy.stats().tables(0).rows() == 3);  // max_rows 3: ids[0] went
+  BOOST_TEST(copy.stats().tables_size() == 1);
+  BOOST_TEST(copy.stats().tables(0).admitted() == core.stats().tables(0).admitted());  // its counters too
+  BOOST_TEST(copy.stats().tables(0).evicted() == 1u);
+  BOOST_TEST(copy.stats().tables(0).dropped() == core.stats().tables(0).dropped());
   // The same pushes on both: the same admissions (sketch) and evictions (order).
   for (auto* c : {&core, &copy})
     for (size_t i = 4; i < 8; ++i) BOOST_REQUIRE(c->apply_rows(rows_push(200 + i, "t", {ids[i]}, kDim, 1.0f)));
@@ -270,4 +279,186 @@ BOOST_AUTO_TEST_CASE(table_pages_load_into_another_core_with_their_order_sketch_
         BOOST_REQUIRE(core->apply_rows(rows_push(100 + i * 2 + twice, "t", {more[i]}, kDim, 1.0f)));
   BOOST_TEST(read(into, more) == read(from, more), boost::test_tools::per_element());
   BOOST_TEST(into.stats().tables(0).rows() == from.stats().tables(0).rows());
+}
+
+namespace {
+
+pb::MoveOut move_req(pb::MoveOut::Step step, int64_t offset = 0, int64_t count = 0) {
+  pb::MoveOut req;
+  req.set_step(step);
+  req.set_name("t");
+  req.set_offset(offset);
+  req.set_count(count);
+  req.set_to_ps(1);
+  return req;
+}
+
+// Every change `source` logged for "t" so far, replayed on `target`: the
+// target's update count of "t" after.
+uint64_t catch_up(shard_core& source, shard_core& target) {
+  uint64_t version = 0;
+  for (bool more = true; more;) {
+    auto log = source.move_out(move_req(pb::MoveOut::CATCH_UP), false);
+    BOOST_REQUIRE_MESSAGE(log, (log ? "" : to_string(log.error())));
+    more = log->more();
+    pb::MoveIn replay;
+    replay.set_step(pb::MoveIn::REPLAY);
+    replay.set_name("t");
+    replay.mutable_log()->Swap(log->mutable_log());
+    auto done = target.move_in(replay);
+    BOOST_REQUIRE_MESSAGE(done, (done ? "" : to_string(done.error())));
+    version = done->version();
+  }
+  return version;
+}
+
+// Table shard "t" from `source` (ps shard 0) to `target` as
+// actors/placement/shard_move.cpp moves it: BEGIN, IMPORT, pages of
+// `page_rows` rows each written at once, a catch-up round, FINISH, the
+// last changes. `during(k)` runs before page k is read and `during(-1)`
+// before FINISH: what it pushes to the source is logged and replayed.
+// The pages it took.
+int move_table(shard_core& source, shard_core& target, int64_t page_rows, const std::function<void(int)>& during) {
+  auto begun = source.move_out(move_req(pb::MoveOut::BEGIN), false);
+  BOOST_REQUIRE_MESSAGE(begun, (begun ? "" : to_string(begun.error())));
+  pb::MoveIn import;
+  import.set_step(pb::MoveIn::IMPORT);
+  *import.mutable_header() = begun->header();
+  BOOST_REQUIRE(target.move_in(import));
+  int pages = 0;
+  for (int64_t at = 0;; ++pages) {
+    during(pages);
+    auto read = source.move_out(move_req(pb::MoveOut::READ, at, page_rows), false);
+    BOOST_REQUIRE_MESSAGE(read, (read ? "" : to_string(read.error())));
+    BOOST_TEST(read->table().ids_size() <= page_rows);
+    at += read->table().ids_size();
+    pb::MoveIn write;
+    write.set_step(pb::MoveIn::WRITE);
+    *write.mutable_table() = read->table();
+    auto written = target.move_in(write);
+    BOOST_REQUIRE_MESSAGE(written, (written ? "" : to_string(written.error())));
+    if (!read->table().has_next()) break;
+  }
+  catch_up(source, target);
+  during(-1);
+  auto finished = source.move_out(move_req(pb::MoveOut::FINISH), false);
+  BOOST_REQUIRE(finished);
+  BOOST_TEST(catch_up(source, target) == finished->version());  // the mover's check before the switch
+  return pages + 1;
+}
+
+// `a` and `b` hold table "t" alike, bit for bit: each row's values and
+// optimizer slots, last update and update count, in the same eviction
+// order; the same sketch, counters and update count.
+void expect_same_table(const shard_core& a, shard_core& b) {
+  const auto *x = a.table("t"), *y = b.table("t");
+  BOOST_REQUIRE(x != nullptr);
+  BOOST_REQUIRE(y != nullptr);
+  struct row {
+    int64_t id;
+    std::string floats;
+    uint64_t last;
+    uint32_t updates;
+  };
+  auto rows_of = [](const dynamic_table& t) {
+    std::vector<row> out;
+    t.for_each([&](int64_t id, const float* r, uint64_t last, uint32_t updates) {
+      out.push_back({id, std::string(reinterpret_cast<const char*>(r), size_t(t.row_floats()) * 4), last, updates});
+    });
+    return out;
+  };
+  const auto rx = rows_of(*x), ry = rows_of(*y);
+  BOOST_REQUIRE(rx.size() == ry.size());
+  for (size_t i = 0; i < rx.size(); ++i) {
+    BOOST_TEST(rx[i].id == ry[i].id, "row " << i << " of the eviction order");
+    BOOST_TEST((rx[i].floats == ry[i].floats), "id " << rx[i].id << ": values and slots differ");
+    BOOST_TEST(rx[i].last == ry[i].last, "id " << rx[i].id);
+    BOOST_TEST(rx[i].updates == ry[i].updates, "id " << rx[i].id);
+  }
+  BOOST_TEST((x->sketch_bytes() == y->sketch_bytes()));
+  BOOST_TEST(x->counts().admitted == y->counts().admitted);
+  BOOST_TEST(x->counts().evicted == y->counts().evicted);
+  BOOST_TEST(x->counts().dropped == y->counts().dropped);
+  auto version = [](const shard_core& c) {
+    const auto snap = c.snapshot();
+    for (auto& v : snap.variables())
+      if (v.spec().name() == "t") return v.version();
+    return uint64_t(0);
+  };
+  BOOST_TEST(version(a) == version(b));
+}
+
+}  // namespace
+
+// An Adam table shard moves while pushes reach it: to rows copied already,
+// to rows not copied yet and to ids without a row. The target ends as the
+// source was at FINISH and as a core that got every push unmoved, bit for
+// bit; the source redirects pushes after FINISH; the same pushes on the
+// target and the unmoved core afterwards keep them equal.
+BOOST_AUTO_TEST_CASE(a_table_shard_moves_under_adam_with_the_pushes_made_meanwhile) {
+  auto source = table_core(0, 1, 0, pb::Optimizer::ADAM), unmoved = table_core(0, 1, 0, pb::Optimizer::ADAM);
+  shard_core target(1, {}, 0);
+  const auto ids = ids_of_part(0, 20);
+  for (size_t i = 0; i < 10; ++i)  // 10 rows, ids[i] updated i % 3 + 1 times
+    for (size_t k = 0; k <= i % 3; ++k)
+      push_all({&source, &unmoved}, 10 + i * 3 + k, {ids[i]}, 0.1f * float(i + k) - 0.4f);
+  uint64_t key = 100;
+  const int pages = move_table(source, target, 3, [&](int page) {
+    const size_t p = page < 0 ? 4 : size_t(page);  // an id copied, one not yet, one without a row
+    push_all({&source, &unmoved}, key++, {ids[0], ids[9 - p], ids[10 + p]}, 0.3f + 0.05f * float(p));
+  });
+  BOOST_TEST(pages == 4);  // the 10 rows BEGIN froze, 3 a page
+  expect_same_table(source, target);
+  expect_same_table(unmoved, target);
+  BOOST_TEST(target.stats().tables(0).rows() == 15);
+  BOOST_TEST(target.stats().tables(0).admitted() == 15u);
+  BOOST_TEST(read(target, ids) == read(unmoved, ids), boost::test_tools::per_element());
+
+  auto after = source.apply_rows(rows_push(key, "t", {ids[1]}, kDim, 1.0f));
+  BOOST_REQUIRE(!after);
+  BOOST_CHECK(after.error() == errc::moved);
+  BOOST_TEST(to_string(after.error()).find("'t' moved to ps:1") != std::string::npos, to_string(after.error()));
+  BOOST_TEST(target.apply_rows(rows_push(100, "t", {ids[0]}, kDim, 1.0f))->duplicates() == 1u);  // applied meanwhile
+  BOOST_REQUIRE(source.move_out(move_req(pb::MoveOut::DROP), false));
+  BOOST_TEST(source.table("t") == nullptr);
+  for (size_t i = 0; i < 20; i += 3) push_all({&target, &unmoved}, key++, {ids[i], ids[19 - i]}, -0.2f);
+  expect_same_table(unmoved, target);
+}
+
+// min_count = 2 and max_rows = 6 under Adagrad: ids seen once before the
+// move are admitted by their second push during it only if the target
+// got the sketch; rows past the cap go in the eviction order the pages
+// kept. Bad reads and writes change nothing.
+BOOST_AUTO_TEST_CASE(a_table_shard_with_min_count_and_max_rows_moves_with_its_sketch_and_eviction_order) {
+  auto source = table_core(0, 2, 6, pb::Optimizer::ADAGRAD), unmoved = table_core(0, 2, 6, pb::Optimizer::ADAGRAD);
+  shard_core target(1, {}, 0);
+  const auto ids = ids_of_part(0, 16);
+  uint64_t key = 1;
+  for (size_t i = 0; i < 8; ++i)  // ids[0..7] admitted (2 pushes), 6 kept; ids[8..15] seen once
+    for (int twice = 0; twice < 2; ++twice) push_all({&source, &unmoved}, key++, {ids[i]}, 0.25f * float(i) - 1.0f);
+  for (size_t i = 8; i < 16; ++i) push_all({&source, &unmoved}, key++, {ids[i]}, 0.5f);
+  BOOST_REQUIRE(source.stats().tables(0).rows() == 6);
+  const int pages = move_table(source, target, 4, [&](int page) {
+    if (page == 1) {                                                            // the bad requests change nothing
+      BOOST_TEST(!source.move_out(move_req(pb::MoveOut::READ, 0, 0), false));   // no row asked for
+      BOOST_TEST(!source.move_out(move_req(pb::MoveOut::READ, 99, 4), false));  // past its rows
+      pb::MoveIn dense;
+      dense.set_step(pb::MoveIn::WRITE);
+      *dense.mutable_chunk() = slice("t", {1, 2, 3, 4});
+      BOOST_TEST(!target.move_in(dense));
+    }
+    if (page < 0) page = 2;
+    // ids seen once: admitted now at their second push, each evicting the least recently updated
+    push_all({&source, &unmoved}, key++, {ids[8 + size_t(page) * 2], ids[9 + size_t(page) * 2], ids[7]}, 0.75f);
+  });
+  BOOST_TEST(pages == 2);
+  expect_same_table(source, target);
+  expect_same_table(unmoved, target);
+  const auto t = target.stats().tables(0);
+  BOOST_TEST(t.rows() == 6);
+  BOOST_TEST(t.admitted() == t.evicted() + uint64_t(t.rows()));
+  BOOST_TEST(t.admitted() == 14u);  // 8 before, 6 during
+  BOOST_TEST(t.dropped() == 16u);   // each id's first sighting
+  for (size_t i = 0; i < 16; ++i) push_all({&target, &unmoved}, key++, {ids[i], ids[15 - i]}, 0.125f);
+  expect_same_table(unmoved, target);
 }

@@ -223,6 +223,31 @@ BOOST_AUTO_TEST_CASE(sketch_round_trips) {
   BOOST_CHECK_THROW(b.set_sketch("abc"), std::invalid_argument);
 }
 
+// 200,000 ids seen once each, min_count 2: a capped table's sketch (2 x
+// max_rows counters per row) lets few pass as seen twice; the 2^16 one of
+// an uncapped table, saturating, many. (Ids admitted here are false
+// admissions: no id was seen twice.)
+BOOST_AUTO_TEST_CASE(a_capped_tables_sketch_grows_with_max_rows_and_admits_few_ids_seen_once) {
+  auto admitted_of_once_seen = [](uint64_t max_rows, size_t sketch_bytes) {
+    auto o = options(2, {}, kernels::initializer::kind::zeros);
+    o.min_count = 2;
+    o.max_rows = max_rows;
+    dynamic_table t(o);
+    BOOST_TEST(t.sketch_bytes().size() == sketch_bytes);
+    for (uint64_t i = 0; i < 200000; ++i) t.admit(int64_t((i * 0x9E3779B97F4A7Cull) >> 1));
+    return t.counts().admitted;
+  };
+  const uint64_t capped = admitted_of_once_seen(100000, size_t(4) << 18);
+  const uint64_t uncapped = admitted_of_once_seen(0, size_t(4) << 16);
+  BOOST_TEST_MESSAGE("false admissions of 200,000 ids seen once: " << capped << " (2^18) vs " << uncapped << " (2^16)");
+  BOOST_TEST(capped < 200000u / 20);  // under 5%
+  BOOST_TEST(uncapped > 4 * capped);
+  auto o = options(2, {}, kernels::initializer::kind::zeros);
+  o.min_count = 2;
+  o.max_rows = uint64_t(1) << 40;
+  BOOST_TEST(dynamic_table(o).sketch_bytes().size() == size_t(4) << 22);  // at most 16 MiB
+}
+
 BOOST_AUTO_TEST_CASE(ttl_evicts_rows_not_updated) {
   auto o = options(2, {}, kernels::initializer::kind::zeros);
   o.ttl_steps = 10;

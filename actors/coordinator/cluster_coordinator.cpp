@@ -131,6 +131,11 @@ caf::expected<pb::DatasetInfo> cluster_coordinator::create_per_worker_dataset(co
   if (int64_t(info->features()) != p_->input_size)
     return make_error(errc::invalid_config, fmt::format("{}: examples of {} features, the model takes {}", where,
                                                         info->features(), p_->input_size));
+  if (info->bad_lines() > 0)
+    spdlog::warn(
+        "coordinator: {}: {} malformed line(s) skipped at its source (bad_lines = \"skip\"; the "
+        "workers' logs name the first of each file)",
+        where, info->bad_lines());
   p_->datasets[name] = *info;
   return *info;
 }

@@ -1,5 +1,6 @@
 #include "actors/placement/shard_move.hpp"
 
+#include <algorithm>
 #include <chrono>
 
 #include <fmt/format.h>
@@ -74,9 +75,33 @@ struct mover {
                                                   target_version->version(), source_version));
   }
 
+  // A dynamic table's frozen copy, page by page in its eviction order
+  // (each row's values and slots together): the target puts them in it.
+  caf::error copy_table(const pb::VariableSpec& spec) {
+    const int slots = kernels::slot_count(static_cast<kernels::optimizer_kind>(spec.optimizer().kind()));
+    int64_t row_bytes = 4 * (1 + slots);
+    for (int d = 1; d < spec.shape_size(); ++d) row_bytes *= spec.shape(d);
+    const int64_t page_rows = std::max<int64_t>(1, kDefaultChunkBytes / row_bytes);
+    for (int64_t at = 0;;) {
+      auto read = out(pb::MoveOut::READ, at, page_rows);
+      if (!read) return read.error();
+      const bool more = read->table().has_next();
+      if (more && read->table().ids_size() == 0)
+        return make_error(errc::internal, fmt::format("its source's page at row {} is empty, yet more follow", at));
+      at += read->table().ids_size();
+      report.bytes += int64_t(read->table().rows().size());
+      pb::MoveIn write;
+      write.set_step(pb::MoveIn::WRITE);
+      write.mutable_table()->Swap(read->mutable_table());
+      if (auto done = in(std::move(write)); !done) return done.error();
+      if (!more) return caf::none;
+    }
+  }
+
   // The frozen copy, chunk by chunk: the values, then each optimizer slot.
   caf::error copy(const pb::ShardSnapshot& header) {
     const auto& spec = header.variables(0).spec();
+    if (spec.has_dynamic()) return copy_table(spec);
     int64_t elements = 1;
     for (auto d : spec.shape()) elements *= d;
     const int slots = kernels::slot_count(static_cast<kernels::optimizer_kind>(spec.optimizer().kind()));

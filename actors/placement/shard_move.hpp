@@ -1,7 +1,8 @@
 // Moving one variable shard (a row range of a variable) from its PS task to
 // another while training runs, as ps.proto MoveOut describes: the source
 // freezes a copy and logs the changes it applies from then on; the copy
-// goes to the target in chunks, then the logged changes in rounds; at
+// goes to the target in chunks (a dynamic table's in pages of rows, in
+// their eviction order), then the logged changes in rounds; at
 // FINISH the source stops serving the shard (errc::moved, naming the
 // target) and hands over its last changes; once the target replayed them,
 // `switch_routing` points the job's routing at the target and the source
@@ -24,7 +25,7 @@
 namespace actorps {
 
 struct move_report {
-  int64_t bytes = 0;     // values and optimizer slots copied
+  int64_t bytes = 0;     // values and optimizer slots copied (a dynamic table's rows: both)
   int catch_ups = 0;     // rounds of logged changes before FINISH
   int64_t changes = 0;   // logged changes replayed on the target, the last ones' included
   double copy_s = 0;     // BEGIN until FINISH

@@ -12,11 +12,21 @@ namespace actorps {
 // a translation unit with others, hence specific names and no using-declarations.
 namespace {
 
-// The admission sketch: 4 rows of 2^16 one-byte counters (256 KiB), indexed
-// by the four 16-bit quarters of one 64-bit hash.
+// The admission sketch: 4 rows of 2^16 one-byte counters (256 KiB), more
+// for a table with max_rows (sketch_bits); a row's counter is indexed by a
+// 16-bit quarter of one 64-bit hash, widened by bits of a second one.
 constexpr int kSketchDepth = 4;
-constexpr int kSketchWidthBits = 16;
-constexpr uint64_t kSketchWidth = uint64_t(1) << kSketchWidthBits;
+constexpr uint32_t kSketchMinBits = 16, kSketchMaxBits = 22;
+
+// Counters per sketch row (as bits): the next power of two >= 2 x max_rows,
+// 2^16 to 2^22 (16 MiB), so that a capped shard, which sees a few times
+// max_rows distinct ids between evictions, rarely takes an id seen once for
+// one seen twice (2^16 for 100,000 distinct ids: about 1 in 5).
+uint32_t sketch_bits(uint64_t max_rows) {
+  uint32_t bits = kSketchMinBits;
+  while (bits < kSketchMaxBits && (uint64_t(1) << bits) < 2 * max_rows) ++bits;
+  return bits;
+}
 // Offsets the sketch's hash from id_hash: a shard owns a range of virtual
 // rows (id_hash's top bits, nearly constant on one shard) and the index uses
 // its low bits; the sketch's counters must not follow either.
@@ -43,7 +53,8 @@ dynamic_table::dynamic_table(dynamic_table_options o) : opts_(std::move(o)) {
     --slab_shift_;
   slab_mask_ = (uint32_t(1) << slab_shift_) - 1;
   index_.assign(kFirstIndexSlots, kNone);
-  if (opts_.min_count > 1) sketch_.assign(kSketchDepth * kSketchWidth, 0);
+  sketch_bits_ = sketch_bits(opts_.max_rows);
+  if (opts_.min_count > 1) sketch_.assign(size_t(kSketchDepth) << sketch_bits_, 0);
 }
 
 void dynamic_table::read(int64_t id, float* out) const {
@@ -278,11 +289,13 @@ void dynamic_table::initial_values(int64_t id, float* out) const {
 // min_count. Conservative update (only the counters at the minimum grow):
 // collisions inflate an estimate less, so fewer rare ids get rows.
 bool dynamic_table::sighted_enough(int64_t id) {
-  const uint64_t h = kernels::pointwise::mix(id_hash(id) + kSketchSalt);
+  const uint64_t h = kernels::pointwise::mix(id_hash(id) + kSketchSalt), wide = kernels::pointwise::mix(h);
+  const uint64_t high_mask = (uint64_t(1) << (sketch_bits_ - kSketchMinBits)) - 1;
   uint8_t* counter[kSketchDepth];
   uint8_t low = UINT8_MAX;
   for (int d = 0; d < kSketchDepth; ++d) {
-    counter[d] = &sketch_[d * kSketchWidth + ((h >> (d * kSketchWidthBits)) & (kSketchWidth - 1))];
+    const uint64_t at = ((h >> (d * 16)) & 0xFFFF) | (((wide >> (d * 16)) & high_mask) << 16);
+    counter[d] = &sketch_[(size_t(d) << sketch_bits_) + at];
     low = std::min(low, *counter[d]);
   }
   if (low < UINT8_MAX)

@@ -21,7 +21,8 @@ struct dynamic_table_options {
   int dim = 0;                   // floats per row, > 0
   std::vector<float> slot_init;  // one per optimizer slot: its initial value (Adagrad's accumulator 0.1, Adam's 0)
   kernels::initializer init;     // a row's first values, seeded by the id (dynamic_table::read says how)
-  uint32_t min_count = 1;        // sightings of an id before its row is created, 1..255 (1: at once, no sketch kept)
+  uint32_t min_count = 1;        // sightings of an id before its row is created, 1..255 (1: at once, no sketch kept;
+                                 // else 4 x 2^16 one-byte counters, up to 4 x 2^22 for 2 x max_rows)
   uint64_t ttl_steps = 0;        // 0: rows never expire; else a row not updated in the last ttl_steps steps goes
   uint64_t max_rows = 0;         // 0: no cap; else the least recently updated rows beyond it are evicted
 };
@@ -99,6 +100,8 @@ class dynamic_table {
     uint64_t admitted = 0, evicted = 0, dropped = 0;
   };
   const counters& counts() const { return counts_; }
+  /// Sets them (a moved table shard's target takes its source's).
+  void set_counts(const counters& c) { counts_ = c; }
   /// Bytes the table holds: slabs, index, per-row metadata, sketch. Slabs are
   /// kept once allocated (freed rows are reused), so it tracks the most rows
   /// ever live, not rows().
@@ -155,6 +158,7 @@ class dynamic_table {
   int64_t rows_ = 0;
   uint64_t clock_ = 0;           // the latest step seen: a new row's last update
   std::vector<uint8_t> sketch_;  // count-min: kSketchDepth rows of saturating counters (min_count > 1 only)
+  uint32_t sketch_bits_ = 0;     // each row's counters: 2^sketch_bits_ (from max_rows)
   counters counts_;
 };
 

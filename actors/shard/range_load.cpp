@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <array>
 
+#include "kernels/sparse.hpp"
+
 namespace actorps {
 
 range_load::range_load(int64_t rows, int64_t row_size)
@@ -29,14 +31,21 @@ void range_load::elements(int64_t offset, int64_t count) {
   }
 }
 
-void range_load::rows(const int64_t* ids, int n) {
+template <class RowOf>
+void range_load::count_rows(int n, RowOf&& row_of) {
   std::array<uint64_t, kLoadRanges> per_range{};
-  for (int i = 0; i < n; ++i) {
-    ++per_range[size_t(ids[i] / per_range_)];
-    count_hot(ids[i]);
-  }
+  for (int i = 0; i < n; ++i) ++per_range[size_t(row_of(i) / per_range_)];
   for (size_t r = 0; r < ranges_.size(); ++r)
     if (per_range[r] > 0) count(r, per_range[r], per_range[r] * uint64_t(row_size_) * 4);
+}
+
+void range_load::rows(const int64_t* ids, int n) {
+  count_rows(n, [&](int i) { return ids[i]; });
+  for (int i = 0; i < n; ++i) count_hot(ids[i]);
+}
+
+void range_load::table_ids(const int64_t* ids, int n, int64_t first_row) {
+  count_rows(n, [&](int i) { return std::clamp<int64_t>(kernels::virtual_row(ids[i]) - first_row, 0, rows_ - 1); });
 }
 
 // Space-Saving: a row not counted takes the place of the least counted one

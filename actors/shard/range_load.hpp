@@ -31,6 +31,11 @@ class range_load {
   void elements(int64_t offset, int64_t count);
   /// A pull or push of rows `ids` (checked; repeats count each time).
   void rows(const int64_t* ids, int n);
+  /// A pull or push of a dynamic table's `ids` (checked) on a shard whose
+  /// virtual rows start at `first_row`: counted as rows() counts, by their
+  /// virtual rows, but with no hot rows (a table shard moves whole: its
+  /// ids are spread by hash, and placement does not split it by load).
+  void table_ids(const int64_t* ids, int n, int64_t first_row);
 
   /// Appends its ranges and hot rows (most requested first) to `out`.
   void fill(const std::string& name, pb::ShardStats& out) const;
@@ -50,6 +55,8 @@ class range_load {
     uint64_t count = 0, error = 0;
   };
   void count(size_t r, uint64_t rows, uint64_t bytes);
+  template <class RowOf>
+  void count_rows(int n, RowOf&& row_of);
   void count_hot(int64_t id);
 
   int64_t rows_, row_size_, per_range_;

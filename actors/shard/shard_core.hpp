@@ -104,9 +104,10 @@ class shard_core {
   pb::ShardSnapshot snapshot() const;
   [[nodiscard]] caf::error restore(const pb::ShardSnapshot& snap);
   /// Moving a variable shard to another PS task (ps.proto MoveOut; in
-  /// shard_snapshot.cpp). At the source: BEGIN freezes a copy and logs
-  /// every change applied to the shard from then on; FINISH makes every
-  /// request naming it an errc::moved naming the target. A `replica` (a
+  /// shard_snapshot.cpp, a dynamic table's pages in table_move.cpp). At
+  /// the source: BEGIN freezes a copy and logs every change applied to
+  /// the shard from then on; FINISH makes every request naming it an
+  /// errc::moved naming the target. A `replica` (a
   /// backup, which gets its primary's FINISH, DROP and ABORT) only marks.
   /// SPLIT cuts a table's shard in two here (a backup too).
   [[nodiscard]] caf::expected<pb::MoveData> move_out(const pb::MoveOut& req, bool replica);
@@ -194,6 +195,13 @@ class shard_core {
   void log_change(pb::MoveChange change);
   caf::expected<pb::MoveData> begin_move(const std::string& name);
   caf::expected<pb::MoveData> read_frozen(const pb::MoveOut& req) const;
+  // A dynamic table's move (table_move.cpp): at BEGIN its rows in their
+  // eviction order and its counters; pages of them; a page put in order at
+  // the target; the counters the target's table starts from.
+  static pb::TableData freeze_table(const std::string& name, const variable& v, pb::ShardStats& counters);
+  caf::expected<pb::MoveData> read_frozen_table(const pb::MoveOut& req) const;
+  caf::error write_table(const pb::TableData& page);
+  static void import_table_counts(variable& v, const pb::ShardSnapshot& header);
   pb::MoveData drain_log();
   caf::error import(const pb::ShardSnapshot& header);
   caf::expected<pb::MoveData> split(const pb::MoveOut& req);
@@ -213,10 +221,12 @@ class shard_core {
   std::vector<float> scratch_;                               // aligned copy of a gradient slice
   pb::ShardStats stats_;
   // The shard being moved away (one at a time): its copy as BEGIN froze it
-  // (values, then slots), the changes applied since, and whether FINISH came.
+  // (values, then slots; a dynamic table's rows), the changes applied
+  // since, and whether FINISH came.
   struct outgoing {
     std::string name;
     std::vector<kernels::tensor> frozen;
+    std::optional<pb::TableData> table;  // a dynamic table's: every row, least recently updated first
     std::deque<pb::MoveChange> log;
     int64_t log_bytes = 0;  // of the tensors in it
     bool finished = false;

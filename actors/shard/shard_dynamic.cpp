@@ -73,6 +73,7 @@ caf::error shard_core::refuse_dense(const variable& v) const {
 
 void shard_core::read_table(variable& v, const pb::SparsePull& req, std::string& data) const {
   v.rows_read += uint64_t(req.ids_size());
+  v.load.table_ids(req.ids().data(), req.ids_size(), v.spec.first_row());
   const size_t row_bytes = size_t(v.row_size) * 4;
   data.resize(size_t(req.ids_size()) * row_bytes);
   for (int i = 0; i < req.ids_size(); ++i)
@@ -83,6 +84,7 @@ void shard_core::apply_table(variable& v, const kernels::sparse_rows& merged, co
   const int dim = merged.dim;
   const auto fresh = step_params(v.params, v.spec.optimizer());
   const int slots = kernels::slot_count(v.kind);
+  v.load.table_ids(merged.ids.data(), int(merged.ids.size()), v.spec.first_row());
   for (size_t i = 0; i < merged.ids.size(); ++i) {
     float* row = v.table->admit(merged.ids[i]);
     if (row == nullptr) continue;  // not admitted yet: dropped, counted by the table

@@ -66,6 +66,8 @@ pb::ShardSnapshot shard_core::snapshot() const {
   save_seen<uint32_t>(seen_workers_, *out.mutable_workers());
   for (auto& [worker, incarnation] : live_incarnation_) (*out.mutable_incarnations())[worker] = incarnation;
   *out.mutable_stats() = stats_;
+  for (auto& [name, v] : vars_)  // a table's counters: a backup's admitted = evicted + rows holds too
+    if (v.table) table_stats(name, v, *out.mutable_stats());
   return out;
 }
 
@@ -92,6 +94,7 @@ caf::error shard_core::restore(const pb::ShardSnapshot& snap) {
       *all.mutable_data() = s.table();
       all.set_first(true);
       if (auto loaded = load_table(all); !loaded) return loaded.error();
+      import_table_counts(v, snap);
     }
     std::memcpy(v.value.data(), s.value().data(), s.value().size());
     for (int i = 0; i < s.slots_size(); ++i)
@@ -103,6 +106,7 @@ caf::error shard_core::restore(const pb::ShardSnapshot& snap) {
   load_seen<uint32_t>(snap.workers(), seen_workers_);
   for (auto& [worker, incarnation] : snap.incarnations()) live_incarnation_[worker] = incarnation;
   stats_ = snap.stats();
+  stats_.clear_tables();  // (stats() adds each table's own)
   return caf::none;
 }
 
@@ -149,7 +153,6 @@ caf::expected<pb::MoveData> shard_core::begin_move(const std::string& name) {
   if (moving_) return error(errc::busy, "moving '" + moving_->name + "' already: one move at a time");
   auto v = find(name);
   if (!v) return v.error();
-  if ((*v)->table) return error(errc::invalid_argument, "'" + name + "' is a dynamic table: it does not move yet");
   outgoing out;
   out.name = name;
   auto freeze = [&](const kernels::tensor& t) {
@@ -157,10 +160,14 @@ caf::expected<pb::MoveData> shard_core::begin_move(const std::string& name) {
     std::memcpy(copy.data(), t.data(), size_t(t.size()) * sizeof(float));
     out.frozen.push_back(std::move(copy));
   };
-  freeze((*v)->value);
-  for (auto& slot : (*v)->slots) freeze(slot);
   pb::MoveData data;
   auto& header = *data.mutable_header();
+  if ((*v)->table) {
+    out.table = freeze_table(name, **v, *header.mutable_stats());
+  } else {
+    freeze((*v)->value);
+    for (auto& slot : (*v)->slots) freeze(slot);
+  }
   auto& var = *header.add_variables();
   *var.mutable_spec() = (*v)->spec;
   var.set_version((*v)->version);
@@ -173,6 +180,7 @@ caf::expected<pb::MoveData> shard_core::begin_move(const std::string& name) {
 }
 
 caf::expected<pb::MoveData> shard_core::read_frozen(const pb::MoveOut& req) const {
+  if (moving_->table) return read_frozen_table(req);
   const auto& copy = moving_->frozen;
   if (req.slot() >= copy.size())
     return error(errc::out_of_range, "'" + req.name() + "': slot " + std::to_string(req.slot()) + " of its " +
@@ -328,6 +336,7 @@ caf::error shard_core::import(const pb::ShardSnapshot& header) {
   auto& v = vars_.at(name);
   v.version = var.version();
   v.params.lr = var.learning_rate();
+  if (v.table) import_table_counts(v, header);
   load_seen<uint64_t>(header.closures(), seen_closures_);
   load_seen<uint32_t>(header.workers(), seen_workers_);
   for (auto& [worker, incarnation] : header.incarnations())
@@ -358,6 +367,10 @@ caf::expected<pb::MoveData> shard_core::move_in(const pb::MoveIn& req) {
       if (auto err = import(req.header())) return err;
       return out;
     case pb::MoveIn::WRITE: {
+      if (req.has_table()) {
+        if (auto err = write_table(req.table())) return err;
+        return out;
+      }
       const auto& c = req.chunk();
       if (auto err = check_slice(c)) return err;
       auto& v = vars_.at(c.name());
