@@ -2,7 +2,8 @@
 // `actorps train job.toml`, only TF_CONFIG differs (chief, 2 workers, 2 PS,
 // an evaluator outside the cluster), and the job file has no [cluster].
 // The chief trains; the evaluator evaluates each checkpoint and exits 0
-// after the final one; every node exits 0 once the chief is done.
+// after the final one; every node exits 0 once the chief is done, also when
+// it failed for good.
 #define BOOST_TEST_MODULE deploy
 #include <csignal>
 #include <filesystem>
@@ -168,6 +169,25 @@ BOOST_AUTO_TEST_CASE(a_sigtermed_chief_checkpoints_exits_143_and_its_restart_res
   for (auto& [task, node] : nodes) BOOST_TEST(!node.wait(0ms), task << " exited with the chief");
   train_as_chief(j, j.tf_config("chief", 0), std::to_string(step / 100 + 1) + "..300");
   nodes_exit_0(nodes, j.dir);
+}
+
+// A chief that fails for good (exit 2: its checkpoint directory holds
+// another model's) tells every node to stop: they exit 0, none lingers
+// (a retryable end leaves them: the SIGTERM case above).
+BOOST_AUTO_TEST_CASE(a_chief_that_fails_for_good_stops_every_node) {
+  tf_job j(make_temp_dir("test"));
+  train::checkpoint other;
+  other.step = 5;
+  other.variables.push_back({"another_model/kernel", {3}, {1, 2, 3}, {}, 0, {}});
+  BOOST_REQUIRE(!train::save_checkpoint(j.dir + "/ckpt", other, 3));
+  auto nodes = start_nodes(j);
+  auto chief = j.start(j.tf_config("chief", 0), "chief.log");
+  auto code = chief.wait(60s);
+  BOOST_REQUIRE_MESSAGE(code, "the chief still runs after 60 s: " << read_file(j.dir + "/chief.log"));
+  BOOST_TEST(*code == 2, read_file(j.dir + "/chief.log"));
+  nodes_exit_0(nodes, j.dir);
+  BOOST_TEST(read_file(j.dir + "/nodes.log").find("the coordinator failed (exit 2)") != std::string::npos,
+             read_file(j.dir + "/nodes.log"));
 }
 
 BOOST_AUTO_TEST_CASE(bad_tf_configs_exit_2_naming_the_problem) {

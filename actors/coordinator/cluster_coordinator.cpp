@@ -178,13 +178,18 @@ void cluster_coordinator::end_job(const std::string& reason) {
   for (auto& [w, n] : closures_by_worker())
     if (p_->spec.node_of(task_id{pb::WORKER, w}) == nullptr)
       if (auto err = remove_worker(w)) spdlog::warn("coordinator: ending worker:{}: {}", w, describe(err));
+  end_job_on_nodes(p_->self, p_->spec, reason);
+}
+
+void end_job_on_nodes(caf::scoped_actor& from, const cluster_spec& spec, const std::string& reason) {
+  const std::chrono::milliseconds timeout{spec.runtime.connect_timeout_ms};
   pb::EndJob end;
   end.set_reason(reason);
-  for (size_t i = 0; i < p_->spec.nodes.size(); ++i) {
-    const auto& tasks = p_->spec.nodes[i].tasks;
+  for (size_t i = 0; i < spec.nodes.size(); ++i) {
+    const auto& tasks = spec.nodes[i].tasks;
     if (std::any_of(tasks.begin(), tasks.end(), [](const task_id& t) { return t.role == pb::COORDINATOR; })) continue;
-    auto node = dial_node_now(p_->self, p_->spec, task_id{pb::COORDINATOR, 0}, i);
-    auto ended = node ? request_now<pb::JobEnded>(p_->self, *node, p_->timeout, end) : node.error();
+    auto node = dial_node_now(from, spec, task_id{pb::COORDINATOR, 0}, i);
+    auto ended = node ? request_now<pb::JobEnded>(from, *node, timeout, end) : node.error();
     if (!ended)
       spdlog::warn("coordinator: could not end the job on {}: {}", to_string(tasks.front()), describe(ended.error()));
   }

@@ -140,4 +140,10 @@ class cluster_coordinator {
   std::unique_ptr<impl> p_;
 };
 
+/// Tells every node of `spec` but the coordinator's that the job is over
+/// (pb::EndJob: each stops and exits 0), as the coordinator `from`; nodes
+/// that cannot be told are logged. What end_job does, also for a chief that
+/// failed before it had a cluster_coordinator.
+void end_job_on_nodes(caf::scoped_actor& from, const cluster_spec& spec, const std::string& reason);
+
 }  // namespace actorps

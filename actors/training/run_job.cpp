@@ -151,10 +151,24 @@ void write_preempted(const job_spec& job, const std::string& report_path) {
 // run_job's work; what it learns goes into `rep` as it goes.
 int train_job(const job_spec& job, std::function<void(int64_t)> on_step, const std::optional<deployment>& deployed,
               const job_trace& trace, const std::string& report_path, job_report& rep) {
-  auto fail = [&rep](const std::string& what, const caf::error& err) {
+  // A permanent end (exit 1 or 2) stops every node: nothing restarts them
+  // (a retryable one, 203 or 143, leaves them for the restarted chief).
+  caf::actor_system* system = nullptr;
+  cluster_coordinator* coordinator = nullptr;
+  auto fail = [&](const std::string& what, const caf::error& err) {
     rep.error = what + ": " + describe(err);
     spdlog::error("train: {}", rep.error);
-    return exit_code(err);
+    const int code = exit_code(err);
+    if (deployed && system != nullptr && (code == 1 || code == 2)) {
+      const auto reason = "the coordinator failed (exit " + std::to_string(code) + "): " + rep.error;
+      if (coordinator != nullptr) {
+        coordinator->end_job(reason);
+      } else {
+        caf::scoped_actor self{*system};
+        end_job_on_nodes(self, job.cluster, reason);
+      }
+    }
+    return code;
   };
   const auto& t = job.training;
   if (!trace.path.empty())
@@ -173,6 +187,7 @@ int train_job(const job_spec& job, std::function<void(int64_t)> on_step, const s
     });
   system_config cfg(job.cluster.runtime, job.cluster.tls_for(task_id{pb::COORDINATOR, 0}));
   caf::actor_system sys(cfg);
+  system = &sys;
   // The coordinator's metrics, on its node's metrics_port when that node
   // hosts nothing else (else the node's own process serves the port).
   std::unique_ptr<metrics::exporter> exporter;
@@ -183,9 +198,10 @@ int train_job(const job_spec& job, std::function<void(int64_t)> on_step, const s
     exporter = std::move(*served);
   }
   if (!trace.path.empty()) train::start_trace(sys, job.cluster);
-  auto coordinator = train::connect_job(sys, job);
-  if (!coordinator) return fail("setting up the cluster", coordinator.error());
-  auto& c = **coordinator;
+  auto connected = train::connect_job(sys, job);
+  if (!connected) return fail("setting up the cluster", connected.error());
+  auto& c = **connected;
+  coordinator = &c;
   auto owned = job_callbacks(job, std::move(backup), std::move(on_step));
   if (!owned) return fail("log_dir", owned.error());
   std::vector<train::fit_callback*> callbacks;
