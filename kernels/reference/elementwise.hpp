@@ -72,9 +72,27 @@ inline void momentum(int64_t count, const optimizer_params& p, float* param, flo
   }
 }
 
+// Adam's bias-corrected rate lr sqrt(1 - beta2^t) / (1 - beta1^t) at
+// t = p.step. A dynamic table applies Adam row by row (16 floats a call),
+// where its two pow()s cost more than the row: the last rate of the thread
+// is kept.
+inline float adam_rate(const optimizer_params& p) {
+  struct last_rate {
+    float lr = 0, beta1 = 0, beta2 = 0;
+    int64_t step = 0;  // 0: none yet (steps count from 1)
+    float rate = 0;
+  };
+  thread_local last_rate last;
+  if (last.step != p.step || last.lr != p.lr || last.beta1 != p.beta1 || last.beta2 != p.beta2) {
+    const double t = double(p.step);
+    last = {p.lr, p.beta1, p.beta2, p.step,
+            float(p.lr * std::sqrt(1 - std::pow(double(p.beta2), t)) / (1 - std::pow(double(p.beta1), t)))};
+  }
+  return last.rate;
+}
+
 inline void adam(int64_t count, const optimizer_params& p, float* param, float* m, float* v, const float* grad) {
-  const double t = double(p.step);
-  const float lr_t = float(p.lr * std::sqrt(1 - std::pow(double(p.beta2), t)) / (1 - std::pow(double(p.beta1), t)));
+  const float lr_t = adam_rate(p);
   // Hyper-parameters as locals: a store through a float* could alias p's
   // fields, and reloading them each iteration keeps the loop scalar.
   const float b1 = p.beta1, b2 = p.beta2, eps = p.epsilon;
