@@ -55,9 +55,9 @@ struct result {
   double auc = 0, log_loss = 0;
   // actorps only (ps == 0: a PyTorch row).
   uint32_t ps = 0;
-  double rows_received = 0;  // gradient rows that reached the tables (see gradient_rows)
-  double ps_cpu_s = 0;       // the PS processes' CPU seconds over the pass, all together
-  int64_t rows = 0, bytes = 0;
+  double rows_received = 0;                       // gradient rows that reached the tables (see gradient_rows)
+  double ps_cpu_s = 0;                            // the PS processes' CPU seconds over the pass, all together
+  int64_t rows = 0, bytes = 0, sketch_bytes = 0;  // sketch_bytes: of bytes, the admission sketches'
   uint64_t admitted = 0, evicted = 0, dropped = 0;
   uint64_t rows_read = 0;    // by the workers' pulls (a cache reads the rest)
   double raw_row_bytes = 0;  // dim x (1 + optimizer slots) x 4
@@ -65,7 +65,14 @@ struct result {
   double examples_per_s() const { return double(examples) / seconds; }
   double rows_applied() const { return std::max(0.0, rows_received - double(dropped)); }
   double rows_per_ps_s() const { return rows_applied() / seconds / ps; }
-  double bytes_per_row() const { return double(bytes) / double(std::max<int64_t>(rows, 1)); }
+  /// The rows' own bytes (slabs, index, metadata) per live row: the
+  /// admission sketch, a fixed size per PS (from max_rows), apart.
+  double bytes_per_row() const { return double(bytes - sketch_bytes) / double(std::max<int64_t>(rows, 1)); }
+  /// The issue's measure (deliverable 1: "memory per row at most 1.3 x the
+  /// row's own bytes (values and optimizer slots) + 16 B"): the bytes per
+  /// row less those 16 B, over the raw bytes.
+  double bytes_vs_raw_less_16() const { return (bytes_per_row() - kRowAllowance) / raw_row_bytes; }
+  static constexpr double kRowAllowance = 16;  // B per row the goal allows beside 1.3 x raw
 };
 
 // The examples per step of `data` (its batch op), 0 without one.
@@ -186,7 +193,7 @@ caf::error table_counts(cluster_coordinator& c, result& out) {
   if (!stats) return stats.error();
   for (auto& s : *stats)
     for (auto& t : s.tables()) {
-      out.rows += t.rows(), out.bytes += t.bytes();
+      out.rows += t.rows(), out.bytes += t.bytes(), out.sketch_bytes += t.sketch_bytes();
       out.admitted += t.admitted(), out.evicted += t.evicted(), out.dropped += t.dropped();
       out.rows_read += t.rows_read();
     }
@@ -288,13 +295,16 @@ void print_row(const result& r) {
 }
 
 void print_tables(const std::vector<result>& rows) {
-  fmt::print("\n{:<38} {:>9} {:>9} {:>8} {:>9} {:>10} {:>8} {:>6} {:>10} {:>10}\n", "tables (all PS together)", "rows",
-             "admitted", "evicted", "dropped", "grad rows", "MiB", "raw B", "rows/cpu-s", "rows read");
+  fmt::print("\n{:<38} {:>9} {:>9} {:>8} {:>9} {:>10} {:>8} {:>10} {:>6} {:>6} {:>9} {:>10} {:>10}\n",
+             "tables (all PS together)", "rows", "admitted", "evicted", "dropped", "grad rows", "MiB", "sketch MiB",
+             "raw B", "B/raw", "(B-16)/raw", "rows/cpu-s", "rows read");
   for (auto& r : rows)
     if (r.ps > 0)
-      fmt::print("{:<38} {:>9} {:>9} {:>8} {:>9} {:>10.0f} {:>8.1f} {:>6.0f} {:>10.0f} {:>10}\n", r.system, r.rows,
-                 r.admitted, r.evicted, r.dropped, r.rows_received, double(r.bytes) / (1 << 20), r.raw_row_bytes,
-                 r.rows_applied() / r.ps_cpu_s, r.rows_read);
+      fmt::print(
+          "{:<38} {:>9} {:>9} {:>8} {:>9} {:>10.0f} {:>8.1f} {:>10.1f} {:>6.0f} {:>6.2f} {:>10.2f} {:>10.0f} {:>10}\n",
+          r.system, r.rows, r.admitted, r.evicted, r.dropped, r.rows_received, double(r.bytes) / (1 << 20),
+          double(r.sketch_bytes) / (1 << 20), r.raw_row_bytes, r.bytes_per_row() / r.raw_row_bytes,
+          r.bytes_vs_raw_less_16(), r.rows_applied() / r.ps_cpu_s, r.rows_read);
   fmt::print(
       "grad rows: gradient rows that reached the tables; no counter holds them: the PS processes' received bytes\n"
       "  less the dense gradients' (steps x dense floats x 4), / (dim x 4). Applied: those less the dropped.\n"
@@ -302,8 +312,10 @@ void print_tables(const std::vector<result>& rows) {
       "  processes (all their work: dense pulls and pushes too); PS cores: their CPU over the pass per process.\n"
       "rows read: rows the workers' pulls read from the tables; with a cache (cK: cache_steps = K) the\n"
       "  workers reuse rows they pulled for up to K of their steps and read fewer.\n"
-      "B/row: the tables' bytes as the job reports them (slabs, index, per-row metadata, and each PS's\n"
-      "  admission sketch, a fixed size) per live row; raw B: dim x (1 + optimizer slots) x 4.\n");
+      "MiB: the tables' bytes as the job reports them (slabs, index, per-row metadata, admission sketches);\n"
+      "  sketch MiB: of those, the sketches' (4 x 2^16 one-byte counters per PS, up to 4 x 2^22 from max_rows:\n"
+      "  a fixed size per table shard); B/row: the rest per live row; raw B: dim x (1 + optimizer slots) x 4;\n"
+      "  B/raw: the plain ratio; (B-16)/raw: the target's, the issue's bound being 1.3 x raw + 16 B per row.\n");
 }
 
 // The targets: the first actorps shape with 2 workers and 2 PS (else the
@@ -316,8 +328,12 @@ void print_targets(const std::vector<result>& ours, const result& torch) {
   bench::print_target({"embeddings_vs_torch_single",
                        fmt::format("{:.2f}", at->examples_per_s() / torch.examples_per_s()), "x", ">= 1.5"});
   bench::print_target({"embeddings_auc_vs_torch", fmt::format("{:.4f}", at->auc - torch.auc), "AUC", ">= -0.002"});
-  bench::print_target({"embedding_bytes_per_row_vs_raw", fmt::format("{:.2f}", at->bytes_per_row() / at->raw_row_bytes),
-                       "x", "<= 1.3"});
+  fmt::print(
+      "embedding_bytes_per_row_vs_raw: (B/row - 16 B) / raw B = ({:.0f} - 16) / {:.0f} (the issue's \"1.3 x the "
+      "row's own bytes + 16 B\"; plain B/row / raw B {:.2f})\n",
+      at->bytes_per_row(), at->raw_row_bytes, at->bytes_per_row() / at->raw_row_bytes);
+  bench::print_target(
+      {"embedding_bytes_per_row_vs_raw", fmt::format("{:.2f}", at->bytes_vs_raw_less_16()), "x", "<= 1.3"});
 }
 
 int run(const options& opts) {

@@ -23,6 +23,12 @@ struct initializer {
 void initialize_rows(const initializer& init, const std::vector<int64_t>& shape, int64_t first_row, int64_t rows,
                      float* out);
 
+/// A dynamic table's row for one id (`init.seed` already holds the id):
+/// initialize_rows' row 0 of `shape`, from splitmix64's stream rather than
+/// a std::mt19937_64 (cheap to seed: one per id read before admission),
+/// the same distributions (normal by Box-Muller), other values.
+void initialize_id_row(const initializer& init, const std::vector<int64_t>& shape, float* out);
+
 /// Glorot-uniform's limit sqrt(6 / (fan_in + fan_out)), fans as Keras
 /// computes them (a kernel [..., in, out] times its receptive field).
 float glorot_limit(const std::vector<int64_t>& shape);

@@ -270,8 +270,8 @@ void dynamic_table::unlink(uint32_t r) {
     tail_ = p;
 }
 
-// initialize_rows seeds row i's generator with splitmix64(seed ^
-// splitmix64(i)), and its contract is rows of a variable of `shape`. A table
+// initialize_id_row seeds row i's generator as initialize_rows does,
+// splitmix64(seed ^ splitmix64(i)), for rows of a variable of `shape`. A table
 // has no such rows: each id draws row 0 of the virtual shape {2^31, dim}
 // under its own seed, mix(init.seed ^ id_hash(id)). id_hash and mix are
 // bijections, so distinct ids get distinct generators, two ids of one virtual
@@ -282,7 +282,7 @@ void dynamic_table::unlink(uint32_t r) {
 void dynamic_table::initial_values(int64_t id, float* out) const {
   kernels::initializer per_id = opts_.init;
   per_id.seed = kernels::pointwise::mix(opts_.init.seed ^ id_hash(id));
-  kernels::initialize_rows(per_id, {kVirtualRows, opts_.dim}, 0, 1, out);
+  kernels::initialize_id_row(per_id, {kVirtualRows, opts_.dim}, out);
 }
 
 // One sighting into the count-min sketch; true when its estimate reaches

@@ -111,6 +111,8 @@ class dynamic_table {
   /// takes bytes from sketch_bytes() of a table with the same options, else
   /// throws std::invalid_argument.
   std::string sketch_bytes() const;
+  /// Its size (0 when min_count is 1): a part of memory_bytes().
+  size_t sketch_size() const { return sketch_.size(); }
   void set_sketch(const std::string& bytes);
 
  private:

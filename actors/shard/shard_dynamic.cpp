@@ -32,6 +32,7 @@ int64_t shard_core::table_stats(const std::string& name, const variable& v, pb::
   t->set_evicted(table.counts().evicted);
   t->set_dropped(table.counts().dropped);
   t->set_bytes(int64_t(table.memory_bytes()));
+  t->set_sketch_bytes(int64_t(table.sketch_size()));
   return t->bytes();
 }
 

@@ -239,9 +239,9 @@ std::multimap<int, pb::SparsePull> split_sparse_pull(const sharded_variable& var
   std::map<size_t, pb::SparsePull> by_shard;
   for (auto id : ids) {
     const auto [s, local] = shard_of_row(var, id);
-    auto& pull = by_shard[s];
-    pull.set_name(var.shard_name(s));
-    pull.add_ids(local);
+    auto [at, first] = by_shard.try_emplace(s);
+    if (first) at->second.set_name(var.shard_name(s));  // once per shard, not per id
+    at->second.add_ids(local);
   }
   return by_task(var, by_shard);
 }
@@ -269,12 +269,14 @@ std::multimap<int, pb::SparsePush> split_sparse_push(uint32_t worker, int64_t st
   const auto dim = var.row_size();
   for (size_t i = 0; i < ids.size(); ++i) {
     const auto [s, local] = shard_of_row(var, ids[i]);
-    auto& push = by_shard[s];
-    push.set_worker(worker);
-    push.set_step(step);
-    auto* g = push.mutable_gradient();
-    g->set_name(var.shard_name(s));
-    g->set_dim(int32_t(dim));
+    auto [at, first] = by_shard.try_emplace(s);
+    auto* g = at->second.mutable_gradient();
+    if (first) {  // once per shard, not per id
+      at->second.set_worker(worker);
+      at->second.set_step(step);
+      g->set_name(var.shard_name(s));
+      g->set_dim(int32_t(dim));
+    }
     g->add_ids(local);
     g->mutable_data()->append(reinterpret_cast<const char*>(rows + int64_t(i) * dim), size_t(dim) * 4);
   }
