@@ -39,7 +39,7 @@ int run_train(const std::string& job_path, std::string_view tf_config, int metri
   auto& job = **loaded;
   spdlog::set_level(spdlog::level::from_str(job.cluster.runtime.log_level));
   const auto task = job.cluster.self;  // TF_CONFIG's
-  if (task && (task->role == pb::WORKER || task->role == pb::PS)) {
+  if (task && (task->role == pb::WORKER || task->role == pb::PS || task->role == pb::STANDBY)) {
     node_options node;
     node.metrics_port = metrics_port;
     return run_node(job.cluster, node);

@@ -13,7 +13,8 @@ environment as Kubernetes composes it (fieldRef, configMapKeyRef, $(VAR)
 expansion, and the operator's TF_CONFIG); restart_codes: the exit codes
 after which the pod is restarted or replaced (its restart policy).
 Checks that every address of every TF_CONFIG names a pod listening on that
-port. On any problem: `MANIFEST: what` on stderr and exit 2.
+port, and that each pod's task is one its cluster lists (e.g. a standby Job
+whose ConfigMap lists no standby). On any problem: `MANIFEST: what` on stderr and exit 2.
 """
 import json
 import re
@@ -144,6 +145,21 @@ def job_pods(job, config_maps, services, namespace):
     return pods
 
 
+COORDINATOR_KEYS = ("chief", "coordinator", "master")  # one task, any of the names (config/tf_config.cpp)
+
+
+def check_task(pod, tf_config):
+    """The pod's task is in its cluster (the evaluator is outside it)."""
+    task, cluster = tf_config.get("task"), tf_config["cluster"]
+    if not task or task["type"] == "evaluator":
+        return
+    keys = COORDINATOR_KEYS if task["type"] in COORDINATOR_KEYS else (task["type"],)
+    listed = next((cluster[k] for k in keys if k in cluster), [])
+    if not 0 <= int(task["index"]) < len(listed):
+        raise Bad(f"pod {pod['name']}: TF_CONFIG task {task['type']}:{task['index']}: its cluster lists "
+                  f"{len(listed)} {task['type']} address(es)")
+
+
 def check_addresses(pods):
     """Every TF_CONFIG address: a pod's name, and a port that pod listens on."""
     by_name = {n: p for p in pods for n in p["names"]}
@@ -154,6 +170,7 @@ def check_addresses(pods):
             tf_config = json.loads(pod["env"]["TF_CONFIG"])
         except json.JSONDecodeError as e:
             raise Bad(f"pod {pod['name']}: TF_CONFIG is not JSON ({e}): {pod['env']['TF_CONFIG']}")
+        check_task(pod, tf_config)
         for task, addresses in tf_config["cluster"].items():
             for i, address in enumerate(addresses):
                 host, port = address.rsplit(":", 1)

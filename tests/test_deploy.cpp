@@ -3,7 +3,8 @@
 // an evaluator outside the cluster), and the job file has no [cluster].
 // The chief trains; the evaluator evaluates each checkpoint and exits 0
 // after the final one; every node exits 0 once the chief is done, also when
-// it failed for good.
+// it failed for good. A standby PS listed in TF_CONFIG takes over from a
+// SIGKILLed PS node.
 #define BOOST_TEST_MODULE deploy
 #include <csignal>
 #include <filesystem>
@@ -26,7 +27,8 @@ namespace {
 // its [cluster]: the processes take the cluster from TF_CONFIG.
 struct tf_job {
   std::string dir, job;
-  std::map<std::string, uint16_t> ports;  // by task
+  std::map<std::string, uint16_t> ports;  // by task; "standby:0" too once add_standby() ran
+  std::string chief_key = "chief";        // or "coordinator": the same task
 
   explicit tf_job(std::string d, int epochs = 4) : dir(std::move(d)) {
     job = write_job(dir, "", fmt::format("checkpoint_dir = \"{0}/ckpt\"\nlog_dir = \"{0}/logs\"\n", dir), epochs);
@@ -36,13 +38,20 @@ struct tf_job {
     std::ofstream(job) << text;
   }
 
+  // A standby PS node in every TF_CONFIG from now on, taking over after 1 s.
+  void add_standby() {
+    ports["standby:0"] = free_port();
+    std::ofstream(job, std::ios::app) << "[runtime]\nstandby_after_ms = 1000\n";
+  }
+
   // TF_CONFIG of task `type` `index` (no task: `type` empty); `chief`: the
   // cluster lists one.
   std::string tf_config(const std::string& type, int index, bool chief = true) const {
     auto at = [&](const char* task) { return fmt::format("\"127.0.0.1:{}\"", ports.at(task)); };
     auto cluster =
         fmt::format(R"("worker": [{}, {}], "ps": [{}, {}])", at("worker:0"), at("worker:1"), at("ps:0"), at("ps:1"));
-    if (chief) cluster = fmt::format(R"("chief": [{}], {})", at("coordinator:0"), cluster);
+    if (ports.count("standby:0") != 0) cluster += fmt::format(R"(, "standby": [{}])", at("standby:0"));
+    if (chief) cluster = fmt::format(R"("{}": [{}], {})", chief_key, at("coordinator:0"), cluster);
     auto task = type.empty() ? "" : fmt::format(R"(, "task": {{"type": "{}", "index": {}}})", type, index);
     return fmt::format(R"({{"cluster": {{{}}}{}}})", cluster, task);
   }
@@ -54,11 +63,12 @@ struct tf_job {
   }
 };
 
-// The four nodes, each from its TF_CONFIG, ready.
+// The four nodes (five with a standby), each from its TF_CONFIG, ready.
 std::map<std::string, child_process> start_nodes(const tf_job& j, bool chief = true) {
   std::map<std::string, child_process> nodes;
-  for (auto [type, index] : {std::pair{"ps", 0}, {"ps", 1}, {"worker", 0}, {"worker", 1}}) {
+  for (auto [type, index] : {std::pair{"ps", 0}, {"ps", 1}, {"worker", 0}, {"worker", 1}, {"standby", 0}}) {
     auto task = fmt::format("{}:{}", type, index);
+    if (j.ports.count(task) == 0) continue;
     auto node = j.start(j.tf_config(type, index, chief), "nodes.log");
     auto ready = node.wait_for_line("actorps node ready", 30s);
     BOOST_REQUIRE_MESSAGE(ready, task << ": " << read_file(j.dir + "/nodes.log"));
@@ -190,6 +200,41 @@ BOOST_AUTO_TEST_CASE(a_chief_that_fails_for_good_stops_every_node) {
              read_file(j.dir + "/nodes.log"));
 }
 
+// TF_CONFIG lists a standby PS (and names the chief "coordinator"): a PS node
+// SIGKILLed for good has its shard restored on the standby node, which its
+// own TF_CONFIG started, and the job completes; the survivors exit 0.
+BOOST_AUTO_TEST_CASE(a_standby_from_tf_config_takes_over_a_killed_ps_node) {
+  tf_job j(make_temp_dir("test"), 200);  // ~5 s of training here: the kill comes in epoch 2
+  j.add_standby();
+  j.chief_key = "coordinator";
+  auto nodes = start_nodes(j);
+  BOOST_REQUIRE(nodes.count("standby:0") == 1u);
+  BOOST_TEST(probe(j, j.tf_config("standby", 0), {"--self"}) == 0);  // the standby serves its address
+  auto chief = j.start(j.tf_config("coordinator", 0), "chief.log");
+  wait_for_checkpoint(j.dir + "/ckpt");
+  nodes.at("ps:1").signal(SIGKILL);
+  auto killed = nodes.at("ps:1").wait(10s);
+  BOOST_REQUIRE(killed);
+  BOOST_TEST(*killed == 128 + SIGKILL);
+  nodes.erase("ps:1");  // never restarted
+  auto out = chief.read_all(120s);
+  BOOST_REQUIRE(out);
+  auto code = chief.wait(30s);
+  BOOST_REQUIRE(code);
+  const auto said = *out + read_file(j.dir + "/chief.log");
+  BOOST_TEST(*code == 0, said);
+  auto report = train::read_report(j.dir + "/logs/report.json");
+  BOOST_REQUIRE_MESSAGE(report, (report ? "" : describe(report.error())));
+  BOOST_TEST(report->exit_cause == "completed");
+  BOOST_TEST(epochs_trained(*report) == "1..200", said);
+  const auto standby = fmt::format("127.0.0.1:{}", j.ports.at("standby:0"));
+  BOOST_TEST(count_of(said, ": moving its shard to the standby node " + standby + " (standby:0)") == 1u, said);
+  BOOST_TEST(count_of(said, "coordinator: ps:1 restored from the checkpoint of step ") == 1u, said);
+  nodes_exit_0(nodes, j.dir);  // the standby node too
+  const auto log = read_file(j.dir + "/nodes.log");
+  BOOST_TEST(count_of(log, "node " + standby + ": spawned the shard of ps:1") == 1u, log);
+}
+
 BOOST_AUTO_TEST_CASE(bad_tf_configs_exit_2_naming_the_problem) {
   tf_job j(make_temp_dir("test"));
   auto run = [&](const std::string& job, const std::string& tf) {
@@ -210,4 +255,9 @@ BOOST_AUTO_TEST_CASE(bad_tf_configs_exit_2_naming_the_problem) {
   auto tf = j.tf_config("chief", 0);
   tf.insert(tf.find("\"worker\""), "\"evaluator\": [\"127.0.0.1:1\"], ");
   BOOST_TEST(run(j.job, tf).find("$.cluster.evaluator: the evaluator is not part of the cluster") != std::string::npos);
+  // A misspelt role.
+  tf = j.tf_config("chief", 0);
+  tf.insert(tf.find("\"worker\""), "\"stanby\": [\"127.0.0.1:1\"], ");
+  BOOST_TEST(run(j.job, tf).find("TF_CONFIG: $.cluster.stanby: unknown role (expected one of chief, coordinator, "
+                                 "worker, ps, standby, evaluator)") != std::string::npos);
 }

@@ -1,7 +1,8 @@
 // Elastic membership across real processes: workers that come up after the
 // job began, join by --join, leave on SIGTERM; refused joins; a job of 32
 // workers with default settings. Every example of every epoch is applied
-// exactly once on every shard (the shards' counters say so).
+// exactly once on every shard (the shards' counters say so). A sync job
+// whose worker never comes: the message that ends its set-up.
 #define BOOST_TEST_MODULE elastic
 #include <csignal>
 #include <map>
@@ -9,6 +10,7 @@
 
 #include <boost/test/unit_test.hpp>
 
+#include "actors/coordinator/cluster_coordinator.hpp"
 #include "actors/launch/local_host.hpp"
 #include "actors/net/system_config.hpp"
 #include "actors/training/fit.hpp"
@@ -218,4 +220,41 @@ BOOST_AUTO_TEST_CASE(a_job_of_32_workers_starts_with_default_settings) {
   size_t joined = 0;
   for (size_t at = 0; (at = log.find(" joined after ", at)) != std::string::npos; ++at) ++joined;
   BOOST_TEST(joined == 32u, log);  // every worker came up and took closures
+}
+
+// A sync job trains with all its workers: one whose node never comes fails
+// the set-up at the deadline (kJoinTimeout, 120 s; 2 s here, through
+// wait_for_workers' own argument) with a message that names the worker,
+// its address, how long it waited and what to do.
+BOOST_AUTO_TEST_CASE(a_sync_job_whose_worker_never_comes_says_which_and_what_to_do) {
+  auto dir = make_temp_dir("test");
+  job_nodes n(dir, write_job(dir, "", "consistency = \"sync\"\n"));
+  for (auto task : {"ps:0", "ps:1", "worker:0"}) n.start(task);  // worker:1's node never starts
+  auto job = load_job_file(n.job);
+  BOOST_REQUIRE(job && *job);
+  const auto& t = (*job)->training;
+  BOOST_REQUIRE(t.min_workers == 2u);  // sync: all of them
+  system_config cfg((*job)->cluster.runtime);
+  caf::actor_system sys(cfg);
+  auto c = cluster_coordinator::connect(sys, (*job)->cluster, t.consistency, t.ps_replicas);
+  BOOST_REQUIRE_MESSAGE(c, (c ? "" : describe(c.error())));
+  BOOST_REQUIRE(!(*c)->create_variables((*job)->model, t.seed, t.optimizer, t.variable_partitioner));
+  BOOST_REQUIRE(!(*c)->create_workers((*job)->model, {1}));
+  const auto waited_from = std::chrono::steady_clock::now();
+  const auto err = (*c)->wait_for_workers(t.min_workers, 2s);
+  BOOST_TEST((std::chrono::steady_clock::now() - waited_from < 10s));
+  BOOST_REQUIRE(err);
+  BOOST_TEST((err == errc::not_up), describe(err));
+  const auto* node = (*job)->cluster.node_of(task_id{pb::WORKER, 1});
+  BOOST_REQUIRE(node);
+  const auto address = node->host + ":" + std::to_string(node->port);
+  const std::string text = describe(err);
+  BOOST_TEST_MESSAGE(text);
+  BOOST_TEST(text.find("worker:1 not up after 2 s") != std::string::npos, text);
+  BOOST_TEST(text.find("worker:0") == std::string::npos, text);  // it is up
+  BOOST_TEST(text.find("1 of the 2 workers up; sync trains with all 2") != std::string::npos, text);
+  BOOST_TEST(text.find("start its node (actorps node --task worker:1") != std::string::npos, text);
+  BOOST_TEST(text.find("check that it listens at " + address) != std::string::npos, text);
+  BOOST_TEST(text.find("fewer workers") != std::string::npos, text);
+  BOOST_TEST(text.find("consistency = \"async\"") != std::string::npos, text);
 }

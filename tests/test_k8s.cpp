@@ -6,6 +6,8 @@
 // The job trains to its target, the evaluator writes its events, every pod
 // exits 0 once the chief is done, and a worker pod SIGKILLed mid-training
 // is restarted as its restart policy says, without stopping the job.
+// plain.yaml's optional standby PS pod, enabled as its comment says, gets
+// a TF_CONFIG that makes it standby:0 of every pod's cluster.
 // Network namespaces need root: without it the test says so and skips.
 #define BOOST_TEST_MODULE k8s
 #include <unistd.h>
@@ -19,6 +21,7 @@
 
 #include "actors/launch/local_host.hpp"
 #include "actors/launch/netns.hpp"
+#include "config/cluster_spec.hpp"
 #include "messages/errors.hpp"
 #include "tests/job_files.hpp"
 
@@ -141,6 +144,35 @@ class pods_on_namespaces {
   std::vector<running_pod> pods_;
 };
 
+// plain.yaml with its optional standby enabled as its comment says: the
+// Job uncommented ("  #" -> "  " from "  #- apiVersion" on) and, when
+// `listed`, the standby's address in the ConfigMap.
+std::string with_standby(std::string text, bool listed) {
+  std::string out;
+  bool in_block = false;
+  for (size_t at = 0, end; at < text.size(); at = end + 1) {
+    end = std::min(text.find('\n', at), text.size());
+    auto line = text.substr(at, end - at);
+    in_block = (in_block || line.rfind("  #- apiVersion", 0) == 0) && line.rfind("  #", 0) == 0;
+    out += (in_block ? "  " + line.substr(3) : line) + "\n";
+  }
+  const std::string none = R"("standby": [])";
+  if (listed) out.replace(out.find(none), none.size(), R"("standby": ["standby-0.fmnist:2222"])");
+  return out;
+}
+
+// The cluster each pod's TF_CONFIG gives, as actorps reads it.
+cluster_spec tf_config_of(const pod_spec& pod) {
+  for (auto& var : pod.env)
+    if (var.rfind("TF_CONFIG=", 0) == 0) {
+      auto spec = parse_tf_config(var.substr(10));
+      BOOST_REQUIRE_MESSAGE(spec, pod.name << ": " << (spec ? "" : describe(spec.error())));
+      return *spec;
+    }
+  BOOST_FAIL(pod.name << ": no TF_CONFIG");
+  return {};
+}
+
 bool can_make_namespaces() { return ::geteuid() == 0 && std::system("ip netns list >/dev/null 2>&1") == 0; }
 
 // Runs `manifest`'s pods; kills `victim` once the chief trains its 2nd epoch.
@@ -206,6 +238,47 @@ BOOST_AUTO_TEST_CASE(a_manifest_whose_ports_disagree_with_its_tf_config_is_refus
   BOOST_TEST(pods->empty());
   BOOST_TEST(error.find(dir + "/bad.yaml: pod chief-0: TF_CONFIG cluster.chief[0] = chief-0.fmnist:2222: pod chief-0 "
                               "listens on containerPort [2223], not 2222") != std::string::npos,
+             error);
+  fs::remove_all(dir);
+}
+
+BOOST_AUTO_TEST_CASE(the_plain_manifest_s_optional_standby_pod_is_standby_0_of_every_cluster) {
+  auto dir = make_temp_dir("k8s");
+  const auto text = read_file(ACTORPS_SOURCE_DIR "/config/k8s/plain.yaml");
+  std::string error;
+  // As shipped: 6 pods, no standby in any cluster.
+  auto shipped = read_manifest(ACTORPS_SOURCE_DIR "/config/k8s/plain.yaml", dir, error);
+  BOOST_REQUIRE(shipped);
+  BOOST_REQUIRE_MESSAGE(shipped->size() == 6u, error);
+  for (auto& pod : *shipped) BOOST_TEST(tf_config_of(pod).count(pb::STANDBY) == 0u, pod.name);
+  // Enabled: a 7th pod, standby-0, restarted as the PS pods are.
+  std::ofstream(dir + "/standby.yaml") << with_standby(text, true);
+  auto pods = read_manifest(dir + "/standby.yaml", dir, error);
+  BOOST_REQUIRE(pods);
+  BOOST_REQUIRE_MESSAGE(pods->size() == 7u, error);
+  const pod_spec *standby = nullptr, *ps = nullptr;
+  for (auto& pod : *pods) {
+    if (pod.name == "standby-0") standby = &pod;
+    if (pod.name == "ps-0") ps = &pod;
+    auto spec = tf_config_of(pod);
+    BOOST_TEST(spec.count(pb::STANDBY) == 1u, pod.name);
+    auto* node = spec.node_of(task_id{pb::STANDBY, 0});
+    BOOST_REQUIRE(node != nullptr);
+    BOOST_TEST(node->address() == "standby-0.fmnist:2222");
+  }
+  BOOST_REQUIRE(standby != nullptr);
+  BOOST_REQUIRE(ps != nullptr);
+  BOOST_TEST(to_string(*tf_config_of(*standby).self) == "standby:0");
+  BOOST_TEST(standby->command == ps->command);
+  BOOST_TEST((standby->restart_codes == ps->restart_codes));
+  BOOST_TEST((std::find(standby->names.begin(), standby->names.end(), "standby-0.fmnist") != standby->names.end()));
+  // Half enabled (the Job without its address in the ConfigMap): refused.
+  std::ofstream(dir + "/half.yaml") << with_standby(text, false);
+  auto half = read_manifest(dir + "/half.yaml", dir, error);
+  BOOST_REQUIRE(half);
+  BOOST_TEST(half->empty());
+  BOOST_TEST(error.find("pod standby-0: TF_CONFIG task standby:0: its cluster lists 0 standby address(es)") !=
+                 std::string::npos,
              error);
   fs::remove_all(dir);
 }

@@ -109,11 +109,37 @@ caf::error cluster_coordinator::wait_for_workers(size_t n, std::chrono::millisec
   const auto up = p_->queue->wait_for_workers(n, timeout);
   if (up >= n) return caf::none;
   if (auto err = p_->queue->failure()) return err;
-  std::string absent;
-  for (auto w : p_->queue->absent_workers()) absent += (absent.empty() ? "" : ", ") + fmt::format("worker:{}", w);
-  return make_error(errc::not_up,
-                    fmt::format("{} of the {} workers up after {} s, training needs {} (min_workers); not up: {}", up,
-                                p_->queue->members(), timeout.count() / 1000, n, absent));
+  // Which workers, how long, where they should be and what to do: e.g.
+  // "worker:1 not up after 120 s (1 of the 2 workers up; sync trains with
+  // all 2): start its node (...), check that it listens at H:P, or ...".
+  const auto absent = p_->queue->absent_workers();
+  std::string names, addresses;
+  for (auto w : absent) {
+    names += fmt::format("{}worker:{}", names.empty() ? "" : ", ", w);
+    if (const auto* node = p_->spec.node_of(task_id{pb::WORKER, w}))  // joined by --join: no declared address
+      addresses += fmt::format("{}{}:{}", addresses.empty() ? "" : ", ", node->host, node->port);
+  }
+  const bool one = absent.size() == 1;
+  const auto mode = p_->consistency.mode();
+  const auto need =
+      mode == pb::Consistency::ASYNC
+          ? fmt::format("training needs {} (min_workers)", n)
+          : fmt::format("{} trains with all {}", mode == pb::Consistency::SYNC ? "sync" : "bounded_staleness", n);
+  const auto fewer =
+      mode == pb::Consistency::ASYNC
+          ? fmt::format("lower min_workers (now {})", n)
+          : std::string("train with fewer workers (take ") + (one ? "it" : "them") +
+                " out of the topology) or with consistency = \"async\" (it starts once min_workers are up)";
+  return make_error(
+      errc::not_up,
+      fmt::format("{} not up after {:g} s ({} of the {} workers up; {}): start {} node{} (actorps node --task {} "
+                  "--config JOB){}, or {}",
+                  names, double(timeout.count()) / 1000, up, p_->queue->members(), need, one ? "its" : "their",
+                  one ? "" : "s", one ? names : "worker:N",
+                  addresses.empty()
+                      ? std::string()
+                      : fmt::format(", check that {} at {}", one ? "it listens" : "they listen", addresses),
+                  fewer));
 }
 
 caf::expected<pb::DatasetInfo> cluster_coordinator::create_per_worker_dataset(const std::string& name,
