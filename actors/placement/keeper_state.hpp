@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -32,6 +33,8 @@ struct keeper_state {
   std::map<caf::actor_addr, uint32_t> watched;               // shard -> ps task
   std::map<caf::actor_addr, uint32_t> watched_backups;       // backup -> ps task
   std::vector<uint32_t> backup_nodes;                        // the node of each ps task's backup (cluster.nodes index)
+  std::vector<uint64_t> backup_terms;                        // the replication term of each backup given (0: unknown)
+  std::map<uint32_t, std::string> dropped;                   // ps tasks whose primary dropped its backup: why
   std::set<uint32_t> rebuilding, rebuild_logged;             // ps tasks whose new backup is on its way
   std::map<uint32_t, clock_type::time_point> rebuild_since;  // its node has not answered since
   uint64_t routing_version = 1;                              // + 1 whenever a shard is served by another actor
@@ -68,6 +71,17 @@ void answer_waiting(keeper_ptr self, bool tick);
 // ps_backups.cpp
 /// ps_replicas = 2: a shard served without a backup gets a new one.
 void rebuild_backup(keeper_ptr self, uint32_t ps);
+/// Watches primary `shard` of ps (Promote.watch): when it drops its
+/// backup, the keeper forgets that backup (never promoted) and confirms.
+void watch_drops(keeper_ptr self, uint32_t ps, const ps_shard_actor& shard);
+
+/// Whether a backup may be promoted: its answer to a query (Replicate.query)
+/// against the term of the backup the keeper gave (0: unknown, any).
+struct promotion_verdict {
+  bool promote = false;
+  std::string why;  // when not
+};
+promotion_verdict check_promotion(uint64_t expected_term, const pb::Replicated& backup);
 void on_backup_down(keeper_ptr self, uint32_t ps, const caf::down_msg& msg);
 
 // ps_tasks.cpp

@@ -1,5 +1,7 @@
 // Backups of PS shards (ps_replicas = 2): a shard left without one (its
 // backup lost, or promoted) gets a new one. See ps_keeper.hpp.
+#include <utility>
+
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
@@ -49,7 +51,7 @@ void give_backup(keeper_ptr self, uint32_t ps, uint32_t node, ps_shard_actor pri
   req.set_backup_node(node);
   self->request(primary, std::chrono::seconds(30), req, caf::actor_cast<caf::strong_actor_ptr>(backup))
       .then(
-          [=](const pb::Replicated&) {
+          [=](const pb::Replicated& done) {
             auto& st = self->state;
             st.rebuilding.erase(ps);
             st.rebuild_logged.erase(ps);
@@ -57,6 +59,8 @@ void give_backup(keeper_ptr self, uint32_t ps, uint32_t node, ps_shard_actor pri
             if (st.l.shards[ps] != primary) return;  // lost meanwhile: its own recovery rebuilds
             watch_backup(self, ps, backup);
             st.backup_nodes[ps] = node;
+            st.backup_terms[ps] = done.term();
+            st.dropped.erase(ps);
             spdlog::warn(
                 "coordinator: ps:{} has a new backup on {} (spawned, given the shard's state, in step in "
                 "{:.2f} s)",
@@ -66,7 +70,43 @@ void give_backup(keeper_ptr self, uint32_t ps, uint32_t node, ps_shard_actor pri
           [=](caf::error& err) { rebuild_later(self, ps, node, err); });
 }
 
+// Primary `shard` of ps dropped its backup (it did not answer within the
+// request deadline, or is down): that backup missed acknowledged changes
+// from now on, so it is forgotten (never promoted); the next watch tells
+// the primary the keeper knows, and a new backup is built.
+void on_backup_dropped(keeper_ptr self, uint32_t ps, const ps_shard_actor& shard) {
+  auto& st = self->state;
+  if (ps >= st.l.shards.size() || st.l.shards[ps] != shard) return;  // replaced meanwhile
+  const std::string why = "its primary dropped it";
+  if (std::exchange(st.l.backups[ps], nullptr)) {  // still watched: its down says it was lost
+    spdlog::error(
+        "coordinator: ps:{}'s backup on {}: {}, and it may miss acknowledged updates: it will not be "
+        "promoted; ps:{} is served without one until a new one is in step",
+        ps, st.l.spec.nodes[st.backup_nodes[ps]].address(), why, ps);
+  }
+  st.dropped[ps] = why;
+  watch_drops(self, ps, shard);  // the confirmation
+  rebuild_backup(self, ps);
+}
+
 }  // namespace
+
+void watch_drops(keeper_ptr self, uint32_t ps, const ps_shard_actor& shard) {
+  pb::Promote watch;
+  watch.set_watch(true);
+  self->request(shard, caf::infinite, watch)
+      .then([self, ps, shard](const pb::ShardStats&) { on_backup_dropped(self, ps, shard); },
+            [](caf::error&) {});  // lost (its down restores it), or a shard without watches
+}
+
+promotion_verdict check_promotion(uint64_t expected_term, const pb::Replicated& backup) {
+  if (backup.orphaned())
+    return {false, fmt::format("its primary dropped it at term {} (it missed acknowledged updates)", backup.term())};
+  if (expected_term != 0 && backup.term() != expected_term)
+    return {false, fmt::format("it is of replication term {}, its primary's is {} (it missed acknowledged updates)",
+                               backup.term(), expected_term)};
+  return {true, {}};
+}
 
 // ps_replicas = 2: a shard served without a backup gets a new one, spawned
 // on rebuild_node and given the primary's whole state by the primary.
@@ -91,6 +131,7 @@ void rebuild_backup(keeper_ptr self, uint32_t ps) {
 
 void on_backup_down(keeper_ptr self, uint32_t ps, const caf::down_msg& msg) {
   auto& st = self->state;
+  if (st.l.backups[ps] && st.l.backups[ps].address() != msg.source) return;  // one dropped before, since replaced
   st.l.backups[ps] = nullptr;
   spdlog::warn("coordinator: ps:{}'s backup on {} lost ({}); ps:{} is served without one until a new one is in step",
                ps, st.l.spec.nodes[st.backup_nodes[ps]].address(), to_string(msg.reason), ps);

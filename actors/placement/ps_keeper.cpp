@@ -288,18 +288,10 @@ void restore_on(keeper_ptr self, uint32_t ps, node_actor node) {
             [self, ps, node](caf::error&) { spawn_restored(self, ps, node, 0); });
 }
 
-// The backup of ps becomes its shard, on the backup's node (which serves
-// it from then on); if that fails, the shard is restored from the newest
-// checkpoint on its own node instead.
-void promote(keeper_ptr self, uint32_t ps) {
-  auto& st = self->state;
-  const uint32_t node = st.backup_nodes[ps];
-  auto fallback = [self, ps](const caf::error& err) {
-    spdlog::error("coordinator: ps:{}'s backup could not take over ({}); restoring it from the newest checkpoint", ps,
-                  describe(err));
-    self->delayed_send(self, kShardRetry, keeper_retry_atom_v, ps);
-  };
-  st.dial(self, node, [self, ps, node, fallback](caf::expected<node_actor> n) {
+// The backup's node promotes the backup it holds; the shard serves from
+// there at the next routing version.
+void promote_on(keeper_ptr self, uint32_t ps, uint32_t node, std::function<void(const caf::error&)> fallback) {
+  self->state.dial(self, node, [self, ps, node, fallback](caf::expected<node_actor> n) {
     if (!n) return fallback(n.error());
     pb::SpawnShard req;
     req.set_shard(ps);
@@ -313,6 +305,31 @@ void promote(keeper_ptr self, uint32_t ps) {
             },
             [fallback](caf::error& err) { fallback(err); });
   });
+}
+
+// The backup of ps becomes its shard once it showed it holds every
+// acknowledged change (check_promotion: its term is the one the keeper
+// gave it, its primary never dropped it); else, or if the promotion fails,
+// the shard is restored from the newest checkpoint on its own node.
+void promote(keeper_ptr self, uint32_t ps, const ps_shard_actor& backup) {
+  auto& st = self->state;
+  const uint32_t node = st.backup_nodes[ps];
+  auto fallback = [self, ps](const caf::error& err) {
+    spdlog::error("coordinator: ps:{}'s backup could not take over ({}); restoring it from the newest checkpoint", ps,
+                  describe(err));
+    self->delayed_send(self, kShardRetry, keeper_retry_atom_v, ps);
+  };
+  pb::Replicate query;
+  query.set_query(true);
+  const auto deadline = std::chrono::milliseconds(st.l.spec.runtime.request_timeout_ms);
+  self->request(backup, deadline, query, caf::strong_actor_ptr{})
+      .then(
+          [self, ps, node, fallback, term = st.backup_terms[ps]](const pb::Replicated& got) {
+            auto verdict = check_promotion(term, got);
+            if (!verdict.promote) return fallback(make_error(errc::stale_routing, verdict.why));
+            promote_on(self, ps, node, fallback);
+          },
+          [fallback](caf::error& err) { fallback(err); });
 }
 
 void on_shard_down(keeper_ptr self, const caf::down_msg& msg) {
@@ -336,10 +353,16 @@ void on_shard_down(keeper_ptr self, const caf::down_msg& msg) {
     st.watched_backups.erase(backup.address());
     spdlog::warn("coordinator: ps:{} lost ({}); pausing the workers while its backup takes over", ps,
                  to_string(msg.reason));
-    return promote(self, ps);
+    return promote(self, ps, backup);
   }
-  spdlog::warn("coordinator: ps:{} lost ({}){}; pausing the workers while it is restored", ps, to_string(msg.reason),
-               replicated ? ", its backup too" : "");
+  if (auto d = st.dropped.find(ps); d != st.dropped.end())
+    spdlog::error(
+        "coordinator: ps:{} lost ({}); its backup is not promoted: {} and may miss acknowledged updates; "
+        "pausing the workers while it is restored from the newest checkpoint",
+        ps, to_string(msg.reason), d->second);
+  else
+    spdlog::warn("coordinator: ps:{} lost ({}){}; pausing the workers while it is restored", ps, to_string(msg.reason),
+                 replicated ? ", its backup too" : "");
   self->delayed_send(self, kShardRetry, keeper_retry_atom_v, ps);
 }
 
@@ -354,6 +377,8 @@ keeper_actor::behavior_type keeper_behavior(keeper_ptr self, keeper_setup setup,
   for (uint32_t ps = 0; ps < st.l.backups.size(); ++ps) {
     watch_backup(self, ps, st.l.backups[ps]);
     st.backup_nodes.push_back(uint32_t(backup_node_of(st.l.spec, ps)));
+    st.backup_terms.push_back(0);  // given before the keeper: any term
+    watch_drops(self, ps, st.l.shards[ps]);
   }
   self->set_down_handler([self](const caf::down_msg& msg) { on_shard_down(self, msg); });
   return {

@@ -11,56 +11,36 @@
 
 #include <spdlog/spdlog.h>
 
-#include "actors/net/dial.hpp"
 #include "actors/net/exit_guard.hpp"
+#include "actors/shard/replication.hpp"
 #include "actors/shard/shard_metrics.hpp"
 
 namespace actorps {
+namespace shard_detail {
+
+pb::ShardStats stats_of(const shard_state& st) {
+  auto out = st.core->stats();
+  out.set_backup(st.backup);
+  out.set_replicated(bool(st.replica));
+  out.set_routing_version(st.routing_version);
+  return out;
+}
+
+void start_core(shard_state& st, int64_t first_step) {
+  st.core.emplace(st.index, st.consistency, first_step);
+  st.core->observe_staleness(&st.metrics->staleness());
+  st.core->observe_load(st.metrics->range_requests(), st.metrics->range_bytes(), st.metrics->shard());
+}
+
+}  // namespace shard_detail
 namespace {
 
-template <class Request, class Reply>
-struct waiting {
-  Request request;
-  caf::typed_response_promise<Reply> promise;
-  caf::node_id from;
-};
+using namespace shard_detail;
 
-struct shard_state {
-  static inline const char* name = "ps_shard";
-  std::optional<shard_core> core;
-  std::optional<shard_metrics> metrics;
-  trace::recorder* tracer = nullptr;
-  uint32_t index = 0;
-  std::vector<waiting<pb::Pull, pb::Values>> pulls;
-  std::vector<waiting<pb::Push, pb::PushAck>> pushes;
-  peer_table_ptr peers;
-  std::string where;                      // "ps shard <index>: ", the prefix of its errors (the core's too)
-  std::map<caf::node_id, uint32_t> held;  // waiting pulls and pushes per peer process
-  caf::actor_addr parent;                 // the node: the one actor whose exit stops this shard
-  std::shared_ptr<const cluster_spec> spec;
-  // Replication (see ps_shard.hpp).
-  bool backup = false;                                  // serves its primary only
-  caf::actor_addr primary;                              // backup: the shard that forwards to it
-  bool orphaned = false;                                // backup: its primary stopped forwarding (changes missed)
-  ps_shard_actor replica;                               // primary: its backup while it forwards to one
-  std::map<uint64_t, std::function<void()>> forwarded;  // primary: answers waiting for the backup, by forward
-  uint64_t forwards = 0;
-  uint64_t routing_version = 0;
-};
-
-using shard_actor = ps_shard_actor::stateful_pointer<shard_state>;
-
-// Who may send what (actors/net/peer_table.hpp).
-constexpr std::initializer_list<Role> kCoordinator = {pb::COORDINATOR, pb::CLIENT};
+// Who may send what (actors/net/peer_table.hpp; kCoordinator: shard_state.hpp).
 constexpr std::initializer_list<Role> kReaders = {pb::COORDINATOR, pb::WORKER, pb::EVALUATOR, pb::CLIENT};
 constexpr std::initializer_list<Role> kWriters = {pb::WORKER, pb::COORDINATOR,
                                                   pb::CLIENT};  // the coordinator may do anything
-
-// A refused request, counted against its sender.
-caf::error refuse(shard_actor self, const caf::strong_actor_ptr& sender, caf::error err) {
-  self->state.peers->count(sender, self->node(), err);
-  return err;
-}
 
 // The core's answer to the request being handled; an error is counted
 // against its sender (before any make_response_promise, which takes the
@@ -112,70 +92,13 @@ caf::error admit(shard_actor self, const Msg& msg, std::initializer_list<Role> r
   auto& st = self->state;
   if (!st.backup) return check_request(self, msg, roles, what);
   const auto& sender = self->current_sender();
-  if (sender != nullptr && sender->address() == st.primary) return caf::none;
+  if (sender != nullptr && sender->address() == st.primary) {
+    count_forward(st);
+    return caf::none;
+  }
   return refuse(self, sender,
                 make_error(errc::stale_routing, fmt::format("{}a backup: its primary serves {} (routing version {})",
                                                             st.where, what, st.routing_version)));
-}
-
-// What stats show: the core's counters and the shard's replication.
-pb::ShardStats stats_of(const shard_state& st) {
-  auto out = st.core->stats();
-  out.set_backup(st.backup);
-  out.set_replicated(bool(st.replica));
-  out.set_routing_version(st.routing_version);
-  return out;
-}
-
-// The primary stops forwarding: its backup is lost, or did not answer (it
-// is told: it has missed changes and must never be promoted).
-void drop_replica(shard_actor self, const caf::error& why) {
-  auto& st = self->state;
-  if (!st.replica) return;
-  spdlog::error("{}serving without its backup from now on: {}", st.where, describe(why));
-  pb::ReplicaDropped dropped;
-  dropped.set_reason(describe(why));
-  self->send(st.replica, std::move(dropped));
-  self->demonitor(st.replica.address());
-  st.replica = nullptr;
-  auto waiting = std::move(st.forwarded);  // a dead backup never answers: they go now
-  st.forwarded.clear();
-  for (auto& [id, answer] : waiting) answer();
-}
-
-void answer_forwarded(shard_actor self, uint64_t id) {
-  auto i = self->state.forwarded.find(id);
-  if (i == self->state.forwarded.end()) return;  // answered when the backup was dropped
-  auto answer = std::move(i->second);
-  self->state.forwarded.erase(i);
-  answer();
-}
-
-// The answer to a change this primary applied: at once without a backup,
-// else once the backup applied it too. The request goes to the backup as it
-// came, in this shard's apply order, moved (this shard is done with it: no
-// tensor is copied).
-template <class Reply>
-caf::result<Reply> replicated(shard_actor self, Reply local) {
-  auto& st = self->state;
-  if (!st.replica) return local;
-  auto promise = self->make_response_promise<Reply>();
-  const uint64_t id = st.forwards++;
-  st.forwarded.emplace(id, [promise, local]() mutable { promise.deliver(std::move(local)); });
-  self->request(caf::actor_cast<caf::actor>(st.replica), kForwardTimeout,
-                self->current_mailbox_element()->move_content_to_message())
-      .then([self, id](const Reply&) { answer_forwarded(self, id); },
-            [self, id](caf::error& err) {
-              drop_replica(self, err);
-              answer_forwarded(self, id);
-            });
-  return promise;
-}
-
-template <class Reply>
-caf::result<Reply> replicated(shard_actor self, caf::expected<Reply> local) {
-  if (!local) return refuse(self, self->current_sender(), std::move(local.error()));
-  return replicated(self, std::move(*local));
 }
 
 // A request of the current sender about to wait for a step: within its
@@ -281,7 +204,7 @@ caf::result<pb::PushAck> on_push(shard_actor self, const pb::Push& push) {
     set_waiting(self->state);
     return promise;
   }
-  if (self->state.replica) return replicated(self, apply_push(self->state, push));  // ASYNC only
+  if (!answers_alone(self->state)) return replicated(self, apply_push(self->state, push));  // ASYNC only
   auto promise = self->make_response_promise<pb::PushAck>();
   promise.deliver(apply_push(self->state, push));
   release_waiters(self);
@@ -303,89 +226,6 @@ caf::result<pb::PushAck> on_sparse_push(shard_actor self, const pb::SparsePush& 
   return replicated(self, std::move(*ack));
 }
 
-// Once the backup's node is dialed: the backup gets this shard's whole
-// state with the introduction, and every change from here on is forwarded
-// behind it (CAF keeps one sender's order), so it misses none and repeats
-// none. A backup that refuses or does not answer is dropped again.
-void introduce(shard_actor self, ps_shard_actor backup, caf::response_promise promise, std::string where) {
-  auto& st = self->state;
-  pb::Replicate hello;
-  *hello.mutable_state() = st.core->snapshot();
-  st.replica = backup;
-  self->monitor(backup);
-  self->request(backup, kForwardTimeout, hello, caf::actor_cast<caf::strong_actor_ptr>(self))
-      .then(
-          [self, promise](const pb::Replicated&) mutable {
-            pb::Replicated done;
-            done.set_shard(self->state.index);
-            promise.deliver(done);
-          },
-          [self, promise, where](caf::error& err) mutable {
-            drop_replica(self, err);
-            promise.deliver(in_context(err, where));
-          });
-}
-
-// The coordinator gives this primary a backup (when the job starts, or a
-// new one after a failover or a lost backup): it dials the backup's node as
-// its ps task, then introduces itself to the backup.
-caf::result<pb::Replicated> on_replicate(shard_actor self, const pb::Replicate& req, const caf::strong_actor_ptr& to) {
-  auto& st = self->state;
-  if (auto err = admit(self, req, kCoordinator, "Replicate")) return err;
-  auto bad = [&](const std::string& why) {
-    return refuse(self, self->current_sender(), make_error(errc::invalid_argument, st.where + why));
-  };
-  if (st.backup) return bad("a backup takes no backup");
-  if (st.replica) return bad("has a backup already");
-  if (to == nullptr) return bad("no backup given");
-  if (const auto held = uint64_t(st.core->stats().bytes()); held > st.peers->limits().max_message_bytes)
-    return refuse(self, self->current_sender(),
-                  make_error(errc::too_large, fmt::format("{}its state of {} bytes does not fit one message "
-                                                          "([runtime] max_message_bytes = {}) for a new backup",
-                                                          st.where, held, st.peers->limits().max_message_bytes)));
-  if (st.spec == nullptr || req.backup_node() >= st.spec->nodes.size())
-    return bad(fmt::format("no node {} in its topology for the backup", req.backup_node()));
-  auto backup = caf::actor_cast<ps_shard_actor>(to);
-  auto promise = self->make_response_promise<pb::Replicated>();
-  auto where = fmt::format("{}its backup on {}", st.where, st.spec->nodes[req.backup_node()].address());
-  dial_node(self, *st.spec, task_id{pb::PS, st.index}, req.backup_node(),
-            [self, backup, promise, where](caf::expected<node_actor> node) mutable {
-              if (!node) return void(promise.deliver(in_context(node.error(), where)));
-              if (self->state.replica)
-                return void(promise.deliver(make_error(errc::invalid_argument, where + ": has a backup already")));
-              introduce(self, backup, promise, where);
-            });
-  return promise;
-}
-
-// On a backup: its primary introduces itself with its state (once; the one
-// shard it serves).
-caf::result<pb::Replicated> on_primary(shard_actor self, const pb::Replicate& req, const caf::strong_actor_ptr& from) {
-  auto& st = self->state;
-  const auto& sender = self->current_sender();
-  if (auto err = check_request(self, req, {pb::PS}, "Replicate")) return err;
-  if (from == nullptr || sender == nullptr || from->address() != sender->address() || st.primary)
-    return refuse(self, sender, make_error(errc::forbidden, st.where + "serves one primary, its own"));
-  if (auto err = st.core->restore(req.state())) return refuse(self, sender, err);
-  st.primary = sender->address();
-  pb::Replicated done;
-  done.set_shard(st.index);
-  return done;
-}
-
-// From its node: this backup becomes the primary (unless it missed changes).
-caf::result<pb::ShardStats> on_promote(shard_actor self, const pb::Promote& req) {
-  auto& st = self->state;
-  if (self->current_sender() == nullptr || self->current_sender()->address() != st.parent)
-    return refuse(self, self->current_sender(), make_error(errc::forbidden, st.where + "only its node promotes it"));
-  if (st.orphaned) return make_error(errc::stale_routing, st.where + "missed changes of its primary: not promoted");
-  spdlog::warn("{}promoted from backup to primary (routing version {})", st.where, req.routing_version());
-  st.backup = false;
-  st.primary = caf::actor_addr{};
-  st.routing_version = req.routing_version();
-  return stats_of(st);
-}
-
 // A move's step (ps.proto MoveOut, MoveIn). What changes what the shard
 // serves (at the source FINISH, DROP, ABORT; at the target all) reaches
 // its backup too.
@@ -403,21 +243,18 @@ caf::result<pb::Rows> on_sparse_pull(shard_actor self, const pb::SparsePull& req
 
 ps_shard_actor::behavior_type shard_behavior(shard_actor self, shard_options opts) {
   auto& st = self->state;
-  st.core.emplace(opts.index, std::move(opts.consistency), opts.first_step);
   st.metrics.emplace(metrics::registry_of(self->home_system()), opts.index);
   st.tracer = &trace::recorder_of(self->home_system());
   st.index = opts.index;
-  st.core->observe_staleness(&st.metrics->staleness());
-  st.core->observe_load(st.metrics->range_requests(), st.metrics->range_bytes(), st.metrics->shard());
+  st.consistency = std::move(opts.consistency);
+  start_core(st, opts.first_step);
   st.peers = std::move(opts.peers);
   st.where = st.core->where();
   st.parent = opts.parent;
   st.backup = opts.backup;
   st.spec = std::move(opts.spec);
-  self->set_down_handler([self](const caf::down_msg& msg) {
-    if (self->state.replica && msg.source == self->state.replica.address())
-      drop_replica(self, make_error(errc::unreachable, "its backup is down: " + to_string(msg.reason)));
-  });
+  st.dial = std::move(opts.dial);
+  self->set_down_handler([self](const caf::down_msg& msg) { on_replica_down(self, msg); });
   // Stopping (its node exits): whatever waits for a step gets an error, not
   // silence. (Exits from anyone else never get here: exit_guard.hpp.)
   self->set_exit_handler([self](const caf::exit_msg& msg) {
@@ -471,9 +308,7 @@ ps_shard_actor::behavior_type shard_behavior(shard_actor self, shard_options opt
           return stats_of(self->state);
         });
       },
-      [self](const pb::Replicate& req, const caf::strong_actor_ptr& to) {
-        return self->state.backup ? on_primary(self, req, to) : on_replicate(self, req, to);
-      },
+      [self](const pb::Replicate& req, const caf::strong_actor_ptr& to) { return on_replicate_msg(self, req, to); },
       [self](const pb::Promote& req) { return on_promote(self, req); },
       [self](const pb::MoveOut& req) {
         return served<pb::MoveData>(self, K::move_out, req, "MoveOut", [&] {
@@ -498,13 +333,7 @@ ps_shard_actor::behavior_type shard_behavior(shard_actor self, shard_options opt
           return replicated(self, std::move(loaded));
         });
       },
-      [self](const pb::ReplicaDropped& req) {
-        auto& st = self->state;
-        if (!st.backup || self->current_sender() == nullptr || self->current_sender()->address() != st.primary) return;
-        spdlog::error("{}its primary stopped forwarding ({}): this backup will not be promoted", st.where,
-                      req.reason());
-        st.orphaned = true;
-      },
+      [self](const pb::ReplicaDropped& req) { on_replica_dropped(self, req); },
   };
 }
 
@@ -512,9 +341,10 @@ ps_shard_actor::behavior_type shard_behavior(shard_actor self, shard_options opt
 
 ps_shard_actor spawn_ps_shard(caf::actor_system& sys, shard_options opts) {
   exit_guard guard{{opts.parent}, opts.peers, "ps shard " + std::to_string(opts.index) + ": "};
-  return spawn_guarded<shard_state, ps_shard_actor>(
-      sys, std::move(guard),
-      [opts = std::move(opts)](shard_actor self) mutable { return shard_behavior(self, std::move(opts)); });
+  return spawn_guarded<shard_detail::shard_state, ps_shard_actor>(
+      sys, std::move(guard), [opts = std::move(opts)](shard_detail::shard_actor self) mutable {
+        return shard_behavior(self, std::move(opts));
+      });
 }
 
 }  // namespace actorps

@@ -26,14 +26,21 @@
 //   serving --pull or push for a step to come--> holds it --step comes--> answers it
 //   serving --exit from its node--> stopped (what waits gets errc::unreachable)
 //
-// Replication (ps_replicas = 2, ASYNC; pb::Replicate): a primary forwards
-// each change it applied to its backup, in its apply order, and answers the
-// change's sender once the backup answered. A backup serves its primary
-// only (anyone else gets errc::stale_routing) until its node promotes it:
-//   primary --Replicate(backup) from the coordinator--> replicated
-//   replicated --backup down, or no answer in kForwardTimeout--> serving
-//     alone (the backup is told, and refuses promotion from then on)
+// Replication (ps_replicas = 2, ASYNC; pb::Replicate; replication.cpp): a
+// primary forwards each change it applied to its backup, in its apply
+// order, each the next sequence number of the introduction's term, and
+// answers the change's sender once the backup answered. A backup serves its
+// primary only (anyone else gets errc::stale_routing) until its node
+// promotes it:
+//   primary --Replicate(backup) from the coordinator--> replicated (term + 1)
+//   replicated --backup down, or no answer within [runtime]
+//     request_timeout_ms--> dropping: the backup is told (ReplicaDropped),
+//     the keeper's watch (Promote.watch) answered; what waits holds
+//   dropping --the keeper's next watch (it knows: it will not promote that
+//     backup)--> serving alone (what waited is answered)
+//     (no keeper watches: serving alone at once)
 //   backup --Promote from its node--> primary (serving alone)
+//   backup --Replicate from its own primary, a higher term--> backup afresh
 #pragma once
 
 #include <caf/actor_system.hpp>
@@ -41,6 +48,7 @@
 #include <chrono>
 #include <memory>
 
+#include "actors/net/dial.hpp"
 #include "actors/net/peer_table.hpp"
 #include "actors/shard/shard_core.hpp"
 #include "config/cluster_spec.hpp"
@@ -48,9 +56,12 @@
 
 namespace actorps {
 
-/// How long a primary waits for its backup's answer to a change before it
-/// serves without the backup.
-constexpr auto kForwardTimeout = std::chrono::seconds(30);
+/// How long a primary waits for a new backup to take its whole state (the
+/// introduction; a change forwarded waits [runtime] request_timeout_ms).
+constexpr auto kIntroductionTimeout = std::chrono::seconds(30);
+
+/// How a primary reaches its backup's node (tests hand in their own).
+using shard_dialer = dialer_for<ps_shard_actor::base>;
 
 struct shard_options {
   uint32_t index = 0;  // the ps task it serves
@@ -60,6 +71,7 @@ struct shard_options {
   caf::actor_addr parent;                    // the only actor whose exit message stops it (its node)
   bool backup = false;                       // a backup (ps_replicas = 2): serves its primary only
   std::shared_ptr<const cluster_spec> spec;  // a primary dials its backup's node as its ps task
+  shard_dialer dial;                         // empty: dial_node over `spec`
 };
 
 /// Spawns a PS shard.
