@@ -28,7 +28,7 @@ struct shard_system {
   ps_shard_actor shard;
 
   ps_shard_actor spawn_shard(uint32_t index, pb::Consistency c) {
-    return spawn_ps_shard(sys, {index, std::move(c), 0, peers, self->address(), false, nullptr});
+    return spawn_ps_shard(sys, {index, std::move(c), 0, peers, self->address(), false, nullptr, {}});
   }
   void stop(const ps_shard_actor& s) { self->send_exit(s, caf::exit_reason::user_shutdown); }
 };

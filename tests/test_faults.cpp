@@ -3,9 +3,12 @@
 #define BOOST_TEST_MODULE faults
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <csignal>
+#include <filesystem>
 #include <functional>
 #include <random>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -126,21 +129,25 @@ BOOST_AUTO_TEST_CASE(a_stopped_worker_is_detected_and_rejoins_after_sigcont) {
 
 namespace {
 
-// Runs `job` until its first checkpoint is in DIR/ckpt, then SIGKILLs the
-// coordinator (`actorps local` serves it); its nodes stop themselves.
-void kill_coordinator_after_a_checkpoint(const std::string& dir, const std::string& job) {
-  auto local = child_process::spawn({ACTORPS_BIN, "local", job, "--log", dir + "/nodes.log"}, dir + "/first.log");
-  BOOST_REQUIRE(local);
-  auto nodes = node_pids(*local);
-  wait_for_checkpoint(dir + "/ckpt");
-  local->signal(SIGKILL);  // the coordinator dies without a word
-  BOOST_REQUIRE(local->wait(10s));
-  // Its nodes notice (their parent died) and stop: the ports are free again.
+// SIGKILLs the coordinator (`actorps local`, which serves it); its nodes
+// notice (their parent died) and stop: the ports are free again.
+void kill_coordinator(child_process& local, const std::vector<pid_t>& nodes) {
+  local.signal(SIGKILL);  // the coordinator dies without a word
+  BOOST_REQUIRE(local.wait(10s));
   for (auto pid : nodes) {
     auto gone = std::chrono::steady_clock::now() + 10s;
     while (::kill(pid, 0) == 0 && std::chrono::steady_clock::now() < gone) std::this_thread::sleep_for(20ms);
     BOOST_TEST(::kill(pid, 0) != 0, "node pid " << pid << " still runs");
   }
+}
+
+// Runs `job` until its first checkpoint is in DIR/ckpt, then SIGKILLs the coordinator.
+void kill_coordinator_after_a_checkpoint(const std::string& dir, const std::string& job) {
+  auto local = child_process::spawn({ACTORPS_BIN, "local", job, "--log", dir + "/nodes.log"}, dir + "/first.log");
+  BOOST_REQUIRE(local);
+  auto nodes = node_pids(*local);
+  wait_for_checkpoint(dir + "/ckpt");
+  kill_coordinator(*local, nodes);
 }
 
 // Every step of the job applied once, counted from its first: each
@@ -212,6 +219,113 @@ BOOST_AUTO_TEST_CASE(a_killed_coordinator_of_a_sync_job_ends_as_an_uninterrupted
   auto whole = run_job(whole_dir, job_in(whole_dir));
   BOOST_TEST(whole.exit_code == 0, whole.out << whole.log);
   same_checkpoints(dir + "/ckpt", whole_dir + "/ckpt");  // the uninterrupted run's, bit for bit
+}
+
+namespace {
+
+// The checkpoint files in `dir`.
+std::set<std::string> checkpoint_files(const std::string& dir) {
+  std::set<std::string> out;
+  std::error_code ec;
+  for (auto& e : std::filesystem::directory_iterator(dir, ec))
+    if (e.path().extension() == ".tfrecord") out.insert(e.path().filename().string());
+  return out;
+}
+
+// Every checkpoint in `dir`, each restored alone, counts the updates it
+// holds (one per variable per step): none more, and none fewer unless a
+// PS restored in the run lost some.
+void every_checkpoint_counts_its_updates(const std::string& dir) {
+  const auto alone = make_temp_dir("test");
+  for (auto& name : checkpoint_files(dir)) {
+    std::filesystem::copy_file(dir + "/" + name, alone + "/" + name);
+    auto c = train::restore_latest(alone).latest;
+    std::filesystem::remove(alone + "/" + name);
+    BOOST_REQUIRE_MESSAGE(c && !c->variables.empty(), name);
+    auto [lo, hi] = std::minmax_element(c->variables.begin(), c->variables.end(),
+                                        [](auto& a, auto& b) { return a.version < b.version; });
+    BOOST_TEST(hi->version <= uint64_t(c->step), name << ": " << hi->name << " holds " << hi->version << " updates");
+    if (c->restored_ps.empty())
+      BOOST_TEST(lo->version == uint64_t(c->step), name << ": " << lo->name << " holds " << lo->version << " updates");
+  }
+}
+
+// Runs `job`; `after` its nodes are up, stops worker:1 (SIGSTOP: inside a
+// split, its pushes cease, and the next checkpoint barrier waits for it),
+// SIGKILLs it a moment later, and once a checkpoint newer than that kill
+// is in DIR/ckpt, at once `then`: the coordinator (the run ends) or a node
+// task ("ps:0"; the run goes on to its end and must succeed).
+void kill_worker_1_then(const std::string& dir, const std::string& job, std::chrono::milliseconds after,
+                        const std::string& then) {
+  auto local = child_process::spawn({ACTORPS_BIN, "local", job, "--log", dir + "/nodes.log"}, dir + "/first.log");
+  BOOST_REQUIRE(local);
+  auto nodes = ready_nodes(*local);
+  std::this_thread::sleep_for(after);
+  BOOST_REQUIRE(::kill(nodes.at("worker:1"), SIGSTOP) == 0);
+  std::this_thread::sleep_for(300ms);  // below the 1 s a stopped worker is detected in
+  const auto before = checkpoint_files(dir + "/ckpt");
+  BOOST_REQUIRE(::kill(nodes.at("worker:1"), SIGKILL) == 0);
+  for (auto end = std::chrono::steady_clock::now() + 30s;
+       checkpoint_files(dir + "/ckpt") == before && std::chrono::steady_clock::now() < end;)
+    std::this_thread::sleep_for(1ms);
+  BOOST_REQUIRE_MESSAGE(checkpoint_files(dir + "/ckpt") != before, "no checkpoint after worker:1 was killed");
+  if (then == "coordinator") {
+    std::vector<pid_t> pids;
+    for (auto& [task, pid] : nodes) pids.push_back(pid);
+    return kill_coordinator(*local, pids);
+  }
+  BOOST_REQUIRE(::kill(nodes.at(then), SIGKILL) == 0);
+  auto out = local->read_all(120s);
+  BOOST_REQUIRE(out);
+  auto code = local->wait(30s);
+  BOOST_REQUIRE(code);
+  BOOST_TEST(*code == 0, *out << read_file(dir + "/first.log"));
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_checkpoint_never_holds_part_of_a_split_it_does_not_list) {
+  // Exactly-once epochs of ten 50-step splits (batches of 4) of a wide
+  // model, a checkpoint after every split: the queue is held most of the
+  // time, its barrier waiting for the splits that run. worker:1 is killed
+  // inside one, after it pushed some of its steps; the checkpoint the
+  // barrier takes next must wait until that split ran again elsewhere,
+  // else it holds those steps without listing the split, and (a) a
+  // coordinator rerun from it or (b) a PS restored from it applies them twice.
+  const std::string wide = "[[model.layers]]\ntype = \"dense\"\nunits = 4096\nactivation = \"relu\"\n";
+  const int epochs = 12, split = 200;
+  auto job_in = [&](const std::string& dir) {
+    auto path = write_exactly_once_job(
+        dir, epochs, split, "checkpoint_dir = \"" + dir + "/ckpt\"\ncheckpoint_steps = 1\ncheckpoint_keep = 1000\n",
+        wide);
+    auto text = read_file(path);
+    replace_all(text, "type = \"batch\"\nsize = 32\n", "type = \"batch\"\nsize = 4\n");
+    std::ofstream(path) << text;
+    return path;
+  };
+  // (a) The coordinator killed just after that checkpoint, and rerun.
+  auto dir = make_temp_dir("test");
+  auto job = job_in(dir);
+  kill_worker_1_then(dir, job, 1500ms, "coordinator");
+  every_checkpoint_counts_its_updates(dir + "/ckpt");
+  auto saved = train::restore_latest(dir + "/ckpt").latest;
+  BOOST_REQUIRE(saved);
+  const int64_t done = saved->epoch * 2000 + saved->splits.finished_size() * split;  // examples
+  BOOST_TEST_MESSAGE("(a) the rerun restores step " << saved->step << ": " << done << " examples done");
+  auto rerun = run_job(dir, job);
+  BOOST_TEST(rerun.exit_code == 0, rerun.out << rerun.log);
+  BOOST_TEST(examples_applied(rerun.report) == std::vector<int64_t>(3, epochs * 2000 - done), rerun.out);
+  each_step_applied_once(dir + "/ckpt");
+  // (b) ps:0 killed just after that checkpoint: restored from it, it
+  // holds no update twice (it may lack the steps since).
+  auto ps_dir = make_temp_dir("test");
+  auto ps_job = job_in(ps_dir);
+  kill_worker_1_then(ps_dir, ps_job, 1500ms, "ps:0");
+  auto report = report_of(ps_job);
+  BOOST_TEST(recoveries_of(report, "ps:0") == "lost restored");
+  BOOST_TEST(epochs_trained(report) == "1.." + std::to_string(epochs));
+  BOOST_TEST(examples_applied(report)[1] == report.split_examples);  // ps:1, never restored
+  every_checkpoint_counts_its_updates(ps_dir + "/ckpt");
 }
 
 BOOST_AUTO_TEST_CASE(a_killed_ps_is_restored_from_the_latest_checkpoint_and_the_job_completes) {

@@ -44,7 +44,7 @@ struct two_ps_nodes {
 // with its state and nobody else, only its node promotes it, and once its
 // primary has dropped it (it missed changes) it is never promoted.
 BOOST_FIXTURE_TEST_CASE(a_backup_serves_its_primary_only_and_a_dropped_one_is_never_promoted, shard_system) {
-  const shard_options as_backup{0, pb::Consistency{}, 0, peers, self->address(), true, nullptr};
+  const shard_options as_backup{0, pb::Consistency{}, 0, peers, self->address(), true, nullptr, {}};
   shard_core state(0, pb::Consistency{}, 0);
   pb::CreateVariables create;
   *create.add_variables() = variable_spec("w", {4});

@@ -84,8 +84,9 @@ std::vector<queued_closure> closure_queue::take(size_t max, uint32_t worker, std
   std::unique_lock<std::mutex> lock(m_);
   std::vector<queued_closure> out;
   auto& mine = pinned_[worker];
-  // Held: only the rest of the rounds begun (a worker's closures are in round order).
-  auto due = [&](const queued_closure& c) { return !held_ || (c.round > 0 && c.round <= last_round_); };
+  // Held: only the rest of the rounds begun (a worker's closures are in
+  // round order) and closures put back, which are in front.
+  auto due = [&](const queued_closure& c) { return !held_ || c.put_back || (c.round > 0 && c.round <= last_round_); };
   while (out.size() < max && !mine.empty() && due(mine.front())) {
     last_round_ = std::max(last_round_, mine.front().round);
     out.push_back(std::move(mine.front()));
@@ -95,7 +96,8 @@ std::vector<queued_closure> closure_queue::take(size_t max, uint32_t worker, std
   // not strand work on its worker while another worker idles.
   const size_t live = std::max<size_t>(live_.size(), 1);
   const size_t share = (common_.size() + live - 1) / live;
-  for (size_t n = std::min(max - out.size(), std::max<size_t>(share, 1)); n > 0 && !common_.empty() && !held_; --n) {
+  for (size_t n = std::min(max - out.size(), std::max<size_t>(share, 1));
+       n > 0 && !common_.empty() && due(common_.front()); --n) {
     out.push_back(std::move(common_.front()));
     common_.pop_front();
   }
@@ -106,7 +108,7 @@ std::vector<queued_closure> closure_queue::take(size_t max, uint32_t worker, std
 }
 
 bool closure_queue::quiet_locked() {
-  if (!held_ || outstanding_ != queued_) return false;  // not held, or some run
+  if (!held_ || outstanding_ != queued_ || put_back_ > 0) return false;  // not held, some run, or may have run part
   for (auto& [w, list] : pinned_)
     if (!list.empty() && list.front().round > 0 && list.front().round <= last_round_) return false;
   return true;
@@ -141,6 +143,7 @@ void closure_queue::resolve(queued_closure& c, caf::expected<values> result) {
     c.result->result = std::move(result);
   }
   c.result->cv.notify_all();
+  if (c.put_back) --put_back_;
   if (--outstanding_ == 0) last_round_ = 0;  // the next rounds may count from 1 again (another fit)
 }
 
@@ -176,8 +179,11 @@ void closure_queue::cancel_queued(const caf::error& why) {
 
 void closure_queue::put_back(std::vector<queued_closure> lost) {
   std::unique_lock<std::mutex> lock(m_);
-  for (auto i = lost.rbegin(); i != lost.rend(); ++i)
+  for (auto i = lost.rbegin(); i != lost.rend(); ++i) {
+    if (!i->put_back) ++put_back_;
+    i->put_back = true;  // held, it is still handed out: see hold()
     (i->worker < 0 ? common_ : pinned_[uint32_t(i->worker)]).push_front(std::move(*i));
+  }
   metrics_.retried.inc(lost.size());
   queued_ += lost.size();
   update_gauges();

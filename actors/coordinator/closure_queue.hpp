@@ -13,6 +13,9 @@
 // finished (a consistent checkpoint). Closures of a round (SYNC: the
 // workers' parts of one step; bounded staleness: one round robin cycle)
 // wait for each other on the shards, so a round begun is handed out whole.
+// A closure put back (its worker lost, or a shard moved) may have pushed
+// some of its steps: it is handed out while held too, and the queue is not
+// quiet until it ran again to its end (the shards skip the steps they have).
 //
 // Threads. The one object of the coordinator shared between threads: the
 // user's side is called from the user's thread (the facade's; put, hold,
@@ -72,6 +75,7 @@ struct queued_closure {
   int worker = -1;     // -1: any worker; else only that one (SYNC rounds)
   uint64_t round = 0;  // > 0: its round (see hold()), growing in queue order
   std::shared_ptr<remote_value::state> result;
+  bool put_back = false;  // it went to a worker and came back: it may have pushed part of its steps
 };
 
 class closure_queue {
@@ -83,9 +87,11 @@ class closure_queue {
   // ---- the user's side ----
   /// Queues a closure (blocks while `capacity` closures are outstanding).
   remote_value put(pb::Closure closure, int worker, uint64_t round = 0);
-  /// Hands out no closure (but the rest of the rounds begun) until resume().
+  /// Hands out no closure (but the rest of the rounds begun, and those put
+  /// back) until resume().
   void hold();
-  /// Held, and no closure runs or is still to be handed out.
+  /// Held, and no closure runs or is still to be handed out (the rest of
+  /// a round begun, or one put back: see put_back()).
   bool quiet();
   /// Blocks until quiet().
   void wait_quiet();
@@ -114,7 +120,9 @@ class closure_queue {
   void settle(queued_closure& c, uint32_t worker, caf::expected<values> result);
   /// Closures each worker answered so far, by worker index.
   std::map<uint32_t, uint64_t> closures_by_worker();
-  /// A lost worker's closures go back to the front.
+  /// A lost worker's closures go back to the front. Each may have pushed
+  /// part of its steps: until it ran again to its end the queue is not
+  /// quiet, and a held queue hands it out.
   void put_back(std::vector<queued_closure> lost);
   /// A proxy exists for `worker`: it is a member of the job (not yet taking closures).
   void worker_added(uint32_t worker);
@@ -149,6 +157,7 @@ class closure_queue {
   std::map<uint32_t, std::deque<queued_closure>> pinned_;
   size_t outstanding_ = 0;  // queued + running
   size_t queued_ = 0;       // in common_ and pinned_ (the gauges' count, kept so that no update walks them)
+  size_t put_back_ = 0;     // closures put back and not settled since (queued or running again)
   bool held_ = false;
   uint64_t last_round_ = 0;  // the highest round handed out since the queue was last empty
   // Ids grow across coordinator runs too (they start at the clock's

@@ -83,7 +83,7 @@ caf::expected<checkpoint> pull_checkpoint(cluster_coordinator& c, int64_t step, 
   ckpt.restored_ps = std::move(restored);
   auto& vars = c.placement().variables();
   for (size_t i = 0; i < vars.size(); ++i)
-    ckpt.variables.push_back({vars[i].name, vars[i].shape, std::move((*values)[i]), {}, versions[i]});
+    ckpt.variables.push_back({vars[i].name, vars[i].shape, std::move((*values)[i]), {}, versions[i], {}});
   for (uint32_t k = 1; k <= c.placement().slot_count(); ++k) {
     auto slot = c.placement().pull_values(k);
     if (!slot) return slot.error();
@@ -137,8 +137,9 @@ caf::error backup_and_restore::on_steps(cluster_coordinator& c, const step_progr
 
 caf::expected<int64_t> backup_and_restore::save_now(cluster_coordinator& c, const step_progress& p) {
   // Mid-epoch, later closures run and push: the checkpoint is pulled with
-  // none running and counts every one that finished, so that a restore
-  // applies none twice and loses none.
+  // none running (nor any put back after a lost worker may have run part
+  // of it) and counts every one that finished, so that a restore applies
+  // none twice and loses none.
   const auto started = std::chrono::steady_clock::now();
   c.hold();
   const step_progress at = p.finished ? p.finished() : p;
