@@ -113,8 +113,9 @@ void add_bench_staleness(CLI::App& bench, command_list& out) {
 
 void add_bench_failover(CLI::App& bench, command_list& out) {
   auto o = std::make_shared<failover_bench_options>();
-  auto* sub =
-      bench.add_subcommand("failover", "ps_replicas = 2 vs 1 samples/s, and a primary's SIGKILL: time, updates lost");
+  auto* sub = bench.add_subcommand(
+      "failover",
+      "ps_replicas = 2 vs 1 samples/s; a primary's node SIGKILLed, then SIGSTOPped: time, updates lost or twice");
   sub->add_option("--job", o->job, "job file (its model, data, optimizer and topology shape)");
   sub->add_option("--steps", o->steps, "steps per repetition")->check(CLI::Range(30u, 1000000u));
   sub->add_option("--repetitions", o->repetitions, "repetitions (medians)")->check(CLI::Range(1u, 100u));

@@ -5,6 +5,10 @@
 //   - with 2, ps:0's node SIGKILLed while closures run: the time from the
 //     kill to the first closure queued after it that completes (its pushes
 //     acknowledged by every shard, ps:0's promoted backup included);
+//   - with 2, ps:0's node SIGSTOPped (frozen: its primary and ps:1's
+//     backup) the same way: the stall until the first closure queued after
+//     it completes (ps:1 drops its backup at the request deadline, ps:0's
+//     backup is promoted once the node counts as lost);
 //   - updates lost and updates applied twice, per shard: the examples of the
 //     closures that completed against those the shard applied (each closure
 //     step counted once per shard), and the gradient slices those closures
@@ -33,6 +37,7 @@ namespace actorps {
 namespace {
 
 using clock_type = std::chrono::steady_clock;
+constexpr int kBenchRequestTimeoutMs = 5000;  // the clusters' [runtime]: a backup's forward deadline too
 
 // The examples of a completed train_step closure.
 int64_t examples_of(remote_value& r) {
@@ -94,9 +99,11 @@ shard_account account(const failover_result& f, size_t shard) {
   return a;
 }
 
-// Keeps `window` closures in flight for `steps` closures; kills ps:0's node
-// (started first) once a third of them completed.
-caf::expected<failover_result> failover(cluster_coordinator& c, bench_cluster& cluster, uint32_t steps) {
+// Keeps `window` closures in flight for `steps` closures; sends ps:0's node
+// (started first) `signal` once a third of them completed: SIGKILL, or
+// SIGSTOP (a frozen node: its primary and the other shard's backup; it gets
+// SIGCONT after the run).
+caf::expected<failover_result> failover(cluster_coordinator& c, bench_cluster& cluster, uint32_t steps, int signal) {
   constexpr size_t window = 8;
   failover_result out;
   std::deque<std::pair<remote_value, bool>> in_flight;  // (closure, queued after the kill)
@@ -118,26 +125,27 @@ caf::expected<failover_result> failover(cluster_coordinator& c, bench_cluster& c
     if (after_kill && out.seconds == 0)
       out.seconds = std::chrono::duration<double>(clock_type::now() - *killed).count();
     if (!killed && done == steps / 3) {
-      cluster.node(0).signal(SIGKILL);
+      cluster.node(0).signal(signal);
       killed = clock_type::now();
     }
   }
   if (auto err = c.join()) return err;
   auto after = c.placement().shard_stats();
+  if (signal == SIGSTOP) cluster.node(0).signal(SIGCONT);
   if (!after) return after.error();
   out.applied = deltas(*before, *after);
   return out;
 }
 
 // A cluster of the job's shape with ps_replicas = `replicas`: samples/s of
-// `repetitions` runs of opts.steps; with `fail`, then the failover run.
+// `repetitions` runs of opts.steps; with a `signal`, then the failover run.
 struct replicas_run {
   std::vector<double> rates;
   std::optional<failover_result> failed_over;
 };
 
 caf::expected<replicas_run> run(const failover_bench_options& opts, job_spec job, uint32_t replicas,
-                                uint32_t repetitions, bool fail) {
+                                uint32_t repetitions, int signal = 0) {
   std::vector<std::string> roles, tasks;
   std::map<int, int> next;
   for (auto& node : job.cluster.nodes) {  // ps tasks first: node(0) is ps:0's
@@ -146,7 +154,7 @@ caf::expected<replicas_run> run(const failover_bench_options& opts, job_spec job
     if (role != pb::COORDINATOR) tasks.push_back(to_string(task_id{role, uint32_t(next[role]++)}));
   }
   std::stable_partition(tasks.begin(), tasks.end(), [](const std::string& t) { return t.rfind("ps:", 0) == 0; });
-  bench_cluster cluster(roles, "request_timeout_ms = 5000\n");
+  bench_cluster cluster(roles, fmt::format("request_timeout_ms = {}\n", kBenchRequestTimeoutMs));
   if (auto err = cluster.start(opts.self_exe, tasks)) return err;
   job.cluster = cluster.spec();
   job.training.ps_replicas = replicas;
@@ -166,8 +174,8 @@ caf::expected<replicas_run> run(const failover_bench_options& opts, job_spec job
     if (!r) return r.error();
     out.rates.push_back(*r);
   }
-  if (fail) {
-    auto f = failover(**c, cluster, opts.steps);
+  if (signal != 0) {
+    auto f = failover(**c, cluster, opts.steps, signal);
     if (!f) return f.error();
     for (auto& d : deltas(*cold, *warm)) f->slices_per_closure.push_back(double(d.slices) / warm_up);
     out.failed_over = *f;
@@ -217,13 +225,16 @@ int run_bench_failover(const failover_bench_options& opts) {
   for (uint32_t round = 0; round < opts.repetitions; ++round)
     for (uint32_t i = 0; i < 2; ++i) {
       const uint32_t replicas = 1 + ((i + round) % 2);
-      auto r = run(opts, job, replicas, 1, false);
+      auto r = run(opts, job, replicas, 1);
       if (!r) return fail(fmt::format("ps_replicas = {}", replicas), r.error());
       rates[replicas - 1].push_back(r->rates.front());
     }
-  auto failed = run(opts, job, 2, 0, true);
+  auto failed = run(opts, job, 2, 0, SIGKILL);
   if (!failed) return fail("ps_replicas = 2, failover", failed.error());
   const auto& f = *failed->failed_over;
+  auto frozen = run(opts, job, 2, 0, SIGSTOP);
+  if (!frozen) return fail("ps_replicas = 2, a frozen node", frozen.error());
+  const auto& z = *frozen->failed_over;
   fmt::print("{}: {} workers, {} PS, one step per closure, async; medians of {} x {} steps, alternating\n", opts.job,
              job.cluster.count(pb::WORKER), job.cluster.count(pb::PS), opts.repetitions, opts.steps);
   fmt::print("{:<64} {:>12}\n", "", "samples/s");
@@ -234,6 +245,11 @@ int run_bench_failover(const failover_bench_options& opts) {
       "completed {:.3f} s later\n",
       opts.steps / 3, opts.steps, f.seconds);
   const bool held = print_accounts(f);
+  fmt::print(
+      "frozen: ps:0's node SIGSTOPped after {} of {} closures (ps:0's primary, ps:1's backup; request_timeout_ms "
+      "= {}); the first closure queued after it completed {:.3f} s later\n",
+      opts.steps / 3, opts.steps, kBenchRequestTimeoutMs, z.seconds);
+  const bool held_frozen = print_accounts(z);
   bench::print_target({"replicas2_vs_1", fmt::format("{:.2f}", median(rates[1]) / median(rates[0])), "x", ">= 0.8"});
   bench::print_target({"failover_s", fmt::format("{:.3f}", f.seconds), "s", "<= 1"});
   int64_t lost = 0, twice = 0;
@@ -243,8 +259,7 @@ int run_bench_failover(const failover_bench_options& opts) {
   }
   bench::print_target({"failover_lost_updates", fmt::format("{}", lost), "", "= 0"});
   bench::print_target({"failover_updates_applied_twice", fmt::format("{}", twice), "", "= 0"});
-  if (!held) return 1;
-  return 0;
+  return held && held_frozen ? 0 : 1;
 }
 
 }  // namespace actorps

@@ -211,7 +211,7 @@ struct failover_bench_options {
   uint32_t repetitions = 5;
 };
 
-/// `actorps bench failover`: ps_replicas = 2 vs 1, and a primary's SIGKILL survived.
+/// `actorps bench failover`: ps_replicas = 2 vs 1, and a primary's node SIGKILLed, then SIGSTOPped, survived.
 int run_bench_failover(const failover_bench_options& opts);
 
 struct tta_bench_options {
