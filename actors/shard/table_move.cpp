@@ -47,7 +47,7 @@ caf::error shard_core::write_table(const pb::TableData& page) {
   if (!v) return v.error();
   auto& table = (*v)->table;
   if (!table) return error(errc::invalid_argument, "'" + page.name() + "' is not a dynamic table: no rows written");
-  if (!page.sketch().empty() && page.sketch().size() != table->sketch_bytes().size())
+  if (!page.sketch().empty() && page.sketch().size() != table->sketch_size())
     return error(errc::bad_tensor, "'" + page.name() + "': a sketch of " + std::to_string(page.sketch().size()) +
                                        " bytes for a table of min_count " + std::to_string(table->options().min_count));
   pb::TableLoad rows;  // load_table's checks and puts, in the page's order; the table stays (its counters too)

@@ -106,9 +106,8 @@ caf::expected<checkpoint> backup_and_restore::pull(cluster_coordinator& c, int64
                                                    const pb::SplitStatus* splits) {
   const bool incremental =
       full_every_ > 1 && incremental_ + 1 < full_every_ && !table_versions_.empty() && ps_restores(c) == ps_restores_;
-  static const std::map<std::string, uint64_t> none;
   auto ckpt = pull_checkpoint(c, step, epochs_done, splits, restored_shards(c, restored_before_),
-                              incremental ? table_versions_ : none);
+                              incremental ? table_versions_ : std::map<std::string, uint64_t>{});
   if (ckpt && incremental) ckpt->base_step = last_saved_;
   return ckpt;
 }

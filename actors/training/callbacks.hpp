@@ -34,6 +34,8 @@ class backup_and_restore : public fit_callback {
   /// A checkpoint of where training is, now (as checkpoint_steps would):
   /// the closures held while the shards are read. Its step.
   caf::expected<int64_t> save_now(cluster_coordinator& c, const step_progress& p);
+  /// The step of the newest checkpoint this run wrote or restored; -1: none.
+  int64_t last_saved() const { return last_saved_; }
 
  private:
   caf::error write(cluster_coordinator& c, caf::expected<checkpoint> ckpt,

@@ -202,6 +202,7 @@ int train_job(const job_spec& job, std::function<void(int64_t)> on_step, const s
   if (!connected) return fail("setting up the cluster", connected.error());
   auto& c = **connected;
   coordinator = &c;
+  const train::backup_and_restore* saver = backup.get();  // (the callbacks own it)
   auto owned = job_callbacks(job, std::move(backup), std::move(on_step));
   if (!owned) return fail("log_dir", owned.error());
   std::vector<train::fit_callback*> callbacks;
@@ -217,9 +218,9 @@ int train_job(const job_spec& job, std::function<void(int64_t)> on_step, const s
     if (auto err = train::write_trace(sys, job.cluster, trace.path, trace.also)) return fail("--trace", err);
   if (!result) return fail("training", result.error());
   if (recorded) return fail("reading the shards' counters", recorded);
-  if (!t.checkpoint_dir.empty())
-    if (auto last = train::restore_latest(t.checkpoint_dir).latest)
-      if (auto err = train::mark_final(t.checkpoint_dir, last->step)) return fail("marking the final checkpoint", err);
+  if (saver != nullptr && saver->last_saved() >= 0)  // (not read back: a table's chain can be GBs)
+    if (auto err = train::mark_final(t.checkpoint_dir, saver->last_saved()))
+      return fail("marking the final checkpoint", err);
   std::optional<train::evaluation> last;
   if (!result->history.empty()) {
     last = result->history.back().test;
