@@ -236,7 +236,7 @@ caf::error lane_op(caf::scoped_actor& self, std::vector<std::unique_ptr<bulk_lin
     if (!failed) failed = std::move(err);
   };
   for (auto& h : pushes) h.receive([](pb::PushAck&) {}, keep);
-  for (auto& h : pulls) h.receive([](bool) {}, keep);
+  for (auto& h : pulls) h.receive([](bulk_pulled&) {}, keep);  // in place: nothing to copy in
   return failed;
 }
 

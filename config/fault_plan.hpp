@@ -16,9 +16,12 @@
 //   [[faults]]
 //   kind = "drop"            # the worker loses `fraction` of its requests to
 //   task = "worker:0"        # `peer` for `duration` seconds (each is sent
-//   peer = "ps:0"            # again after 500 ms of silence, as over a lossy link);
-//                            # peer = "datasets": to its datasets; peer =
-//                            # "coordinator:0": the coordinator's closures to it;
+//   peer = "ps:0"            # again by the worker at its deadline, [runtime]
+//                            # request_timeout_ms, twice at most (SYNC, SSP: no
+//                            # deadline, after 500 ms of silence), as over a lossy link);
+//                            # peer = "datasets": to its datasets (sent again at
+//                            # each deadline); peer = "coordinator:0": the
+//                            # coordinator's closures to it (again after 500 ms);
 //                            # task = "ps:0", peer = "coordinator:0": the
 //                            # coordinator's requests to that PS (checkpoint
 //                            # pulls, restores; asked again at their deadline)
@@ -57,6 +60,24 @@
 //   duration = 3.0
 //
 //   [[faults]]
+//   kind = "drop"            # a ps task's forwards, introductions and drops
+//   task = "ps:0"            # to its backup (ps_replicas = 2; the backup
+//   peer = "ps:1"            # lives on the next ps task's node): lost (the
+//   fraction = 0.05          # primary drops the backup at its deadline and
+//   at = 1.0                 # the coordinator re-adds it by snapshot),
+//   duration = 3.0           # duplicated (applied once) or reordered (the
+//                            # backup refuses the gap and is re-added)
+//
+//   [[faults]]
+//   kind = "leave"           # SIGTERM the task's node: a worker drains and
+//   task = "worker:1"        # leaves (actorps local restarts it: it joins
+//   at = 2.0                 # again); a ps drains out of the job (async)
+//
+//   [[faults]]
+//   kind = "add_ps"          # the coordinator adds a ps task on a free
+//   at = 4.0                 # standby node (no task; async, ps_replicas = 1)
+//
+//   [[faults]]
 //   kind = "delay"           # ... or holds each back `delay_ms`
 //   task = "worker:1"
 //   peer = "ps:1"
@@ -79,10 +100,11 @@
 namespace actorps {
 
 struct fault {
-  enum class kind { kill, pause, drop, delay, partition, duplicate, reorder };
+  enum class kind { kill, pause, drop, delay, partition, duplicate, reorder, leave, add_ps };
   kind what = kind::kill;
-  task_id task;
-  task_id peer;                 // drop, delay: the PS task or coordinator; partition: a task on the other host
+  task_id task;                 // add_ps: the coordinator (it adds the ps task)
+  task_id peer;                 // drop, delay: the PS task or coordinator (a ps's: the coordinator or another ps);
+                                // partition: a task on the other host
   bool datasets = false;        // drop, delay: the worker's requests to its datasets (peer: the worker)
   double fraction = 0;          // drop, duplicate, reorder
   bool replies = false;         // drop: the replies are lost, not the requests
@@ -127,18 +149,31 @@ struct soak_round {
   double coordinator_kill_at = -1;  // seconds after the nodes are up; < 0: none
 };
 
+/// What a soak round's job can be put through.
+struct soak_features {
+  bool packets_dropped = false;  // the hosts run in network namespaces with nftables
+  bool replicated = false;       // ps_replicas = 2: faults on a ps's traffic to its backup
+  bool elastic = false;          // ps tasks drain out and are added (async, a standby node, ps_replicas = 1)
+};
+
 /// Round `round` (1, 2, ...) of the soak seeded `seed`, over a job that
 /// trains about `window` seconds. The kinds come in turn, four per round, so
 /// every three rounds hold each: a worker and a PS killed, a worker and a PS
 /// paused, requests and replies dropped, requests duplicated, reordered and
 /// delayed, a partition, the coordinator killed. Tasks, times, durations and
-/// fractions are drawn; a partition needs a worker and a PS on different
+/// fractions are drawn; a message fault's pair is drawn among a worker's
+/// requests to a PS task or its datasets and the coordinator's to a worker
+/// or a PS task. A partition needs a worker and a PS on different
 /// hosts and is otherwise a drop of every request (what it is without
 /// namespaces). A twelfth kind drops 20% of the IP packets between a
-/// worker's host and a PS's when `packets_dropped` (the hosts run in network
-/// namespaces with nftables), else 20% of that worker's requests to the PS.
+/// worker's host and a PS's when `packets_dropped`, else 20% of that
+/// worker's requests to the PS. Besides, every round a worker leaves
+/// (SIGTERM: drained, restarted, joins again); a `replicated` round has a
+/// ps killed (its shards fail over) and two faults on a ps's traffic to its
+/// backup (drop, duplicate, reorder, lost replies in turn); an `elastic`
+/// one a ps task drained out and one added.
 soak_round draw_soak_round(const cluster_spec& spec, uint64_t seed, int round, double window,
-                           bool packets_dropped = false);
+                           soak_features features = {});
 
 /// The rounds that hold every kind at least once (a soak runs at least these).
 int soak_rounds_for_every_kind();

@@ -37,6 +37,8 @@ std::string to_string(errc code) {
     case errc::moved: return "moved";
     case errc::busy: return "busy";
     case errc::no_standby: return "no_standby";
+    case errc::duplicate: return "duplicate";
+    case errc::out_of_order: return "out_of_order";
   }
   return "unknown";
 }
@@ -85,7 +87,8 @@ int exit_code(const caf::error& err) {
     case errc::stale_routing:
     case errc::moved:
     case errc::busy:
-    case errc::no_standby: return kExitRetryable;
+    case errc::no_standby:
+    case errc::out_of_order: return kExitRetryable;
     default: return 1;
   }
 }

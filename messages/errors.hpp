@@ -39,6 +39,8 @@ enum class errc : uint8_t {
   moved,               // a request named a variable shard that moved to another PS task (the message names it)
   busy,                // a shard moves one of its variables already, or a ps task is being restored or added
   no_standby,          // a ps task to add, and no free node of role "standby" to serve it
+  duplicate,           // a backup has the change its primary forwarded already: answered, not applied again
+  out_of_order,        // a change forwarded past one its backup never got: the backup missed changes
 };
 
 std::string to_string(errc code);

@@ -24,8 +24,9 @@ using ps_shard_actor = caf::typed_actor<
     caf::replies_to<pb::ShardStatsRequest>::with<pb::ShardStats>, caf::replies_to<pb::WorkerLost>::with<pb::ShardStats>,
     caf::replies_to<pb::Replicate, caf::strong_actor_ptr>::with<pb::Replicated>,
     caf::replies_to<pb::Promote>::with<pb::ShardStats>, caf::reacts_to<pb::ReplicaDropped>,
-    caf::replies_to<pb::MoveOut>::with<pb::MoveData>, caf::replies_to<pb::MoveIn>::with<pb::MoveData>,
-    caf::replies_to<pb::TableRead>::with<pb::TableData>, caf::replies_to<pb::TableLoad>::with<pb::TableLoaded>>;
+    caf::reacts_to<pb::ForwardSeq>, caf::replies_to<pb::MoveOut>::with<pb::MoveData>,
+    caf::replies_to<pb::MoveIn>::with<pb::MoveData>, caf::replies_to<pb::TableRead>::with<pb::TableData>,
+    caf::replies_to<pb::TableLoad>::with<pb::TableLoaded>>;
 
 /// A worker's input pipeline (actors/dataset/dataset_actor.hpp).
 using dataset_actor = caf::typed_actor<caf::replies_to<pb::DatasetInfoRequest>::with<pb::DatasetInfo>,
@@ -52,8 +53,9 @@ using node_actor = caf::typed_actor<
     caf::replies_to<pb::SpawnDataset>::with<dataset_actor>,
     caf::replies_to<pb::SpawnWorker, shard_list>::with<worker_actor>,
     caf::replies_to<pb::InjectFault>::with<pb::FaultInjected>, caf::replies_to<pb::LeaveJob>::with<pb::LeftJob>,
-    caf::replies_to<pb::JoinJob>::with<pb::JoinAccepted>, caf::replies_to<pb::EndJob>::with<pb::JobEnded>,
-    caf::replies_to<pb::TraceControl>::with<pb::TraceClock>, caf::replies_to<pb::TraceRead>::with<pb::TraceEvents>>;
+    caf::replies_to<pb::AddPs>::with<pb::PsAdded>, caf::replies_to<pb::JoinJob>::with<pb::JoinAccepted>,
+    caf::replies_to<pb::EndJob>::with<pb::JobEnded>, caf::replies_to<pb::TraceControl>::with<pb::TraceClock>,
+    caf::replies_to<pb::TraceRead>::with<pb::TraceEvents>>;
 
 /// What drains a worker out of the job: its proxy on the coordinator
 /// (actors/coordinator/worker_proxy.hpp), reached from the worker's node.

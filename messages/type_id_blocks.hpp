@@ -24,5 +24,6 @@ constexpr caf::type_id_t coordinator = caf::first_custom_type_id + 260;  // acto
 constexpr caf::type_id_t faults = caf::first_custom_type_id + 280;       // actors/faults/atoms.hpp
 constexpr caf::type_id_t tests = caf::first_custom_type_id + 300;        // tests/actor_test.hpp
 constexpr caf::type_id_t bench = caf::first_custom_type_id + 320;        // apps/bench_rtt.cpp
+constexpr caf::type_id_t shard = caf::first_custom_type_id + 340;        // actors/shard/atoms.hpp
 
 }  // namespace actorps::type_id_block

@@ -17,7 +17,7 @@
 namespace actorps {
 
 /// Bumped whenever a change to messages/*.proto breaks compatibility.
-constexpr uint32_t kProtocolVersion = 18;
+constexpr uint32_t kProtocolVersion = 20;
 
 /// Registers every wire type and the error category. Every node must call
 /// this: a type registered on one side only makes typed connects fail.
@@ -71,6 +71,8 @@ CAF_BEGIN_TYPE_ID_BLOCK(actorps, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(actorps, (actorps::shard_list))
   CAF_ADD_TYPE_ID(actorps, (actorps::pb::LeaveJob))
   CAF_ADD_TYPE_ID(actorps, (actorps::pb::LeftJob))
+  CAF_ADD_TYPE_ID(actorps, (actorps::pb::AddPs))
+  CAF_ADD_TYPE_ID(actorps, (actorps::pb::PsAdded))
   CAF_ADD_TYPE_ID(actorps, (actorps::pb::JoinJob))
   CAF_ADD_TYPE_ID(actorps, (actorps::pb::JoinAccepted))
   CAF_ADD_TYPE_ID(actorps, (actorps::pb::EndJob))
@@ -92,5 +94,6 @@ CAF_BEGIN_TYPE_ID_BLOCK(actorps, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(actorps, (actorps::pb::TableLoad))
   CAF_ADD_TYPE_ID(actorps, (actorps::pb::TableLoaded))
   CAF_ADD_TYPE_ID(actorps, (actorps::pb::Reroute))
+  CAF_ADD_TYPE_ID(actorps, (actorps::pb::ForwardSeq))
 CAF_END_TYPE_ID_BLOCK(actorps)
 // clang-format on

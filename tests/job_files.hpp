@@ -203,6 +203,14 @@ inline void add_workers(const std::string& path, int n) {
   std::ofstream(path) << text;
 }
 
+/// Adds a node of role "standby" on a free port to the job at `path`.
+inline void add_standby(const std::string& path) {
+  std::string text = read_file(path);
+  text.insert(text.find("[model]"), "[[cluster.nodes]]\nhost = \"127.0.0.1\"\nport = " + std::to_string(free_port()) +
+                                        "\nroles = [\"standby\"]\n");
+  std::ofstream(path) << text;
+}
+
 /// The port of `task`'s node in the job at `path` (its n-th node of that role).
 inline uint16_t port_of(const std::string& path, const std::string& task) {
   auto spec = load_toml_file(path);

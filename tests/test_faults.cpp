@@ -402,8 +402,11 @@ BOOST_AUTO_TEST_CASE(a_bad_fault_is_refused_with_its_field) {
             "faults[0].packets: packets are dropped between a worker's and a PS's hosts", "coordinator:0"},
         bad{"kind = \"duplicate\"\nfraction = 0.1\n",
             "faults[0].peer: expected a ps task or the coordinator of the cluster, or \"datasets\"", "worker:1"},
-        bad{"kind = \"drop\"\nfraction = 0.1\n", "faults[0].peer: expected the coordinator of the cluster", "ps:1",
-            "ps:0"}}) {
+        bad{"kind = \"drop\"\nfraction = 0.1\n",
+            "faults[0].peer: expected the coordinator of the cluster (its requests to the ps) or another ps task",
+            "ps:0", "ps:0"},
+        bad{"kind = \"add_ps\"\n",
+            "faults[0].task: add_ps takes no task: the coordinator picks a free standby node"}}) {
     std::ofstream(job) << text << "[[faults]]\n"
                        << b.table << "task = \"" << b.task << "\"\npeer = \"" << b.peer
                        << "\"\nat = 1.0\nduration = 1.0\n";

@@ -44,10 +44,11 @@ std::string fault_table(const std::string& kind, const std::string& task, const 
 
 }  // namespace
 
-// Pushes and pulls lost on their way to a shard, or late: the worker asks
-// again at its deadline, under the same closure and step. An exactly-once
-// job, so that a push lost for good shows: each shard's count of the
-// examples it applied falls short of the splits'.
+// Pushes and pulls lost on their way to a shard, or late: the worker sends
+// them again itself at its deadline ([runtime] request_timeout_ms, 2 s),
+// under the same closure and step, and logs it. An exactly-once job, so
+// that a push lost for good, or applied twice, shows: each shard's count of
+// the examples it applied differs from the splits'.
 BOOST_AUTO_TEST_CASE(dropped_and_delayed_worker_to_ps_messages_do_not_stop_the_job) {
   auto dir = make_temp_dir("test");
   constexpr int kEpochs = 600;  // ~10 s without faults: the drops run their 8 s while the workers train
@@ -64,21 +65,26 @@ BOOST_AUTO_TEST_CASE(dropped_and_delayed_worker_to_ps_messages_do_not_stop_the_j
   BOOST_TEST(examples_applied(res.report) == std::vector<int64_t>(3, kEpochs * 2000LL), res.out);
   // Both faults ran their whole time while the workers trained: worker:0
   // lost about 5% of its requests to ps:0, worker:1's to ps:0 were late.
+  // Each loss holds a worker up to its deadline (2 s): in 8 s a worker sends
+  // about a hundred requests to a shard, and in the 2 s of the delay a few.
   const std::string nodes = read_file(dir + "/nodes.log");
   auto [dropped, sent, d0, r0] = summary_of(nodes, "worker:0: injected fault on ps:0 over: ");
   BOOST_TEST_MESSAGE("worker:0 -> ps:0: " << dropped << " of " << sent << " requests dropped in 8 s");
-  BOOST_TEST(sent > 100);
+  BOOST_TEST(sent > 50);
   BOOST_TEST(dropped > sent / 100);
   BOOST_TEST(dropped < sent / 10);
   auto [late_dropped, late, d1, r1] = summary_of(nodes, "worker:1: injected fault on ps:0 over: ");
   BOOST_TEST(late_dropped == 0);
-  BOOST_TEST(late > 10);
+  BOOST_TEST(late > 2);
+  BOOST_TEST(nodes.find("worker:0: no answer from ps:0 in 2000 ms: sending it again (1 of 2)") != std::string::npos,
+             nodes);
+  BOOST_TEST(nodes.find("worker:1: no answer from ps:1 in 2000 ms: sending it again") != std::string::npos, nodes);
 }
 
 // Replies lost after the shard applied the push, pushes delivered twice,
-// requests overtaken by later ones: the worker sends a push whose reply it
-// did not hear again, under the same closure and step, and the shards
-// discard every copy: each example applied exactly once.
+// requests overtaken by later ones: at its deadline the worker sends a
+// push whose reply it did not hear again, under the same closure and step,
+// and the shards discard every copy: each example applied exactly once.
 BOOST_AUTO_TEST_CASE(lost_replies_duplicates_and_reordering_apply_each_example_once) {
   auto dir = make_temp_dir("test");
   auto job = write_exactly_once_job(dir, 150, 100);
@@ -108,23 +114,26 @@ BOOST_AUTO_TEST_CASE(lost_replies_duplicates_and_reordering_apply_each_example_o
                                                    << res.report.shards[1].duplicates);
   BOOST_TEST(res.report.shards[0].duplicates > 0u);
   BOOST_TEST(res.report.shards[1].duplicates > 0u);
+  BOOST_TEST(nodes.find("worker:0: no answer from ps:0 in 2000 ms: sending it again (1 of 2)") != std::string::npos,
+             nodes);
 }
 
 // The worker's answers to the coordinator lost, its closure batches
 // delivered twice or overtaken; its dataset requests lost, their answers
 // lost, delivered twice: the proxy sends a batch again under its id and
-// the worker answers it without running it again; the worker asks its
-// dataset again under the same number and gets the same batch. Each
-// example is applied exactly once.
+// the worker answers it without running it again; at its deadline the
+// worker asks its dataset again under the same number and gets the same
+// batch. Each example is applied exactly once.
 BOOST_AUTO_TEST_CASE(lost_closures_and_batches_apply_each_example_once) {
   auto dir = make_temp_dir("test");
   auto job = write_exactly_once_job(dir, 150, 100);
   auto fault = [](const std::string& kind, const std::string& task, const std::string& peer, const std::string& more,
                   double at) { return fault_table(kind, task, peer, more, at, 3.5); };
   // Two windows of 3.5 s, one fault per pair in each. A lost batch or answer
-  // costs its sender 500 ms, so a pair sends only a few in a window (a
-  // starved worker 2 to 15): under the plan's seed (1) each fault picks a
-  // message among its first three.
+  // costs the proxy 500 ms, a lost dataset request or answer its worker's
+  // deadline (2 s), so a pair sends only a few in a window (a starved
+  // worker 2 to 15): under the plan's seed (1) each fault picks a message
+  // among its first three.
   std::ofstream(job, std::ios::app) << fault("drop", "worker:0", "coordinator:0", "replies = true\nfraction = 0.3\n",
                                              0.3)
                                     << fault("duplicate", "worker:1", "coordinator:0", "fraction = 0.3\n", 0.3)

@@ -3,7 +3,10 @@
 #define BOOST_TEST_MODULE node_actor
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include <caf/actor_system.hpp>
 #include <caf/binary_deserializer.hpp>
@@ -183,4 +186,33 @@ BOOST_FIXTURE_TEST_CASE(worker_to_worker_is_refused_by_the_receiver, fixture) {
   // The coordinator may talk to it.
   auto ok = ask<pb::Welcome>(hello_from(spec, task_id{pb::COORDINATOR, 0}));
   BOOST_CHECK(ok);
+}
+
+// A PS node that was away (paused, cut off) while its shard failed over to
+// the backup on another node is asked for a backup of the new primary: its
+// stale shard stops, so that a later failover back here promotes the
+// backup instead of handing back the stale shard.
+BOOST_FIXTURE_TEST_CASE(a_backup_asked_of_a_node_serving_a_stale_shard_replaces_it, fixture) {
+  spec.nodes[1].tasks = {task_id{pb::PS, 0}};
+  serve(1);
+  BOOST_REQUIRE(ask<pb::Welcome>(hello_from(spec, task_id{pb::COORDINATOR, 0})));
+  pb::SpawnShard req;
+  req.set_shard(0);
+  req.mutable_consistency()->set_mode(pb::Consistency::ASYNC);
+  auto stale = ask<ps_shard_actor>(req);
+  BOOST_REQUIRE_MESSAGE(stale, (stale ? "" : describe(stale.error())));
+  req.set_backup(true);
+  auto backup = ask<ps_shard_actor>(req);
+  BOOST_REQUIRE_MESSAGE(backup, (backup ? "" : describe(backup.error())));
+  auto status = ask<pb::NodeStatus>(pb::StatusRequest{});
+  BOOST_REQUIRE(status);
+  const std::vector<std::string> actors(status->actors().begin(), status->actors().end());
+  BOOST_TEST(std::count(actors.begin(), actors.end(), "ps_shard:0") == 0);
+  BOOST_TEST(std::count(actors.begin(), actors.end(), "ps_backup:0") == 1);
+  req.set_backup(false);
+  req.set_routing_version(2);
+  auto promoted = ask<ps_shard_actor>(req);  // the failover back here
+  BOOST_REQUIRE_MESSAGE(promoted, (promoted ? "" : describe(promoted.error())));
+  BOOST_TEST((promoted->address() == backup->address()));
+  BOOST_TEST((promoted->address() != stale->address()));
 }

@@ -60,6 +60,9 @@ BOOST_FIXTURE_TEST_CASE(a_backup_serves_its_primary_only_and_a_dropped_one_is_ne
   BOOST_CHECK(call<pb::PushAck>(primary, backup, grad).error() == errc::stale_routing);  // not introduced yet
   BOOST_REQUIRE(introduce(primary, backup));
   BOOST_CHECK(introduce(stranger, backup).error() == errc::forbidden);  // one primary, its own
+  pb::ForwardSeq next;                                                  // the push is the first forward of its term
+  next.set_seq(1);
+  primary->send(backup, next);
   auto ack = call<pb::PushAck>(primary, backup, grad);
   BOOST_REQUIRE_MESSAGE(ack, (ack ? "" : why(ack.error())));
   BOOST_TEST(ack->applied() == 1u);
@@ -280,4 +283,37 @@ BOOST_FIXTURE_TEST_CASE(a_backup_applies_the_staleness_its_primary_saw, two_ps_n
     BOOST_REQUIRE_MESSAGE(v, (v ? "" : why(v.error())));
     BOOST_TEST(floats(v->tensors(0).data())[0] == -17.0f);  // without the stamp the backup would hold -20
   }
+}
+
+// Faults on a primary's messages to its backup (`actorps chaos`, task
+// ps:0, peer ps:1): forwards delivered twice, overtaken, lost, their
+// answers lost. The backup applies none twice and none out of order; one
+// that missed a change is dropped and re-added by a fresh introduction.
+// Then ps:0's node is SIGKILLed: its promoted backup lost nothing.
+BOOST_AUTO_TEST_CASE(faults_on_forwards_to_a_backup_lose_no_update_and_apply_none_twice) {
+  auto dir = make_temp_dir("test");
+  const int epochs = 150;
+  const int kill_step = 10000;  // of 12,000: after the faults' 2 s and the backup's re-adding
+  auto job = write_exactly_once_job(dir, epochs, 100, "ps_replicas = 2\n");
+  const auto ps1_node = "127.0.0.1:" + std::to_string(port_of(job, "ps:1"));
+  auto fault = [](const std::string& kind, const std::string& more, double at) {
+    return "[[faults]]\nkind = \"" + kind + "\"\ntask = \"ps:0\"\npeer = \"ps:1\"\n" + more +
+           "at = " + std::to_string(at) + "\nduration = 0.4\n";
+  };
+  std::ofstream(job, std::ios::app) << fault("duplicate", "fraction = 0.2\n", 0.3)
+                                    << fault("drop", "fraction = 0.1\n", 0.8)
+                                    << fault("drop", "replies = true\nfraction = 0.1\n", 1.3)
+                                    << fault("reorder", "fraction = 0.1\ndelay_ms = 20\n", 1.8)
+                                    << "[[faults]]\nkind = \"kill\"\ntask = \"ps:0\"\nat_step = " << kill_step << "\n";
+  auto r = run_chaos(dir, job);
+  const auto nodes = read_file(dir + "/nodes.log");
+  for (auto kind : {"duplicate 20%", "drop 10%", "reorder 10%"})
+    BOOST_TEST(count_of(r.log, std::string(kind) + " of ps:0 -> ps:1 ") > 0u, r.log);
+  BOOST_TEST(count_of(nodes, "ps shard 0: serving without its backup from now on") > 0u, nodes);
+  // Dropped, the backup on ps:1's node was re-added there before the kill.
+  BOOST_TEST(count_of(r.log, "coordinator: ps:0 has a new backup on " + ps1_node) > 0u, r.log);
+  BOOST_TEST(count_of(r.log, "coordinator: ps:0 failed over to its backup on " + ps1_node) == 1u, r.log);
+  BOOST_TEST(epochs_trained(r.report) == "1.." + std::to_string(epochs), r.out);
+  // Each shard applied every example exactly once, the promoted backup too.
+  BOOST_TEST(examples_applied(r.report) == std::vector<int64_t>(3, epochs * 2000LL), r.out);
 }

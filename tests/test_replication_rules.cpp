@@ -51,6 +51,7 @@ caf::behavior silent_backup(caf::stateful_actor<silent_backup_state>* self) {
       [](const pb::CreateVariables&) { return pb::Created{}; },
       [self](const pb::Push&) { self->state.held.push_back(self->make_response_promise()); },
       [self](const pb::ReplicaDropped&) { ++self->state.dropped; },
+      [](const pb::ForwardSeq&) {},
   };
 }
 
@@ -83,14 +84,14 @@ struct rig : deterministic_system {
       0);
   const std::chrono::milliseconds deadline{rt.request_timeout_ms};
 
-  ps_shard_actor spawn(bool backup) {
+  local_shard_actor spawn(bool backup) {
     shard_options o;
     o.index = 0;
     o.peers = peers;
     o.parent = parent.address();
     o.backup = backup;
     o.spec = std::make_shared<const cluster_spec>(spec);
-    o.dial = [this](ps_shard_actor::base*, size_t, dial_callback done) { done(caf::actor_cast<node_actor>(node)); };
+    o.dial = [this](local_shard_actor::base*, size_t, dial_callback done) { done(caf::actor_cast<node_actor>(node)); };
     return spawn_ps_shard(sys(), o);
   }
 
@@ -142,6 +143,22 @@ struct rig : deterministic_system {
     return out;
   }
 };
+
+// `primary`'s messages to its backup from now on: `kind` ("drop",
+// "duplicate", "reorder": held back 20 ms; "none") on every one, for 10 s.
+void fault_on_backup(caf::actor_system& sys, caf::scheduler::test_coordinator& sched, const local_shard_actor& primary,
+                     const std::string& kind) {
+  pb::InjectFault f;
+  f.set_peer(pb::InjectFault::PS_BACKUP);
+  f.set_backup(1);
+  f.set_duration_ms(10000);
+  if (kind == "drop") f.set_drop(1);
+  if (kind == "duplicate") f.set_duplicate(1);
+  if (kind == "reorder") f.set_reorder(1), f.set_delay_ms(20);
+  auto done = ask<pb::FaultInjected>(sys, primary, f);
+  sched.run();
+  BOOST_REQUIRE(done->reply && *done->reply);
+}
 
 // What spdlog writes while it lives.
 struct log_capture {
@@ -283,4 +300,114 @@ BOOST_AUTO_TEST_CASE(the_promotion_rule) {
   auto dropped = keeper::check_promotion(2, b);
   BOOST_TEST(!dropped.promote);
   BOOST_TEST(dropped.why == "its primary dropped it at term 2 (it missed acknowledged updates)");
+}
+
+// A forward delivered twice: the backup applies it once and answers the
+// copy errc::duplicate, which the primary takes as the backup having it.
+BOOST_FIXTURE_TEST_CASE(a_duplicated_forward_is_applied_once_on_the_backup, rig) {
+  auto primary = spawn(false), backup = spawn(true);
+  replicate(primary, caf::actor_cast<caf::actor>(backup));
+  fault_on_backup(sys(), sched, primary, "duplicate");
+  auto pushed = ask<pb::PushAck>(sys(), primary, push(0, 0, {slice("w", {1, 2, 3, 4})}));
+  sched.run();
+  BOOST_REQUIRE(pushed->reply && *pushed->reply);
+  auto b = query(backup);
+  BOOST_TEST(b.applied_seq() == 2u);  // the create and the push, once
+  BOOST_TEST(!b.orphaned());
+  auto stats = ask<pb::ShardStats>(sys(), backup, pb::ShardStatsRequest{});
+  sched.run();
+  BOOST_REQUIRE(stats->reply && *stats->reply);
+  BOOST_TEST((*stats->reply)->pushes_applied() == 1u);
+  BOOST_TEST((*stats->reply)->duplicates() == 0u);     // the copy never reached the core
+  BOOST_TEST((*stats->reply)->replicated() == false);  // a backup
+  auto s = ask<pb::ShardStats>(sys(), primary, pb::ShardStatsRequest{});
+  sched.run();
+  BOOST_TEST((*s->reply)->replicated());  // the duplicate's answer did not drop the backup
+}
+
+// A forward overtaken by the next: the backup refuses the later one (it
+// would skip a change) and is orphaned; the primary drops it, and neither
+// push is acknowledged before the keeper knows.
+BOOST_FIXTURE_TEST_CASE(a_reordered_forward_orphans_the_backup_and_the_primary_drops_it, rig) {
+  auto primary = spawn(false), backup = spawn(true);
+  replicate(primary, caf::actor_cast<caf::actor>(backup));
+  auto first = watch(primary);
+  fault_on_backup(sys(), sched, primary, "reorder");  // held back 20 ms
+  auto late = ask<pb::PushAck>(sys(), primary, push(0, 0, {slice("w", {1, 2, 3, 4})}));
+  sched.run();
+  fault_on_backup(sys(), sched, primary, "none");  // the next one leaves at once
+  auto early = ask<pb::PushAck>(sys(), primary, push(0, 1, {slice("w", {1, 1, 1, 1})}));
+  sched.run();
+  auto b = query(backup);
+  BOOST_TEST(b.orphaned());
+  BOOST_TEST(b.applied_seq() == 1u);  // the create only: seq 3 came before 2
+  BOOST_TEST(!keeper::check_promotion(1, b).promote);
+  BOOST_REQUIRE(first->reply && *first->reply);  // dropped: the keeper told
+  BOOST_TEST(!late->reply.has_value());
+  BOOST_TEST(!early->reply.has_value());
+  sched.advance_time(20ms);  // the held-back forward comes: refused too, nothing applied
+  sched.run();
+  BOOST_TEST(query(backup).applied_seq() == 1u);
+  BOOST_TEST(!late->reply.has_value());
+  watch(primary);  // the keeper knows
+  BOOST_REQUIRE(late->reply && *late->reply);
+  BOOST_REQUIRE(early->reply && *early->reply);
+}
+
+// A forward lost on its way (its ReplicaDropped too): no answer comes, and
+// the primary drops the backup at its own forward deadline, as a CAF
+// timeout would; the push is acknowledged once the keeper knows.
+BOOST_FIXTURE_TEST_CASE(a_lost_forward_drops_the_backup_at_the_forward_deadline, rig) {
+  auto primary = spawn(false), backup = spawn(true);
+  replicate(primary, caf::actor_cast<caf::actor>(backup));
+  auto first = watch(primary);
+  fault_on_backup(sys(), sched, primary, "drop");
+  auto pushed = ask<pb::PushAck>(sys(), primary, push(0, 0, {slice("w", {1, 2, 3, 4})}));
+  sched.run();
+  sched.advance_time(deadline - 1ms);
+  sched.run();
+  BOOST_TEST(!first->reply.has_value());
+  BOOST_TEST(!pushed->reply.has_value());
+  sched.advance_time(1ms);
+  sched.run();
+  BOOST_REQUIRE(first->reply && *first->reply);
+  BOOST_TEST(!(*first->reply)->replicated());
+  BOOST_TEST(!pushed->reply.has_value());
+  BOOST_TEST(query(backup).applied_seq() == 1u);  // it never had the push
+  watch(primary);
+  BOOST_REQUIRE(pushed->reply && *pushed->reply);
+}
+
+// A backup serves one primary; once that one is down (its node died and
+// the keeper restored the shard on another instead of promoting this
+// backup), the restored primary's introduction is taken and the backup
+// follows it from then on.
+BOOST_FIXTURE_TEST_CASE(a_backup_takes_the_primary_restored_in_place_of_its_dead_one, rig) {
+  auto first = spawn(false), backup = spawn(true);
+  replicate(first, caf::actor_cast<caf::actor>(backup));
+  auto restored = spawn(false);
+  pb::Replicate give;
+  give.set_backup_node(3);
+  auto early = ask<pb::Replicated>(sys(), restored, give, caf::actor_cast<caf::strong_actor_ptr>(backup));
+  sched.run();
+  BOOST_REQUIRE(early->reply);
+  BOOST_TEST(!*early->reply);  // its primary is alive: refused
+  caf::anon_send(parent, caf::actor_cast<caf::actor>(first));  // its node dies
+  sched.run();
+  auto taken = ask<pb::Replicated>(sys(), restored, give, caf::actor_cast<caf::strong_actor_ptr>(backup));
+  sched.run();
+  BOOST_REQUIRE(taken->reply && *taken->reply);
+  BOOST_TEST((*taken->reply)->term() == 2u);  // its second introduction
+  pb::CreateVariables create;
+  *create.add_variables() = variable_spec("w", {4});
+  auto created = ask<pb::Created>(sys(), restored, create);
+  sched.run();
+  auto pushed = ask<pb::PushAck>(sys(), restored, push(0, 0, {slice("w", {1, 2, 3, 4})}));
+  sched.run();
+  BOOST_REQUIRE(created->reply && *created->reply);
+  BOOST_REQUIRE(pushed->reply && *pushed->reply);  // acknowledged: the backup applied it
+  auto b = query(backup);
+  BOOST_TEST(!b.orphaned());
+  BOOST_TEST(b.term() == 2u);
+  BOOST_TEST(b.applied_seq() == 2u);  // the create and the push of the restored primary
 }

@@ -44,6 +44,7 @@ node_actor::behavior_type posing_node(node_actor::pointer, std::shared_ptr<std::
       },
       [no](const pb::InjectFault&) -> caf::result<pb::FaultInjected> { return no(); },
       [no](const pb::LeaveJob&) -> caf::result<pb::LeftJob> { return no(); },
+      [no](const pb::AddPs&) -> caf::result<pb::PsAdded> { return no(); },
       [no](const pb::JoinJob&) -> caf::result<pb::JoinAccepted> { return no(); },
       [no](const pb::EndJob&) -> caf::result<pb::JobEnded> { return no(); },
       [no](const pb::TraceControl&) -> caf::result<pb::TraceClock> { return no(); },

@@ -3,6 +3,7 @@
 #define BOOST_TEST_MODULE soak
 #include <boost/test/unit_test.hpp>
 
+#include <map>
 #include <set>
 
 #include "actors/faults/soak_check.hpp"
@@ -84,50 +85,75 @@ BOOST_AUTO_TEST_CASE(the_soak_fails_a_round_that_doubled_lost_or_drifted) {
   BOOST_TEST(verdict(lost_at_the_end, ckpt).failures.empty());
 }
 
-// A minute of drawn faults over every role and kind (the test command's
-// soak): the soak checks each round itself (no hang, every example and
-// every step once, accuracy within a point of the fault-free run's);
-// here, that every round passed and each kind was injected and recovered.
 // The soak's drawn rounds are job files its own parser takes back, and
 // their message faults fall on every pair: a worker's requests to a PS task
-// and to its datasets, the coordinator's to a worker and to a PS task;
+// and to its datasets, the coordinator's to a worker and to a PS task, a
+// PS task's to its backup (replicated rounds, every kind in turn);
 // partitions and packet drops (drawn only where the soak can drop packets)
-// stay between a worker's and a PS's host.
+// stay between a worker's and a PS's host. Every round a worker leaves; a
+// replicated round kills a PS, an elastic one drains a PS and adds one.
 BOOST_AUTO_TEST_CASE(the_soaks_rounds_fault_every_pair_and_parse_back) {
   std::string text = "[cluster]\nname = \"soak-draw\"\n";
   int host = 0;
-  for (auto role : {"coordinator", "worker", "worker", "ps", "ps"})
+  for (auto role : {"coordinator", "worker", "worker", "ps", "ps", "standby"})
     text += "[[cluster.nodes]]\nhost = \"127.0.0." + std::to_string(++host) + "\"\nport = 2000\nroles = [\"" + role +
             "\"]\n";
   auto spec = parse_toml(text, "soak-draw");
   BOOST_REQUIRE_MESSAGE(spec, (spec ? "" : describe(spec.error())));
-  std::set<std::string> peers;
+  std::set<std::string> peers, backup_kinds;
   int packet_drops[2] = {0, 0};  // drawn without and with `packets_dropped`
   for (int round = 1; round <= 24; ++round) {
-    const bool packets = round > 12;
+    const bool packets = round > 12, replicated = round % 2 == 1;
     std::string faults;
-    for (auto& f : draw_soak_round(*spec, 3, round, 10.0, packets).faults) {
+    std::map<std::string, int> labels;
+    for (auto& f : draw_soak_round(*spec, 3, round, 10.0, {packets, replicated, !replicated}).faults) {
       faults += to_toml(f);
+      ++labels[soak_label(f)];
       if (f.what == fault::kind::partition || f.packets) BOOST_TEST(f.peer.role == pb::PS);
       packet_drops[packets] += f.packets;
       if (f.what == fault::kind::drop || f.what == fault::kind::duplicate || f.what == fault::kind::reorder ||
           f.what == fault::kind::delay)
-        peers.insert(f.datasets              ? "datasets"
-                     : f.peer.role == pb::PS ? "ps"
-                     : f.task.role == pb::PS ? "coordinator -> ps"
-                                             : "coordinator -> worker");
+        peers.insert(f.datasets                                       ? "datasets"
+                     : f.peer.role == pb::PS && f.task.role == pb::PS ? "ps -> backup"
+                     : f.peer.role == pb::PS                          ? "ps"
+                     : f.task.role == pb::PS                          ? "coordinator -> ps"
+                                                                      : "coordinator -> worker");
+      if (f.task.role == pb::PS && f.peer.role == pb::PS) {
+        BOOST_TEST(replicated);
+        BOOST_TEST(f.peer.index == (f.task.index + 1) % 2);  // the node of its backup
+        backup_kinds.insert(soak_label(f));
+      }
     }
+    BOOST_TEST(labels["leave worker"] == 1, "round " << round);
+    BOOST_TEST(labels["leave ps"] == (replicated ? 0 : 1), "round " << round);
+    BOOST_TEST(labels["add ps"] == (replicated ? 0 : 1), "round " << round);
+    BOOST_TEST(labels["kill ps"] >= (replicated ? 1 : 0), "round " << round);
     auto parsed = parse_faults(faults, "round", *spec);
     BOOST_TEST(bool(parsed), "round " << round << ": " << (parsed ? "" : describe(parsed.error())) << "\n" << faults);
   }
-  BOOST_TEST(peers == (std::set<std::string>{"coordinator -> ps", "coordinator -> worker", "datasets", "ps"}));
+  BOOST_TEST(peers ==
+             (std::set<std::string>{"coordinator -> ps", "coordinator -> worker", "datasets", "ps", "ps -> backup"}));
+  BOOST_TEST(backup_kinds == (std::set<std::string>{"drop replies ps->backup", "drop requests ps->backup",
+                                                    "duplicate ps->backup", "reorder ps->backup"}));
   BOOST_TEST(packet_drops[0] == 0);
   BOOST_TEST(packet_drops[1] == 4);  // one in every three rounds
 }
 
+// A minute of drawn faults over every role, kind and feature (the test
+// command's soak): replicated shards, a standby node, the load partitioner,
+// PS tasks drained and added, workers leaving and joining. The soak checks
+// each round itself (no hang, every example and every step once, exact on
+// every PS task in the job throughout, failed over or not; accuracy within
+// a point of the fault-free run's); here, that every round passed and each
+// kind was injected and recovered.
 BOOST_AUTO_TEST_CASE(a_one_minute_soak_of_every_fault_kind_loses_nothing) {
   auto dir = make_temp_dir("test");
-  auto job = write_exactly_once_job(dir, 200, 100, "checkpoint_dir = \"" + dir + "/ckpt\"\ncheckpoint_steps = 200\n");
+  auto job = write_exactly_once_job(dir, 200, 100,
+                                    "checkpoint_dir = \"" + dir +
+                                        "/ckpt\"\ncheckpoint_steps = 200\nconsistency = \"async\"\n"
+                                        "ps_replicas = 2\npartitioner = \"load\"\nrebalance_interval_s = 1\n"
+                                        "max_load_ratio = 1.2\n");
+  add_standby(job);
   a_host_per_node(job);  // a partition is between hosts
   auto res = run_command({ACTORPS_BIN, "chaos", job, "--soak", "60", "--seed", "1", "--soak-dir", dir + "/soak"}, 600s,
                          dir + "/soak.log");
@@ -137,11 +163,20 @@ BOOST_AUTO_TEST_CASE(a_one_minute_soak_of_every_fault_kind_loses_nothing) {
   BOOST_TEST(res->out.find("every round passed") != std::string::npos, res->out);
   BOOST_TEST(res->out.find(" killed ") != std::string::npos, "no round's coordinator was killed");
   const auto kinds = res->out.substr(res->out.find("faults by kind: "));
-  for (auto kind : {"kill worker", "kill ps", "kill coordinator", "pause worker", "pause ps", "drop requests",
-                    "drop replies", "duplicate", "reorder", "delay", "partition"})
+  for (auto kind :
+       {"kill worker", "kill ps", "kill coordinator", "pause worker", "pause ps", "drop requests", "drop replies",
+        "duplicate", "reorder", "delay", "partition", "leave worker", "leave ps", "add ps", "ps->backup"})
     BOOST_TEST(kinds.find(kind) != std::string::npos, kind << " never drawn: " << kinds);
-  for (auto event : {": SIGKILL worker:", ": SIGKILL ps:", ": SIGSTOP ", "coordinator: worker:", " respawned after ",
-                     " restored from the checkpoint of step ", "% of worker:", "reorder ",
-                     "delay worker:", "partition the hosts of "})
+  const auto recoveries = res->out.substr(res->out.find("recoveries (the job reports'): "));
+  for (auto what : {"worker left", "worker respawned", "ps restored"})
+    BOOST_TEST(recoveries.find(what) != std::string::npos, what << " never reported: " << recoveries);
+  // A failover, a drain and an addition, in a final run's report or in a run whose coordinator the soak killed.
+  for (auto event : {": SIGKILL worker:", ": SIGKILL ps:", ": SIGSTOP ",
+                     ": SIGTERM worker:", ": SIGTERM ps:", "coordinator: worker:", " respawned after ",
+                     " failed over to its backup ", " left the job (drained", " added on the standby node ",
+                     "% of worker:", "reorder ", "delay worker:", "partition the hosts of "})
     BOOST_TEST(res->out.find(event) != std::string::npos, event << " missing");
+  BOOST_TEST((res->out.find("% of ps:0 -> ps:1") != std::string::npos ||
+              res->out.find("% of ps:1 -> ps:0") != std::string::npos),
+             "no fault on a ps's traffic to its backup");
 }

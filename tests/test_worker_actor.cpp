@@ -132,6 +132,12 @@ struct worker_fixture : deterministic_system {
     caf::anon_send(shard, release_atom_v);
     sched.run();
   }
+
+  // Moves the clock `ms` on and runs what came due.
+  void wait(int ms) {
+    sched.advance_time(std::chrono::milliseconds(ms));
+    sched.run();
+  }
 };
 
 struct with_pull_ahead : worker_fixture {
@@ -199,23 +205,42 @@ BOOST_FIXTURE_TEST_CASE(a_push_refused_as_moved_marks_its_closure_to_run_again, 
   BOOST_TEST(!stopped());
 }
 
-// The transport's own deadlines (no CAF request timeouts): a pull the
-// shard holds fails the batch once its deadline has passed (swept every
-// quarter of it), not before; the late answer changes nothing.
-BOOST_FIXTURE_TEST_CASE(an_unanswered_pull_fails_the_batch_past_its_deadline, with_a_deadline) {
+// The transport's own deadlines (no CAF request timeouts, swept every
+// quarter of one): a pull the shard holds is sent again at its deadline,
+// twice, then fails the batch at the third; the late answers change nothing.
+BOOST_FIXTURE_TEST_CASE(an_unanswered_pull_is_sent_again_then_fails_the_batch, with_a_deadline) {
   auto done = train(1);
   sched.run();
   BOOST_TEST(log() == log_t{"pull 0"});
-  sched.advance_time(std::chrono::milliseconds(750));
-  sched.run();
-  BOOST_TEST(!done->reply);  // within the deadline
-  sched.advance_time(std::chrono::milliseconds(500));
-  sched.run();
+  wait(750);
+  BOOST_TEST(log() == log_t{"pull 0"});  // within the deadline
+  wait(500);
+  BOOST_TEST(log() == (log_t{"pull 0", "pull 0"}));  // at 1 s
+  wait(1000);
+  BOOST_TEST(log() == (log_t{"pull 0", "pull 0", "pull 0"}));  // at 2 s
+  BOOST_TEST(!done->reply);
+  wait(1000);  // at 3 s: failed
   BOOST_REQUIRE(done->reply);
   BOOST_REQUIRE(!*done->reply);
   BOOST_TEST((done->reply->error() == caf::sec::request_timeout), describe(done->reply->error()));
-  release();  // the answer, too late: no push follows
-  BOOST_TEST(log() == log_t{"pull 0"});
+  release(), release(), release();  // the answers, too late: no push follows
+  BOOST_TEST(log() == (log_t{"pull 0", "pull 0", "pull 0"}));
+}
+
+// The first answer counts, whichever send it answers; the other is dropped.
+BOOST_FIXTURE_TEST_CASE(a_late_first_answer_after_a_resend_is_taken_once, with_a_deadline) {
+  auto done = train(1);
+  sched.run();
+  wait(1250);
+  BOOST_TEST(log() == (log_t{"pull 0", "pull 0"}));
+  release();  // the first pull's answer, late
+  BOOST_TEST(log() == (log_t{"pull 0", "pull 0", "push 0"}));
+  BOOST_REQUIRE(done->reply && *done->reply);
+  release();  // the second's: nothing follows
+  wait(3000);
+  BOOST_TEST(log() == (log_t{"pull 0", "pull 0", "push 0"}));
+  BOOST_TEST(state_of<shard_state>(shard).core->stats().pushes_applied() == 2u);  // kernel and bias, once
+  BOOST_TEST(!stopped());
 }
 
 BOOST_FIXTURE_TEST_CASE(answered_in_time_a_step_runs_under_a_deadline, with_a_deadline) {
@@ -294,8 +319,9 @@ BOOST_FIXTURE_TEST_CASE(its_node_stops_a_worker, without_pull_ahead) {
   BOOST_TEST(peers->refusals().empty());
 }
 
-// Injected faults live in the worker's transport and run on its clock: a
-// dropped request is sent again after 500 ms (and may be dropped again);
+// Injected faults live in the worker's transport and run on its clock: for
+// a worker without a deadline (SYNC) the injector sends a dropped request
+// again after 500 ms (and may drop it again);
 // once the fault ends requests leave at once.
 BOOST_FIXTURE_TEST_CASE(a_dropped_request_is_sent_again_until_the_fault_ends, with_pull_ahead) {
   auto done = train_with_fault(*this, 1.0, 0, 1000);
@@ -310,8 +336,9 @@ BOOST_FIXTURE_TEST_CASE(a_dropped_request_is_sent_again_until_the_fault_ends, wi
   BOOST_REQUIRE(done->reply && *done->reply);
 }
 
-// A lost reply: the shard applied the push, the worker heard nothing and
-// sends it again after 500 ms; the shard discards the copies by key.
+// A lost reply: the shard applied the push, the worker heard nothing, and
+// (no deadline) the injector sends it again after 500 ms; the shard
+// discards the copies by key.
 BOOST_FIXTURE_TEST_CASE(a_push_whose_reply_is_lost_is_sent_again_and_applied_once, without_pull_ahead) {
   auto done = train(1);
   sched.run();
@@ -362,6 +389,65 @@ BOOST_FIXTURE_TEST_CASE(a_delayed_request_leaves_after_the_delay, with_pull_ahea
   sched.advance_time(std::chrono::milliseconds(50));
   sched.run();
   BOOST_TEST(log() == (log_t{"pull 0", "pull 1", "push 0"}));
+  BOOST_REQUIRE(done->reply && *done->reply);
+}
+
+// Under the worker's deadline (1 s here) the fault injector sends nothing
+// again: a lost push is sent again at the deadline, not after the
+// injector's 500 ms (at 1 s lost again, the fault lasting 1.1 s; at 2 s it
+// arrives), and applied once.
+BOOST_FIXTURE_TEST_CASE(a_lost_push_is_sent_again_at_the_deadline_and_applied_once, with_a_deadline) {
+  auto done = train(1);
+  sched.run();
+  auto fault = fault_on_ps0(1100);
+  fault.set_drop(1.0);
+  inject(*this, fault);
+  release();  // the pull's answer (sent before the fault) comes; the push is lost
+  wait(500), wait(500), wait(500);
+  BOOST_TEST(log() == log_t{"pull 0"});  // nothing at 0.5, 1 (lost) or 1.5 s
+  BOOST_TEST(!done->reply);
+  wait(500);
+  BOOST_TEST(log() == (log_t{"pull 0", "push 0"}));
+  BOOST_REQUIRE(done->reply && *done->reply);
+  auto stats = state_of<shard_state>(shard).core->stats();  // counted per variable: kernel and bias
+  BOOST_TEST(stats.pushes_applied() == 2u);
+  BOOST_TEST(stats.duplicates() == 0u);
+}
+
+// A push lost at every send fails the batch with request_timeout at its
+// third deadline (sent at 0, 1 and 2 s), as a lost link.
+BOOST_FIXTURE_TEST_CASE(a_push_lost_past_its_resends_fails_the_batch, with_a_deadline) {
+  auto done = train(1);
+  sched.run();
+  auto fault = fault_on_ps0(10000);
+  fault.set_drop(1.0);
+  inject(*this, fault);
+  release();
+  for (int i = 0; i < 11; ++i) wait(250);
+  BOOST_TEST(!done->reply);  // at 2.75 s
+  wait(250);
+  BOOST_REQUIRE(done->reply);
+  BOOST_REQUIRE(!*done->reply);
+  BOOST_TEST((done->reply->error() == caf::sec::request_timeout), describe(done->reply->error()));
+  BOOST_TEST(log() == log_t{"pull 0"});
+}
+
+// A dataset lives on the worker's node: a request to it lost is sent again
+// at every deadline, as long as it takes, and never fails the batch.
+BOOST_FIXTURE_TEST_CASE(a_lost_dataset_request_is_sent_again_until_it_arrives, with_a_deadline) {
+  pb::InjectFault fault;
+  fault.set_peer(pb::InjectFault::DATASETS);
+  fault.set_duration_ms(4500);
+  fault.set_drop(1.0);
+  inject(*this, fault);
+  auto done = train(1);
+  sched.run();
+  wait(1000), wait(1000), wait(1000), wait(1000), wait(750);
+  BOOST_TEST(log().empty());  // lost at 0, 1, 2, 3 and 4 s; not failed
+  BOOST_TEST(!done->reply);
+  wait(250);
+  BOOST_TEST(log() == log_t{"pull 0"});  // sent again at 5 s, after the fault
+  release();
   BOOST_REQUIRE(done->reply && *done->reply);
 }
 

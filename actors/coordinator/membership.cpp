@@ -186,6 +186,19 @@ membership_actor::behavior_type membership_behavior(membership_ptr self, members
         self->delegate(proxy->second, req);
         return caf::delegated<pb::FaultInjected>{};
       },
+      [self](const pb::AddPs& req) -> caf::result<pb::PsAdded> {  // from the coordinator's node
+        spdlog::info("coordinator: asked to add a ps task ({})", req.reason());
+        auto rp = self->make_response_promise<pb::PsAdded>();
+        self->request(self->state.s.keeper, caf::infinite, keeper_add_atom_v)
+            .then(
+                [rp](uint32_t ps) mutable {
+                  pb::PsAdded added;
+                  added.set_ps(ps);
+                  rp.deliver(added);
+                },
+                [rp](caf::error& err) mutable { rp.deliver(std::move(err)); });
+        return rp;
+      },
       [self](const pb::Reroute& req) {  // a shard moved: workers spawned from now on, and those up
         auto& st = self->state;
         st.s.spawn.set_routing_version(req.routing_version());

@@ -54,7 +54,8 @@ struct membership_setup {
 /// The membership's contract. From the coordinator's node actor
 /// (job_gate_actor): JoinJob (its Hello checked), a PS node's LeaveJob
 /// (its SIGTERM: answered once the coordinator's thread drained the task,
-/// refused at once while nobody drains, no fit, or the job is ending), and
+/// refused at once while nobody drains, no fit, or the job is ending),
+/// AddPs (the keeper adds a ps task on a free standby node), and
 /// InjectFault on the coordinator's side. From the facade (placement's
 /// layout_sink_actor): a Reroute, passed to every proxy. The rest from the
 /// coordinator's thread.

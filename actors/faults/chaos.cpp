@@ -75,6 +75,12 @@ void inject_failed(chaos_ptr self, const planned_fault& f, int attempt, const ca
 // The InjectFault for `f` (a worker's requests to a PS task or its
 // datasets, the coordinator's to a worker or a PS task); false: no such pair.
 bool injection_of(planned_fault f, pb::InjectFault& req) {
+  if (f.task.role == pb::PS && f.peer.role == pb::PS) {  // a primary's traffic to its backup, on the peer's node
+    req.set_peer(pb::InjectFault::PS_BACKUP);
+    req.set_ps(f.task.index);
+    req.set_backup(f.peer.index);
+    return true;
+  }
   if (f.task.role == pb::PS) std::swap(f.task, f.peer);  // a PS's fault: on the requests sent to it
   if (f.peer.role == pb::COORDINATOR) std::swap(f.task, f.peer);
   if (f.task.role == pb::COORDINATOR && (f.peer.role == pb::PS || f.peer.role == pb::WORKER)) {
@@ -98,7 +104,7 @@ void inject(chaos_ptr self, planned_fault f, int attempt) {
     return log_fault(self, what,
                      make_error(errc::invalid_argument,
                                 "only between a worker and a PS, its datasets or the "
-                                "coordinator, or the coordinator and a PS, without --netns"));
+                                "coordinator, the coordinator and a PS, or a PS and its backup's, without --netns"));
   if (f.what == fault::kind::duplicate)
     req.set_duplicate(f.fraction);
   else if (f.what == fault::kind::reorder)
@@ -111,7 +117,9 @@ void inject(chaos_ptr self, planned_fault f, int attempt) {
   req.set_seed(f.seed);
   auto& spec = self->state.spec;
   const bool coordinators = req.peer() == pb::InjectFault::COORDINATOR || req.peer() == pb::InjectFault::COORDINATOR_PS;
-  const auto* node = spec.node_of(coordinators ? task_id{pb::COORDINATOR, 0} : task_id{pb::WORKER, req.worker()});
+  const auto* node = spec.node_of(req.peer() == pb::InjectFault::PS_BACKUP ? task_id{pb::PS, req.ps()}
+                                  : coordinators                           ? task_id{pb::COORDINATOR, 0}
+                                                                           : task_id{pb::WORKER, req.worker()});
   self->state.dial(self, spec.index_of(*node), [self, req, f, what, attempt](caf::expected<node_actor> node) {
     if (!node) return inject_failed(self, f, attempt, node.error());
     self->request(*node, std::chrono::seconds(5), req)
@@ -122,8 +130,9 @@ void inject(chaos_ptr self, planned_fault f, int attempt) {
 
 // The fault as an instant on the trace's faults track (actorps chaos --trace).
 void trace_fault(chaos_ptr self, const planned_fault& f) {
-  static constexpr const char* kNames[] = {"fault: kill",      "fault: pause",     "fault: drop",   "fault: delay",
-                                           "fault: partition", "fault: duplicate", "fault: reorder"};
+  static constexpr const char* kNames[] = {"fault: kill",    "fault: pause",     "fault: drop",
+                                           "fault: delay",   "fault: partition", "fault: duplicate",
+                                           "fault: reorder", "fault: leave",     "fault: add_ps"};
   trace::event e;
   e.name = kNames[size_t(f.what)], e.cat = "fault", e.ph = 'i', e.tid = trace::faults, e.ts_us = trace::now_us();
   e.arg_names[0] = "role", e.args[0] = f.task.role;
@@ -151,6 +160,30 @@ void fire_network(chaos_ptr self, const planned_fault& f) {
   if (act(false)) later(self, f.duration, [act] { act(true); });
 }
 
+// add_ps: the coordinator's node hands AddPs to the job's keeper, which
+// starts a ps task on a free standby node (tried again while it is busy).
+void add_ps(chaos_ptr self, const planned_fault& f, int attempt = 0) {
+  auto& spec = self->state.spec;
+  const auto* node = spec.node_of(task_id{pb::COORDINATOR, 0});
+  self->state.dial(self, spec.index_of(*node), [self, f, attempt](caf::expected<node_actor> node) {
+    if (!node) return inject_failed(self, f, attempt, node.error());
+    pb::AddPs req;
+    req.set_reason("actorps chaos");
+    self->request(*node, std::chrono::seconds(30), req)
+        .then(
+            [self, f](const pb::PsAdded& added) {
+              log_fault(self, fmt::format("{}: ps:{} added", to_string(f), added.ps()), caf::none);
+            },
+            [self, f, attempt](caf::error& err) {
+              if (code_of(err) != errc::busy || attempt + 1 >= kInjectTries || self->state.ended)
+                return log_fault(self, to_string(f), err);
+              later(self, 0.2 * (1 << attempt), [self, f, attempt] {
+                if (!self->state.ended) add_ps(self, f, attempt + 1);
+              });
+            });
+  });
+}
+
 void fire(chaos_ptr self, const planned_fault& f) {
   auto& st = self->state;
   trace_fault(self, f);
@@ -159,11 +192,15 @@ void fire(chaos_ptr self, const planned_fault& f) {
   if (f.what == fault::kind::partition || f.what == fault::kind::drop || f.what == fault::kind::delay ||
       f.what == fault::kind::duplicate || f.what == fault::kind::reorder)
     return inject(self, f);
+  if (f.what == fault::kind::add_ps) return add_ps(self, f);
   const auto task = to_string(f.task);
-  const bool kill = f.what == fault::kind::kill;
-  const auto pid = st.hands->signal(task, kill ? SIGKILL : SIGSTOP);
-  spdlog::warn("chaos: t={:.2f} s, step {}: {} {} (pid {})", since(self), st.steps, kill ? "SIGKILL" : "SIGSTOP", task,
-               pid);
+  const int sig = f.what == fault::kind::kill ? SIGKILL : f.what == fault::kind::leave ? SIGTERM : SIGSTOP;
+  const auto pid = st.hands->signal(task, sig);
+  spdlog::warn("chaos: t={:.2f} s, step {}: {} {} (pid {})", since(self), st.steps,
+               sig == SIGKILL   ? "SIGKILL"
+               : sig == SIGTERM ? "SIGTERM"
+                                : "SIGSTOP",
+               task, pid);
   if (f.what == fault::kind::pause)
     later(self, f.duration, [self, task] {
       auto pid = self->state.hands->signal(task, SIGCONT);

@@ -153,14 +153,28 @@ struct soak_run {
   std::string text;  // the job file's
   size_t nodes = 0;
   soak_reference ref;
-  std::map<std::string, int> kinds;  // injected, by kind
-  bool packets = false;              // IP packets can be dropped (--netns, nftables)
+  std::map<std::string, int> kinds;       // injected, by kind (and pair)
+  std::map<std::string, int> recoveries;  // reported, by role and what
+  bool packets = false;                   // IP packets can be dropped (--netns, nftables)
 };
+
+// What round `r` puts the job through. A job with ps_replicas = 2
+// alternates: odd rounds as it is (faults on the ps->backup traffic), even
+// ones with ps_replicas = 1 (add and drain are refused under replication).
+// An async job with a standby node drains ps tasks out and adds them.
+soak_features features_of(const soak_run& s, int r) {
+  const auto& t = s.job.training;
+  soak_features f;
+  f.packets_dropped = s.packets;
+  f.replicated = t.ps_replicas > 1 && r % 2 == 1;
+  f.elastic = !f.replicated && t.consistency.mode() == pb::Consistency::ASYNC && s.job.cluster.count(pb::STANDBY) > 0;
+  return f;
+}
 
 // The lines of a round's logs that say what was injected and what recovered, with their times.
 std::vector<std::string> events_of(const std::string& log) {
   static const std::regex event(
-      R"(^\[(\d\d:\d\d:\d\d\.\d{3})\].*?((?:chaos: t=|coordinator: (?:worker|ps):\d+ (?:lost|respawned|restored|back with|joined)|local: node \S+ exited).*))");
+      R"(^\[(\d\d:\d\d:\d\d\.\d{3})\].*?((?:chaos: t=|coordinator: (?:worker|ps):\d+ (?:lost|respawned|restored|back with|joined|added|left|failed over)|local: node \S+ exited).*))");
   std::vector<std::string> out;
   std::istringstream in(log);
   std::smatch m;
@@ -174,7 +188,8 @@ caf::expected<round_report> run_round(soak_run& s, int r) {
   const std::string dir = fmt::format("{}/round-{}", s.opts.dir, r);
   fs::remove_all(dir);
   fs::create_directories(dir);
-  auto draw = draw_soak_round(s.job.cluster, s.opts.seed, r, s.ref.train_seconds, s.packets);
+  const auto features = features_of(s, r);
+  auto draw = draw_soak_round(s.job.cluster, s.opts.seed, r, s.ref.train_seconds, features);
   std::string faults;
   for (auto& f : draw.faults) {
     faults += to_toml(f);
@@ -182,8 +197,12 @@ caf::expected<round_report> run_round(soak_run& s, int r) {
   }
   if (draw.coordinator_kill_at >= 0) ++s.kinds["kill coordinator"];
   const std::string job = dir + "/job.toml";
-  std::ofstream(job) << round_job(s.text, dir, faults);
-  fmt::print("soak: round {}:\n", r);
+  const bool unreplicated = s.job.training.ps_replicas > 1 && !features.replicated;
+  std::ofstream(job) << round_job(unreplicated ? with_setting(s.text, "ps_replicas", "1") : s.text, dir, faults);
+  fmt::print("soak: round {} ({}):\n", r,
+             features.replicated ? "ps_replicas = 2"
+             : features.elastic  ? fmt::format("ps_replicas = 1, ps tasks drained and added")
+                                 : std::string("as the job file says"));
   for (auto& f : plan_faults(draw.faults, s.opts.seed)) fmt::print("  plan: {}\n", to_string(f));
   if (draw.coordinator_kill_at >= 0)
     fmt::print("  plan: SIGKILL the coordinator at {:.2f} s, then the same command again\n", draw.coordinator_kill_at);
@@ -213,6 +232,7 @@ caf::expected<round_report> run_round(soak_run& s, int r) {
   auto report = train::read_report(report_path);
   if (!report && fs::exists(report_path)) rep.failures.push_back(describe(report.error()));
   check_round(soak_outcome{last.rc, last.hung, report ? &*report : nullptr, final ? &*final : nullptr}, s.ref, rep);
+  for (auto& [what, n] : rep.recoveries) s.recoveries[what] += n;
   for (auto& e : events_of(logs)) {
     fmt::print("  {}\n", e);
     if (e.find("chaos: t=") != std::string::npos && e.find(" failed: ") != std::string::npos) ++rep.injections_failed;
@@ -279,6 +299,9 @@ void print_summary(const soak_run& s, const std::vector<round_report>& rounds, d
   std::string kinds;
   for (auto& [k, n] : s.kinds) kinds += fmt::format("{}{} {}", kinds.empty() ? "" : ", ", k, n);
   fmt::print("faults by kind: {}\n", kinds);
+  std::string recoveries;
+  for (auto& [what, n] : s.recoveries) recoveries += fmt::format("{}{} {}", recoveries.empty() ? "" : ", ", what, n);
+  fmt::print("recoveries (the job reports'): {}\n", recoveries);
   fmt::print("soak: {} rounds, {} faults in {:.0f} s (seed {}); fault-free accuracy {:.2f}%: {}\n", rounds.size(),
              faults, seconds, s.opts.seed, s.ref.accuracy,
              failed == 0 ? "every round passed" : fmt::format("{} round(s) FAILED", failed));
@@ -297,7 +320,7 @@ int run_soak(const soak_options& opts) {
                                                           ": [training] checkpoint_dir and checkpoint_steps: a soak "
                                                           "kills PS nodes and the coordinator, which restore from "
                                                           "mid-epoch checkpoints; set both"));
-  soak_run s{opts, **job, *text, started_nodes((*job)->cluster), {}, {}, false};
+  soak_run s{opts, **job, *text, started_nodes((*job)->cluster), {}, {}, {}, false};
   s.packets = opts.netns && packets_droppable(s.job.cluster);
   const auto start = soak_clock::now();
   auto ref = reference_run(s);

@@ -16,22 +16,28 @@ std::string shards(const std::vector<uint32_t>& ps) {
   return fmt::format("{}", fmt::join(names, ", "));
 }
 
-// Each shard's examples against its splits' (a shard restored in this run counts only since its restore).
+// Each ps task's examples against its splits'. Exact for every task in the
+// job from start to end, failed over to its backup or not (a failover loses
+// no acknowledged update); a task restored from a checkpoint counts only
+// since its restore, and one added or drained out only while in the job.
 void check_examples(const soak_outcome& o, round_report& rep) {
   if (o.report->shards.empty()) {
     rep.examples = "none reported";
     return rep.failures.push_back("reported no examples applied");
   }
   const int64_t hold = o.report->split_examples;
-  const auto restored = o.report->tasks_with("restored");
+  auto partial = o.report->tasks_with("restored");
+  for (auto what : {"added", "left"})
+    for (auto& t : o.report->tasks_with(what)) partial.push_back(t);
   rep.examples = "exact";
   for (auto& shard : o.report->shards) {
     const auto ps = int(shard.ps);
     if (shard.examples_applied == hold) continue;
+    const bool part = std::count(partial.begin(), partial.end(), fmt::format("ps:{}", ps)) > 0;
+    if (part && shard.examples_applied < hold) continue;
     rep.examples = fmt::format("ps:{} {}/{}", ps, shard.examples_applied, hold);
-    if (std::count(restored.begin(), restored.end(), fmt::format("ps:{}", ps)) == 0)
-      rep.failures.push_back(
-          fmt::format("ps:{} applied {} examples, its splits hold {}", ps, shard.examples_applied, hold));
+    rep.failures.push_back(fmt::format("ps:{} applied {} examples, its splits hold {}{}", ps, shard.examples_applied,
+                                       hold, shard.examples_applied > hold ? ": some twice" : ""));
   }
 }
 
@@ -63,10 +69,10 @@ void check_steps(const soak_outcome& o, round_report& rep) {
 // returns leaves the job short-handed, which no count shows.
 constexpr double kBackWithin = 10;
 void check_recoveries(const train::job_report& report, round_report& rep) {
-  std::map<std::string, double> lost_at;  // workers whose last event is a loss
+  std::map<std::string, double> lost_at;  // workers whose last event is a loss or a leave
   for (auto& e : report.recoveries) {
     if (e.task.rfind("worker:", 0) != 0) continue;
-    if (e.what == "lost" || e.what == "given up")
+    if (e.what == "lost" || e.what == "given up" || e.what == "left")
       lost_at.emplace(e.task, e.at);
     else
       lost_at.erase(e.task);
@@ -86,6 +92,7 @@ void check_round(const soak_outcome& o, const soak_reference& ref, round_report&
     rep.failures.push_back(fmt::format("exited {}", o.exit_code));
   if (o.report == nullptr) return rep.failures.push_back("wrote no job report");
   check_recoveries(*o.report, rep);
+  for (auto& e : o.report->recoveries) ++rep.recoveries[e.task.substr(0, e.task.find(':')) + " " + e.what];
   if (o.report->test_accuracy) {
     rep.accuracy = 100 * *o.report->test_accuracy;
     if (ref.accuracy > 0 && std::abs(rep.accuracy - ref.accuracy) > 1.0)
@@ -105,15 +112,31 @@ void check_round(const soak_outcome& o, const soak_reference& ref, round_report&
   check_steps(o, rep);
 }
 
+namespace {
+
+// A message fault's pair: who sends what it hits.
+std::string pair_of(const fault& f) {
+  if (f.datasets) return "worker->datasets";
+  if (f.task.role == pb::PS) return f.peer.role == pb::PS ? "ps->backup" : "coordinator->ps";
+  return f.peer.role == pb::COORDINATOR ? "coordinator->worker" : "worker->ps";
+}
+
+}  // namespace
+
 std::string soak_label(const fault& f) {
+  const std::string role = f.task.role == pb::PS ? "ps" : "worker";
   switch (f.what) {
-    case fault::kind::kill: return "kill " + std::string(f.task.role == pb::PS ? "ps" : "worker");
-    case fault::kind::pause: return "pause " + std::string(f.task.role == pb::PS ? "ps" : "worker");
-    case fault::kind::drop: return f.packets ? "drop packets" : f.replies ? "drop replies" : "drop requests";
-    case fault::kind::delay: return "delay";
+    case fault::kind::kill: return "kill " + role;
+    case fault::kind::pause: return "pause " + role;
+    case fault::kind::leave: return "leave " + role;
+    case fault::kind::add_ps: return "add ps";
     case fault::kind::partition: return "partition";
-    case fault::kind::duplicate: return "duplicate";
-    case fault::kind::reorder: return "reorder";
+    case fault::kind::drop:
+      if (f.packets) return "drop packets";
+      return (f.replies ? "drop replies " : "drop requests ") + pair_of(f);
+    case fault::kind::delay: return "delay " + pair_of(f);
+    case fault::kind::duplicate: return "duplicate " + pair_of(f);
+    case fault::kind::reorder: return "reorder " + pair_of(f);
   }
   return "?";
 }

@@ -7,6 +7,7 @@
 // since the job began), never from log lines.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -38,10 +39,11 @@ struct round_report {
   size_t injections_failed = 0;  // faults the chaos executor could not carry out (logged with why)
   bool coordinator_killed = false;
   double seconds = 0;
-  double accuracy = -1;               // percent; < 0: none reported
-  std::string examples;               // "exact", "not counted" (not exactly_once), or what differs
-  std::string steps;                  // "exact", "N lost (ps:X restored)", or what differs
-  std::vector<std::string> failures;  // empty: passed
+  double accuracy = -1;                   // percent; < 0: none reported
+  std::string examples;                   // "exact", "not counted" (not exactly_once), or what differs
+  std::string steps;                      // "exact", "N lost (ps:X restored)", or what differs
+  std::vector<std::string> failures;      // empty: passed
+  std::map<std::string, int> recoveries;  // "worker respawned", "ps failed over", ...: the report's, counted
 };
 
 /// Fills `report`'s accuracy, examples, steps and failures from `outcome`.
@@ -50,7 +52,8 @@ struct round_report {
 /// checkpoint in the round may lack steps (reported), never hold extra ones.
 void check_round(const soak_outcome& outcome, const soak_reference& ref, round_report& report);
 
-/// "kill worker", "pause ps", "drop replies", "duplicate", ...: a fault's kind for the soak's counts.
+/// "kill worker", "pause ps", "drop replies worker->ps", "duplicate ps->backup", ...: a fault's kind (and
+/// a message fault's pair) for the soak's counts.
 std::string soak_label(const fault& f);
 
 }  // namespace actorps

@@ -3,10 +3,14 @@
 // namespaces), one at a time per peer: a worker's to each PS task and to
 // its datasets, a worker proxy's (the coordinator's) to its worker. A lost
 // request never leaves; a lost reply is discarded when it comes, after the
-// receiver handled the request. Either way the sender hears nothing and,
-// as it would on a lossy link, sends the request again after kResend: the
-// receiver must know a request it has handled (a push by its closure key, a
-// batch of closures by its id, a dataset's next batch by its number). A
+// receiver handled the request. Either way the sender hears nothing, and
+// the request is sent again, as it would be over a lossy link: by the
+// injector after kResend (resender::injector: a worker proxy's closure
+// batches, a worker without a deadline, whose requests may wait for the
+// other workers), or by the sender itself when its own deadline passes
+// (resender::sender: a worker's transport under its deadline). The
+// receiver must know a request it has handled (a push by its closure key,
+// a batch of closures by its id, a dataset's next batch by its number). A
 // duplicated request is delivered twice; a delayed one is held back; a
 // reordered one is held back while later ones leave. A plain class of its
 // owner's: the owner routes every request through it and runs its timers.
@@ -35,10 +39,14 @@ class fault_injector {
   using after_fn = std::function<void(std::chrono::milliseconds, std::function<void()>)>;
   static constexpr auto kResend = std::chrono::milliseconds(500);
 
+  /// Who sends a lost request (or one whose reply was lost) again: route()
+  /// after kResend, or the sender at its own deadline (route() drops it).
+  enum class resender { injector, sender };
+
   /// `clock`: the owner's actor clock; `after(delay, fn)` runs fn on the
   /// owner's thread `delay` from now; the fault marks go to `trace`.
-  fault_injector(caf::actor_clock& clock, after_fn after, trace::recorder& trace)
-      : clock_(clock), after_(std::move(after)), trace_(trace) {}
+  fault_injector(caf::actor_clock& clock, after_fn after, trace::recorder& trace, resender resends = resender::injector)
+      : clock_(clock), after_(std::move(after)), trace_(trace), resends_(resends) {}
 
   /// From now on, until now + req.duration_ms() (replacing the fault there
   /// was): requests to `peer` are lost (req.replies: their replies are)
@@ -61,8 +69,9 @@ class fault_injector {
   /// Sends a request to `peer` through its fault: `send(ok, fail)` sends it
   /// once and may be called again (it must send the same request each
   /// time); `ok` gets the first answer. Lost (the request or its reply):
-  /// sent again after kResend, through the fault again; duplicated: sent
-  /// twice; delayed: sent after the delay.
+  /// sent again after kResend, through the fault again (resender::sender:
+  /// not, and neither `ok` nor `fail` is called); duplicated: sent twice;
+  /// delayed: sent after the delay.
   template <class Send, class Ok, class Fail>
   void route(uint32_t peer, Send send, Ok ok, Fail fail) {
     switch (decide(peer)) {
@@ -70,6 +79,7 @@ class fault_injector {
       case act::delay: return after_(delay(peer), [send, ok, fail]() mutable { send(std::move(ok), std::move(fail)); });
       case act::lose_reply: send([](auto&&...) {}, [](caf::error) {}); [[fallthrough]];
       case act::lose_request:
+        if (resends_ == resender::sender) return;  // the sender's deadline sends it again
         return after_(kResend, [this, peer, send, ok, fail]() mutable {
           route(peer, std::move(send), std::move(ok), std::move(fail));
         });
@@ -106,6 +116,7 @@ class fault_injector {
   caf::actor_clock& clock_;
   after_fn after_;
   trace::recorder& trace_;
+  resender resends_;
   std::map<uint32_t, fault> faults_;  // by peer
 };
 

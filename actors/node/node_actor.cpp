@@ -145,12 +145,29 @@ caf::result<ps_shard_actor> promote(node_ptr self, const pb::SpawnShard& req) {
   return promise;
 }
 
+// Asked for a backup of ps:N while this node still serves ps:N's shard:
+// that shard failed over to its backup elsewhere while this node was away
+// (paused, cut off), and the coordinator now wants a backup of the new
+// primary here. The stale shard stops (it would otherwise be handed back
+// as ps:N's shard, answering nothing its lost backup never confirmed).
+void retire_stale_shard(node_ptr self, uint32_t index) {
+  auto& st = self->state;
+  auto stale = st.shards.find(index);
+  if (stale == st.shards.end()) return;
+  spdlog::warn("{}its shard of ps:{} failed over elsewhere while this node was away: stopping it for a backup", st.where,
+               index);
+  self->unlink_from(stale->second.handle);
+  self->send_exit(stale->second.handle, caf::exit_reason::user_shutdown);
+  st.shards.erase(stale);
+}
+
 // SpawnShard: asking again returns the same shard (or backup). Asked for
 // the shard of a task whose backup this node holds, it promotes the backup.
 caf::result<ps_shard_actor> on_spawn_shard(node_ptr self, const pb::SpawnShard& req) {
   const task_id task{pb::PS, req.shard()};
   if (auto err = check_spawn(self, req, task, "PS shards", req.backup())) return err;
   auto& st = self->state;
+  if (req.backup()) retire_stale_shard(self, req.shard());
   auto where = "node " + st.self().address() + ": ";
   if (auto err = check_consistency(req.consistency())) return in_context(err, "node " + st.self().address());
   auto& kind = req.backup() ? st.backups : st.shards;
@@ -281,7 +298,8 @@ caf::result<pb::JobEnded> on_end_job(node_ptr self, const pb::EndJob& req) {
 // InjectFault: the worker's requests go through its fault (the worker
 // answers); the coordinator's to a worker through its proxy's, to a PS
 // task through the keeper's lossy link (on the coordinator's node: the
-// membership actor hands it on).
+// membership actor hands it on); a primary PS shard's to its backup
+// through the shard's own (it answers).
 caf::result<pb::FaultInjected> on_inject(node_ptr self, const pb::InjectFault& req) {
   auto& st = self->state;
   if (req.peer() == pb::InjectFault::COORDINATOR || req.peer() == pb::InjectFault::COORDINATOR_PS) {
@@ -289,11 +307,27 @@ caf::result<pb::FaultInjected> on_inject(node_ptr self, const pb::InjectFault& r
     if (!st.membership) return make_error(errc::invalid_argument, st.where + "runs no job's coordinator");
     return self->delegate(st.membership, req);
   }
+  if (req.peer() == pb::InjectFault::PS_BACKUP) {
+    if (auto err = check_spawn(self, req, task_id{pb::PS, req.ps()}, "faults")) return err;
+    auto shard = st.shards.find(req.ps());
+    if (shard == st.shards.end())
+      return make_error(errc::not_up, st.where + "serves no shard of ps:" + std::to_string(req.ps()));
+    // Spawned here: its handle takes its local interface too.
+    return self->delegate(caf::actor_cast<local_shard_actor>(shard->second.handle), req);
+  }
   if (auto err = check_spawn(self, req, task_id{pb::WORKER, req.worker()}, "faults")) return err;
   auto worker = st.workers.find(req.worker());
   if (worker == st.workers.end())
     return make_error(errc::not_up, "worker:" + std::to_string(req.worker()) + " runs no worker actor (yet)");
   return self->delegate(worker->second, req);  // the worker answers the requester
+}
+
+// AddPs (`actorps chaos`, kind add_ps): handed to the coordinator's membership.
+caf::result<pb::PsAdded> on_add_ps(node_ptr self, const pb::AddPs& req) {
+  auto& st = self->state;
+  if (auto err = check_request(self, req, {pb::COORDINATOR, pb::CLIENT}, "AddPs")) return err;
+  if (!st.membership) return make_error(errc::invalid_argument, st.where + "runs no job's coordinator");
+  return self->delegate(st.membership, req);
 }
 
 // JoinJob (`actorps node --join`): its Hello checked as a Hello is, then
@@ -385,6 +419,7 @@ node_broker::behavior_type node_behavior(node_ptr self, cluster_spec spec, size_
       [self](const pb::SpawnDataset& req) { return on_spawn_dataset(self, req); },
       [self](const pb::SpawnWorker& req, const shard_list& shards) { return on_spawn_worker(self, req, shards); },
       [self](const pb::InjectFault& req) { return on_inject(self, req); },
+      [self](const pb::AddPs& req) { return on_add_ps(self, req); },
       [self](const pb::LeaveJob& req) { return on_leave(self, req); },
       [self](const pb::JoinJob& req) { return on_join(self, req); },
       [self](const pb::EndJob& req) { return on_end_job(self, req); },

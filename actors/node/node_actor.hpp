@@ -28,11 +28,14 @@ class bulk_server;
 /// coordinator's membership, on the same process).
 using fault_gate_actor = caf::typed_actor<caf::replies_to<pb::InjectFault>::with<pb::FaultInjected>>;
 
+/// What adds a ps task to the running job (the coordinator's membership).
+using ps_add_gate_actor = caf::typed_actor<caf::replies_to<pb::AddPs>::with<pb::PsAdded>>;
+
 /// What a node hands on to the running job on the coordinator's own
-/// process: joins, a PS task's leave, faults on the coordinator's side.
-/// The coordinator's membership (actors/coordinator/membership.hpp)
-/// implements it, among its other messages.
-using job_gate_actor = join_gate_actor::extend_with<leave_actor, fault_gate_actor>;
+/// process: joins, a PS task's leave, a ps task added, faults on the
+/// coordinator's side. The coordinator's membership
+/// (actors/coordinator/membership.hpp) implements it, among its other messages.
+using job_gate_actor = join_gate_actor::extend_with<leave_actor, fault_gate_actor, ps_add_gate_actor>;
 
 /// What a node actor may have besides its topology.
 struct node_extras {

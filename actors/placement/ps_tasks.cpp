@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "actors/metrics/recovery_log.hpp"
 #include "actors/placement/keeper_state.hpp"
 
 namespace actorps::keeper {
@@ -40,6 +41,7 @@ void commit_added(keeper_ptr self, uint32_t node, const ps_shard_actor& shard) {
   ++st.routing_version;
   spdlog::warn("coordinator: ps:{} added on the standby node {} (routing version {}); respawning the workers over it",
                ps, st.l.spec.nodes[node].address(), st.routing_version);
+  metrics::recovery_log_of(self->home_system()).record("ps", ps, "added");
   if (!st.lost_at.empty()) return;  // the restore's end gives the proxies the list
   for (auto& p : st.l.proxies) send_shards(self, p);
 }
@@ -103,6 +105,7 @@ caf::result<uint64_t> retire_ps(keeper_ptr self, uint32_t ps) {
   ++st.routing_version;
   spdlog::warn("coordinator: ps:{} left the job (drained; routing version {}); its node {} may stop", ps,
                st.routing_version, st.l.spec.nodes[node].address());
+  metrics::recovery_log_of(self->home_system()).record("ps", ps, "left");
   for (auto& p : st.l.proxies) send_shards(self, p);
   return st.routing_version;
 }

@@ -92,10 +92,7 @@ caf::error admit(shard_actor self, const Msg& msg, std::initializer_list<Role> r
   auto& st = self->state;
   if (!st.backup) return check_request(self, msg, roles, what);
   const auto& sender = self->current_sender();
-  if (sender != nullptr && sender->address() == st.primary) {
-    count_forward(st);
-    return caf::none;
-  }
+  if (sender != nullptr && sender->address() == st.primary) return take_forward(self);
   return refuse(self, sender,
                 make_error(errc::stale_routing, fmt::format("{}a backup: its primary serves {} (routing version {})",
                                                             st.where, what, st.routing_version)));
@@ -241,7 +238,7 @@ caf::result<pb::Rows> on_sparse_pull(shard_actor self, const pb::SparsePull& req
   return answer(self, std::move(rows));
 }
 
-ps_shard_actor::behavior_type shard_behavior(shard_actor self, shard_options opts) {
+local_shard_actor::behavior_type shard_behavior(shard_actor self, shard_options opts) {
   auto& st = self->state;
   st.metrics.emplace(metrics::registry_of(self->home_system()), opts.index);
   st.tracer = &trace::recorder_of(self->home_system());
@@ -254,6 +251,10 @@ ps_shard_actor::behavior_type shard_behavior(shard_actor self, shard_options opt
   st.backup = opts.backup;
   st.spec = std::move(opts.spec);
   st.dial = std::move(opts.dial);
+  st.faults.emplace(
+      self->clock(),
+      [self](std::chrono::milliseconds delay, std::function<void()> fn) { after(self, delay, std::move(fn)); },
+      *st.tracer);
   self->set_down_handler([self](const caf::down_msg& msg) { on_replica_down(self, msg); });
   // Stopping (its node exits): whatever waits for a step gets an error, not
   // silence. (Exits from anyone else never get here: exit_guard.hpp.)
@@ -334,14 +335,19 @@ ps_shard_actor::behavior_type shard_behavior(shard_actor self, shard_options opt
         });
       },
       [self](const pb::ReplicaDropped& req) { on_replica_dropped(self, req); },
+      [self](const pb::ForwardSeq& req) { on_forward_seq(self, req); },
+      [self](const pb::InjectFault& req) { return on_inject(self, req); },
+      [self](shard_timer_atom, uint64_t id) {
+        if (self->current_sender() == self->ctrl()) self->state.timers.fire(id);
+      },
   };
 }
 
 }  // namespace
 
-ps_shard_actor spawn_ps_shard(caf::actor_system& sys, shard_options opts) {
+local_shard_actor spawn_ps_shard(caf::actor_system& sys, shard_options opts) {
   exit_guard guard{{opts.parent}, opts.peers, "ps shard " + std::to_string(opts.index) + ": "};
-  return spawn_guarded<shard_detail::shard_state, ps_shard_actor>(
+  return spawn_guarded<shard_detail::shard_state, local_shard_actor>(
       sys, std::move(guard), [opts = std::move(opts)](shard_detail::shard_actor self) mutable {
         return shard_behavior(self, std::move(opts));
       });

@@ -41,6 +41,7 @@
 //     (no keeper watches: serving alone at once)
 //   backup --Promote from its node--> primary (serving alone)
 //   backup --Replicate from its own primary, a higher term--> backup afresh
+//   backup --a forward out of order (ForwardSeq past a gap), or ReplicaDropped--> orphaned (never promoted)
 #pragma once
 
 #include <caf/actor_system.hpp>
@@ -50,6 +51,7 @@
 
 #include "actors/net/dial.hpp"
 #include "actors/net/peer_table.hpp"
+#include "actors/shard/atoms.hpp"
 #include "actors/shard/shard_core.hpp"
 #include "config/cluster_spec.hpp"
 #include "messages/wire.hpp"
@@ -60,8 +62,18 @@ namespace actorps {
 /// introduction; a change forwarded waits [runtime] request_timeout_ms).
 constexpr auto kIntroductionTimeout = std::chrono::seconds(30);
 
+/// The shard's whole contract: what other processes send it (ps_shard_actor,
+/// messages/interfaces.hpp) and what its own process does.
+using local_shard_actor = ps_shard_actor::extend<
+    // Its node (delegating the coordinator's or an operator's InjectFault,
+    // peer PS_BACKUP): faults on what this primary sends its backup.
+    caf::replies_to<pb::InjectFault>::with<pb::FaultInjected>,
+    // Its own timers: a held-back message to its backup is due, or a lost
+    // one's deadline (replication.hpp).
+    caf::reacts_to<shard_timer_atom, uint64_t>>;
+
 /// How a primary reaches its backup's node (tests hand in their own).
-using shard_dialer = dialer_for<ps_shard_actor::base>;
+using shard_dialer = dialer_for<local_shard_actor::base>;
 
 struct shard_options {
   uint32_t index = 0;  // the ps task it serves
@@ -75,6 +87,6 @@ struct shard_options {
 };
 
 /// Spawns a PS shard.
-ps_shard_actor spawn_ps_shard(caf::actor_system& sys, shard_options opts);
+local_shard_actor spawn_ps_shard(caf::actor_system& sys, shard_options opts);
 
 }  // namespace actorps

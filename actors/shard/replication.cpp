@@ -9,6 +9,10 @@ std::chrono::milliseconds forward_deadline(const shard_state& st) {
   return std::chrono::milliseconds(st.peers->limits().request_timeout_ms);
 }
 
+void after(shard_actor self, std::chrono::milliseconds delay, std::function<void()> fn) {
+  self->delayed_send(self, delay, shard_timer_atom_v, self->state.timers.keep(std::move(fn)));
+}
+
 namespace {
 
 // Every answer that waited for the keeper's confirmation of a drop.
@@ -39,7 +43,9 @@ void drop_replica(shard_actor self, const caf::error& why) {
   pb::ReplicaDropped dropped;
   dropped.set_reason(describe(why));
   dropped.set_term(st.term);
-  self->send(st.replica, std::move(dropped));
+  auto send = [self, backup = st.replica, dropped](const caf::message&, bool) { self->send(backup, dropped); };
+  to_backup(self, caf::make_message(dropped), forward_deadline(st), std::move(send),
+            [](const caf::error&) {});  // no answer to wait for
   self->demonitor(st.replica.address());
   st.replica = nullptr;
   // A dead backup never answers: what waited for it waits for the keeper.
@@ -60,10 +66,53 @@ void answer_forwarded(shard_actor self, uint64_t seq) {
   answer();
 }
 
-void count_forward(shard_state& st) { ++st.applied_seq; }
+void forward_failed(shard_actor self, uint64_t term, uint64_t seq, const caf::error& err) {
+  if (self->state.term != term) return;  // an earlier backup's: dropped with its term
+  if (err != errc::duplicate) drop_replica(self, err);
+  answer_forwarded(self, seq);
+}
+
+caf::error take_forward(shard_actor self) {
+  auto& st = self->state;
+  auto head = std::exchange(st.next, std::nullopt);
+  if (head && (head->term() < st.term || (head->term() == st.term && head->seq() <= st.applied_seq)))
+    return make_error(errc::duplicate, fmt::format("{}has forward {} of term {} already (through seq {} of term {})",
+                                                   st.where, head->seq(), head->term(), st.applied_seq, st.term));
+  if (head && head->term() == st.term && head->seq() == st.applied_seq + 1 && !st.orphaned) {
+    st.applied_seq = head->seq();
+    return caf::none;
+  }
+  auto what = head ? fmt::format("forward {} of term {}", head->seq(), head->term()) : std::string("a forward");
+  if (!st.orphaned)
+    spdlog::error("{}{} came out of order (applied through seq {} of term {}): missed changes, never promoted",
+                  st.where, what, st.applied_seq, st.term);
+  st.orphaned = true;
+  if (head) st.term = std::max(st.term, head->term());  // an introduction at that term comes too late
+  return make_error(errc::out_of_order, fmt::format("{}{} out of order (applied through seq {} of term {})", st.where,
+                                                    what, st.applied_seq, st.term));
+}
+
+void on_forward_seq(shard_actor self, const pb::ForwardSeq& req) {
+  auto& st = self->state;
+  if (st.backup && self->current_sender() != nullptr && self->current_sender()->address() == st.primary) st.next = req;
+}
+
+caf::result<pb::FaultInjected> on_inject(shard_actor self, const pb::InjectFault& req) {
+  auto& st = self->state;
+  if (auto err = check_request(self, req, kCoordinator, "InjectFault")) return err;
+  if (st.backup || req.peer() != pb::InjectFault::PS_BACKUP)
+    return refuse(
+        self, self->current_sender(),
+        make_error(errc::invalid_argument, st.where + "takes faults on its traffic to its backup only, as a primary"));
+  st.faults->inject(kBackupPeer, req, fmt::format("ps:{}", st.index),
+                    fmt::format("its backup (on ps:{}'s node)", req.backup()));
+  return pb::FaultInjected{};
+}
 
 void on_replica_down(shard_actor self, const caf::down_msg& msg) {
-  if (self->state.replica && msg.source == self->state.replica.address())
+  auto& st = self->state;
+  if (st.backup && msg.source == st.primary) st.primary_gone = true;  // still promotable: it has what was acked
+  if (st.replica && msg.source == st.replica.address())
     drop_replica(self, make_error(errc::unreachable, "its backup is down: " + to_string(msg.reason)));
 }
 
@@ -71,9 +120,11 @@ namespace {
 
 // Once the backup's node is dialed: the backup gets this shard's whole
 // state with the introduction (a new term; the sequence so far), and every
-// change from here on is forwarded behind it (CAF keeps one sender's
-// order), so it misses none and repeats none. A backup that refuses or
-// does not answer is dropped again.
+// change from here on is forwarded behind it, each announced by its
+// ForwardSeq, so that the backup applies none twice and none out of order
+// (CAF keeps one sender's order; a fault on the backup may not). A backup
+// that refuses or does not answer is dropped again; a repeated introduction
+// (duplicated) is answered errc::duplicate: the first answer counts.
 void introduce(shard_actor self, ps_shard_actor backup, caf::typed_response_promise<pb::Replicated> promise,
                std::string where) {
   auto& st = self->state;
@@ -83,18 +134,31 @@ void introduce(shard_actor self, ps_shard_actor backup, caf::typed_response_prom
   hello.set_seq(st.seq);
   st.replica = backup;
   self->monitor(backup);
-  self->request(backup, kIntroductionTimeout, hello, caf::actor_cast<caf::strong_actor_ptr>(self))
-      .then(
-          [self, promise](const pb::Replicated&) mutable {
-            pb::Replicated done;
-            done.set_shard(self->state.index);
-            done.set_term(self->state.term);
-            promise.deliver(done);
-          },
-          [self, promise, where](caf::error& err) mutable {
-            drop_replica(self, err);
-            promise.deliver(in_context(err, where));
-          });
+  const uint64_t term = st.term;
+  auto failed = [self, promise, where, term](const caf::error& err) mutable {
+    if (err == errc::duplicate) return;
+    if (self->state.term == term) drop_replica(self, err);
+    promise.deliver(in_context(err, where));
+  };
+  auto send = [self, promise, failed, term, to = caf::actor_cast<caf::actor>(backup)](caf::message msg,
+                                                                                      bool heard) mutable {
+    auto sent = self->request(to, kIntroductionTimeout, std::move(msg));
+    if (!heard) return sent.then([](const pb::Replicated&) {}, [](caf::error&) {});
+    sent.then(
+        [self, promise, failed, term](const pb::Replicated&) mutable {
+          auto& st = self->state;
+          if (st.term != term || !st.replica)  // dropped meanwhile: not in step
+            return failed(make_error(errc::out_of_order, st.where + "its backup was dropped before it was in step"));
+          pb::Replicated done;
+          done.set_shard(st.index);
+          done.set_term(term);
+          promise.deliver(done);
+        },
+        [failed](caf::error& err) mutable { failed(err); });
+  };
+  // Lost to a fault, it is given up at the request deadline: no transfer to wait for.
+  to_backup(self, caf::make_message(std::move(hello), caf::actor_cast<caf::strong_actor_ptr>(self)),
+            forward_deadline(st), std::move(send), std::move(failed));
 }
 
 // The coordinator gives this primary a backup (when the job starts, or a
@@ -138,17 +202,30 @@ caf::result<pb::Replicated> on_primary(shard_actor self, const pb::Replicate& re
   auto& st = self->state;
   const auto& sender = self->current_sender();
   if (auto err = check_request(self, req, {pb::PS}, "Replicate")) return err;
-  if (from == nullptr || sender == nullptr || from->address() != sender->address() ||
-      (st.primary && (st.primary != sender->address() || req.term() <= st.term)))
+  const bool replaced = st.primary && st.primary != sender->address();  // a primary restored in its down one's place
+  if (from == nullptr || sender == nullptr || from->address() != sender->address() || (replaced && !st.primary_gone))
     return refuse(self, sender, make_error(errc::forbidden, st.where + "serves one primary, its own"));
+  if (st.primary && !replaced &&
+      (req.term() < st.term || (req.term() == st.term && st.orphaned)))  // held back past its term
+    return make_error(errc::out_of_order, st.where + "introduced at term " + std::to_string(req.term()) +
+                                              ", dropped at term " + std::to_string(st.term) + " already");
+  if (st.primary && !replaced && req.term() == st.term && !st.orphaned)
+    return make_error(errc::duplicate, st.where + "introduced at term " + std::to_string(req.term()) + " already");
   if (st.primary) start_core(st, 0);  // introduced again: its old state missed changes
   if (auto err = st.core->restore(req.state())) return refuse(self, sender, err);
-  if (st.orphaned)
-    spdlog::warn("{}introduced again by its primary (term {}): in step from now on", st.where, req.term());
+  if (st.orphaned || replaced)
+    spdlog::warn("{}introduced {} (term {}): in step from now on", st.where,
+                 replaced ? "by a new primary in place of its lost one" : "again by its primary", req.term());
+  if (sender->address() != st.primary) {  // a new primary's loss lets the next one introduce itself
+    if (st.primary) self->demonitor(st.primary);
+    self->monitor(sender);
+  }
+  st.primary_gone = false;
   st.primary = sender->address();
   st.term = req.term();
   st.applied_seq = req.seq();
   st.orphaned = false;
+  st.next.reset();
   pb::Replicated done;
   done.set_shard(st.index);
   done.set_term(st.term);
@@ -220,6 +297,7 @@ void on_replica_dropped(shard_actor self, const pb::ReplicaDropped& req) {
   spdlog::error("{}its primary stopped forwarding (term {}: {}): this backup will not be promoted", st.where,
                 req.term(), req.reason());
   st.orphaned = true;
+  st.term = req.term();  // an introduction at that term, held back, comes too late
 }
 
 }  // namespace actorps::shard_detail

@@ -1,5 +1,7 @@
 #include "actors/worker/bulk_link.hpp"
 
+#include <algorithm>
+
 #include <caf/scoped_actor.hpp>
 
 #include "actors/worker/atoms.hpp"
@@ -14,7 +16,39 @@ caf::error lane_error(const caf::error& err, const std::string& where) {
   return err;
 }
 
+// Where a pull apart writes: `answer`'s own buffer, cut into r's ranges.
+std::vector<float*> apart(const bulk_pull_req& r, bulk_pulled& answer) {
+  answer.values.resize(size_t(bulk_elements(r.head)));
+  std::vector<float*> parts;
+  float* at = answer.values.data();
+  for (int i = 0; i < r.head.ranges_size(); ++i) {
+    parts.push_back(at);
+    answer.into.emplace_back(r.out[size_t(i)], r.head.ranges(i).count());
+    at += r.head.ranges(i).count();
+  }
+  return parts;
+}
+
 }  // namespace
+
+bulk_push_req copied(const bulk_push_req& req) {
+  auto copy = std::make_shared<std::vector<float>>();
+  copy->reserve(size_t(bulk_elements(req.head)));
+  for (int i = 0; i < req.head.ranges_size(); ++i)
+    copy->insert(copy->end(), req.grads[size_t(i)], req.grads[size_t(i)] + req.head.ranges(i).count());
+  bulk_push_req out{req.head, {}, copy};
+  const float* at = copy->data();
+  for (auto& r : req.head.ranges()) out.grads.push_back(at), at += r.count();
+  return out;
+}
+
+void bulk_pulled::copy_in() const {
+  const float* at = values.data();
+  for (auto& [to, count] : into) {
+    std::copy(at, at + count, to);
+    at += count;
+  }
+}
 
 caf::expected<std::unique_ptr<bulk_link>> bulk_link::open(caf::actor_system& sys, const std::string& host,
                                                           uint16_t port, const std::string& token) {
@@ -38,9 +72,11 @@ void bulk_link::serve(caf::actor_system& sys, std::promise<caf::actor>& ready) {
         if (!ack) return lane_error(ack.error(), where_);
         return std::move(*ack);
       },
-      [&](const bulk_pull_req& r) -> caf::result<bool> {
-        if (auto err = client_.pull(r.head, r.out)) return lane_error(err, where_);
-        return true;
+      [&](const bulk_pull_req& r) -> caf::result<bulk_pulled> {
+        bulk_pulled answer;
+        const auto own = r.apart ? apart(r, answer) : std::vector<float*>{};
+        if (auto err = client_.pull(r.head, r.apart ? own : r.out)) return lane_error(err, where_);
+        return answer;
       },
       [&](bulk_stop_atom) { running = false; });
 }

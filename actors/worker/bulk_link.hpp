@@ -9,6 +9,11 @@
 //   - since a link serves requests in order, a push is on the wire whole
 //     before any later request on the same link starts.
 //
+// A request that may be sent more than once (the transport sends it again
+// when its deadline passes, or under an injected fault) does not touch
+// the buffers after its first answer: a push then goes from a copy it
+// keeps, a pull into a buffer of the link's own, which the answer brings.
+//
 // A lost connection answers every request with errc::unreachable (the
 // worker then fails its batch like any lost link); errors the shard
 // answers (unknown variable, bad range) keep their codes.
@@ -18,6 +23,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <caf/actor.hpp>
@@ -35,13 +41,29 @@ namespace actorps {
 struct bulk_push_req {
   pb::BulkRequest head;
   std::vector<const float*> grads;
+  std::shared_ptr<const std::vector<float>> keep;  // where grads point when sent from a copy (copied())
 };
 
-/// Pull ranges (head: shard, worker, step, ranges), range i into out[i];
-/// answered with true.
+/// The same push from a copy of its gradients, which it keeps.
+bulk_push_req copied(const bulk_push_req& req);
+
+/// Pull ranges (head: shard, worker, step, ranges), range i into out[i]
+/// (apart: into the answer, for the worker to copy into out[i]); answered
+/// with a bulk_pulled.
 struct bulk_pull_req {
   pb::BulkRequest head;
   std::vector<float*> out;
+  bool apart = false;
+};
+
+/// A pull's answer: empty when it wrote into out; else its values, and
+/// where they go.
+struct bulk_pulled {
+  std::vector<float> values;                     // the ranges, one after another
+  std::vector<std::pair<float*, int64_t>> into;  // per range: out[i] and its count
+  /// Copies the values where they go (on the worker's thread, once it takes
+  /// this answer).
+  void copy_in() const;
 };
 
 class bulk_link {
@@ -72,3 +94,4 @@ class bulk_link {
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorps::bulk_push_req)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorps::bulk_pull_req)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorps::bulk_pulled)

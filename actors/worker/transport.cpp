@@ -17,7 +17,8 @@ transport::transport(actor_ptr self, uint32_t worker, shard_list shards,
       deadline_(deadline),
       faults_(
           self->clock(), [this](std::chrono::milliseconds delay, std::function<void()> fn) { after(delay, fn); },
-          trace::recorder_of(self->home_system())) {}
+          trace::recorder_of(self->home_system()),
+          deadline ? fault_injector::resender::sender : fault_injector::resender::injector) {}
 
 void transport::after(std::chrono::milliseconds delay, std::function<void()> fn) {
   self_->delayed_send(self_, delay, worker_timer_atom_v, timers_.keep(std::move(fn)));
@@ -25,21 +26,57 @@ void transport::after(std::chrono::milliseconds delay, std::function<void()> fn)
 
 void transport::on_timer(uint64_t id) { timers_.fire(id); }
 
-uint64_t transport::watch(fail_fn fail) {
-  const uint64_t id = next_open_++;
-  open_.emplace(id, open_request{self_->clock().now() + *deadline_, std::move(fail)});
+transport::open_request& transport::watch(uint64_t id, open_request r) {
+  r.due = self_->clock().now() + *deadline_;
+  auto& opened = open_.emplace(id, std::move(r)).first->second;
   if (!std::exchange(sweeping_, true)) after(*deadline_ / 4, [this] { sweep(); });
-  return id;
+  return opened;
 }
 
 bool transport::settle(uint64_t id) { return open_.erase(id) > 0; }
 
+namespace {
+
+// Sent again, a bulk request no longer touches the worker's buffers in
+// place (bulk_link.hpp): the lane serves it after the requests queued
+// meanwhile, by when its first send may have been answered and the
+// buffers reused. Its gradients are the push's still: unanswered, it holds
+// up the lane's pull that precedes their rewrite (a push an injected fault
+// held back went from a copy already).
+void off_the_buffers(caf::message& m) {
+  if (m.match_element<bulk_push_req>(0) && !m.get_as<bulk_push_req>(0).keep) {
+    m = caf::make_message(copied(m.get_as<bulk_push_req>(0)));
+  } else if (m.match_element<bulk_pull_req>(0) && !m.get_as<bulk_pull_req>(0).apart) {
+    auto pull = m.get_as<bulk_pull_req>(0);
+    pull.apart = true;
+    m = caf::make_message(std::move(pull));
+  }
+}
+
+}  // namespace
+
 void transport::sweep() {
   const auto now = self_->clock().now();
-  while (!open_.empty() && open_.begin()->second.due <= now) {  // sent in order: due in order
-    auto fail = std::move(open_.begin()->second.fail);
-    open_.erase(open_.begin());
-    fail(caf::make_error(caf::sec::request_timeout));
+  for (auto i = open_.begin(); i != open_.end();) {
+    auto& r = i->second;
+    if (r.due > now) {
+      ++i;
+      continue;
+    }
+    if (r.fails && r.resent == kResends) {
+      auto fail = std::move(r.send);
+      i = open_.erase(i);
+      fail(nullptr);
+      continue;
+    }
+    ++r.resent;
+    r.due = now + *deadline_;
+    spdlog::warn("worker:{}: no answer from {} in {} ms: sending it again ({}{})", worker_,
+                 r.peer == kDatasets ? std::string("its dataset") : fmt::format("ps:{}", r.peer), deadline_->count(),
+                 r.resent, r.fails ? fmt::format(" of {}", kResends) : std::string());
+    off_the_buffers(r.msg);
+    r.send(&r.msg);
+    ++i;
   }
   sweeping_ = !open_.empty();
   if (sweeping_) after(*deadline_ / 4, [this] { sweep(); });
@@ -59,54 +96,21 @@ void transport::open_lane(const std::vector<int>& ps_tasks, const std::string& h
 
 void transport::bulk_push(int ps, pb::BulkRequest head, std::vector<const float*> grads,
                           std::function<void(const pb::PushAck&)> ok, fail_fn fail) {
-  auto lane = lanes_.at(ps)->handle();
-  if (!faults_.on(uint32_t(ps))) {
-    request<pb::PushAck>(
-        lane, true, bulk_push_req{std::move(head), std::move(grads)}, [ok](pb::PushAck& a) { ok(a); }, fail);
-    return;
-  }
-  // Sent late or again, it would go after the worker rewrote its gradients: it goes from a copy.
-  auto copy = std::make_shared<std::vector<float>>();
-  copy->reserve(size_t(bulk_elements(head)));
-  for (int i = 0; i < head.ranges_size(); ++i)
-    copy->insert(copy->end(), grads[size_t(i)], grads[size_t(i)] + head.ranges(i).count());
-  faults_.route(
-      uint32_t(ps),
-      [this, lane, head, copy](auto ok, auto fail) {
-        std::vector<const float*> from;
-        const float* at = copy->data();
-        for (auto& r : head.ranges()) from.push_back(at), at += r.count();
-        request<pb::PushAck>(
-            lane, true, bulk_push_req{head, std::move(from)}, [ok, copy](pb::PushAck& a) { ok(a); }, fail);
-      },
-      std::move(ok), std::move(fail));
+  bulk_push_req req{std::move(head), std::move(grads), nullptr};
+  // Held back or lost by a fault, it would leave after the worker rewrote its gradients: it goes from a copy.
+  if (faults_.on(uint32_t(ps))) req = copied(req);
+  send<pb::PushAck>(
+      uint32_t(ps), lanes_.at(ps)->handle(), true, std::move(req), [ok](pb::PushAck& a) { ok(a); }, std::move(fail));
 }
 
 void transport::bulk_pull(int ps, pb::BulkRequest head, std::vector<float*> out, std::function<void()> ok,
                           fail_fn fail) {
-  auto lane = lanes_.at(ps)->handle();
-  if (!faults_.on(uint32_t(ps))) {
-    request<bool>(
-        lane, true, bulk_pull_req{std::move(head), std::move(out)}, [ok](bool) { ok(); }, fail);
-    return;
-  }
-  // Each send reads into its own buffer: a lost or second reply never writes into `out`.
-  faults_.route(
-      uint32_t(ps),
-      [this, lane, head](auto ok, auto fail) {
-        auto into = std::make_shared<std::vector<float>>(size_t(bulk_elements(head)));
-        std::vector<float*> parts;
-        float* at = into->data();
-        for (auto& r : head.ranges()) parts.push_back(at), at += r.count();
-        request<bool>(
-            lane, true, bulk_pull_req{head, std::move(parts)}, [ok, into](bool) { ok(*into); }, fail);
-      },
-      [head, out = std::move(out), ok](const std::vector<float>& values) {
-        const float* at = values.data();
-        for (int i = 0; i < head.ranges_size(); ++i) {
-          std::copy(at, at + head.ranges(i).count(), out[size_t(i)]);
-          at += head.ranges(i).count();
-        }
+  // Under a fault each send reads into a buffer of its own: a lost or second reply never writes into `out`.
+  bulk_pull_req req{std::move(head), std::move(out), faults_.on(uint32_t(ps))};
+  send<bulk_pulled>(
+      uint32_t(ps), lanes_.at(ps)->handle(), true, std::move(req),
+      [ok](bulk_pulled& r) {
+        r.copy_in();
         ok();
       },
       std::move(fail));

@@ -1,11 +1,21 @@
 // The worker's transport: every request a worker sends to a PS shard or a
-// dataset passes here. Requests to shards carry the worker's deadline (one
-// unanswered in time fails like a lost link: the batch fails, its closures
-// run again elsewhere, their steps applied once by closure key, and the
-// worker is respawned — so no copy of a push is kept for a resend). The
-// transport keeps those deadlines itself, swept by one timer: a CAF
-// request timeout would wake CAF's clock thread twice per request (set and
-// cancel), a third of a training job's context switches.
+// dataset passes here. Under the worker's deadline (ASYNC jobs) it keeps
+// each request's deadline itself, swept by one timer (a CAF request
+// timeout would wake CAF's clock thread twice per request, set and cancel:
+// a third of a training job's context switches). A request unanswered at
+// its deadline is sent again, the same request, kResends times at most: a
+// lost message (dropped by an injected fault, or lost while CAF reconnected
+// a broken connection) costs one deadline. The first answer counts, later
+// ones are dropped; the receivers know a request sent again (a shard
+// applies a push once by its closure key, step and incarnation; a pull
+// only reads; a dataset serves a NextBatch number again alike). Past its
+// last resend a request to a shard fails like a lost link
+// (sec::request_timeout: the batch fails, its closures run again
+// elsewhere, the worker is respawned); one to a dataset, which lives on the
+// worker's own node, is sent again for as long as it takes. Without a
+// deadline (SYNC and SSP requests wait for the other workers: silence says
+// nothing) a request waits for its answer, and one an injected fault lost
+// is sent again by the injector after its kResend.
 // Dense variables go over the PS node's bulk lane (bulk_link.hpp) where
 // param_buffers.hpp routes them, the rest over CAF. Injected faults plug in
 // here (actors/net/fault_injector.hpp) for both, and for the requests to
@@ -34,15 +44,22 @@ class transport {
  public:
   using actor_ptr = local_worker_actor::pointer;
 
-  /// Requests to shards fail when unanswered after `deadline` (none: they wait).
+  /// Requests to shards are sent again when unanswered after `deadline`,
+  /// and fail after kResends (none: they wait).
   transport(actor_ptr self, uint32_t worker, shard_list shards, std::optional<std::chrono::milliseconds> deadline);
 
   /// The fault injector's peer that stands for the worker's datasets (the
   /// others are PS tasks).
   static constexpr uint32_t kDatasets = ~uint32_t(0);
+  /// How often a request to a shard is sent again before it fails: a loss
+  /// of probability p fails a batch with p^3 (5% of messages lost: 1 in
+  /// 8,000), and a shard that is gone is found by its down message, not by
+  /// deadlines, so three deadlines of silence before a batch fails cost
+  /// little.
+  static constexpr int kResends = 2;
 
   /// A request to PS task `ps`; `ok` gets the reply (Reply&), `fail` any
-  /// error (caf::error; sec::request_timeout past the deadline).
+  /// error (caf::error; sec::request_timeout past the last resend).
   template <class Reply, class Msg, class Ok, class Fail>
   void to_shard(int ps, Msg msg, Ok ok, Fail fail) {
     send<Reply>(uint32_t(ps), shards_[size_t(ps)], true, std::move(msg), std::move(ok), std::move(fail));
@@ -65,9 +82,8 @@ class transport {
   /// Pulls head's ranges over the lane of PS task `ps`, range i into out[i].
   void bulk_pull(int ps, pb::BulkRequest head, std::vector<float*> out, std::function<void()> ok, fail_fn fail);
 
-  /// A request to one of the worker's datasets (no deadline: a dataset
-  /// lives on the worker's own node; a lost one is sent again, see
-  /// fault_injector.hpp).
+  /// A request to one of the worker's datasets: under the worker's
+  /// deadline sent again each time it passes, never failed for it.
   template <class Reply, class Msg, class Ok, class Fail>
   void to_dataset(const dataset_actor& d, Msg msg, Ok ok, Fail fail) {
     send<Reply>(kDatasets, d, false, std::move(msg), std::move(ok), std::move(fail));
@@ -85,36 +101,62 @@ class transport {
   void after(std::chrono::milliseconds delay, std::function<void()> fn);
 
  private:
-  // A request over CAF to `to`, through the fault on `peer` while one lasts.
+  // A request to `to` through the fault on `peer` while one lasts; under
+  // the deadline, sent again, and (`fails`) failed after kResends.
   template <class Reply, class To, class Msg, class Ok, class Fail>
-  void send(uint32_t peer, const To& to, bool timed, Msg msg, Ok ok, Fail fail) {
-    if (!faults_.on(peer)) return request<Reply>(to, timed, std::move(msg), std::move(ok), std::move(fail));
+  void send(uint32_t peer, const To& to, bool fails, Msg msg, Ok ok, Fail fail) {
+    static_assert(caf::response_type_unbox<caf::signatures_of_t<To>, caf::detail::type_list<Msg>>::valid,
+                  "the receiver does not take this request");
+    if (deadline_)
+      return watched<Reply>(peer, caf::actor_cast<caf::actor>(to), fails, caf::make_message(std::move(msg)),
+                            std::move(ok), std::move(fail));
+    if (!faults_.on(peer)) return request<Reply>(to, std::move(msg), std::move(ok), std::move(fail));
     auto m = std::make_shared<const Msg>(std::move(msg));
     faults_.route(
-        peer, [this, to, timed, m](auto ok, auto fail) { request<Reply>(to, timed, *m, ok, fail); }, std::move(ok),
-        std::move(fail));
+        peer, [this, to, m](auto ok, auto fail) { request<Reply>(to, *m, ok, fail); }, std::move(ok), std::move(fail));
   }
 
-  // One request; `timed`: under the worker's deadline, if it has one.
+  // One request; `msg` a caf::message (watched) or the request itself.
   template <class Reply, class To, class Msg, class Ok, class Fail>
-  void request(const To& to, bool timed, Msg msg, Ok ok, Fail fail) {
-    const bool watched = timed && deadline_;
-    const uint64_t id = watched ? watch(fail) : 0;
-    self_->request(to, caf::infinite, std::move(msg))
-        .then(
-            [this, watched, id, ok](Reply& r) {
-              if (!watched || settle(id)) ok(r);
-            },
-            [this, watched, id, fail](caf::error& err) {
-              if (!watched || settle(id)) fail(std::move(err));
-            });
+  void request(const To& to, Msg&& msg, Ok ok, Fail fail) {
+    self_->request(to, caf::infinite, std::forward<Msg>(msg))
+        .then([ok](Reply& r) mutable { ok(r); }, [fail](caf::error& err) mutable { fail(std::move(err)); });
   }
 
-  // The deadlines of the open requests: `watch` opens one (its `fail` gets
-  // sec::request_timeout when it passes), `settle` closes it when its
-  // answer comes (false: too late, already failed); `sweep` fails those
-  // past their deadline, every deadline / 4 while any is open.
-  uint64_t watch(fail_fn fail);
+  // A request under the deadline: opened, then sent (by the sweep again);
+  // the first answer settles it, and later ones find it settled.
+  template <class Reply, class Ok, class Fail>
+  void watched(uint32_t peer, caf::actor to, bool fails, caf::message msg, Ok ok, Fail fail) {
+    const uint64_t id = next_open_++;
+    auto answer = [this, id, ok](Reply& r) {
+      if (settle(id)) ok(r);
+    };
+    auto refuse = [this, id, fail](caf::error err) {
+      if (settle(id)) fail(std::move(err));
+    };
+    auto send = [this, peer, to = std::move(to), answer, refuse, fail](const caf::message* m) {
+      if (m == nullptr) return fail(caf::make_error(caf::sec::request_timeout));
+      if (!faults_.on(peer)) return request<Reply>(to, *m, answer, refuse);
+      faults_.route(
+          peer, [this, to, m = *m](auto ok, auto fail) { request<Reply>(to, m, ok, fail); }, answer, refuse);
+    };
+    auto& r = watch(id, open_request{{}, peer, fails, 0, std::move(msg), std::move(send)});
+    r.send(&r.msg);
+  }
+
+  // The open requests under the deadline: `watch` opens one, `settle`
+  // closes it when its first answer comes (false: too late, it failed, or
+  // an answer came before); `sweep` sends again those past their deadline,
+  // or fails them, every deadline / 4 while any is open.
+  struct open_request {
+    caf::actor_clock::time_point due;
+    uint32_t peer;
+    bool fails;  // after kResends (a shard's), else sent again as long as it takes (a dataset's)
+    int resent;
+    caf::message msg;                               // what it sends: shared with CAF's mailboxes, never copied
+    std::function<void(const caf::message*)> send;  // msg through the fault on peer; nullptr: fail it
+  };
+  open_request& watch(uint64_t id, open_request r);
   bool settle(uint64_t id);
   void sweep();
 
@@ -122,11 +164,7 @@ class transport {
   uint32_t worker_;
   shard_list shards_;
   std::optional<std::chrono::milliseconds> deadline_;  // none: requests wait for their answer
-  struct open_request {
-    caf::actor_clock::time_point due;
-    fail_fn fail;
-  };
-  std::map<uint64_t, open_request> open_;  // by id, in the order sent
+  std::map<uint64_t, open_request> open_;              // by id
   uint64_t next_open_ = 0;
   bool sweeping_ = false;
   timer_table timers_;
