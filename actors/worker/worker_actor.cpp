@@ -220,6 +220,16 @@ caf::expected<dataset_actor> dataset_of(worker_ptr self, const pb::Value& arg) {
 // coordinator runs its closures elsewhere and respawns it.
 constexpr auto kPsDialPatience = std::chrono::seconds(30);
 
+// The worker stops (a PS node refused it, a shard is down): its node's
+// wait for it to be ready, and with it the coordinator's spawn, gets the
+// error now (a promise left unanswered would hold that spawn until its
+// 30 s timeout, and the proxy would not bring the worker back meanwhile).
+void stop(worker_ptr self, const caf::error& why) {
+  for (auto& rp : self->state.awaiting_ready) rp.deliver(why);
+  self->state.awaiting_ready.clear();
+  self->quit(why);
+}
+
 void dial_ps_node(worker_ptr self, std::shared_ptr<const cluster_spec> cluster, size_t n, std::vector<int> ps_tasks,
                   std::chrono::milliseconds backoff, caf::actor_clock::time_point give_up) {
   auto open_lane = [self, cluster, n, ps_tasks](const pb::Welcome& welcome) {
@@ -244,7 +254,7 @@ void dial_ps_node(worker_ptr self, std::shared_ptr<const cluster_spec> cluster, 
         }
         spdlog::warn("worker:{}: PS node {} did not admit it ({}); stopping (the coordinator respawns it)",
                      self->state.index, cluster->nodes[n].address(), describe(err));
-        self->quit(err);
+        stop(self, err);
       },
       open_lane);
 }
@@ -363,7 +373,7 @@ local_worker_actor::behavior_type worker_behavior(worker_ptr self, pb::SpawnWork
   self->set_down_handler([self](const caf::down_msg& msg) {
     spdlog::warn("worker:{}: lost a PS shard ({}); stopping (the coordinator respawns it)", self->state.index,
                  caf::to_string(msg.reason));
-    self->quit(msg.reason);
+    stop(self, msg.reason);
   });
   wire_context(self);
   return {
