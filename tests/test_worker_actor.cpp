@@ -127,6 +127,11 @@ struct worker_fixture : deterministic_system {
   }
 
   std::vector<std::string>& log() { return state_of<shard_state>(shard).log; }
+  // The shard's pushes applied and discarded as duplicates.
+  std::vector<uint64_t> pushes() {
+    auto stats = state_of<shard_state>(shard).core->stats();
+    return {stats.pushes_applied(), stats.duplicates()};
+  }
 
   void release() {
     caf::anon_send(shard, release_atom_v);
@@ -270,6 +275,13 @@ pb::InjectFault fault_on_ps0(uint32_t duration_ms) {
   return fault;
 }
 
+// Every request of the worker to ps:0 lost for `duration_ms`.
+void lose_requests_to_ps0(worker_fixture& f, uint32_t duration_ms) {
+  auto fault = fault_on_ps0(duration_ms);
+  fault.set_drop(1.0);
+  inject(f, fault);
+}
+
 // Injects a fault on the worker's requests to ps:0, then has it train one
 // step; the closure's answer, once it comes.
 std::shared_ptr<asked<pb::ClosuresDone>> train_with_fault(with_pull_ahead& f, double drop, uint32_t delay_ms,
@@ -355,9 +367,7 @@ BOOST_FIXTURE_TEST_CASE(a_push_whose_reply_is_lost_is_sent_again_and_applied_onc
   sched.run();  // and again, after the fault
   BOOST_TEST(log() == (log_t{"pull 0", "push 0", "push 0", "push 0"}));
   BOOST_REQUIRE(done->reply && *done->reply);
-  auto stats = state_of<shard_state>(shard).core->stats();  // counted per variable: kernel and bias
-  BOOST_TEST(stats.pushes_applied() == 2u);
-  BOOST_TEST(stats.duplicates() == 4u);
+  BOOST_TEST(pushes() == (std::vector<uint64_t>{2, 4}), boost::test_tools::per_element());  // kernel, bias
 }
 
 // A duplicated request reaches the shard twice; the first answer counts,
@@ -373,9 +383,7 @@ BOOST_FIXTURE_TEST_CASE(a_duplicated_push_is_applied_once, without_pull_ahead) {
   release();
   BOOST_TEST(log() == (log_t{"pull 0", "pull 0", "push 0", "push 0"}));
   BOOST_REQUIRE(done->reply && *done->reply);
-  auto stats = state_of<shard_state>(shard).core->stats();  // counted per variable: kernel and bias
-  BOOST_TEST(stats.pushes_applied() == 2u);
-  BOOST_TEST(stats.duplicates() == 2u);
+  BOOST_TEST(pushes() == (std::vector<uint64_t>{2, 2}), boost::test_tools::per_element());  // kernel, bias
 }
 
 BOOST_FIXTURE_TEST_CASE(a_delayed_request_leaves_after_the_delay, with_pull_ahead) {
@@ -399,9 +407,7 @@ BOOST_FIXTURE_TEST_CASE(a_delayed_request_leaves_after_the_delay, with_pull_ahea
 BOOST_FIXTURE_TEST_CASE(a_lost_push_is_sent_again_at_the_deadline_and_applied_once, with_a_deadline) {
   auto done = train(1);
   sched.run();
-  auto fault = fault_on_ps0(1100);
-  fault.set_drop(1.0);
-  inject(*this, fault);
+  lose_requests_to_ps0(*this, 1100);
   release();  // the pull's answer (sent before the fault) comes; the push is lost
   wait(500), wait(500), wait(500);
   BOOST_TEST(log() == log_t{"pull 0"});  // nothing at 0.5, 1 (lost) or 1.5 s
@@ -409,9 +415,7 @@ BOOST_FIXTURE_TEST_CASE(a_lost_push_is_sent_again_at_the_deadline_and_applied_on
   wait(500);
   BOOST_TEST(log() == (log_t{"pull 0", "push 0"}));
   BOOST_REQUIRE(done->reply && *done->reply);
-  auto stats = state_of<shard_state>(shard).core->stats();  // counted per variable: kernel and bias
-  BOOST_TEST(stats.pushes_applied() == 2u);
-  BOOST_TEST(stats.duplicates() == 0u);
+  BOOST_TEST(pushes() == (std::vector<uint64_t>{2, 0}), boost::test_tools::per_element());  // kernel, bias
 }
 
 // A push lost at every send fails the batch with request_timeout at its
@@ -419,9 +423,7 @@ BOOST_FIXTURE_TEST_CASE(a_lost_push_is_sent_again_at_the_deadline_and_applied_on
 BOOST_FIXTURE_TEST_CASE(a_push_lost_past_its_resends_fails_the_batch, with_a_deadline) {
   auto done = train(1);
   sched.run();
-  auto fault = fault_on_ps0(10000);
-  fault.set_drop(1.0);
-  inject(*this, fault);
+  lose_requests_to_ps0(*this, 10000);
   release();
   for (int i = 0; i < 11; ++i) wait(250);
   BOOST_TEST(!done->reply);  // at 2.75 s
