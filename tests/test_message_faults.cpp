@@ -224,3 +224,40 @@ BOOST_AUTO_TEST_CASE(lost_checkpoint_pulls_are_asked_again) {
   for (auto& v : final.latest->variables)  // the final checkpoint: every step's update once
     BOOST_TEST(v.version == uint64_t(final.latest->step), v.name << ": " << v.version << " for " << final.latest->step);
 }
+
+// Moves travel between PS tasks through the coordinator (the source's
+// copy, then the target's), so faults on the coordinator's requests to
+// the PS tasks reach them: a ps task added on the standby node while 10%
+// of the coordinator's requests to ps:0 are lost and half of those to ps:1
+// duplicated, for 8 s. The rebalancer moves parts onto it (a move
+// whose step is lost is given up and tried at the next look), and no
+// update is lost or applied twice: each variable's update count in the
+// final checkpoint equals the job's steps, and ps:0 and ps:1 applied every
+// example once.
+BOOST_AUTO_TEST_CASE(moves_under_lossy_coordinator_requests_apply_each_example_once) {
+  auto dir = make_temp_dir("test");
+  constexpr int kEpochs = 600;  // ~10 s: the moves onto ps:2 come while the faults last
+  auto job = write_exactly_once_job(dir, kEpochs, 100,
+                                    "checkpoint_dir = \"" + dir +
+                                        "/ckpt\"\ncheckpoint_steps = 100\nconsistency = \"async\"\n"
+                                        "partitioner = \"load\"\nrebalance_interval_s = 1\nnum_shards = 4\n"
+                                        "min_shard_bytes = 16\n");  // each variable in parts that can move
+  add_standby(job);
+  auto fault = [](const std::string& kind, const std::string& ps, const std::string& more, double at, double for_s) {
+    return fault_table(kind, ps, "coordinator:0", more, at, for_s);
+  };
+  std::ofstream(job, std::ios::app) << fault("drop", "ps:0", "fraction = 0.1\n", 0.3, 8.0)
+                                    << fault("duplicate", "ps:1", "fraction = 0.5\n", 0.3, 8.0)
+                                    << "[[faults]]\nkind = \"add_ps\"\nat = 0.5\n";
+  auto res = run_chaos(dir, job);
+  BOOST_TEST(res.log.find(": ps:2 added") != std::string::npos, res.log);
+  BOOST_TEST(res.log.find(" to ps:2: ") != std::string::npos, "no move onto ps:2: " << res.log);
+  BOOST_REQUIRE_EQUAL(res.report.shards.size(), 3u);
+  BOOST_TEST(res.report.split_examples == kEpochs * 2000LL);
+  for (int ps : {0, 1})  // in the job from start to end
+    BOOST_TEST(res.report.shards[size_t(ps)].examples_applied == res.report.split_examples, "ps:" << ps);
+  auto final = train::restore_latest(dir + "/ckpt");
+  BOOST_REQUIRE(final.latest);
+  for (auto& v : final.latest->variables)
+    BOOST_TEST(v.version == uint64_t(final.latest->step), v.name << ": " << v.version << " for " << final.latest->step);
+}

@@ -147,8 +147,19 @@ BOOST_AUTO_TEST_CASE(bad_moves_get_typed_refusals_and_change_nothing) {
   BOOST_TEST(int(code(move_out(pb::MoveOut::READ, "a", 0, 4))) == int(errc::invalid_argument));  // no move
   BOOST_TEST(int(code(move_out(pb::MoveOut::FINISH, "a"))) == int(errc::invalid_argument));
   BOOST_TEST(int(code(move_out(pb::MoveOut::DROP, "a"))) == int(errc::invalid_argument));  // never moved
-  BOOST_REQUIRE(source.move_out(move_out(pb::MoveOut::BEGIN, "a"), false));
+  auto begun = source.move_out(move_out(pb::MoveOut::BEGIN, "a"), false);
+  BOOST_REQUIRE(begun);
   BOOST_TEST(int(code(move_out(pb::MoveOut::BEGIN, "b"))) == int(errc::busy));  // one move at a time
+  // A BEGIN that came twice (a duplicated request) gets the same answer; one
+  // after changes were taken from the log starts the move afresh.
+  source.apply(push(0, 0, {slice("a", {1, 1, 1, 1})}));
+  auto again = source.move_out(move_out(pb::MoveOut::BEGIN, "a"), false);
+  BOOST_REQUIRE(again);
+  BOOST_TEST(again->SerializeAsString() == begun->SerializeAsString());
+  BOOST_REQUIRE(source.move_out(move_out(pb::MoveOut::CATCH_UP, "a"), false));
+  auto afresh = source.move_out(move_out(pb::MoveOut::BEGIN, "a"), false);
+  BOOST_REQUIRE(afresh);
+  BOOST_TEST(afresh->header().variables(0).version() == begun->header().variables(0).version() + 1);
   BOOST_TEST(int(code(move_out(pb::MoveOut::READ, "a", 2, 3))) == int(errc::out_of_range));
   BOOST_TEST(int(code(move_out(pb::MoveOut::READ, "a", 0, 4, 1))) == int(errc::out_of_range));  // SGD: no slot
   // Given up after FINISH: the source serves it again, with what it applied.

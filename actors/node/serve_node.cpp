@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <optional>
+#include <thread>
 
 #include <spdlog/spdlog.h>
 #include <sys/prctl.h>
@@ -79,6 +82,23 @@ void drain_ps(caf::actor_system& sys, const cluster_spec& spec, const node_actor
   }
 }
 
+// Once the node stopped its actors, the actor system's shutdown waits for
+// each to finish; one still waiting on a peer (a worker dialing a PS node
+// that is frozen mid-handshake) would hold it, and the process with it,
+// for ever, and a launcher would never restart the node. Past this grace
+// the process exits anyway, with the code it was exiting with.
+constexpr auto kShutdownGrace = std::chrono::seconds(5);
+
+void exit_after_grace(const task_id& task, int code) {
+  std::thread([name = to_string(task), code] {
+    std::this_thread::sleep_for(kShutdownGrace);
+    spdlog::warn("node {}: still shutting down {} s after stopping its actors (one waits on a peer): exiting", name,
+                 kShutdownGrace.count());
+    spdlog::default_logger()->flush();
+    std::_Exit(code);
+  }).detach();
+}
+
 }  // namespace
 
 int serve_node(const cluster_spec& spec, const task_id& task, const serve_options& options) {
@@ -130,15 +150,16 @@ int serve_node(const cluster_spec& spec, const task_id& task, const serve_option
     return 1;
   }
   if (bulk) bulk->start(node->host);
-  auto stop_serving = [&] {  // its port closed, then the node actor (and its children) stopped
+  auto stop_serving = [&](int code) {  // its port closed, then the node actor (and its children) stopped
     caf::anon_send(connector(sys), caf::close_atom_v, *port);
     caf::anon_send_exit(actor, caf::exit_reason::user_shutdown);
+    exit_after_grace(task, code);
+    return code;
   };
   auto exporter = serve_metrics(sys, *node);
   if (!exporter) {
     spdlog::error("node {}: {}", to_string(task), describe(exporter.error()));
-    stop_serving();
-    return 1;
+    return stop_serving(1);
   }
   if (*exporter) spdlog::info("node {}: metrics on port {}", to_string(task), (*exporter)->port());
   spdlog::info("node {} serving on {} (pid {})", to_string(task), node->address(), ::getpid());
@@ -152,10 +173,7 @@ int serve_node(const cluster_spec& spec, const task_id& task, const serve_option
   int sig = 0;
   sigwait(&stop_signals, &sig);
   if (joiner) caf::anon_send_exit(joiner, caf::exit_reason::user_shutdown);
-  if (sig == SIGUSR1 || sig == SIGUSR2) {
-    stop_serving();
-    return sig == SIGUSR2 ? 2 : 1;
-  }
+  if (sig == SIGUSR1 || sig == SIGUSR2) return stop_serving(sig == SIGUSR2 ? 2 : 1);
   spdlog::info("node {}: {} received, shutting down", to_string(task), sig == SIGINT ? "SIGINT" : "SIGTERM");
   // SIGINT (Ctrl-C) stops at once, and so does a node whose launcher died
   // (its coordinator with it: nothing to drain into).
@@ -164,8 +182,7 @@ int serve_node(const cluster_spec& spec, const task_id& task, const serve_option
     drain_workers(sys, actor, *node);
     drain_ps(sys, spec, actor, *node);
   }
-  stop_serving();
-  return 0;
+  return stop_serving(0);
 }
 
 }  // namespace actorps

@@ -230,6 +230,8 @@ class shard_core {
     std::deque<pb::MoveChange> log;
     int64_t log_bytes = 0;  // of the tensors in it
     bool finished = false;
+    bool drained = false;  // a CATCH_UP took changes from the log
+    pb::MoveData begun;    // BEGIN's answer, given again to a BEGIN that came twice
   };
   std::optional<outgoing> moving_;
   std::map<std::string, uint32_t> moved_;  // shards moved away: the ps task each went to

@@ -135,6 +135,7 @@ void shard_core::log_change(pb::MoveChange change) {
 
 pb::MoveData shard_core::drain_log() {
   pb::MoveData out;
+  moving_->drained = true;
   auto& log = moving_->log;
   for (int64_t bytes = 0; !log.empty() && (out.log_size() == 0 || bytes < kLogReplyBytes); log.pop_front()) {
     bytes += tensor_bytes(log.front());
@@ -150,6 +151,13 @@ caf::expected<pb::MoveData> shard_core::begin_move(const std::string& name) {
     return error(errc::invalid_argument,
                  "moves need consistency async (sync and bounded_staleness count steps "
                  "per shard)");
+  // The same shard's BEGIN again: a copy of the one answered (nothing taken
+  // from the log since: the frozen copy and the log still make the shard),
+  // or a retry of a move the coordinator gave up and whose ABORT was lost.
+  if (moving_ && moving_->name == name && !moving_->finished) {
+    if (!moving_->drained) return moving_->begun;
+    moving_.reset();
+  }
   if (moving_) return error(errc::busy, "moving '" + moving_->name + "' already: one move at a time");
   auto v = find(name);
   if (!v) return v.error();
@@ -175,6 +183,7 @@ caf::expected<pb::MoveData> shard_core::begin_move(const std::string& name) {
   save_seen<uint64_t>(seen_closures_, *header.mutable_closures(), &name);
   save_seen<uint32_t>(seen_workers_, *header.mutable_workers(), &name);
   for (auto& [worker, incarnation] : live_incarnation_) (*header.mutable_incarnations())[worker] = incarnation;
+  out.begun = data;
   moving_ = std::move(out);
   return data;
 }
