@@ -391,7 +391,7 @@ BOOST_FIXTURE_TEST_CASE(a_backup_takes_the_primary_restored_in_place_of_its_dead
   auto early = ask<pb::Replicated>(sys(), restored, give, caf::actor_cast<caf::strong_actor_ptr>(backup));
   sched.run();
   BOOST_REQUIRE(early->reply);
-  BOOST_TEST(!*early->reply);  // its primary is alive: refused
+  BOOST_TEST(!*early->reply);                                  // its primary is alive: refused
   caf::anon_send(parent, caf::actor_cast<caf::actor>(first));  // its node dies
   sched.run();
   auto taken = ask<pb::Replicated>(sys(), restored, give, caf::actor_cast<caf::strong_actor_ptr>(backup));

@@ -154,8 +154,8 @@ void retire_stale_shard(node_ptr self, uint32_t index) {
   auto& st = self->state;
   auto stale = st.shards.find(index);
   if (stale == st.shards.end()) return;
-  spdlog::warn("{}its shard of ps:{} failed over elsewhere while this node was away: stopping it for a backup", st.where,
-               index);
+  spdlog::warn("{}its shard of ps:{} failed over elsewhere while this node was away: stopping it for a backup",
+               st.where, index);
   self->unlink_from(stale->second.handle);
   self->send_exit(stale->second.handle, caf::exit_reason::user_shutdown);
   st.shards.erase(stale);
