@@ -52,6 +52,10 @@ template <class Self>
 void connect_to(Self* self, const std::string& host, uint16_t port, std::chrono::milliseconds deadline,
                 connect_callback then) {
   auto via = dial_connector(self->home_system());
+  // A dialer that stops before its answer or deadline (a worker's proxy at
+  // the job's end) stops its connector too: one left running is a detached
+  // thread the actor system's shutdown would wait for without end.
+  self->attach_functor([via] { done_with(via); });
   self->request(via, deadline, caf::connect_atom_v, host, port)
       .then(
           [via, then](const caf::node_id&, caf::strong_actor_ptr& actor, std::set<std::string>& interfaces) {
