@@ -71,6 +71,10 @@ void transport::sweep() {
     }
     ++r.resent;
     r.due = now + *deadline_;
+    if (r.msg.empty()) {  // a local push: waits on
+      ++i;
+      continue;
+    }
     spdlog::warn("worker:{}: no answer from {} in {} ms: sending it again ({}{})", worker_,
                  r.peer == kDatasets ? std::string("its dataset") : fmt::format("ps:{}", r.peer), deadline_->count(),
                  r.resent, r.fails ? fmt::format(" of {}", kResends) : std::string());

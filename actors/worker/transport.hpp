@@ -27,6 +27,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -107,9 +108,15 @@ class transport {
   void send(uint32_t peer, const To& to, bool fails, Msg msg, Ok ok, Fail fail) {
     static_assert(caf::response_type_unbox<caf::signatures_of_t<To>, caf::detail::type_list<Msg>>::valid,
                   "the receiver does not take this request");
-    if (deadline_)
-      return watched<Reply>(peer, caf::actor_cast<caf::actor>(to), fails, caf::make_message(std::move(msg)),
+    if (deadline_) {
+      // A push to a shard in this process is never lost (CAF's local
+      // mailboxes drop nothing) unless a fault is on: it is not kept for a
+      // resend, so the shard holds its tensors alone and need not copy them.
+      constexpr bool push = std::is_same_v<Msg, pb::Push> || std::is_same_v<Msg, pb::SparsePush>;
+      const bool keep = !push || faults_.on(peer) || to->node() != self_->node();
+      return watched<Reply>(peer, caf::actor_cast<caf::actor>(to), fails, keep, caf::make_message(std::move(msg)),
                             std::move(ok), std::move(fail));
+    }
     if (!faults_.on(peer)) return request<Reply>(to, std::move(msg), std::move(ok), std::move(fail));
     auto m = std::make_shared<const Msg>(std::move(msg));
     faults_.route(
@@ -126,7 +133,7 @@ class transport {
   // A request under the deadline: opened, then sent (by the sweep again);
   // the first answer settles it, and later ones find it settled.
   template <class Reply, class Ok, class Fail>
-  void watched(uint32_t peer, caf::actor to, bool fails, caf::message msg, Ok ok, Fail fail) {
+  void watched(uint32_t peer, caf::actor to, bool fails, bool keep, caf::message msg, Ok ok, Fail fail) {
     const uint64_t id = next_open_++;
     auto answer = [this, id, ok](Reply& r) {
       if (settle(id)) ok(r);
@@ -142,6 +149,7 @@ class transport {
     };
     auto& r = watch(id, open_request{{}, peer, fails, 0, std::move(msg), std::move(send)});
     r.send(&r.msg);
+    if (!keep) r.msg = caf::message{};  // waits its deadlines, then fails, without being sent again
   }
 
   // The open requests under the deadline: `watch` opens one, `settle`
@@ -153,7 +161,7 @@ class transport {
     uint32_t peer;
     bool fails;  // after kResends (a shard's), else sent again as long as it takes (a dataset's)
     int resent;
-    caf::message msg;                               // what it sends: shared with CAF's mailboxes, never copied
+    caf::message msg;                               // what it sends: shared with CAF's mailboxes (empty: not again)
     std::function<void(const caf::message*)> send;  // msg through the fault on peer; nullptr: fail it
   };
   open_request& watch(uint64_t id, open_request r);
