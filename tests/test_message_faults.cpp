@@ -88,7 +88,11 @@ BOOST_AUTO_TEST_CASE(dropped_and_delayed_worker_to_ps_messages_do_not_stop_the_j
 BOOST_AUTO_TEST_CASE(lost_replies_duplicates_and_reordering_apply_each_example_once) {
   auto dir = make_temp_dir("test");
   auto job = write_exactly_once_job(dir, 150, 100);
-  std::ofstream(job, std::ios::app) << fault_table("drop", "worker:0", "ps:0", "replies = true\nfraction = 0.05\n", 0.3,
+  // A 500 ms deadline: each lost reply costs the worker that long, so the
+  // 3 s fault loses dozens, pushes' among them (with 2 s, a handful, at
+  // times only pulls', and ps:0 then discarded no copy).
+  std::ofstream(job, std::ios::app) << "[runtime]\nrequest_timeout_ms = 500\n"
+                                    << fault_table("drop", "worker:0", "ps:0", "replies = true\nfraction = 0.05\n", 0.3,
                                                    3.0)
                                     << fault_table("duplicate", "worker:1", "ps:1", "fraction = 0.05\n", 0.3, 3.0)
                                     << fault_table("reorder", "worker:1", "ps:0", "fraction = 0.1\ndelay_ms = 20\n",
@@ -114,7 +118,7 @@ BOOST_AUTO_TEST_CASE(lost_replies_duplicates_and_reordering_apply_each_example_o
                                                    << res.report.shards[1].duplicates);
   BOOST_TEST(res.report.shards[0].duplicates > 0u);
   BOOST_TEST(res.report.shards[1].duplicates > 0u);
-  BOOST_TEST(nodes.find("worker:0: no answer from ps:0 in 2000 ms: sending it again (1 of 2)") != std::string::npos,
+  BOOST_TEST(nodes.find("worker:0: no answer from ps:0 in 500 ms: sending it again (1 of 2)") != std::string::npos,
              nodes);
 }
 
