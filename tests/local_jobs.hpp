@@ -57,7 +57,10 @@ inline run_result run_job(const std::string& dir, const std::string& job, const 
     for (auto pid : pids) inject(pid, log);
   }
   auto rest = local->read_all(120s);
-  BOOST_REQUIRE(rest);
+  // A job that does not end: what every process said, to find out why.
+  BOOST_REQUIRE_MESSAGE(rest, "the job did not end in 120 s; its log:\n"
+                                  << read_file(log) << "\nthe nodes' log:\n"
+                                  << read_file(dir + "/nodes.log"));
   r.out += *rest;
   auto code = local->wait(30s);
   BOOST_REQUIRE(code);

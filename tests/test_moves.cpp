@@ -133,6 +133,35 @@ BOOST_AUTO_TEST_CASE(a_moved_shard_is_an_exact_copy_with_every_change_made_durin
   BOOST_CHECK(source.check(keyed(6, {slice("emb", std::vector<float>(400, 1.0f))})) == errc::moved);
 }
 
+// A variable moved in brings the push keys its source applied to it, so a
+// retried push of them is not applied twice; the target still counts the
+// examples of those keys once, when the workers' push of its own variables
+// comes (the count `exactly_once` jobs check on every ps task).
+BOOST_AUTO_TEST_CASE(keys_moved_in_do_not_hide_the_examples_of_the_targets_own_push) {
+  shard_core source(0, pb::Consistency{}, 0), target(1, pb::Consistency{}, 0);
+  pb::CreateVariables at_source, at_target;
+  *at_source.add_variables() = variable_spec("emb", {4});
+  *at_target.add_variables() = variable_spec("own", {4});
+  BOOST_REQUIRE(source.create(at_source));
+  BOOST_REQUIRE(target.create(at_target));
+  auto with_examples = [](pb::Push p) {
+    p.mutable_closure_step()->set_examples(32);
+    return p;
+  };
+  source.apply(with_examples(keyed(7, {slice("emb", {1, 1, 1, 1})})));
+  auto begun = source.move_out(move_out(pb::MoveOut::BEGIN, "emb"), false);
+  BOOST_REQUIRE_MESSAGE(begun, (begun ? "" : why(begun.error())));
+  auto import = move_in(pb::MoveIn::IMPORT);
+  *import.mutable_header() = begun->header();
+  BOOST_REQUIRE(target.move_in(import));
+  const auto own = with_examples(keyed(7, {slice("own", {1, 1, 1, 1})}));
+  BOOST_TEST(target.apply(own).duplicates() == 0u);
+  BOOST_TEST(target.stats().examples_applied() == 32u);
+  BOOST_TEST(target.apply(own).duplicates() == 1u);  // a retry: neither applied nor counted again
+  BOOST_TEST(target.stats().examples_applied() == 32u);
+  BOOST_TEST(target.apply(with_examples(keyed(7, {slice("emb", {1, 1, 1, 1})}))).duplicates() == 1u);
+}
+
 BOOST_AUTO_TEST_CASE(bad_moves_get_typed_refusals_and_change_nothing) {
   shard_core source(0, pb::Consistency{}, 0);
   pb::CreateVariables create;

@@ -244,7 +244,9 @@ bool shard_core::seen_before(const Push& push, const std::string& name, int64_t 
     steps = &seen_closures_[key.closure()];
     while (seen_closures_.size() > kRememberedClosures) seen_closures_.erase(seen_closures_.begin());
     step = key.step();
-    if (steps->count(step) == 0) stats_.set_examples_applied(stats_.examples_applied() + key.examples());
+    if (counted_closures_[key.closure()].insert(step).second)
+      stats_.set_examples_applied(stats_.examples_applied() + key.examples());
+    while (counted_closures_.size() > kRememberedClosures) counted_closures_.erase(counted_closures_.begin());
   } else {
     steps = &seen_workers_[push.worker()];
   }

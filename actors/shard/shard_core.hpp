@@ -214,6 +214,11 @@ class shard_core {
   // Slices already applied, by push key (see pb::ClosureStep): per closure
   // (the most recent ones) or per worker, then per step (the most recent ones).
   std::map<uint64_t, steps_seen> seen_closures_;
+  // The closure keys (closure -> steps) whose examples this shard counted
+  // (ShardStats.examples_applied). Apart from seen_closures_: a variable
+  // moved here brings the keys its source saw for it, whose examples this
+  // shard counts when their own push for its other variables comes.
+  std::map<uint64_t, std::set<int64_t>> counted_closures_;
   std::unordered_map<uint32_t, steps_seen> seen_workers_;
   std::unordered_map<uint32_t, uint64_t> live_incarnation_;  // per worker: older incarnations were lost
   int64_t step_ = 0;                                         // SYNC: the step being aggregated

@@ -104,6 +104,8 @@ caf::error shard_core::restore(const pb::ShardSnapshot& snap) {
   }
   load_seen<uint64_t>(snap.closures(), seen_closures_);
   load_seen<uint32_t>(snap.workers(), seen_workers_);
+  for (auto& [closure, steps] : seen_closures_)  // a whole shard's keys: their examples are in its stats
+    for (auto& [step, slices] : steps) counted_closures_[closure].insert(step);
   for (auto& [worker, incarnation] : snap.incarnations()) live_incarnation_[worker] = incarnation;
   stats_ = snap.stats();
   stats_.clear_tables();  // (stats() adds each table's own)
