@@ -2,6 +2,7 @@
 #include <fstream>
 #include <memory>
 
+#include "actors/launch/local_host.hpp"
 #include "apps/bench_record.hpp"
 #include "apps/cli.hpp"
 #include "apps/commands.hpp"
@@ -78,6 +79,21 @@ void add_bench_closures(CLI::App& bench, command_list& out) {
   out.push_back({sub, [o] {
                    o->self_exe = self_exe();
                    return run_bench_closures(*o);
+                 }});
+}
+
+void add_bench_python(CLI::App& bench, command_list& out) {
+  auto o = std::make_shared<python_bench_options>();
+  auto* sub = bench.add_subcommand("python", "model.fit from Python vs actorps train; schedule() from Python");
+  sub->add_option("--steps", o->steps, "training steps per run")->check(CLI::Range(50u, 100000u));
+  sub->add_option("--repetitions", o->repetitions, "runs of each path (medians)")->check(CLI::Range(1u, 20u));
+  sub->add_option("--closures", o->closures, "no-op closures per repetition")->check(CLI::Range(1000u, 10000000u));
+  out.push_back({sub, [o] {
+                   o->tools_dir = ACTORPS_TOOLS_DIR;
+                   o->source_dir = ACTORPS_SOURCE_DIR;
+                   o->python_dir = ACTORPS_PYTHON_DIR;
+                   o->scratch_log = make_temp_dir("bench-python") + "/stderr.log";
+                   return run_bench_python(*o);
                  }});
 }
 
@@ -225,6 +241,7 @@ void add_bench_commands(CLI::App& app, command_list& out) {
   add_bench_ps(*bench, out);
   add_bench_closures(*bench, out);
   add_bench_training(*bench, out);
+  add_bench_python(*bench, out);
   add_bench_staleness(*bench, out);
   add_bench_failover(*bench, out);
   add_bench_placement(*bench, out);

@@ -214,6 +214,19 @@ struct failover_bench_options {
 /// `actorps bench failover`: ps_replicas = 2 vs 1, and a primary's node SIGKILLed, then SIGSTOPped, survived.
 int run_bench_failover(const failover_bench_options& opts);
 
+struct python_bench_options {
+  std::string tools_dir;    // where bench_python.py lives
+  std::string source_dir;   // config/ and data/ of the main job
+  std::string python_dir;   // build/python (import actorps); "": built without it
+  std::string scratch_log;  // bench_python.py's stderr
+  uint32_t steps = 600;     // training steps per run
+  uint32_t repetitions = 3;
+  uint32_t closures = 100000;
+};
+
+/// `actorps bench python`: model.fit from Python vs `actorps train`, and schedule() from Python.
+int run_bench_python(const python_bench_options& opts);
+
 struct tta_bench_options {
   std::string self_exe;
   std::string tools_dir;  // where torch_train.py lives

@@ -19,7 +19,9 @@ tests=$( ((all)) && echo ON || echo OFF)
 if [[ ! -f build/build.ninja ]]; then
   cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DACTORPS_CUDA="${ACTORPS_CUDA:-ON}" -DACTORPS_TESTS="$tests"
 elif ((all)) && grep -q '^ACTORPS_TESTS:BOOL=OFF' build/CMakeCache.txt; then
-  cmake build -DACTORPS_TESTS=ON # configured by the main command: add the tests (nothing built is rebuilt)
+  # configured by the main command: add the tests and `import actorps` (its
+  # shared module makes every object position independent: one rebuild)
+  cmake build -DACTORPS_TESTS=ON -DACTORPS_PYTHON=ON
 fi
 if ((all)); then
   cmake --build build -j "$(nproc)"

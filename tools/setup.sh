@@ -33,6 +33,10 @@ if [[ $# -eq 1 && $1 == --all ]]; then
     python3-torch                       # tools/torch_model.py (test_export: the exported model in PyTorch); bench kernels' peer
     python3-onnx libonnx-dev            # tests/onnx_models.py checks its PyTorch exports (test_onnx_import, test_onnx_train)
     python3-yaml                        # tests/k8s_pods.py (test_k8s: reads config/k8s's manifests)
+    pybind11-dev python3-dev            # `import actorps`: the Python module (apps/python/, -DACTORPS_PYTHON=ON)
+    python3-numpy python3-pytest        # its arrays (get_weights); its tests (tests/python/, test_python)
+    pybind11-dev python3-dev            # import actorps (apps/python; -DACTORPS_PYTHON, on with the tests)
+    python3-numpy python3-pytest        # its weights as numpy arrays; its tests (tests/python, ctest's test_python)
   )
 elif [[ $# -gt 0 ]]; then
   echo "usage: tools/setup.sh [--all]" >&2

@@ -73,7 +73,8 @@ caf::expected<std::unique_ptr<cluster_coordinator>> connect_job(caf::actor_syste
     if (auto port = (*c)->accept_joins(); !port)
       spdlog::warn("coordinator: `actorps node --join` cannot reach this job: {}", describe(port.error()));
   if (auto err = (*c)->wait_for_workers(t.min_workers)) return err;
-  if (auto info = (*c)->create_per_worker_dataset("train", job.train, t.exactly_once); !info) return info.error();
+  if (job.train.source_case() != pb::DatasetSpec::SOURCE_NOT_SET)  // (Python's custom loops bring their own)
+    if (auto info = (*c)->create_per_worker_dataset("train", job.train, t.exactly_once); !info) return info.error();
   if (!t.checkpoint_dir.empty()) (*c)->placement().restore_lost_shards_from(t.checkpoint_dir);
   return c;
 }

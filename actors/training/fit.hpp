@@ -67,8 +67,9 @@ struct fit_result {
   int64_t split_examples = 0;  // exactly_once: examples of the splits this run trained (each applied once)
 };
 
-/// Builds the job's cluster state: PS shards, variables, workers and each
-/// worker's "train" dataset. Bad data shapes fail here, before any step.
+/// Builds the job's cluster state: PS shards, variables, workers and, when
+/// the job has one, each worker's "train" dataset. Bad data shapes fail
+/// here, before any step.
 [[nodiscard]] caf::expected<std::unique_ptr<cluster_coordinator>> connect_job(caf::actor_system& sys,
                                                                               const job_spec& job);
 

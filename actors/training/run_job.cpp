@@ -113,29 +113,6 @@ void print_summary(const job_report& rep) {
   std::fflush(stdout);
 }
 
-// The callbacks of `job`'s fit, `backup` first (null: none).
-caf::expected<std::vector<std::unique_ptr<train::fit_callback>>> job_callbacks(
-    const job_spec& job, std::unique_ptr<train::backup_and_restore> backup, std::function<void(int64_t)> on_step) {
-  const auto& t = job.training;
-  std::vector<std::unique_ptr<train::fit_callback>> owned;
-  if (backup) owned.push_back(std::move(backup));
-  if (!t.log_dir.empty()) {
-    auto log = train::metrics_log::open(t.log_dir);
-    if (!log) return log.error();
-    owned.push_back(std::make_unique<train::metrics_log>(std::move(*log)));
-  }
-  owned.push_back(std::make_unique<train::progress_bar>(t.epochs, stdout));
-  if (on_step) owned.push_back(std::make_unique<step_probe>(std::move(on_step)));
-  owned.push_back(std::make_unique<train::ps_leaves>());
-  if (t.variable_partitioner.type == partitioner::kind::load)
-    owned.push_back(
-        std::make_unique<train::rebalancer>(std::chrono::seconds(t.rebalance_interval_s), t.max_load_ratio));
-  if (t.early_stopping_patience > 0)
-    owned.push_back(std::make_unique<train::early_stopping>(t.early_stopping_monitor, t.early_stopping_patience,
-                                                            t.early_stopping_min_delta));
-  return owned;
-}
-
 // The report of a run SIGTERM ends (train::preemption exits on its own
 // thread, while training may still be running: only the job's settings).
 void write_preempted(const job_spec& job, const std::string& report_path) {
@@ -248,6 +225,28 @@ int train_job(const job_spec& job, std::function<void(int64_t)> on_step, const s
 }
 
 }  // namespace
+
+caf::expected<std::vector<std::unique_ptr<train::fit_callback>>> job_callbacks(
+    const job_spec& job, std::unique_ptr<train::backup_and_restore> backup, std::function<void(int64_t)> on_step) {
+  const auto& t = job.training;
+  std::vector<std::unique_ptr<train::fit_callback>> owned;
+  if (backup) owned.push_back(std::move(backup));
+  if (!t.log_dir.empty()) {
+    auto log = train::metrics_log::open(t.log_dir);
+    if (!log) return log.error();
+    owned.push_back(std::make_unique<train::metrics_log>(std::move(*log)));
+  }
+  owned.push_back(std::make_unique<train::progress_bar>(t.epochs, stdout));
+  if (on_step) owned.push_back(std::make_unique<step_probe>(std::move(on_step)));
+  owned.push_back(std::make_unique<train::ps_leaves>());
+  if (t.variable_partitioner.type == partitioner::kind::load)
+    owned.push_back(
+        std::make_unique<train::rebalancer>(std::chrono::seconds(t.rebalance_interval_s), t.max_load_ratio));
+  if (t.early_stopping_patience > 0)
+    owned.push_back(std::make_unique<train::early_stopping>(t.early_stopping_monitor, t.early_stopping_patience,
+                                                            t.early_stopping_min_delta));
+  return owned;
+}
 
 int run_job(const job_spec& job, const std::string& report_path, std::function<void(int64_t)> on_step,
             std::optional<deployment> deployed, const job_trace& trace) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "actors/metrics/trace.hpp"
+#include "actors/training/callbacks.hpp"
 #include "config/job_config.hpp"
 
 namespace actorps {
@@ -31,6 +32,12 @@ struct job_trace {
 struct deployment {
   std::function<void(int code)> exit;  // ends the process with `code`
 };
+
+/// The callbacks `actorps train` fits `job` with, `backup` first (null:
+/// none): metrics log, progress bar, `on_step` (when given), PS leaves,
+/// the load rebalancer and early stopping, as the job asks.
+[[nodiscard]] caf::expected<std::vector<std::unique_ptr<train::fit_callback>>> job_callbacks(
+    const job_spec& job, std::unique_ptr<train::backup_and_restore> backup, std::function<void(int64_t)> on_step);
 
 /// Trains `job`; the process exit code (messages/errors.hpp: exit_code).
 /// `on_step`, when given, hears the job's steps so far after each closure.

@@ -1,0 +1,124 @@
+"""model.fit on a local cluster (2 workers, 2 PS processes): the main
+job's CNN on Fashion-MNIST for a short epoch, with callbacks, then
+evaluate, get_weights and export on the same cluster."""
+
+import math
+import os
+import signal
+import threading
+
+import pytest
+
+import actorps
+from conftest import SEED_CNN, test_data, train_data
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    with actorps.testing.local_cluster(num_workers=2, num_ps=2) as resolver:
+        yield resolver
+
+
+def test_fit_fashion_mnist(cluster, tmp_path):
+    strategy = actorps.ParameterServerStrategy(
+        cluster, variable_partitioner=actorps.partitioners.MinSizePartitioner(max_shards=2),
+        threads_per_worker=1, pull_ahead=True)
+    with strategy.scope():
+        model = actorps.Model.from_toml(SEED_CNN)
+    model.compile(optimizer=actorps.optimizers.Adam(0.002, learning_rate_decay=0.7),
+                  loss="sparse_categorical_crossentropy", metrics=["accuracy"])
+
+    calls = []
+
+    class Recorder(actorps.Callback):
+        def on_train_begin(self, logs=None):
+            calls.append("train_begin")
+
+        def on_epoch_begin(self, epoch, logs=None):
+            calls.append(f"epoch_begin {epoch}")
+
+        def on_epoch_end(self, epoch, logs=None):
+            assert self.model is model
+            calls.append(f"epoch_end {epoch} {sorted(logs)}")
+
+        def on_train_end(self, logs=None):
+            calls.append("train_end")
+
+    checkpoints, logs = tmp_path / "checkpoints", tmp_path / "logs"
+    history = model.fit(train_data(), epochs=2, steps_per_epoch=250, validation_data=test_data(),
+                        callbacks=[Recorder(), actorps.callbacks.ModelCheckpoint(checkpoints),
+                                   actorps.callbacks.TensorBoard(logs)])
+    keys = "['accuracy', 'loss', 'val_accuracy', 'val_loss']"
+    assert calls == ["train_begin", "epoch_begin 0", f"epoch_end 0 {keys}", "epoch_begin 1", f"epoch_end 1 {keys}",
+                     "train_end"]
+    assert isinstance(history, actorps.History) and history is model.history
+    assert sorted(history.history) == ["accuracy", "loss", "val_accuracy", "val_loss"]
+    assert history.epoch == [0, 1] and all(len(v) == 2 for v in history.history.values())
+    assert all(math.isfinite(v) for v in history.history["loss"])
+    assert history.history["loss"][1] < history.history["loss"][0]
+    accuracy = history.history["val_accuracy"][-1]
+    print(f"val_accuracy after 500 steps: {accuracy:.4f}")
+    assert accuracy >= 0.80, history.history
+    assert os.listdir(checkpoints) and os.path.exists(logs / "metrics.csv")
+
+    # The same variables, evaluated again: the same figures.
+    result = model.evaluate(test_data())
+    assert sorted(result) == ["accuracy", "loss"]
+    assert result["accuracy"] == pytest.approx(accuracy, abs=1e-9)
+
+    weights = model.get_weights()
+    assert [w.shape for w in weights] == [(3, 3, 1, 32), (32,), (5408, 64), (64,), (64, 10), (10,)]
+    assert all(w.dtype.name == "float32" for w in weights)
+    assert model.get_weight_names()[0].startswith("conv2d")
+
+    # set_weights round trip: zeroing the last layer's bias shows in get_weights.
+    weights[-1][:] = 0
+    model.set_weights(weights)
+    assert not model.get_weights()[-1].any()
+
+    out = tmp_path / "model.onnx"
+    model.export(out)
+    assert out.stat().st_size > 4 * 5408 * 64
+
+
+def test_ctrl_c_writes_a_checkpoint_and_a_rerun_resumes(tmp_path, capfd):
+    backup = tmp_path / "backup"
+    timers = []
+
+    class InterruptSoon(actorps.Callback):
+        def on_epoch_begin(self, epoch, logs=None):  # Ctrl-C half a second into training
+            timers.append(threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGINT)))
+            timers[-1].start()
+
+    def fit(callbacks, epochs):
+        strategy = actorps.ParameterServerStrategy(resolver, threads_per_worker=1)
+        with strategy.scope():
+            model = actorps.Model.from_toml(SEED_CNN)
+        model.compile(actorps.optimizers.Adam(0.002))
+        return model.fit(train_data(), epochs=epochs, steps_per_epoch=400,
+                         callbacks=[actorps.callbacks.BackupAndRestore(backup)] + callbacks)
+
+    with actorps.testing.local_cluster(num_workers=2, num_ps=1) as resolver:
+        try:
+            with pytest.raises(KeyboardInterrupt) as interrupted:  # (its traceback keeps that strategy alive)
+                fit([InterruptSoon()], epochs=5)
+        finally:
+            for t in timers:
+                t.cancel()
+        saved = [f for f in os.listdir(backup) if f.startswith("ckpt-")]
+        assert len(saved) == 1, os.listdir(backup)
+        step = int(saved[0].split("-")[1].split(".")[0])
+        assert 0 < step < 400
+        capfd.readouterr()
+
+        class StopAtOnce(actorps.Callback):  # the rerun: one epoch's rest, then stop
+            def on_epoch_end(self, epoch, logs=None):
+                self.model.stop_training = True
+
+        # A new strategy on the same nodes: the interrupted one's coordinator lets go first.
+        with pytest.warns(UserWarning, match="let go of its cluster"):
+            history = fit([StopAtOnce()], epochs=5)
+        del interrupted
+        out, err = capfd.readouterr()
+        assert f"restored the checkpoint of step {step} (epoch 0)" in out + err
+        assert history.epoch == [0]
