@@ -93,12 +93,15 @@ caf::expected<std::optional<job_spec>> parse_job_toml(std::string_view text, con
   if (!model) return model.error();
   job.model = std::move(model->spec);
   job.initial_values = std::move(model->initial_values);
-  auto train = parse_dataset_toml(text, path, "dataset");
-  if (!train) return train.error();
-  job.train = std::move(*train);
-  auto eval = parse_dataset_toml(text, path, "eval_dataset");
-  if (!eval) return eval.error();
-  job.eval = std::move(*eval);
+  // Either dataset may be left out: without [dataset] a job trains only on
+  // datasets its coordinator creates (Python's custom loops; train::fit
+  // refuses it), without [eval_dataset] it evaluates nothing.
+  for (auto [table, spec] : {std::pair{"dataset", &job.train}, std::pair{"eval_dataset", &job.eval}}) {
+    if (doc->get(table) == nullptr) continue;
+    auto parsed = parse_dataset_toml(text, path, table);
+    if (!parsed) return parsed.error();
+    *spec = std::move(*parsed);
+  }
   if (auto err = parse_training_toml(text, path, job)) return err;
   if (auto err = size_dynamic_tables(job, path)) return err;
   // Without a cluster (cluster_use::optional), what depends on it is left unchecked.

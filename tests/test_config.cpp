@@ -314,6 +314,27 @@ BOOST_AUTO_TEST_CASE(a_job_takes_its_cluster_from_tf_config_when_it_has_none) {
   BOOST_TEST(contains(describe(bad.error()), "TF_CONFIG: $.task.index: 0 is out of range"));
 }
 
+// [dataset] and [eval_dataset] may each be left out (a custom loop's job
+// brings its own datasets; a job without an eval set evaluates nothing);
+// one that is there is read and checked as before.
+BOOST_AUTO_TEST_CASE(a_job_may_leave_out_its_datasets) {
+  const std::string tf = R"({"cluster": {"chief": ["127.0.0.1:5000"], "worker": ["127.0.0.1:5001"],)"
+                         R"( "ps": ["127.0.0.1:5002"]}, "task": {"type": "chief", "index": 0}})";
+  const std::string model = "[model]\ninput = [1, 1, 4]\n[[model.layers]]\ntype = \"dense\"\nunits = 2\n";
+  const std::string training = "[training]\nsteps_per_epoch = 10\n";
+  auto none = parse_job_toml(model + training, "job.toml", tf);
+  BOOST_REQUIRE_MESSAGE(none, why(none));
+  BOOST_TEST(int((*none)->train.source_case()) == int(pb::DatasetSpec::SOURCE_NOT_SET));
+  BOOST_TEST(int((*none)->eval.source_case()) == int(pb::DatasetSpec::SOURCE_NOT_SET));
+  auto train_only = parse_job_toml(model + "[dataset]\nsource = \"synthetic\"\n" + training, "job.toml", tf);
+  BOOST_REQUIRE_MESSAGE(train_only, why(train_only));
+  BOOST_TEST(int((*train_only)->train.source_case()) != int(pb::DatasetSpec::SOURCE_NOT_SET));
+  BOOST_TEST(int((*train_only)->eval.source_case()) == int(pb::DatasetSpec::SOURCE_NOT_SET));
+  auto bad = parse_job_toml(model + "[eval_dataset]\nsource = \"nope\"\n" + training, "job.toml", tf);
+  BOOST_REQUIRE(!bad);
+  BOOST_TEST(contains(describe(bad.error()), "job.toml:"), describe(bad.error()));
+}
+
 BOOST_AUTO_TEST_CASE(device_options_are_read_and_checked_against_the_workers_gpus) {
   const std::string cluster =
       "[cluster]\nname = \"gpu\"\n" + kNode +

@@ -265,6 +265,8 @@ caf::expected<epoch_logs> run_epoch(fit_run& r, uint32_t epoch, int64_t step) {
 caf::expected<fit_result> fit(cluster_coordinator& c, const job_spec& job,
                               const std::vector<fit_callback*>& callbacks) {
   const auto& t = job.training;
+  if (c.dataset_info("train") == nullptr)
+    return make_error(errc::invalid_config, "the job has no [dataset]: nothing to train on");
   const auto workers = uint32_t(c.num_workers());
   fit_run r{c, job, callbacks, {}, workers, t.steps_per_epoch, {}, {}, std::vector<int64_t>(workers, 0), 0, {}};
   for (auto* cb : callbacks)

@@ -9,7 +9,6 @@
 #include "apps/python/py_errors.hpp"
 #include "apps/python/py_module.hpp"
 #include "config/job_config.hpp"
-#include "config/toml_reader.hpp"
 #include "kernels/model.hpp"
 #include "kernels/ops.hpp"
 
@@ -18,22 +17,9 @@ namespace {
 
 namespace pyb = pybind11;
 
-// A job's text as the loader reads it, except that [dataset] and
-// [eval_dataset] may be left out (the CLI's job files need both): Python's
-// custom loops bring their own datasets, and a fit without validation data
-// evaluates nothing. A left-out table is read as a placeholder after the
-// text (so the text's line numbers hold), then cleared.
 job_spec parse(const std::string& text, const std::string& source, const std::string& tf_config) {
-  auto doc = take(parse_document(text, source));
-  std::string full = text;
-  const bool no_train = !doc.contains("dataset"), no_eval = !doc.contains("eval_dataset");
-  for (auto [absent, table] : {std::pair{no_train, "dataset"}, std::pair{no_eval, "eval_dataset"}})
-    if (absent)
-      full += std::string("\n[") + table + "]\nsource = \"synthetic\"\nexamples = 1\nfeatures = 1\nclasses = 1\n";
-  auto job = take(parse_job_toml(full, source, tf_config));
+  auto job = take(parse_job_toml(text, source, tf_config));
   if (!job) throw pyb::value_error(source + ": no [training] table: not a job");
-  if (no_train) job->train.Clear();
-  if (no_eval) job->eval.Clear();
   return std::move(*job);
 }
 

@@ -1,10 +1,18 @@
 """The package's surface: names, exception classes, docstrings."""
 
+import ast
+import importlib
 import inspect
 import os
+import pkgutil
+import pydoc
 
 import actorps
 import actorps.errors
+
+# Every public module of the package (actorps.layers, actorps.model, ...), found rather than listed.
+MODULES = [actorps] + [importlib.import_module(f"actorps.{m.name}") for m in pkgutil.iter_modules(actorps.__path__)
+                       if not m.name.startswith("_")]
 
 
 def test_import_and_names():
@@ -44,17 +52,60 @@ def _public(module):
 
 
 def test_every_public_name_has_a_docstring():
-    modules = [actorps, actorps.callbacks, actorps.cluster_resolver, actorps.data, actorps.optimizers,
-               actorps.partitioners, actorps.testing, actorps.model, actorps.strategy, actorps.coordinator,
-               actorps.server]
+    assert {"layers", "model", "coordinator", "errors"} <= {m.__name__.split(".")[-1] for m in MODULES}
     missing = []
-    for module in modules:
+    for module in MODULES:
         assert module.__doc__, module.__name__
         for name, obj in _public(module):
             target = obj.__func__ if isinstance(obj, classmethod) else obj.fget if isinstance(obj, property) else obj
             if not inspect.getdoc(target):
                 missing.append(name)
     assert not missing, missing
+
+
+def test_every_name_in_all_has_its_own_docstring():
+    """Each module's __all__: modules, classes and functions with a docstring of their own."""
+    missing = []
+    for module in MODULES:
+        assert hasattr(module, "__all__"), module.__name__
+        for name in module.__all__:
+            obj = getattr(module, name)
+            if inspect.ismodule(obj) or inspect.isclass(obj) or inspect.isroutine(obj):
+                if not (obj.__doc__ or "").strip():
+                    missing.append(f"{module.__name__}.{name}")
+    assert not missing, missing
+
+
+def test_help_of_the_coordinator():
+    text = pydoc.render_doc(actorps.ClusterCoordinator, renderer=pydoc.plaintext)
+    for word in ("schedule", "join", "fetch", "create_per_worker_dataset", "RemoteValue"):
+        assert word in text, word
+    assert "Model(inputs=" in pydoc.render_doc(actorps.Model, renderer=pydoc.plaintext)
+
+
+def test_the_extension_stub_declares_every_bound_name():
+    """actorps/_actorps.pyi (next to the module) declares each name of
+    dir(_actorps) and each method of its classes."""
+    ext = actorps._actorps
+    path = os.path.join(os.path.dirname(actorps.__file__), "_actorps.pyi")
+    tree = ast.parse(open(path).read())
+    declared = {}
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef):
+            declared[node.name] = {n.name for n in node.body if isinstance(n, ast.FunctionDef)} | \
+                {n.target.id for n in node.body if isinstance(n, ast.AnnAssign)}
+        elif isinstance(node, ast.FunctionDef):
+            declared[node.name] = set()
+        elif isinstance(node, ast.AnnAssign):
+            declared[node.target.id] = set()
+    bound = [n for n in dir(ext) if not n.startswith("_")]
+    assert sorted(set(bound) - set(declared)) == []
+    assert sorted(n for n in declared if not n.startswith("_") and n not in bound) == []
+    for name in bound:
+        cls = getattr(ext, name)
+        if inspect.isclass(cls) and not issubclass(cls, BaseException):
+            methods = {m for m in vars(cls) if not m.startswith("_")}
+            assert methods == declared[name] - {"__init__"}, name
 
 
 def test_dataset_renders_its_table():

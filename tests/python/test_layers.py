@@ -3,11 +3,13 @@ loader reads (config/README.md): the same graphs as the repository's
 model files, and bad arguments as ValueError (Python's naming the
 argument, the loader's naming file:line:column and the key)."""
 
-import importlib.util
+import importlib
 import json
 import os
 import re
+import sys
 import tomllib
+import types
 
 import pytest
 
@@ -16,11 +18,11 @@ CONFIG = os.path.join(SOURCE, "config")
 
 try:
     from actorps import layers
-except ImportError:  # a package built before layers.py was added (or none): the source file itself
-    _spec = importlib.util.spec_from_file_location(
-        "actorps_layers", os.path.join(SOURCE, "apps", "python", "actorps", "layers.py"))
-    layers = importlib.util.module_from_spec(_spec)
-    _spec.loader.exec_module(layers)
+except ImportError:  # no package built (or one before layers.py): the source files, without _actorps
+    _source = types.ModuleType("actorps_source")
+    _source.__path__ = [os.path.join(SOURCE, "apps", "python", "actorps")]
+    sys.modules["actorps_source"] = _source
+    layers = importlib.import_module("actorps_source.layers")
 
 try:
     import actorps
@@ -366,3 +368,49 @@ def test_actorps_model_takes_the_config():
     assert model.get_config() == config and model.loss == "softmax_xent"
     _parse(model._toml(), "<model>")
     assert tomllib.loads(model._toml())["model"] == config
+
+
+def _seed_cnn_layers():
+    """config/seed_cnn.toml's layers as our Conv2D ... Dense(10), uncalled."""
+    return [layers.Conv2D(32, 3, activation="relu"), layers.MaxPooling2D(2), layers.Flatten(),
+            layers.Dense(64, activation="relu"), layers.Dense(10)]
+
+
+@needs_loader
+def test_functional_and_sequential_models_are_the_seed_cnn():
+    """actorps.Model(inputs=, outputs=) (Keras's functional Model) and
+    actorps.Model(layers.Sequential(...)) render the seed CNN's [model] table."""
+    seed = _model_table(os.path.join(CONFIG, "seed_cnn.toml"))
+    seed_model = actorps.Model.from_toml(os.path.join(CONFIG, "seed_cnn.toml"))
+    seed_layers = [dict(l, padding="valid") if l["type"] == "conv2d" else l for l in _with_defaults(seed)]
+    x, logits = fashion_cnn()
+    functional = actorps.Model(inputs=x, outputs=logits)
+    sequential = actorps.Model(layers.Sequential(_seed_cnn_layers(), input_shape=(28, 28, 1), name="seq"))
+    assert sequential.name == "seq"
+    for model in (functional, sequential):
+        assert model.loss == seed_model.loss == "softmax_xent"
+        table = tomllib.loads(model._toml())["model"]
+        assert table["inputs"] == [{"name": "x", "shape": seed["input"]}]
+        assert table["layers"] == seed_layers
+        job = _parse(model._toml(), "<model>")
+        assert {n: w.shape for n, w in job.initial_weights().items()} == \
+            {n: w.shape for n, w in _parse(seed_model._toml(), "<seed>").initial_weights().items()}
+    assert functional.get_config() == sequential.get_config()
+
+
+@needs_loader
+def test_functional_model_loss_and_bad_arguments():
+    x = layers.Input((13,), name="numeric")
+    logit = layers.Dense(1)(x)
+    model = actorps.Model(inputs=[x], outputs=logit, loss="binary_crossentropy")
+    assert model.loss == "sigmoid_bce" and model.get_config()["loss"] == "sigmoid_bce"
+    assert actorps.Model(layers.Sequential([layers.Dense(1)], input_shape=(13,)), loss="mse").loss == "mse"
+    with pytest.raises(ValueError, match="loss: 'hinge'"):
+        actorps.Model(inputs=x, outputs=logit, loss="hinge")
+    with pytest.raises(ValueError, match="inputs: expected a tensor"):
+        actorps.Model(outputs=logit)
+    with pytest.raises(TypeError, match="not both"):
+        actorps.Model({"layers": []}, inputs=x, outputs=logit)
+    with pytest.raises(TypeError, match="dict"):
+        actorps.Model([layers.Dense(1)])
+    assert actorps.layers is layers

@@ -11,7 +11,8 @@ ClusterCoordinator, Keras-style Model.fit) on actorps's C++ actor system.
 
 Names follow TF's: ``actorps.cluster_resolver``, ``actorps.errors``,
 ``actorps.data.Dataset``, ``actorps.optimizers``, ``actorps.callbacks``,
-``actorps.partitioners``. Bad configuration raises ValueError with the
+``actorps.partitioners``, ``actorps.layers`` (Keras's functional API:
+``actorps.Model(inputs=x, outputs=logits)``). Bad configuration raises ValueError with the
 ``actorps`` program's file:line:column text; runtime failures raise
 ``actorps.errors.OpError`` subclasses.
 """
@@ -21,6 +22,7 @@ from . import callbacks
 from . import cluster_resolver
 from . import data
 from . import errors
+from . import layers
 from . import optimizers
 from . import partitioners
 from . import testing
@@ -54,6 +56,7 @@ __all__ = [
     "errors",
     "get_strategy",
     "has_strategy",
+    "layers",
     "load_job",
     "optimizers",
     "partitioners",
@@ -61,7 +64,7 @@ __all__ = [
 ]
 
 
-def load_job(path, tf_config=""):
+def load_job(path, tf_config: str = "") -> "_actorps.Job":
     """A job file parsed as ``actorps train`` parses it (ValueError when it
     is bad); its .epochs, .steps_per_epoch, .checkpoint_dir, .tasks."""
     return _actorps.load_job(path, tf_config)

@@ -86,9 +86,11 @@ class History(Callback):
         super().__init__()
         self.history = {}
         self.epoch = []
+        self.timing = []  # per epoch: {"step": the job's steps so far, "seconds": the epoch's training time}
 
     def on_train_begin(self, logs=None):
         self.epoch = []
+        self.timing = []
 
     def on_epoch_end(self, epoch, logs=None):
         self.epoch.append(epoch)
@@ -237,6 +239,8 @@ class CallbackList:
     def on_epoch_end(self, epoch, logs=None):
         """Calls each callback's on_epoch_end with Keras's logs; whether
         training should stop (the model's stop_training)."""
+        if self.history is not None and logs:
+            self.history.timing.append({"step": logs["step"], "seconds": logs["seconds"]})
         logs = keras_logs(logs)
         for cb in self.callbacks:
             cb.on_epoch_end(epoch, logs)

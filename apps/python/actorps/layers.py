@@ -12,7 +12,9 @@
 >>> config = layers.model_config(x, logits, loss="softmax_xent")  # the [model] table as a dict
 >>> text = layers.to_model_toml(x, logits, loss="softmax_xent")   # ... as TOML text
 
-``actorps.Model(config)`` takes the dict. Every layer becomes one
+``actorps.Model(config)`` takes the dict, as Keras's
+``actorps.Model(inputs=x, outputs=logits)`` does the graph (and
+``actorps.Model(layers.Sequential([...]))``). Every layer becomes one
 ``[[model.layers]]`` table (two where Keras's ``activation`` is one the
 table has no key for: sigmoid, tanh, gelu or softmax follow as their own
 node), in the order the layers were called, each with a ``name`` (the
@@ -38,10 +40,12 @@ TF's embedding columns'; ``combiner="none"`` gives Keras's
 This module needs nothing but the standard library.
 """
 
-import itertools
-import json
 import math
-import numbers
+
+from ._graph import (  # noqa: F401 (Input ... to_model_toml: actorps.layers's names)
+    Input, KerasTensor, Layer, Sequential, _int, _ints, _number, _pair, _tensors, _where, config_toml, model_config,
+    to_model_toml,
+)
 
 __all__ = [
     "Activation", "Add", "AveragePooling2D", "BatchNormalization", "Concatenate", "Conv2D", "Dense",
@@ -50,67 +54,10 @@ __all__ = [
     "Softmax", "add", "concatenate", "config_toml", "model_config", "multiply", "to_model_toml",
 ]
 
-_order = itertools.count()  # the order nodes were made in: the layers' order in the table
-
-_LOSSES = {
-    "softmax_xent": "softmax_xent", "sparse_categorical_crossentropy": "softmax_xent",
-    "sigmoid_bce": "sigmoid_bce", "binary_crossentropy": "sigmoid_bce",
-    "mse": "mse", "mean_squared_error": "mse",
-}
 # Activations as a key of the layer's own table ("relu"), as a node after it, or none.
 _INLINE = ("relu",)
 _NODES = ("sigmoid", "tanh", "gelu", "softmax")
 _NONE = (None, "linear", "none")
-_KINDS = {None: "float", "float32": "float", "float": "float", "ids": "ids", "int32": "ids", "int64": "ids",
-          "ids64": "ids64"}
-
-
-# ---- argument checks ---------------------------------------------------------
-def _where(owner, arg):
-    return f"{owner}: {arg}" if owner else arg
-
-
-def _int(owner, arg, v):
-    if isinstance(v, bool) or not isinstance(v, numbers.Integral):
-        raise ValueError(f"{_where(owner, arg)}: expected an integer, got {v!r}")
-    return int(v)
-
-
-def _number(owner, arg, v):
-    if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(float(v)):
-        raise ValueError(f"{_where(owner, arg)}: expected a number, got {v!r}")
-    return float(v)
-
-
-def _pair(owner, arg, v, what="a square window"):
-    """An int, or an (h, w) pair of one int (the table has one size)."""
-    if isinstance(v, (tuple, list)):
-        if len(v) != 2 or v[0] != v[1]:
-            raise ValueError(f"{_where(owner, arg)}: expected an integer or (n, n) ({what}), got {v!r}")
-        v = v[0]
-    return _int(owner, arg, v)
-
-
-def _ints(owner, arg, v, lengths):
-    if isinstance(v, numbers.Integral) and not isinstance(v, bool):
-        v = (v,)
-    if not isinstance(v, (tuple, list)) or len(v) not in lengths:
-        n = " or ".join(str(x) for x in lengths)
-        raise ValueError(f"{_where(owner, arg)}: expected {n} integers, got {v!r}")
-    return [_int(owner, f"{arg}[{i}]", x) for i, x in enumerate(v)]
-
-
-def _keras_defaults(owner, kwargs, defaults):
-    """Keras arguments the table has no key for: accepted at Keras's default
-    (`defaults`: name -> allowed values), else ValueError naming them."""
-    for k, v in kwargs.items():
-        v = tuple(v) if isinstance(v, list) else v
-        if k in defaults and any(v is d or (d is not None and v == d) for d in defaults[k]):
-            continue
-        if k in defaults:
-            raise ValueError(f"{owner}: {k}={v!r} is not supported (actorps's model format has no key for it; "
-                             f"only {defaults[k][0]!r})")
-        raise ValueError(f"{owner}: unknown argument {k!r} (actorps's model format has no key for it)")
 
 
 def _activation(owner, v):
@@ -125,144 +72,6 @@ def _activation(owner, v):
         return None, v
     raise ValueError(f"{_where(owner, 'activation')}: {v!r} is not supported "
                      f"(expected one of None, 'linear', {', '.join(repr(a) for a in _INLINE + _NODES)})")
-
-
-def _name(owner, name):
-    if name is not None and (not isinstance(name, str) or not name):
-        raise ValueError(f"{_where(owner, 'name')}: expected a non-empty string, got {name!r}")
-    return name
-
-
-# ---- the graph -----------------------------------------------------------------
-class _Node:
-    """One [[model.inputs]] (type None) or [[model.layers]] table."""
-
-    def __init__(self, type, name, keys, inputs=(), kind=None, shape=None):
-        self.id = next(_order)
-        self.type, self.name, self.keys = type, name, dict(keys)
-        self.inputs = list(inputs)  # _Node
-        self.kind = kind  # inputs: "float", "ids", "ids64"; layers: "float"
-        self.shape = shape  # per example, or None where not worked out here
-
-
-class KerasTensor:
-    """A symbolic tensor: an Input, or a layer's output. `shape` is Keras's
-    ((None,) + per example; a size this module does not work out is None),
-    `dtype` "float32" or "int64" (ids)."""
-
-    def __init__(self, node):
-        self._node = node
-
-    @property
-    def shape(self):
-        s = self._node.shape
-        return (None,) + tuple(s) if s is not None else None
-
-    @property
-    def dtype(self):
-        return "float32" if self._node.kind == "float" else "int64"
-
-    @property
-    def name(self):
-        """The name given to its Input or layer (None: the table's default, given when the model is written)."""
-        return self._node.name
-
-    def __repr__(self):
-        what = f"Input {self.name!r}" if self._node.type is None else f"{self._node.type} {self.name or ''}".strip()
-        return f"<KerasTensor shape={self.shape} dtype={self.dtype} ({what})>"
-
-
-def Input(shape=None, name=None, dtype="float32", **kwargs):
-    """A model input: `shape` per example (1 to 3 sizes: [13], [28, 28, 1]),
-    `dtype` "float32" (kind "float") or "int64"/"int32"/"ids" (kind "ids",
-    read by an Embedding; one size, the ids per example) or "ids64" (64-bit
-    ids, read by an Embedding(dynamic=True)). Inputs take their columns of
-    each example's row in the order the model lists them."""
-    _keras_defaults("Input", kwargs, {"batch_size": (None,), "batch_shape": (None,), "sparse": (None, False),
-                                      "ragged": (None, False), "tensor": (None,)})
-    if shape is None:
-        raise ValueError("Input: shape: give the shape of one example, e.g. shape=(13,) or (28, 28, 1)")
-    if isinstance(shape, numbers.Integral):
-        shape = (shape,)
-    if not isinstance(shape, (tuple, list)) or not 1 <= len(shape) <= 3 or any(s is None for s in shape):
-        raise ValueError(f"Input: shape: expected 1 to 3 known sizes per example, e.g. (13,) or (28, 28, 1), "
-                         f"got {shape!r}")
-    shape = [_int("Input", f"shape[{i}]", s) for i, s in enumerate(shape)]
-    key = dtype.lower() if isinstance(dtype, str) else getattr(dtype, "name", dtype)
-    if key not in _KINDS:
-        raise ValueError(f"Input: dtype: {dtype!r} is not supported (expected 'float32', 'int64' (ids) or 'ids64')")
-    return KerasTensor(_Node(None, _name("Input", name), {}, kind=_KINDS[key], shape=shape))
-
-
-def _tensors(owner, inputs, count):
-    """The layer's inputs as KerasTensors (`count`: (min, max))."""
-    many = isinstance(inputs, (list, tuple))
-    xs = list(inputs) if many else [inputs]
-    for i, x in enumerate(xs):
-        if not isinstance(x, KerasTensor):
-            raise ValueError(f"{owner}: inputs{f'[{i}]' if many else ''}: expected a tensor of layers.Input or a "
-                             f"layer's output, got {type(x).__name__}")
-    lo, hi = count
-    if not lo <= len(xs) <= hi:
-        want = str(lo) if lo == hi else f"{lo} to {hi}"
-        raise ValueError(f"{owner}: takes {want} input{'s' if hi > 1 else ''}, got {len(xs)}")
-    return xs
-
-
-class Layer:
-    """A layer: calling it on tensors records its node(s) and returns its output."""
-
-    _type = None  # the table's type
-    _count = (1, 1)  # inputs it takes
-    _keras = {}  # Keras arguments without a key: their accepted defaults
-
-    def __init__(self, name=None, **kwargs):
-        owner = type(self).__name__
-        self.input_shape = kwargs.pop("input_shape", None)  # Keras: a Sequential's first layer may say it
-        _keras_defaults(owner, kwargs, dict({"dtype": (None, "float32"), "trainable": (True,)}, **self._keras))
-        self.name = _name(owner, name)
-        self._called = False
-        self._activation = (None, None)
-
-    def _keys(self, xs):
-        """The table's keys of this node (besides type, name and inputs)."""
-        return {}
-
-    def _shape(self, shapes):
-        """Its output's shape per example from its inputs' (None when unknown)."""
-        return None
-
-    def _kind(self, xs):
-        for x in xs:
-            if x._node.kind != "float":
-                which = f" {x.name!r}" if x.name else ""
-                raise ValueError(f"{self._owner()}: cannot read ids Input{which} (only an Embedding reads ids)")
-
-    def _owner(self):
-        return f"{type(self).__name__}" + (f" {self.name!r}" if self.name else "")
-
-    def __call__(self, inputs):
-        owner = self._owner()
-        if self._called:
-            raise ValueError(f"{owner}: called twice: actorps's model format has no shared layers "
-                             "(make one layer per call)")
-        xs = _tensors(owner, inputs, self._count)
-        self._kind(xs)
-        keys = self._keys(xs)
-        inline, after = self._activation
-        if inline:
-            keys["activation"] = inline
-        shapes = [x._node.shape for x in xs]
-        try:
-            shape = self._shape(shapes) if all(s is not None for s in shapes) else None
-        except (IndexError, ZeroDivisionError, TypeError):
-            shape = None  # the loader says what does not fit
-        node = _Node(self._type, self.name, keys, [x._node for x in xs], kind="float", shape=shape)
-        self._called = True
-        if after:
-            node = _Node(after, f"{self.name}_{after}" if self.name else None, {}, [node], kind="float",
-                         shape=shape)
-        return KerasTensor(node)
 
 
 def _same_pads(size, k, stride):
@@ -687,171 +496,3 @@ class FM(Layer):
 
     def _shape(self, shapes):
         return [1]
-
-
-# ---- the [model] table ----------------------------------------------------------------
-def _loss(loss):
-    key = loss.lower() if isinstance(loss, str) else loss
-    if key not in _LOSSES:
-        raise ValueError(f"loss: {loss!r} is not supported (expected one of {', '.join(sorted(_LOSSES))}; the "
-                         "loss reads the last layer's logits)")
-    return _LOSSES[key]
-
-
-def _as_list(arg, v):
-    if isinstance(v, dict):
-        v = list(v.values())
-    many = isinstance(v, (list, tuple))
-    xs = list(v) if many else [v]
-    for i, x in enumerate(xs):
-        if not isinstance(x, KerasTensor):
-            raise ValueError(f"{arg}{f'[{i}]' if many else ''}: expected a tensor of layers.Input or a layer's "
-                             f"output, got {type(x).__name__}")
-    return xs
-
-
-def model_config(inputs, outputs, loss="softmax_xent"):
-    """The [model] table of the graph from `inputs` (an Input, or a list of
-    them: their columns' order in each example's row) to `outputs` (the
-    one tensor of logits), as the dict ``actorps.Model(config)`` takes:
-    {"loss", "inputs": [{name, shape, kind}], "layers": [{name, type,
-    inputs, ...}]}. Layers come in the order they were called."""
-    ins = _as_list("inputs", inputs)
-    outs = _as_list("outputs", outputs)
-    if not ins:
-        raise ValueError("inputs: give the model's Input tensors")
-    if len(outs) != 1:
-        raise ValueError(f"outputs: a model has one output (the logits the loss reads), got {len(outs)}")
-    for i, x in enumerate(ins):
-        if x._node.type is not None:
-            raise ValueError(f"inputs[{i}]: expected a tensor of layers.Input, got a layer's output")
-    if len({id(x._node) for x in ins}) != len(ins):
-        raise ValueError("inputs: an Input is listed twice")
-    out = outs[0]._node
-    if out.type is None:
-        raise ValueError("outputs: the logits must come from a layer, not straight from an Input")
-    # Every node the output reads, in the order made (which reads before it is read).
-    seen, stack, nodes = set(), [out], []
-    while stack:
-        n = stack.pop()
-        if id(n) in seen:
-            continue
-        seen.add(id(n))
-        if n.type is not None:
-            nodes.append(n)
-        stack.extend(n.inputs)
-    nodes.sort(key=lambda n: n.id)
-    listed = {id(x._node) for x in ins}
-    for n in nodes:
-        for src in n.inputs:
-            if src.type is None and id(src) not in listed:
-                raise ValueError(f"inputs: the outputs read Input {src.name or '(unnamed)'!r}, which inputs does "
-                                 "not list")
-    # Names: the given ones, else the loader's defaults (x / input_<i>, <type>_<k>).
-    names, taken, counts = {}, {}, {}
-    for i, x in enumerate(ins):
-        n = x._node
-        names[id(n)] = n.name or ("x" if len(ins) == 1 else f"input_{i}")
-    for n in nodes:
-        k = counts.get(n.type, 0)
-        counts[n.type] = k + 1
-        names[id(n)] = n.name or f"{n.type}_{k}"
-    for n in [x._node for x in ins] + nodes:
-        name = names[id(n)]
-        if name in taken:
-            raise ValueError(f"name: {name!r} names two nodes of the model (an Input or layer's name, or the "
-                             "default <type>_<k> of an unnamed one): give them different names")
-        taken[name] = n
-    config = {"loss": _loss(loss), "inputs": [], "layers": []}
-    for x in ins:
-        n = x._node
-        entry = {"name": names[id(n)], "shape": list(n.shape)}
-        if n.kind != "float":
-            entry["kind"] = n.kind
-        config["inputs"].append(entry)
-    for n in nodes:
-        entry = {"name": names[id(n)], "type": n.type, "inputs": [names[id(s)] for s in n.inputs]}
-        entry.update(n.keys)
-        config["layers"].append(entry)
-    return config
-
-
-def _value(v):
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, int):
-        return str(v)
-    if isinstance(v, float):
-        return repr(v)
-    if isinstance(v, str):
-        return json.dumps(v)  # a JSON string is a TOML basic string
-    if isinstance(v, (list, tuple)):
-        return "[" + ", ".join(_value(x) for x in v) + "]"
-    raise TypeError(f"no TOML value for {type(v).__name__}: {v!r}")
-
-
-def config_toml(config):
-    """A [model] table's dict (model_config's) as TOML text."""
-    lines = ["[model]"]
-    lines += [f"{k} = {_value(v)}" for k, v in config.items() if not isinstance(v, list)]
-    for key in ("inputs", "layers"):
-        for item in config.get(key, []):
-            lines += ["", f"[[model.{key}]]"] + [f"{k} = {_value(v)}" for k, v in item.items() if v is not None]
-    return "\n".join(lines) + "\n"
-
-
-def to_model_toml(inputs, outputs, loss="softmax_xent"):
-    """model_config's table as TOML text: a [model] section for a job file."""
-    return config_toml(model_config(inputs, outputs, loss))
-
-
-class Sequential:
-    """Keras's Sequential: layers each reading the one before, from one
-    Input: ``Sequential([...], input_shape=(28, 28, 1))``, or an Input as
-    the first item, or a first layer given ``input_shape=``. `inputs` and
-    `outputs` are its tensors; `model_config(loss)` / `to_model_toml(loss)`
-    its table."""
-
-    def __init__(self, layers=None, input_shape=None, dtype="float32", name=None):
-        self.name = name
-        self.inputs = None
-        self.outputs = None
-        self._layers = []
-        if input_shape is not None:
-            self._start(Input(input_shape, dtype=dtype))
-        for layer in layers or []:
-            self.add(layer)
-
-    def _start(self, x):
-        self.inputs = [x]
-        self.outputs = [x]
-
-    def add(self, layer):
-        """Appends a layer (or, first, an Input)."""
-        if isinstance(layer, KerasTensor):
-            if self.inputs is not None or layer._node.type is not None:
-                raise ValueError("Sequential: an Input can only come first (one input: use the functional API "
-                                 "for more)")
-            self._start(layer)
-            return
-        if not isinstance(layer, Layer):
-            raise ValueError(f"Sequential: expected a layer, got {type(layer).__name__}")
-        if self.inputs is None:
-            if layer.input_shape is None:
-                raise ValueError("Sequential: input_shape: give the shape of one example (Sequential(..., "
-                                 "input_shape=(28, 28, 1)), an Input first, or input_shape= on the first layer)")
-            self._start(Input(layer.input_shape))
-        self.outputs = [layer(self.outputs[0])]
-        self._layers.append(layer)
-
-    @property
-    def layers(self):
-        return list(self._layers)
-
-    def model_config(self, loss="softmax_xent"):
-        if not self._layers:
-            raise ValueError("Sequential: no layers")
-        return model_config(self.inputs, self.outputs, loss)
-
-    def to_model_toml(self, loss="softmax_xent"):
-        return config_toml(self.model_config(loss))

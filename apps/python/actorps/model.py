@@ -9,6 +9,7 @@ import tempfile
 import tomllib
 import weakref
 
+from . import _graph
 from . import _toml
 from . import optimizers as _optimizers
 from .callbacks import CallbackList, keras_logs
@@ -17,35 +18,35 @@ from .strategy import get_strategy
 
 __all__ = ["Model"]
 
-_LOSSES = {
-    "softmax_xent": "softmax_xent", "sparse_categorical_crossentropy": "softmax_xent",
-    "sigmoid_bce": "sigmoid_bce", "binary_crossentropy": "sigmoid_bce",
-    "mse": "mse", "mean_squared_error": "mse",
-}
 _METRICS = ("accuracy", "acc", "sparse_categorical_accuracy", "binary_accuracy", "auc", "loss")
 
 
 def _loss_name(loss):
-    if loss is None:
-        return None
-    name = loss if isinstance(loss, str) else getattr(loss, "name", type(loss).__name__)
-    key = str(name).lower()
-    if key not in _LOSSES:
-        raise ValueError(f"loss {loss!r} is not supported (expected one of {', '.join(sorted(set(_LOSSES)))}; "
-                         "the model's logits are what the loss reads, as Keras' from_logits=True)")
-    return _LOSSES[key]
+    """The table's loss for a Keras loss name or object (None: None)."""
+    return None if loss is None else _graph._loss(loss)
 
 
 class Model:
-    """A model of a ParameterServerStrategy's cluster. Create it with
-    `from_toml`, `from_config`, `from_onnx` or `from_torch` inside
-    ``strategy.scope()``; then `compile`, `fit`, `evaluate`,
+    """A model of a ParameterServerStrategy's cluster. Create it inside
+    ``strategy.scope()``: ``Model(config)`` (the [model] table as a dict),
+    Keras's functional ``Model(inputs=x, outputs=logits, loss=...)`` (an
+    ``actorps.layers`` graph), ``Model(layers.Sequential([...]), loss=...)``,
+    or `from_toml`, `from_config`, `from_onnx`, `from_torch` (`loss` is
+    for the layers forms; a table names its own); then `compile`, `fit`, `evaluate`,
     `get_weights`, `set_weights`, `export`. Its variables go onto the PS
     tasks when it first trains, evaluates or exports (or at a
     ClusterCoordinator's first per-worker dataset); before, get_weights
     gives the values they will start from."""
 
-    def __init__(self, config, name=None):
+    def __init__(self, config=None, name: str | None = None, *, inputs=None, outputs=None,
+                 loss="softmax_xent"):
+        if inputs is not None or outputs is not None:  # Keras's functional Model(inputs=..., outputs=...)
+            if config is not None:
+                raise TypeError("Model: give the [model] table or inputs= and outputs=, not both")
+            config = _graph.model_config(inputs, outputs, loss)
+        elif isinstance(config, _graph.Sequential):
+            name = name or config.name
+            config = config.model_config(loss)
         if not isinstance(config, dict):
             raise TypeError(f"Model: expected the [model] table as a dict, got {type(config).__name__}")
         self._config = dict(config)

@@ -1,0 +1,121 @@
+"""apps/python/examples: TF's parameter-server tutorial as two programs
+(tutorial_fit.py: Model.fit; tutorial_loop.py: ClusterCoordinator), each
+run as a subprocess, short (2 epochs of 300 steps of the main job's
+Fashion-MNIST CNN), the three ways: (a) no TF_CONFIG, a local cluster of
+its own; (b) + (c) TF's recipe, the same program once per process with
+its TF_CONFIG: 2 workers and 2 PS tasks served, a chief training.
+
+Accuracy bounds, from 2 x 300 steps measured on a 2-core machine (12 runs
+each, nice 19): tutorial_fit 85.1-86.6% (Adam 0.002, decay 0.7 per
+epoch), tutorial_loop 82.0-87.3% (Adam 0.002 without decay: noisier).
+About 5 s per run."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+
+import pytest
+
+from actorps.testing import free_ports
+from conftest import SOURCE, fashion
+
+EXAMPLES = os.path.join(SOURCE, "apps", "python", "examples")
+SHORT = ["--epochs", "2", "--steps-per-epoch", "300"]
+BOUND = {"tutorial_fit.py": 82.0, "tutorial_loop.py": 78.0}  # test accuracy, %, after SHORT
+
+
+def _env(tf_config=None):
+    env = dict(os.environ)
+    env.pop("TF_CONFIG", None)
+    if tf_config is not None:
+        env["TF_CONFIG"] = json.dumps(tf_config)
+    return env
+
+
+def _run(program, args, env, timeout=180):
+    fashion("train"), fashion("t10k")  # (skips without the data)
+    start = time.monotonic()
+    proc = subprocess.run([sys.executable, os.path.join(EXAMPLES, program)] + args, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+    print(f"{program}: exit {proc.returncode} after {time.monotonic() - start:.1f} s")
+    return proc
+
+
+def _accuracy(out):
+    found = re.findall(r"^test accuracy (\d+\.\d+)%$", out, re.M)
+    assert len(found) == 1, out
+    return float(found[0])
+
+
+def test_fit_with_its_own_local_cluster(tmp_path):
+    proc = _run("tutorial_fit.py", SHORT + ["--workdir", str(tmp_path)], _env())
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    accuracy = _accuracy(proc.stdout)
+    print(f"tutorial_fit.py: test accuracy {accuracy:.2f}%")
+    assert accuracy >= BOUND["tutorial_fit.py"], proc.stdout
+    history = json.loads(re.search(r"^history: (.*)$", proc.stdout, re.M).group(1))
+    assert history["loss"][1] < history["loss"][0] and len(history["val_accuracy"]) == 2
+    assert history["val_accuracy"][-1] == pytest.approx(accuracy / 100, abs=1e-4)
+    # the callbacks' files: BackupAndRestore's checkpoints, TensorBoard's metrics
+    assert any(f.startswith("ckpt-") for f in os.listdir(tmp_path / "backup"))
+    assert (tmp_path / "logs" / "metrics.csv").exists()
+
+
+def test_loop_with_its_own_local_cluster(tmp_path):
+    proc = _run("tutorial_loop.py", SHORT + ["--workdir", str(tmp_path)], _env())
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    losses = [float(x) for x in re.findall(r"^epoch \d+/2: 300 steps in .* s, loss (\S+), accuracy", proc.stdout,
+                                           re.M)]
+    assert len(losses) == 2 and losses[1] < losses[0], proc.stdout
+    accuracy = _accuracy(proc.stdout)
+    print(f"tutorial_loop.py: losses {losses}, test accuracy {accuracy:.2f}%")
+    assert accuracy >= BOUND["tutorial_loop.py"], proc.stdout
+    assert (tmp_path / "model.onnx").stat().st_size > 4 * 5408 * 64
+
+
+@pytest.mark.parametrize("program", ["tutorial_fit.py", "tutorial_loop.py"])
+def test_tf_config_recipe(program, tmp_path):
+    """Five processes of the same program, one TF_CONFIG each: the chief
+    trains and ends the job, and then every worker and PS process exits 0."""
+    fashion("train"), fashion("t10k")
+    addr = [f"127.0.0.1:{p}" for p in free_ports(5)]
+    spec = {"chief": addr[:1], "worker": addr[1:3], "ps": addr[3:]}
+    path = os.path.join(EXAMPLES, program)
+    procs = {}
+    try:
+        start = time.monotonic()
+        for role, count in (("worker", 2), ("ps", 2), ("chief", 1)):
+            for i in range(count):
+                env = _env({"cluster": spec, "task": {"type": role, "index": i}})
+                args = SHORT + ["--workdir", str(tmp_path / "chief")] if role == "chief" else []
+                with open(tmp_path / f"{role}-{i}.log", "w") as log:
+                    procs[f"{role}:{i}"] = subprocess.Popen([sys.executable, path] + args, env=env, text=True,
+                                                            stdout=subprocess.PIPE if role == "chief" else log,
+                                                            stderr=subprocess.STDOUT)
+        out, _ = procs["chief:0"].communicate(timeout=180)
+        ended = time.monotonic()
+        print(f"{program}: the chief exited {procs['chief:0'].returncode} after {ended - start:.1f} s")
+        assert procs["chief:0"].returncode == 0, out
+        accuracy = _accuracy(out)
+        print(f"{program} (TF_CONFIG): test accuracy {accuracy:.2f}%")
+        assert accuracy >= BOUND[program], out
+        for task, proc in procs.items():
+            if task == "chief:0":
+                continue
+            try:
+                proc.wait(timeout=max(0.1, ended + 15 - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pytest.fail(f"{task} still runs 15 s after the chief ended the job; its log:\n"
+                            + (tmp_path / f"{task.replace(':', '-')}.log").read_text()[-2000:])
+            log = (tmp_path / f"{task.replace(':', '-')}.log").read_text()
+            assert proc.returncode == 0, f"{task} exited {proc.returncode}:\n{log[-2000:]}"
+            assert "the job ended" in log, log[-2000:]
+        print(f"{program}: every node exited 0 within {time.monotonic() - ended:.2f} s of the chief")
+    finally:
+        for proc in procs.values():
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
