@@ -5,10 +5,11 @@ Fashion-MNIST CNN), the three ways: (a) no TF_CONFIG, a local cluster of
 its own; (b) + (c) TF's recipe, the same program once per process with
 its TF_CONFIG: 2 workers and 2 PS tasks served, a chief training.
 
-Accuracy bounds, from 2 x 300 steps measured on a 2-core machine (12 runs
-each, nice 19): tutorial_fit 85.1-86.6% (Adam 0.002, decay 0.7 per
-epoch), tutorial_loop 82.0-87.3% (Adam 0.002 without decay: noisier).
-About 5 s per run."""
+Accuracy bounds, from 2 x 300 steps measured on a 2-core machine under
+other load (nice 19), about 30 runs each: tutorial_fit 82.9-86.9%, mostly
+84.5-86.5% (Adam 0.002, decay 0.7 per epoch); tutorial_loop 79.7-87.3%,
+mostly 83-87% (Adam 0.002 without decay: a custom loop has no per-epoch
+decay, so noisier). About 3-10 s per run; the file about 15-30 s."""
 
 import json
 import os
@@ -24,7 +25,7 @@ from conftest import SOURCE, fashion
 
 EXAMPLES = os.path.join(SOURCE, "apps", "python", "examples")
 SHORT = ["--epochs", "2", "--steps-per-epoch", "300"]
-BOUND = {"tutorial_fit.py": 82.0, "tutorial_loop.py": 78.0}  # test accuracy, %, after SHORT
+BOUND = {"tutorial_fit.py": 80.0, "tutorial_loop.py": 75.0}  # test accuracy, %, after SHORT
 
 
 def _env(tf_config=None):
@@ -76,6 +77,16 @@ def test_loop_with_its_own_local_cluster(tmp_path):
     assert (tmp_path / "model.onnx").stat().st_size > 4 * 5408 * 64
 
 
+def _wait_ready(procs, logs, deadline):
+    """Until each server's log says "actorps node ready" (ValueError: one exited or it took too long)."""
+    for task, proc in procs.items():
+        log = logs / f"{task.replace(':', '-')}.log"
+        while "actorps node ready" not in log.read_text():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"{task} did not start (exit {proc.poll()}); its log:\n{log.read_text()[-2000:]}")
+            time.sleep(0.05)
+
+
 @pytest.mark.parametrize("program", ["tutorial_fit.py", "tutorial_loop.py"])
 def test_tf_config_recipe(program, tmp_path):
     """Five processes of the same program, one TF_CONFIG each: the chief
@@ -88,6 +99,8 @@ def test_tf_config_recipe(program, tmp_path):
     try:
         start = time.monotonic()
         for role, count in (("worker", 2), ("ps", 2), ("chief", 1)):
+            if role == "chief":  # (the chief would wait for them too; started after, its run is the same each time)
+                _wait_ready(procs, tmp_path, start + 60)
             for i in range(count):
                 env = _env({"cluster": spec, "task": {"type": role, "index": i}})
                 args = SHORT + ["--workdir", str(tmp_path / "chief")] if role == "chief" else []

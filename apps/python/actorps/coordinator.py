@@ -8,7 +8,7 @@ returns [loss_sum, correct, examples, steps]; ``eval_step``; ``noop()``.
 """
 
 from . import _actorps
-from .data import Dataset
+from .data import dataset_of
 
 __all__ = ["ClusterCoordinator", "PerWorkerDataset", "RemoteValue", "FUNCTIONS"]
 
@@ -89,12 +89,10 @@ class ClusterCoordinator:
         self.strategy._connect(model, None, model._training())
 
     def create_per_worker_dataset(self, dataset_fn):
-        """`dataset_fn` (a Dataset, or a function returning one) created on
-        every worker; a PerWorkerDataset."""
-        dataset = dataset_fn() if callable(dataset_fn) and not isinstance(dataset_fn, Dataset) else dataset_fn
-        if not isinstance(dataset, Dataset):
-            raise ValueError(f"create_per_worker_dataset: expected an actorps.data.Dataset (or a function "
-                             f"returning one), got {type(dataset).__name__}")
+        """`dataset_fn` (a Dataset, a DatasetCreator, or a function of an
+        InputContext returning one) created on every worker, each reading
+        its own shard; a PerWorkerDataset."""
+        dataset = dataset_of(dataset_fn, "create_per_worker_dataset", self.strategy.num_workers)
         if self.strategy._session is None:
             self._connect()
         name = self.strategy._dataset_name()

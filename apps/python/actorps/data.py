@@ -3,11 +3,12 @@
 read by each worker on its own node (paths are the workers' paths).
 A Dataset only describes the pipeline; `_toml()` renders it."""
 
+import inspect
 import os
 
 from . import _toml
 
-__all__ = ["Dataset"]
+__all__ = ["Dataset", "DatasetCreator", "InputContext", "dataset_of"]
 
 _TRANSFORMS = ("scale", "normalize", "log1p")
 # config/criteo_dataset.toml's hash_buckets of C1..C26 (the 1-2-5 step at or above twice each vocabulary)
@@ -100,7 +101,9 @@ class Dataset:
         return self._with({"type": "filter", "labels": [int(x) for x in labels]})
 
     def shard(self, num_shards, index):
-        """Every `num_shards`-th example, from the `index`-th."""
+        """Every `num_shards`-th example, from the `index`-th (one shard: the dataset itself)."""
+        if int(num_shards) == 1 and int(index) == 0:
+            return self
         return self._with({"type": "shard", "num_shards": int(num_shards), "index": int(index)})
 
     def shuffle(self, buffer_size, seed=1):
@@ -164,3 +167,53 @@ def _paths(files):
 
 def _float(x):
     return None if x is None else float(x)
+
+
+class InputContext:
+    """What a `dataset_fn(input_context)` is told, as TF's
+    tf.distribute.InputContext. The function runs once, on the
+    coordinator, and its Dataset goes to every worker, where the
+    coordinator puts each worker's own shard in front: so here
+    `num_input_pipelines` is 1 and `input_pipeline_id` 0 (a
+    ``dataset.shard(ctx.num_input_pipelines, ctx.input_pipeline_id)`` a TF
+    program writes is a no-op), and `num_replicas_in_sync` the workers."""
+
+    def __init__(self, num_replicas_in_sync=1):
+        self.num_input_pipelines = 1
+        self.input_pipeline_id = 0
+        self.num_replicas_in_sync = num_replicas_in_sync
+
+    def get_per_replica_batch_size(self, global_batch_size):
+        """The batch each worker reads of `global_batch_size`."""
+        if global_batch_size % self.num_replicas_in_sync:
+            raise ValueError(f"global batch size {global_batch_size} is not divisible by the "
+                             f"{self.num_replicas_in_sync} workers")
+        return global_batch_size // self.num_replicas_in_sync
+
+
+class DatasetCreator:
+    """TF's tf.keras.utils.experimental.DatasetCreator: `dataset_fn`, a
+    function of an InputContext returning a Dataset, for Model.fit and
+    ClusterCoordinator.create_per_worker_dataset."""
+
+    def __init__(self, dataset_fn):
+        if not callable(dataset_fn):
+            raise TypeError(f"DatasetCreator: dataset_fn must be callable, got {type(dataset_fn).__name__}")
+        self.dataset_fn = dataset_fn
+
+
+def dataset_of(x, what, num_workers=1):
+    """The Dataset `x` gives: a Dataset itself, or what a DatasetCreator or
+    a function returns (called with an InputContext when it takes an
+    argument); ValueError naming `what` for anything else."""
+    fn = x.dataset_fn if isinstance(x, DatasetCreator) else x
+    if callable(fn) and not isinstance(fn, Dataset):
+        try:
+            takes_context = len(inspect.signature(fn).parameters) > 0
+        except (TypeError, ValueError):
+            takes_context = False
+        x = fn(InputContext(num_workers)) if takes_context else fn()
+    if not isinstance(x, Dataset):
+        raise ValueError(f"{what}: expected an actorps.data.Dataset, a DatasetCreator or a function returning a "
+                         f"Dataset, got {type(x).__name__}")
+    return x

@@ -13,7 +13,7 @@ from . import _graph
 from . import _toml
 from . import optimizers as _optimizers
 from .callbacks import CallbackList, keras_logs
-from .data import Dataset
+from .data import Dataset, dataset_of
 from .strategy import get_strategy
 
 __all__ = ["Model"]
@@ -191,7 +191,7 @@ class Model:
     def fit(self, x=None, epochs=1, steps_per_epoch=None, validation_data=None, callbacks=None, verbose="auto",
             initial_epoch=0):
         """Trains on the strategy's cluster: each worker reads its shard of
-        `x` (a Dataset), closures of steps_per_execution steps run on
+        `x` (a Dataset, or a DatasetCreator), closures of steps_per_execution steps run on
         whichever worker is free, `validation_data` (a Dataset) is
         evaluated on the workers after each epoch. `steps_per_epoch` is
         required, as in TF's parameter-server training. Returns a History
@@ -200,11 +200,9 @@ class Model:
         BackupAndRestore) and raises KeyboardInterrupt. `verbose=0`: no
         progress bar or epoch lines on stdout."""
         strategy = self._strategy_or_raise()
-        if not isinstance(x, Dataset):
-            raise ValueError(f"fit: x must be an actorps.data.Dataset, got {type(x).__name__}")
-        if validation_data is not None and not isinstance(validation_data, Dataset):
-            raise ValueError(f"fit: validation_data must be an actorps.data.Dataset, got "
-                             f"{type(validation_data).__name__}")
+        x = dataset_of(x, "fit: x", strategy.num_workers)
+        if validation_data is not None:
+            validation_data = dataset_of(validation_data, "fit: validation_data", strategy.num_workers)
         if steps_per_epoch is None:
             raise ValueError("fit: steps_per_epoch is required in parameter-server training (as in TF): "
                              "the workers' datasets repeat")

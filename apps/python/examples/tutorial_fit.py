@@ -18,6 +18,7 @@ Prints "test accuracy NN.NN%" at the end.
 
 import argparse
 import contextlib
+import functools
 import json
 import os
 import sys
@@ -49,12 +50,13 @@ def task_type():
     return (json.loads(text).get("task") or {}).get("type", "chief")
 
 
-def dataset_fn(data, input_context=None):
-    """The training data of each worker. As in TF's dataset_fn: every worker
-    reads its own shard (the coordinator adds the shard op, so
-    `input_context` is not needed: actorps has no DatasetCreator)."""
+def dataset_fn(data, input_context):
+    """The training data of each worker, as TF's dataset_fn. The
+    coordinator puts each worker's shard in front, so the shard below is
+    TF's line kept as it was: a no-op here (InputContext says 1 pipeline)."""
     return (actorps.Dataset.from_idx(os.path.join(data, "train-images-idx3-ubyte"),
                                      os.path.join(data, "train-labels-idx1-ubyte"))
+            .shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
             .map("scale", factor=1 / 255)
             .shuffle(30000, seed=1)  # a worker's whole shard: the IDX file is sorted by class
             .repeat()
@@ -77,7 +79,7 @@ def build_model():
     x = layers.Flatten()(x)
     x = layers.Dense(64, activation="relu")(x)
     logits = layers.Dense(10)(x)
-    return actorps.Model(layers.model_config(inputs, logits, loss="sparse_categorical_crossentropy"))
+    return actorps.Model(inputs=inputs, outputs=logits, loss="sparse_categorical_crossentropy")
 
 
 def train(resolver, args, workdir):
@@ -99,7 +101,7 @@ def train(resolver, args, workdir):
     ]
     test = test_dataset(args.data)
     try:
-        history = model.fit(dataset_fn(args.data), epochs=args.epochs, steps_per_epoch=args.steps_per_epoch,
+        history = model.fit(actorps.data.DatasetCreator(functools.partial(dataset_fn, args.data)), epochs=args.epochs, steps_per_epoch=args.steps_per_epoch,
                             validation_data=test, callbacks=callbacks)
         print("history:", json.dumps({k: [round(v, 4) for v in vs] for k, vs in history.history.items()}))
         result = model.evaluate(test)

@@ -77,7 +77,7 @@ def build_model():
     x = layers.Flatten()(x)
     x = layers.Dense(64, activation="relu")(x)
     logits = layers.Dense(10)(x)
-    return actorps.Model(layers.model_config(inputs, logits, loss="sparse_categorical_crossentropy"))
+    return actorps.Model(inputs=inputs, outputs=logits, loss="sparse_categorical_crossentropy")
 
 
 def train(resolver, args, workdir):
@@ -94,12 +94,13 @@ def train(resolver, args, workdir):
         # The model's variables go onto the PS tasks here, and each worker creates its dataset.
         per_worker_dataset = coordinator.create_per_worker_dataset(make_dataset_fn(args.data))
         per_worker_iterator = iter(per_worker_dataset)
-        closures = max(1, args.steps_per_epoch // args.steps_per_closure)
+        # An epoch's steps in closures of steps_per_closure (the last one the rest).
+        full, rest = divmod(args.steps_per_epoch, args.steps_per_closure)
+        closures = [args.steps_per_closure] * full + ([rest] if rest else [])
         history = []
         for epoch in range(args.epochs):
             start = time.monotonic()
-            results = [coordinator.schedule("train_step", args=(per_worker_iterator, args.steps_per_closure))
-                       for _ in range(closures)]
+            results = [coordinator.schedule("train_step", args=(per_worker_iterator, steps)) for steps in closures]
             coordinator.join()
             fetched = coordinator.fetch(results)  # each: [loss_sum, correct, examples, steps]
             steps = sum(r[3] for r in fetched)
