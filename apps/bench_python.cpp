@@ -47,7 +47,10 @@ int run_bench_python(const python_bench_options& opts) {
   fmt::print("{:<44} {:>12}\n", "", "closures/s");
   fmt::print("{:<44} {:>12.0f}\n", fmt::format("schedule('noop') x {} from Python, joined", opts.closures),
              median(schedule));
-  bench::print_target({"python_vs_cli", fmt::format("{:.2f}", median(python) / median(cli)), "x", ">= 0.97"});
+  std::vector<double> ratios;  // each Python run over the CLI run beside it: drift on the machine cancels
+  for (size_t i = 0; i < python.size() && i < cli.size(); ++i) ratios.push_back(python[i] / cli[i]);
+  fmt::print("{:<44} {:>12.2f}\n", "ratio of each pair of runs (median)", median(ratios));
+  bench::print_target({"python_vs_cli", fmt::format("{:.2f}", median(ratios)), "x", ">= 0.97"});
   bench::print_target({"python_schedule_per_s", fmt::format("{:.0f}", median(schedule)), "closures/s", ">= 100000"});
   return 0;
 }

@@ -215,12 +215,12 @@ struct failover_bench_options {
 int run_bench_failover(const failover_bench_options& opts);
 
 struct python_bench_options {
-  std::string tools_dir;    // where bench_python.py lives
-  std::string source_dir;   // config/ and data/ of the main job
-  std::string python_dir;   // build/python (import actorps); "": built without it
-  std::string scratch_log;  // bench_python.py's stderr
-  uint32_t steps = 600;     // training steps per run
-  uint32_t repetitions = 3;
+  std::string tools_dir;     // where bench_python.py lives
+  std::string source_dir;    // config/ and data/ of the main job
+  std::string python_dir;    // build/python (import actorps); "": built without it
+  std::string scratch_log;   // bench_python.py's stderr
+  uint32_t steps = 1000;     // training steps per run
+  uint32_t repetitions = 9;  // fewer swing: one run of either path is ±10% on a shared 2-core VM
   uint32_t closures = 100000;
 };
 
