@@ -196,6 +196,17 @@ void add_session(pyb::module_& m) {
       .def("live_workers", [](session& s) { return s.coordinator().live_workers(); })
       .def("get_weights", &weights)
       .def("set_weights", &set_weights, pyb::arg("weights"))
+      .def(
+          "set_learning_rate",
+          [](session& s, float lr) {
+            caf::error err;
+            {
+              pyb::gil_scoped_release unlocked;
+              err = s.coordinator().placement().set_learning_rate(lr);
+            }
+            check(err);
+          },
+          pyb::arg("learning_rate"), "The learning rate every shard applies from now on.")
       .def("close",
            [](session& s) {
              pyb::gil_scoped_release unlocked;

@@ -81,6 +81,33 @@ def test_fit_fashion_mnist(cluster, tmp_path):
     assert out.stat().st_size > 4 * 5408 * 64
 
 
+def test_a_learning_rate_scheduler_sets_the_shards_rate_each_epoch(cluster):
+    # Epoch 0 at the optimizer's rate, then 0: Adam's steps are then exactly
+    # 0, so the weights after epoch 0 are the final ones.
+    strategy = actorps.ParameterServerStrategy(cluster, threads_per_worker=1)
+    with strategy.scope():
+        model = actorps.Model.from_toml(SEED_CNN)
+    model.compile(optimizer=actorps.optimizers.Adam(0.002))
+    rates, after_first = [], []
+
+    class Snapshot(actorps.Callback):
+        def on_epoch_end(self, epoch, logs=None):
+            if epoch == 0:
+                after_first.extend(w.copy() for w in self.model.get_weights())
+
+    def schedule(epoch, lr):
+        rates.append(lr)
+        return lr if epoch == 0 else 0.0
+
+    initial = [w.copy() for w in model.get_weights()]
+    model.fit(train_data(), epochs=3, steps_per_epoch=40, verbose=0,
+              callbacks=[actorps.callbacks.LearningRateScheduler(schedule), Snapshot()])
+    assert rates == [pytest.approx(0.002), pytest.approx(0.002), 0.0]
+    final = model.get_weights()
+    assert any((a != b).any() for a, b in zip(after_first, initial))  # epoch 0 trained
+    assert all((a == b).all() for a, b in zip(after_first, final))  # epochs 1 and 2 at rate 0
+
+
 def test_ctrl_c_writes_a_checkpoint_and_a_rerun_resumes(tmp_path, capfd):
     backup = tmp_path / "backup"
     timers = []

@@ -175,13 +175,29 @@ class EarlyStopping(Callback):
 
 
 class LearningRateScheduler(Callback):
-    """Not supported: the PS shards hold the learning rate. Use the
-    optimizer's `learning_rate_decay` (per epoch) and `warmup_steps`."""
+    """Keras's: at the start of each epoch (from 0), `schedule(epoch, lr)`
+    gives the learning rate every PS shard applies from then on; `lr` is
+    the rate before it (the optimizer's at the first epoch). It overrides
+    the optimizer's own `learning_rate_decay` for the epochs it sets."""
 
-    def __init__(self, schedule=None, verbose=0):
-        raise ValueError("LearningRateScheduler is not supported in actorps's parameter-server training: the PS "
-                         "shards apply the optimizer; use learning_rate_decay (per epoch) or warmup_steps of the "
-                         "optimizer (e.g. actorps.optimizers.Adam(0.002, learning_rate_decay=0.7))")
+    def __init__(self, schedule, verbose=0):
+        super().__init__()
+        if not callable(schedule):
+            raise TypeError(f"LearningRateScheduler: schedule must be callable, got {type(schedule).__name__}")
+        self.schedule = schedule
+        self.verbose = verbose
+        self._lr = None
+
+    def on_train_begin(self, logs=None):
+        self._lr = None
+
+    def on_epoch_begin(self, epoch, logs=None):
+        lr = self._lr if self._lr is not None else self.model.optimizer.learning_rate
+        new = float(self.schedule(epoch, lr))
+        self.model._session().set_learning_rate(new)
+        self._lr = new
+        if self.verbose:
+            print(f"Epoch {epoch + 1}: LearningRateScheduler setting learning rate to {new}.")
 
 
 def _overridden_batch_hooks(cb):
