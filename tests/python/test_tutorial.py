@@ -14,6 +14,7 @@ decay, so noisier). About 3-10 s per run; the file about 15-30 s."""
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -87,27 +88,59 @@ def _wait_ready(procs, logs, deadline):
             time.sleep(0.05)
 
 
-@pytest.mark.parametrize("program", ["tutorial_fit.py", "tutorial_loop.py"])
-def test_tf_config_recipe(program, tmp_path):
-    """Five processes of the same program, one TF_CONFIG each: the chief
-    trains and ends the job, and then every worker and PS process exits 0."""
+def _start_recipe(program, chief_args, tmp_path):
+    """The same program once per task, each with its TF_CONFIG: 2 workers
+    and 2 PS tasks served, then (once they serve) the chief with
+    `chief_args`; the processes by task, and when they started."""
     fashion("train"), fashion("t10k")
     addr = [f"127.0.0.1:{p}" for p in free_ports(5)]
     spec = {"chief": addr[:1], "worker": addr[1:3], "ps": addr[3:]}
     path = os.path.join(EXAMPLES, program)
     procs = {}
+    start = time.monotonic()
+    for role, count in (("worker", 2), ("ps", 2), ("chief", 1)):
+        if role == "chief":  # (the chief would wait for them too; started after, its run is the same each time)
+            _wait_ready(procs, tmp_path, start + 60)
+        for i in range(count):
+            env = _env({"cluster": spec, "task": {"type": role, "index": i}})
+            args = chief_args + ["--workdir", str(tmp_path / "chief")] if role == "chief" else []
+            with open(tmp_path / f"{role}-{i}.log", "w") as log:
+                procs[f"{role}:{i}"] = subprocess.Popen([sys.executable, path] + args, env=env, text=True,
+                                                        stdout=subprocess.PIPE if role == "chief" else log,
+                                                        stderr=subprocess.STDOUT)
+    return procs, start
+
+
+def _assert_nodes_ended(procs, ended, tmp_path):
+    """Every worker and PS process exits 0 within 15 s of the chief's end, having heard the job end."""
+    for task, proc in procs.items():
+        if task == "chief:0":
+            continue
+        log_path = tmp_path / f"{task.replace(':', '-')}.log"
+        try:
+            proc.wait(timeout=max(0.1, ended + 15 - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"{task} still runs 15 s after the chief ended the job; its log:\n"
+                        + log_path.read_text()[-2000:])
+        log = log_path.read_text()
+        assert proc.returncode == 0, f"{task} exited {proc.returncode}:\n{log[-2000:]}"
+        assert "the job ended" in log, log[-2000:]
+
+
+def _kill_all(procs):
+    for proc in procs.values():
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.mark.parametrize("program", ["tutorial_fit.py", "tutorial_loop.py"])
+def test_tf_config_recipe(program, tmp_path):
+    """Five processes of the same program, one TF_CONFIG each: the chief
+    trains and ends the job, and then every worker and PS process exits 0."""
+    procs = {}
     try:
-        start = time.monotonic()
-        for role, count in (("worker", 2), ("ps", 2), ("chief", 1)):
-            if role == "chief":  # (the chief would wait for them too; started after, its run is the same each time)
-                _wait_ready(procs, tmp_path, start + 60)
-            for i in range(count):
-                env = _env({"cluster": spec, "task": {"type": role, "index": i}})
-                args = SHORT + ["--workdir", str(tmp_path / "chief")] if role == "chief" else []
-                with open(tmp_path / f"{role}-{i}.log", "w") as log:
-                    procs[f"{role}:{i}"] = subprocess.Popen([sys.executable, path] + args, env=env, text=True,
-                                                            stdout=subprocess.PIPE if role == "chief" else log,
-                                                            stderr=subprocess.STDOUT)
+        procs, start = _start_recipe(program, SHORT, tmp_path)
         out, _ = procs["chief:0"].communicate(timeout=180)
         ended = time.monotonic()
         print(f"{program}: the chief exited {procs['chief:0'].returncode} after {ended - start:.1f} s")
@@ -115,20 +148,32 @@ def test_tf_config_recipe(program, tmp_path):
         accuracy = _accuracy(out)
         print(f"{program} (TF_CONFIG): test accuracy {accuracy:.2f}%")
         assert accuracy >= BOUND[program], out
-        for task, proc in procs.items():
-            if task == "chief:0":
-                continue
-            try:
-                proc.wait(timeout=max(0.1, ended + 15 - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                pytest.fail(f"{task} still runs 15 s after the chief ended the job; its log:\n"
-                            + (tmp_path / f"{task.replace(':', '-')}.log").read_text()[-2000:])
-            log = (tmp_path / f"{task.replace(':', '-')}.log").read_text()
-            assert proc.returncode == 0, f"{task} exited {proc.returncode}:\n{log[-2000:]}"
-            assert "the job ended" in log, log[-2000:]
+        _assert_nodes_ended(procs, ended, tmp_path)
         print(f"{program}: every node exited 0 within {time.monotonic() - ended:.2f} s of the chief")
     finally:
-        for proc in procs.values():
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+        _kill_all(procs)
+
+
+def test_ctrl_c_on_the_chief_leaves_a_checkpoint_and_stops_the_nodes(tmp_path):
+    """SIGINT to the chief during fit (after its first epoch's checkpoint):
+    it writes a checkpoint of where training is, raises KeyboardInterrupt,
+    ends the job, and every node exits 0."""
+    procs = {}
+    try:
+        procs, _ = _start_recipe("tutorial_fit.py", ["--epochs", "20", "--steps-per-epoch", "300"], tmp_path)
+        backup = tmp_path / "chief" / "backup"
+        deadline = time.monotonic() + 120
+        while not (backup.exists() and any(f.startswith("ckpt-") for f in os.listdir(backup))):
+            assert procs["chief:0"].poll() is None and time.monotonic() < deadline, "no first checkpoint"
+            time.sleep(0.05)
+        time.sleep(0.5)  # into the second epoch
+        procs["chief:0"].send_signal(signal.SIGINT)
+        out, _ = procs["chief:0"].communicate(timeout=60)
+        ended = time.monotonic()
+        assert procs["chief:0"].returncode in (-signal.SIGINT, 128 + signal.SIGINT, 1), out
+        assert "KeyboardInterrupt" in out, out
+        steps = sorted(int(f.split("-")[1].split(".")[0]) for f in os.listdir(backup) if f.startswith("ckpt-"))
+        assert steps[0] == 300 and steps[-1] % 300 != 0, (steps, out)  # an epoch's, then Ctrl-C's mid-epoch one
+        _assert_nodes_ended(procs, ended, tmp_path)
+    finally:
+        _kill_all(procs)
