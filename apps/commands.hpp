@@ -10,6 +10,7 @@
 
 #include <caf/expected.hpp>
 
+#include "actors/checkpoint/checkpoint.hpp"
 #include "config/cluster_spec.hpp"
 #include "config/job_config.hpp"
 
@@ -48,6 +49,13 @@ int run_node(cluster_spec spec, const node_options& options);
 /// `actorps eval JOB`: the newest checkpoint of `checkpoint_dir` (default:
 /// the job's) evaluated on the job's eval dataset in this process.
 int run_eval(const job_spec& job, const std::string& checkpoint_dir);
+
+/// `vars` (of `job`'s model, whole) as a safetensors file at `out`, with
+/// the model, `step` and `epoch` in its metadata; the file is replaced
+/// whole or not at all (what `actorps export --format safetensors` writes).
+[[nodiscard]] caf::error export_safetensors(const std::string& out, const job_spec& job,
+                                            const std::vector<const train::saved_variable*>& vars, int64_t step,
+                                            uint32_t epoch);
 
 /// `actorps export JOB --format FORMAT --out FILE`: the newest checkpoint of
 /// `checkpoint_dir` (default: the job's) as a safetensors file of the job's

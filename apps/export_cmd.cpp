@@ -35,7 +35,7 @@ const char* kLayout =
     "activations NHWC; conv2d kernels HWIO [kh, kw, in, out]; dense kernels [in, out] (y = x @ kernel + bias); "
     "flatten in HWC order; embeddings [vocabulary, dim]; float32 little-endian, row-major";
 
-std::string header_of(const std::vector<const train::saved_variable*>& vars, const train::checkpoint& ckpt,
+std::string header_of(const std::vector<const train::saved_variable*>& vars, int64_t step, uint32_t epoch,
                       const job_spec& job) {
   json header = json::object();
   size_t offset = 0;
@@ -47,8 +47,8 @@ std::string header_of(const std::vector<const train::saved_variable*>& vars, con
   header["__metadata__"] = {{"producer", "actorps"},
                             {"layout", kLayout},
                             {"model", model_json_text(job.model)},
-                            {"step", std::to_string(ckpt.step)},
-                            {"epoch", std::to_string(ckpt.epoch)}};
+                            {"step", std::to_string(step)},
+                            {"epoch", std::to_string(epoch)}};
   auto text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');  // the data starts 8-byte aligned
   return text;
@@ -88,6 +88,11 @@ caf::error write_model_json(const std::string& out, const std::string& text) {
 
 }  // namespace
 
+caf::error export_safetensors(const std::string& out, const job_spec& job,
+                              const std::vector<const train::saved_variable*>& vars, int64_t step, uint32_t epoch) {
+  return write_safetensors(out, header_of(vars, step, epoch, job), vars);
+}
+
 int run_export(const job_spec& job, const std::string& checkpoint_dir, const std::string& format,
                const std::string& out) {
   if (format == "model-json") {
@@ -105,7 +110,7 @@ int run_export(const job_spec& job, const std::string& checkpoint_dir, const std
   std::vector<const float*> values;
   for (auto* v : *vars) values.push_back(v->values.data());
   auto err = format == "onnx" ? write_onnx(job.model, values, out)
-                              : write_safetensors(out, header_of(*vars, *ckpt, job), *vars);
+                              : export_safetensors(out, job, *vars, ckpt->step, ckpt->epoch);
   if (err) return export_failed(err);
   fmt::print("exported the checkpoint of step {} (epoch {}) in {}: {} tensors to {}\n", ckpt->step, ckpt->epoch, *dir,
              vars->size(), out);

@@ -9,6 +9,7 @@
 
 #include "actors/checkpoint/checkpoint.hpp"
 #include "actors/training/run_job.hpp"
+#include "apps/commands.hpp"
 #include "apps/python/py_errors.hpp"
 #include "apps/python/py_module.hpp"
 #include "apps/python/py_session.hpp"
@@ -163,6 +164,30 @@ void export_onnx(session& s, const std::string& path) {
   check(err);
 }
 
+// The variables' values now as a safetensors file (a dynamic table's rows
+// live on the shards only: those come from a checkpoint, `actorps export`).
+void export_safetensors_now(session& s, const std::string& path, int64_t step, uint32_t epoch) {
+  for (auto& v : s.coordinator().placement().variables())
+    if (v.dynamic)
+      throw pyb::value_error("export: '" + v.name + "' is a dynamic table: export its checkpoint (actorps export)");
+  caf::expected<std::vector<std::vector<float>>> got = caf::error{};
+  caf::error err;
+  {
+    pyb::gil_scoped_release unlocked;
+    got = s.coordinator().placement().pull_values();
+    if (got) {
+      std::vector<train::saved_variable> vars;
+      auto& specs = s.coordinator().placement().variables();
+      for (size_t i = 0; i < specs.size(); ++i) vars.push_back({specs[i].name, specs[i].shape, std::move((*got)[i])});
+      std::vector<const train::saved_variable*> ptrs;
+      for (auto& v : vars) ptrs.push_back(&v);
+      err = export_safetensors(path, s.job(), ptrs, step, epoch);
+    }
+  }
+  if (!got) raise(got.error());
+  check(err);
+}
+
 }  // namespace
 
 void add_fit(pyb::module_& m) {
@@ -174,6 +199,9 @@ void add_fit(pyb::module_& m) {
                                            pyb::arg("parts") = 0, "Evaluates on a [dataset] table's data.");
   cls.attr("export_onnx") = pyb::cpp_function(&export_onnx, pyb::is_method(cls), pyb::arg("path"),
                                               "Writes the model with its current values as ONNX.");
+  cls.attr("export_safetensors") =
+      pyb::cpp_function(&export_safetensors_now, pyb::is_method(cls), pyb::arg("path"), pyb::arg("step") = 0,
+                        pyb::arg("epoch") = 0, "Writes the variables' current values as safetensors.");
 }
 
 }  // namespace actorps::py

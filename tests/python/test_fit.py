@@ -2,11 +2,13 @@
 job's CNN on Fashion-MNIST for a short epoch, with callbacks, then
 evaluate, get_weights and export on the same cluster."""
 
+import json
 import math
 import os
 import signal
 import threading
 
+import numpy as np
 import pytest
 
 import actorps
@@ -79,6 +81,20 @@ def test_fit_fashion_mnist(cluster, tmp_path):
     out = tmp_path / "model.onnx"
     model.export(out)
     assert out.stat().st_size > 4 * 5408 * 64
+
+    # safetensors: the variables by name, exactly get_weights' values, the step in the metadata.
+    st = tmp_path / "model.safetensors"
+    model.export(st, format="safetensors")
+    raw = st.read_bytes()
+    size = int.from_bytes(raw[:8], "little")
+    header = json.loads(raw[8:8 + size])
+    assert header["__metadata__"]["step"] == str(history.timing[-1]["step"])
+    for name, w in zip(model.get_weight_names(), model.get_weights()):
+        begin, end = header[name]["data_offsets"]
+        assert header[name]["shape"] == list(w.shape)
+        assert (np.frombuffer(raw[8 + size + begin:8 + size + end], dtype="<f4").reshape(w.shape) == w).all()
+    with pytest.raises(ValueError, match="expected \"onnx\" or \"safetensors\""):
+        model.export(st, format="h5")
 
 
 def test_a_learning_rate_scheduler_sets_the_shards_rate_each_epoch(cluster):

@@ -107,3 +107,5 @@ class Session:
         """Evaluates on a [dataset] table's data."""
     def export_onnx(self, path: str) -> None:
         """Writes the model with its current values as ONNX."""
+    def export_safetensors(self, path: str, step: int = 0, epoch: int = 0) -> None:
+        """Writes the variables' current values as safetensors."""

@@ -293,11 +293,18 @@ class Model:
                                  for n in current}
 
     def export(self, filepath, format="onnx"):
-        """Writes the model with its current values as an ONNX file."""
-        if format != "onnx":
-            raise ValueError(f"export: format {format!r} is not supported here (\"onnx\"; `actorps export` writes "
-                             "safetensors from a checkpoint)")
-        self._session().export_onnx(os.fspath(filepath))
+        """Writes the model with its current values: `format` "onnx" (the
+        graph and its weights, as `actorps export --format onnx`) or
+        "safetensors" (the variables by name, the model and the step in
+        its metadata)."""
+        if format == "onnx":
+            self._session().export_onnx(os.fspath(filepath))
+        elif format == "safetensors":
+            timing = self.history.timing if getattr(self, "history", None) is not None else []
+            self._session().export_safetensors(os.fspath(filepath), timing[-1]["step"] if timing else 0,
+                                               len(timing))
+        else:
+            raise ValueError(f"export: format {format!r}: expected \"onnx\" or \"safetensors\"")
 
     def __repr__(self):
         return f"<actorps.Model {self.name}>"
