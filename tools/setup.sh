@@ -5,7 +5,8 @@
 #   (none)  what building and running the actorps program needs: the main
 #           command (tools/main.sh): 105 packages, 126 MB, on a bare Debian 12
 #   --all   and what the tests, benchmarks and tools need: the test command
-#           (tools/test.sh) and the image: 509 packages, 481 MB
+#           (tools/test.sh) and the image: 509 packages, 481 MB before the
+#           Python module's (pybind11-dev, python3-dev, python3-pytest) came
 set -euo pipefail
 
 packages=(
