@@ -64,9 +64,10 @@ def test_fit_fashion_mnist(cluster, tmp_path):
     assert os.listdir(checkpoints) and os.path.exists(logs / "metrics.csv")
 
     # The same variables, evaluated again: the same figures.
-    result = model.evaluate(test_data())
+    result = model.evaluate(test_data(), return_dict=True)
     assert sorted(result) == ["accuracy", "loss"]
     assert result["accuracy"] == pytest.approx(accuracy, abs=1e-9)
+    assert model.evaluate(test_data()) == pytest.approx([result["loss"], result["accuracy"]])  # Keras's list
 
     weights = model.get_weights()
     assert [w.shape for w in weights] == [(3, 3, 1, 32), (32,), (5408, 64), (64,), (64, 10), (10,)]

@@ -44,7 +44,7 @@ def test_servers_from_tf_config(capfd):
         with pytest.raises(RuntimeError, match="boom at epoch 0"):
             model.fit(train_data(), epochs=3, steps_per_epoch=20, callbacks=[Raises()], verbose=0)
         assert "epoch 1/3" not in capfd.readouterr().out  # verbose=0: no progress on stdout
-        assert model.evaluate(test_data())["accuracy"] > 0.3
+        assert model.evaluate(test_data(), return_dict=True)["accuracy"] > 0.3
         model.compile("sgd")  # the shards hold Adam's slots: refused, not silently ignored
         with pytest.raises(ValueError, match="the shards cannot change to"):
             model.fit(train_data(), steps_per_epoch=20)

@@ -228,15 +228,15 @@ class Model:
         cbs.on_train_end(keras_logs(history[-1]) if history else None)
         return self.history
 
-    def evaluate(self, x=None, return_dict=True, verbose="auto"):
-        """Loss and accuracy (AUC and log loss for a binary model) of the
-        current variables on `x` (a Dataset), evaluated in parts on the
-        workers; a dict, or [loss, accuracy] without `return_dict`."""
-        if not isinstance(x, Dataset):
-            raise ValueError(f"evaluate: x must be an actorps.data.Dataset, got {type(x).__name__}")
+    def evaluate(self, x=None, return_dict=False, verbose="auto"):
+        """Loss and accuracy (then AUC and log loss for a binary model) of
+        the current variables on `x` (a Dataset or DatasetCreator),
+        evaluated in parts on the workers. As Keras: a list [loss,
+        accuracy, ...], or with `return_dict` a dict of the same names."""
+        x = dataset_of(x, "evaluate: x", self._strategy_or_raise().num_workers)
         out = self._session().evaluate(x._toml("dataset"), f"<{self.name}.evaluate>")
         out.pop("examples", None)
-        return out if return_dict else [out["loss"], out["accuracy"]]
+        return out if return_dict else [out[k] for k in ("loss", "accuracy", "auc", "log_loss") if k in out]
 
     # -- weights -----------------------------------------------------------
     def _connected(self):

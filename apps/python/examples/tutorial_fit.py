@@ -104,7 +104,7 @@ def train(resolver, args, workdir):
         history = model.fit(actorps.data.DatasetCreator(functools.partial(dataset_fn, args.data)), epochs=args.epochs, steps_per_epoch=args.steps_per_epoch,
                             validation_data=test, callbacks=callbacks)
         print("history:", json.dumps({k: [round(v, 4) for v in vs] for k, vs in history.history.items()}))
-        result = model.evaluate(test)
+        result = model.evaluate(test, return_dict=True)
         print(f"test loss {result['loss']:.4f}")
         print(f"test accuracy {100 * result['accuracy']:.2f}%", flush=True)
     finally:

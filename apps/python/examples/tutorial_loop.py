@@ -112,7 +112,7 @@ def train(resolver, args, workdir):
                   f"loss {loss:.4f}, accuracy {100 * accuracy:.2f}%", flush=True)
             if not math.isfinite(loss):
                 raise RuntimeError(f"the loss diverged at epoch {epoch + 1}")
-        result = model.evaluate(test_dataset(args.data))  # in parts on the workers, the current variables
+        result = model.evaluate(test_dataset(args.data), return_dict=True)  # in parts on the workers, the current variables
         model.export(os.path.join(workdir, "model.onnx"))
         print(f"test loss {result['loss']:.4f}")
         print(f"test accuracy {100 * result['accuracy']:.2f}%", flush=True)
