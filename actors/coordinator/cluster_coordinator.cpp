@@ -214,10 +214,20 @@ void end_job_on_nodes(caf::scoped_actor& from, const cluster_spec& spec, const s
   for (size_t i = 0; i < spec.nodes.size(); ++i) {
     const auto& tasks = spec.nodes[i].tasks;
     if (std::any_of(tasks.begin(), tasks.end(), [](const task_id& t) { return t.role == pb::COORDINATOR; })) continue;
-    auto node = dial_node_now(from, spec, task_id{pb::COORDINATOR, 0}, i);
-    auto ended = node ? request_now<pb::JobEnded>(from, *node, timeout, end) : node.error();
-    if (!ended)
-      spdlog::warn("coordinator: could not end the job on {}: {}", to_string(tasks.front()), describe(ended.error()));
+    // A dial that fails for a moment (a connection_timeout while the node's
+    // worker stops) is tried again, as dials are, within the connect timeout:
+    // a node never told would outlive its job.
+    caf::error failed;
+    const auto until = std::chrono::steady_clock::now() + timeout;
+    for (auto wait = kFirstRetry;; wait = next_retry(wait)) {
+      auto node = dial_node_now(from, spec, task_id{pb::COORDINATOR, 0}, i);
+      auto ended = node ? request_now<pb::JobEnded>(from, *node, timeout, end) : node.error();
+      failed = ended ? caf::error{} : ended.error();
+      if (!failed || !transient(failed) || std::chrono::steady_clock::now() + wait > until) break;
+      std::this_thread::sleep_for(wait);
+    }
+    if (failed)
+      spdlog::warn("coordinator: could not end the job on {}: {}", to_string(tasks.front()), describe(failed));
   }
 }
 
