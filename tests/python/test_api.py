@@ -83,7 +83,7 @@ def test_help_of_the_coordinator():
     assert "Model(inputs=" in pydoc.render_doc(actorps.Model, renderer=pydoc.plaintext)
 
 
-def test_the_extension_stub_declares_every_bound_name():
+def test_the_pyi_declares_every_name_the_extension_binds():
     """actorps/_actorps.pyi (next to the module) declares each name of
     dir(_actorps) and each method of its classes."""
     ext = actorps._actorps
